@@ -1,0 +1,46 @@
+# Two commands matter: `make demo` and `make test`. Both bootstrap .venv from a bare Python 3.11.
+PYTHON ?= python3.11
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-slow test-browser screenshot perf lint contract clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (Python 3.11 is required; set PYTHON=...)"; exit 2; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/pmem demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not browser" tests
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m "slow" tests
+
+test-browser: $(STAMP)
+	$(PY) -m pytest -q -m "browser" tests
+
+screenshot: $(STAMP)
+	$(VENV)/bin/pmem report-screenshot
+
+perf: $(STAMP)
+	$(VENV)/bin/pmem perf core
+	$(VENV)/bin/pmem perf client
+	$(VENV)/bin/pmem perf bench
+	$(VENV)/bin/pmem perf arms
+	$(VENV)/bin/pmem perf sweep
+	$(VENV)/bin/pmem perf report
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+contract: $(STAMP)
+	$(PY) -m pytest -q ../shared/contract
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,53 @@
+"""Provenant Memory (P-Mem).
+
+An agent memory that commits the current value of each fact on arrival and keeps what it displaces,
+as a typed provenance graph, plus the harness that evaluates agent memories against each other.
+
+>>> import pmem
+>>> g = pmem.ProvenanceGraph()
+>>> e = g.observe("The budget is $30k", source="user")
+>>> g.apply("accept", "project.budget", "$30k", evidence=e).applied
+True
+>>> g.cell("project.budget").value
+'$30k'
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pmem.graph import (
+        Cell,
+        KeyRegistry,
+        OpResult,
+        Patch,
+        PatchController,
+        ProvenanceGraph,
+        StateFileError,
+        Version,
+    )
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Cell",
+    "KeyRegistry",
+    "OpResult",
+    "Patch",
+    "PatchController",
+    "ProvenanceGraph",
+    "StateFileError",
+    "Version",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `import pmem.models` (or the CLI) does not pay for the core's imports.
+    if name in __all__ and name != "__version__":
+        from pmem import graph
+
+        return getattr(graph, name)
+    msg = f"module 'pmem' has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -1,0 +1,83 @@
+"""The interface every memory design implements.
+
+The runner drives an arm per history: ``ingest`` the events in arrival order (in slices, so questions
+can be asked between events), then ``answer`` questions. Model calls go through the model layer with
+purpose tags and a :class:`~pmem.models.CallContext` naming the history and arm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pmem.bench._types import Event, Question
+    from pmem.graph import ProvenanceGraph
+    from pmem.models._types import ChatModel, Embedder
+
+
+@dataclass(frozen=True)
+class ModelSet:
+    agent: ChatModel
+    embedder: Embedder
+    judge: ChatModel | None = None
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """What the reader is shown for one question."""
+
+    text: str
+    tokens: int
+    chars: int
+    items: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    prediction: str
+    read: ReadResult
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class WriteRecord:
+    """One row of a run's ``writes/`` dataset."""
+
+    seq: int
+    op: str
+    key: str | None
+    value: str | None
+    applied: bool
+    reason: str | None = None
+
+
+@dataclass
+class WriteStats:
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    facts: int = 0
+    cells: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Arm(Protocol):
+    name: str
+
+    async def ingest(self, events: Sequence[Event]) -> None: ...
+
+    async def read(self, question: Question) -> ReadResult: ...
+
+    async def answer(self, question: Question) -> Answer: ...
+
+    def write_stats(self) -> WriteStats: ...
+
+    def write_log(self) -> list[WriteRecord]: ...
+
+    def graph(self) -> ProvenanceGraph | None: ...
+
+    def extra(self) -> dict[str, Any]: ...

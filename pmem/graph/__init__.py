@@ -1,0 +1,1 @@
+"""P-Mem core: the typed provenance graph (placeholder until the core lands)."""
