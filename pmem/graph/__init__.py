@@ -1,1 +1,35 @@
-"""P-Mem core: the typed provenance graph (placeholder until the core lands)."""
+"""P-Mem core: the typed provenance graph, its operations, materialization and Arrow state.
+
+This package imports nothing else from ``pmem`` and no Ray or HTTP library: it is the part of P-Mem
+meant to be embedded in any agent.
+"""
+
+from __future__ import annotations
+
+from pmem.graph._codes import DISCLOSURES, EDGE_KINDS, OPS, STATUSES
+from pmem.graph._graph import ProvenanceGraph
+from pmem.graph._identity import HashingKeyEmbedding, IdentityDecision, KeyRegistry, rule_confirm
+from pmem.graph._patch import Lowering, Patch, PatchController
+from pmem.graph._state import StateFileError
+from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
+
+__all__ = [
+    "DISCLOSURES",
+    "EDGE_KINDS",
+    "OPS",
+    "STATUSES",
+    "Cell",
+    "Evidence",
+    "HashingKeyEmbedding",
+    "IdentityDecision",
+    "KeyRegistry",
+    "Lowering",
+    "OpResult",
+    "Operation",
+    "Patch",
+    "PatchController",
+    "ProvenanceGraph",
+    "StateFileError",
+    "Version",
+    "rule_confirm",
+]

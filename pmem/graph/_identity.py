@@ -1,0 +1,249 @@
+"""Soft key identity: deciding which existing cell a language-inferred key refers to.
+
+A candidate key that is not registered verbatim is embedded; the most similar registered key is
+shortlisted when cosine similarity reaches the threshold (0.72 by default), and merged only when a
+confirm check, shown the two *key names only* (never values: equal values recur across distinct keys),
+says they are the same. Every non-trivial decision is recorded with its score and verdict and saved
+with the graph.
+
+The embedding and the check are pluggable. The defaults need no model: character n-gram hashing for
+the embedding, and a rule over key tokens for the check. Write paths with an LLM pass the model's
+same/different call instead; async callers use :meth:`KeyRegistry.shortlist` and
+:meth:`KeyRegistry.decide` around their own awaits.
+
+>>> reg = KeyRegistry()
+>>> reg.resolve("user.personal_best_5k")
+'user.personal_best_5k'
+>>> reg.resolve("user.personal_best_5k_time")
+'user.personal_best_5k'
+>>> reg.resolve("mug.location")
+'mug.location'
+>>> reg.resolve("apple.location")
+'apple.location'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+DEFAULT_THRESHOLD = 0.72
+_TOKEN = re.compile(r"[a-z0-9]+")
+_STOP = frozenset({"the", "of", "a", "an", "in", "at", "on", "for", "to", "is", "user"})
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityDecision:
+    """``verdict``: ``new`` (nothing shortlisted), ``same`` (merged) or ``different`` (kept apart)."""
+
+    candidate: str
+    shortlisted: str | None
+    score: float
+    verdict: str
+    canonical: str
+
+
+def normalize_key_text(key: str) -> str:
+    return " ".join(_TOKEN.findall(key.lower()))
+
+
+class HashingKeyEmbedding:
+    """Character n-gram hashing of key names (no model, deterministic), rows L2-normalized."""
+
+    name = "hashing-char-2-4-1024"
+
+    def __init__(self, n_features: int = 1024) -> None:
+        from sklearn.feature_extraction.text import HashingVectorizer
+
+        self._vectorizer = HashingVectorizer(
+            analyzer="char_wb", ngram_range=(2, 4), n_features=n_features, alternate_sign=False, norm="l2"
+        )
+        self.dim = n_features
+
+    def __call__(self, keys: Sequence[str]) -> np.ndarray:
+        texts = [normalize_key_text(k) for k in keys]
+        return self._vectorizer.transform(texts).toarray().astype(np.float32)
+
+
+def _tokens(text: str) -> set[str]:
+    out = set()
+    for tok in _TOKEN.findall(text.lower()):
+        if tok in _STOP:
+            continue
+        if len(tok) > 3 and tok.endswith("s") and not tok.endswith("ss"):
+            tok = tok[:-1]
+        out.add(tok)
+    return out
+
+
+def rule_confirm(candidate: str, registered: str) -> bool:
+    """Key-name-only same/different rule: subjects must agree, attributes must largely overlap.
+
+    For ``subject.attribute`` keys the subjects' tokens must be equal and the attribute token sets must
+    share at least half of the smaller one; other keys need a token Jaccard of at least 0.6.
+    """
+    if "." in candidate and "." in registered:
+        subj_a, attr_a = candidate.split(".", 1)
+        subj_b, attr_b = registered.split(".", 1)
+        if _tokens(subj_a) != _tokens(subj_b):
+            return False
+        ta, tb = _tokens(attr_a), _tokens(attr_b)
+        if not ta or not tb:
+            return ta == tb
+        return len(ta & tb) >= 0.5 * min(len(ta), len(tb))
+    ta, tb = _tokens(candidate), _tokens(registered)
+    if not ta or not tb:
+        return False
+    return len(ta & tb) / len(ta | tb) >= 0.6
+
+
+class KeyRegistry:
+    """Maps candidate keys to canonical keys, recording every merge decision."""
+
+    def __init__(
+        self,
+        embed: Callable[[Sequence[str]], np.ndarray] | None = None,
+        confirm: Callable[[str, str], bool] | None = None,
+        threshold: float = DEFAULT_THRESHOLD,
+    ) -> None:
+        if not 0.0 < threshold <= 1.0:
+            msg = f"KeyRegistry: threshold must be in (0, 1], got {threshold}"
+            raise ValueError(msg)
+        self._embed = embed
+        self._confirm = confirm or rule_confirm
+        self.threshold = float(threshold)
+        self._keys: list[str] = []
+        self._index: dict[str, int] = {}
+        self._aliases: dict[str, str] = {}
+        self._matrix: np.ndarray | None = None
+        self._decisions: list[IdentityDecision] = []
+        self.exact_hits = 0
+
+    # ------------------------------------------------------------ introspection
+
+    @property
+    def keys(self) -> list[str]:
+        """Canonical keys in registration order."""
+        return list(self._keys)
+
+    @property
+    def decisions(self) -> list[IdentityDecision]:
+        return list(self._decisions)
+
+    def config(self) -> dict[str, Any]:
+        embed_name = getattr(self._embed, "name", None) if self._embed is not None else HashingKeyEmbedding.name
+        confirm_name = getattr(self._confirm, "__name__", type(self._confirm).__name__)
+        return {"threshold": self.threshold, "embedding": embed_name, "confirm": confirm_name}
+
+    # ------------------------------------------------------------ embedding
+
+    def _embed_one(self, key: str) -> np.ndarray:
+        if self._embed is None:
+            self._embed = HashingKeyEmbedding()
+        vec = np.asarray(self._embed([key]), dtype=np.float32).reshape(-1)
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm > 0 else vec
+
+    def _append_vector(self, vec: np.ndarray) -> None:
+        n = len(self._keys)
+        if self._matrix is None:
+            self._matrix = np.zeros((max(64, n + 1), vec.shape[0]), dtype=np.float32)
+        elif n >= self._matrix.shape[0]:
+            grown = np.zeros((self._matrix.shape[0] * 2, self._matrix.shape[1]), dtype=np.float32)
+            grown[:n] = self._matrix[:n]
+            self._matrix = grown
+        self._matrix[n] = vec
+
+    def _ensure_matrix(self) -> None:
+        # After a restore the vectors are recomputed lazily, on the first lookup that needs them.
+        if self._keys and (self._matrix is None or len(self._keys) > self._matrix.shape[0]):
+            keys, self._keys, self._matrix = self._keys, [], None
+            for k in keys:
+                self._append_vector(self._embed_one(k))
+                self._keys.append(k)
+
+    # ------------------------------------------------------------ decisions
+
+    def canonical(self, candidate: str) -> str | None:
+        """The canonical key for ``candidate`` if it is registered or was merged before, else None."""
+        if candidate in self._index:
+            return candidate
+        return self._aliases.get(candidate)
+
+    def shortlist(self, candidate: str, vector: np.ndarray | None = None) -> tuple[str, float] | None:
+        """The most similar registered key and its cosine, if at or above the threshold."""
+        if not self._keys:
+            return None
+        self._ensure_matrix()
+        vec = self._embed_one(candidate) if vector is None else _unit(vector)
+        scores = self._matrix[: len(self._keys)] @ vec
+        best = int(np.argmax(scores))
+        score = float(scores[best])
+        if score < self.threshold:
+            return None
+        return self._keys[best], score
+
+    def register(self, key: str, vector: np.ndarray | None = None) -> None:
+        if key in self._index:
+            return
+        self._ensure_matrix()
+        vec = self._embed_one(key) if vector is None else _unit(vector)
+        self._append_vector(vec)
+        self._index[key] = len(self._keys)
+        self._keys.append(key)
+
+    def decide(
+        self,
+        candidate: str,
+        shortlisted: str | None,
+        score: float,
+        same: bool,
+        vector: np.ndarray | None = None,
+    ) -> str:
+        """Record a verdict on ``candidate`` vs ``shortlisted`` and return the canonical key."""
+        if shortlisted is not None and same:
+            canonical, verdict = shortlisted, "same"
+            self._aliases[candidate] = shortlisted
+        else:
+            canonical, verdict = candidate, "new" if shortlisted is None else "different"
+            self.register(candidate, vector)
+        self._decisions.append(IdentityDecision(candidate, shortlisted, float(score), verdict, canonical))
+        return canonical
+
+    def resolve(self, candidate: str, vector: np.ndarray | None = None) -> str:
+        """Exact match, else shortlist by cosine and merge only if the key-only check says same."""
+        if type(candidate) is not str or not candidate:
+            msg = f"KeyRegistry.resolve: candidate key must be a non-empty string, got {candidate!r}"
+            raise ValueError(msg)
+        known = self.canonical(candidate)
+        if known is not None:
+            self.exact_hits += 1
+            return known
+        vec = self._embed_one(candidate) if vector is None else _unit(vector)
+        hit = self.shortlist(candidate, vec)
+        if hit is None:
+            return self.decide(candidate, None, 0.0, False, vec)
+        registered, score = hit
+        return self.decide(candidate, registered, score, bool(self._confirm(candidate, registered)), vec)
+
+    def restore(self, keys: list[str], decisions: list[dict[str, Any]], config: dict[str, Any] | None) -> None:
+        """Reinstate saved state (used by ``ProvenanceGraph.load``); vectors are recomputed lazily."""
+        if config and "threshold" in config:
+            self.threshold = float(config["threshold"])
+        self._keys = list(keys)
+        self._index = {k: i for i, k in enumerate(self._keys)}
+        self._matrix = None
+        self._decisions = [IdentityDecision(**d) for d in decisions]
+        self._aliases = {d.candidate: d.canonical for d in self._decisions if d.verdict == "same"}
+
+
+def _unit(vector: np.ndarray) -> np.ndarray:
+    vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(vec))
+    return vec / norm if norm > 0 else vec

@@ -1,0 +1,118 @@
+"""The patch interface: a revise-shaped update lowered deterministically onto exactly one typed op.
+
+Write paths (template, extraction, annotation) speak patches; the controller decides which operation a
+patch means *against the current head*, so callers never have to know the head themselves:
+
+============================================  =====================================
+patch                                          lowered to
+============================================  =====================================
+key has no head, value given                   accept (creates the cell)
+value equals the head's value                  noop (support)
+``marks_old_wrong``, value given               reject with the value (head contradicted)
+``marks_old_wrong``, no value                  reject without value (rollback)
+no value, not marked wrong                     revoke (rollback)
+otherwise                                      accept (supersession)
+============================================  =====================================
+
+An explicit ``op`` is honoured when its precondition holds against the head; otherwise it is kept
+(and the graph records it as a noop with its reason), unless ``hard_commit`` is set, in which case the
+controller falls back to the default lowering above so a structured correction is never dropped. An
+``old_value`` that names something other than the current head makes the patch stale: it lowers to a
+noop with that reason unless ``hard_commit`` is set.
+
+>>> from pmem.graph import ProvenanceGraph
+>>> g = ProvenanceGraph()
+>>> c = PatchController()
+>>> c.lower(g, Patch("door.color", "red")).op
+'accept'
+>>> _ = c.apply(g, Patch("door.color", "red"))
+>>> c.lower(g, Patch("door.color", "blue", old_value="red", marks_old_wrong=True)).op
+'reject'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pmem.graph._codes import OP_CODES, OPS
+
+if TYPE_CHECKING:
+    from pmem.graph._graph import ProvenanceGraph
+    from pmem.graph._types import OpResult
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    key: str
+    new_value: str | None
+    old_value: str | None = None
+    op: str | None = None
+    marks_old_wrong: bool = False
+    hard_commit: bool = False
+
+    def __post_init__(self) -> None:
+        if type(self.key) is not str or not self.key:
+            msg = f"Patch: key must be a non-empty string, got {self.key!r}"
+            raise ValueError(msg)
+        if self.op is not None and self.op not in OP_CODES:
+            msg = f"Patch {self.key}: unknown op {self.op!r}; expected one of {', '.join(OPS)}"
+            raise ValueError(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class Lowering:
+    op: str
+    key: str
+    value: str | None
+    reason: str
+
+
+class PatchController:
+    """Deterministic patch -> typed operation lowering (no model, no state of its own)."""
+
+    def lower(self, graph: ProvenanceGraph, patch: Patch) -> Lowering:
+        key, new = patch.key, patch.new_value
+        cell = graph.cell(key)
+        head = cell.value if cell is not None else None
+        status = cell.status if cell is not None else "empty"
+        if patch.op is not None:
+            ok, why = _precondition(patch.op, new, head, status, cell.alternatives if cell else [])
+            if ok or not patch.hard_commit:
+                return Lowering(patch.op, key, _value_for(patch.op, new), "explicit op" if ok else why)
+        if patch.old_value is not None and head is not None and patch.old_value != head:
+            if not patch.hard_commit:
+                return Lowering("noop", key, new, f"stale patch: old value {patch.old_value!r} is not the head {head!r}")
+        if head is None:
+            if new is None:
+                return Lowering("noop", key, None, "nothing to retract: the key has no head")
+            return Lowering("accept", key, new, "create")
+        if new is not None and new == head:
+            return Lowering("noop", key, new, "same value as the head: support")
+        if patch.marks_old_wrong:
+            return Lowering("reject", key, new, "revision: the old value is marked wrong")
+        if new is None:
+            return Lowering("revoke", key, None, "retraction")
+        return Lowering("accept", key, new, "supersession")
+
+    def apply(self, graph: ProvenanceGraph, patch: Patch, evidence: str | None = None) -> OpResult:
+        low = self.lower(graph, patch)
+        return graph.apply(low.op, low.key, low.value, evidence=evidence)
+
+
+def _value_for(op: str, value: str | None) -> str | None:
+    return None if op == "revoke" else value
+
+
+def _precondition(op: str, new: str | None, head: str | None, status: str, alts: list[str]) -> tuple[bool, str]:
+    if op in ("accept", "contest", "resolve") and new is None:
+        return False, f"{op} needs a value"
+    if op == "accept" or op == "noop":
+        return True, ""
+    if head is None:
+        return False, f"{op}: the key has no head"
+    if op == "resolve" and status != "contested":
+        return False, "resolve: the cell is not contested"
+    if op == "resolve" and new != head and new not in alts:
+        return False, "resolve: value is neither the head nor an alternative"
+    return True, ""

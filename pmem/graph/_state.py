@@ -1,0 +1,245 @@
+"""Graph state on disk: one Arrow IPC file, lossless, deterministic, checksummed, written atomically.
+
+Layout. The file is an Arrow IPC *file* with schema ``(table: string, payload: large_binary)``: one row
+per logical table (evidence, keys, versions, ...), each payload an Arrow IPC *stream* holding that table.
+Schema metadata carries the format name, the schema version, the arrival seq and a SHA-256 over all
+payloads, so that a truncated or altered file is refused instead of yielding a partial graph. Any Arrow
+reader can open it::
+
+    outer = pyarrow.ipc.open_file(path).read_all()
+    versions = pyarrow.ipc.open_stream(outer["payload"][2].as_py()).read_all()
+
+Integer columns use -1 for "none" (open interval, no evidence, no predecessor); status and op columns
+hold codes whose names are listed in the metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from pmem.graph._codes import OPS, STATUSES
+
+if TYPE_CHECKING:
+    from pmem.graph._graph import ProvenanceGraph
+    from pmem.graph._identity import KeyRegistry
+
+FORMAT = "pmem-state"
+SCHEMA_VERSION = 1
+
+I64, I32, I8 = pa.int64(), pa.int32(), pa.int8()
+STR, LSTR = pa.string(), pa.large_string()
+
+# table name -> [(column, graph attribute, arrow type)]
+_TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
+    "evidence": [
+        ("text", "_ev_text", LSTR),
+        ("source", "_ev_source", STR),
+        ("time", "_ev_time", STR),
+        ("seq", "_ev_seq", I64),
+    ],
+    "keys": [("key", "_key_names", STR), ("head", "_head", I64)],
+    "versions": [
+        ("key", "_v_key", I32),
+        ("value", "_v_value", LSTR),
+        ("status", "_v_status", I8),
+        ("valid_from", "_v_from", I64),
+        ("valid_to", "_v_to", I64),
+        ("evidence", "_v_ev", I64),
+        ("support", "_v_support", I32),
+        ("supersedes", "_v_prev", I64),
+        ("alternative_of", "_v_alt", I64),
+    ],
+    "supported_by": [("version", "_sb_version", I64), ("evidence", "_sb_ev", I64), ("seq", "_sb_seq", I64)],
+    "tombstones": [("version", "_tb_version", I64), ("seq", "_tb_seq", I64), ("evidence", "_tb_ev", I64)],
+    "operations": [
+        ("seq", "_op_seq", I64),
+        ("requested", "_op_req", I8),
+        ("op", "_op_eff", I8),
+        ("key", "_op_key", I64),
+        ("value", "_op_value", LSTR),
+        ("evidence", "_op_ev", I64),
+        ("applied", "_op_applied", pa.bool_()),
+        ("reason", "_op_reason", STR),
+        ("version", "_op_target", I64),
+    ],
+}
+_IDENTITY = pa.schema(
+    [
+        ("candidate", STR),
+        ("shortlisted", STR),
+        ("score", pa.float64()),
+        ("verdict", STR),
+        ("canonical", STR),
+    ]
+)
+
+
+class StateFileError(ValueError):
+    """A state file that cannot be read back whole: missing, truncated, altered or of another format."""
+
+
+def _stream(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
+    tables: dict[str, pa.Table] = {}
+    for name, columns in _TABLES.items():
+        arrays = [pa.array(getattr(graph, attr), type=typ) for _, attr, typ in columns]
+        tables[name] = pa.table(arrays, names=[c for c, _, _ in columns])
+    alt_key, alt_version = [], []
+    for kid, alts in graph._open_alts.items():
+        alt_key.extend([kid] * len(alts))
+        alt_version.extend(alts)
+    tables["open_alternatives"] = pa.table(
+        [pa.array(alt_key, type=I64), pa.array(alt_version, type=I64)], names=["key", "version"]
+    )
+    reg = graph._registry
+    decisions = reg.decisions if reg is not None else []
+    tables["identity"] = pa.table(
+        [
+            pa.array([d.candidate for d in decisions], type=STR),
+            pa.array([d.shortlisted for d in decisions], type=STR),
+            pa.array([d.score for d in decisions], type=pa.float64()),
+            pa.array([d.verdict for d in decisions], type=STR),
+            pa.array([d.canonical for d in decisions], type=STR),
+        ],
+        schema=_IDENTITY,
+    )
+    tables["registry_keys"] = pa.table(
+        [pa.array(reg.keys if reg is not None else [], type=STR)], names=["key"]
+    )
+    return tables
+
+
+def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
+    """Serialize deterministically: the same operations always give the same bytes."""
+    names, payloads = [], []
+    for name, table in _graph_tables(graph).items():
+        names.append(name)
+        payloads.append(_stream(table))
+    digest = hashlib.sha256()
+    for p in payloads:
+        digest.update(len(p).to_bytes(8, "little"))
+        digest.update(p)
+    reg = graph._registry
+    meta = {
+        "format": FORMAT,
+        "schema_version": str(SCHEMA_VERSION),
+        "seq": str(graph._seq),
+        "sha256": digest.hexdigest(),
+        "statuses": json.dumps(STATUSES),
+        "ops": json.dumps(OPS),
+        "registry": json.dumps(reg.config() if reg is not None else None, sort_keys=True),
+    }
+    schema = pa.schema([("table", STR), ("payload", pa.large_binary())], metadata=meta)
+    outer = pa.table([pa.array(names, type=STR), pa.array(payloads, type=pa.large_binary())], schema=schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as writer:
+        writer.write_table(outer)
+    return sink.getvalue().to_pybytes()
+
+
+def save_graph(graph: ProvenanceGraph, path: str | Path) -> None:
+    path = Path(path)
+    data = graph_to_bytes(graph)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _refuse(path: Path, why: str) -> StateFileError:
+    return StateFileError(f"{path}: not a readable P-Mem state file: {why}")
+
+
+def read_tables(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
+    """Read and verify a state file's tables and metadata (raises StateFileError)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise _refuse(path, "file not found") from None
+    except OSError as exc:
+        raise _refuse(path, str(exc)) from exc
+    try:
+        reader = pa.ipc.open_file(pa.py_buffer(data))
+        outer = reader.read_all()
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        raise _refuse(path, f"truncated or damaged Arrow file ({exc})") from exc
+    raw_meta = outer.schema.metadata or {}
+    meta = {k.decode(): v.decode() for k, v in raw_meta.items()}
+    if meta.get("format") != FORMAT:
+        raise _refuse(path, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
+    if meta.get("schema_version") != str(SCHEMA_VERSION):
+        raise _refuse(path, f"schema version {meta.get('schema_version')} is not supported")
+    names = outer.column("table").to_pylist()
+    payloads = outer.column("payload").to_pylist()
+    digest = hashlib.sha256()
+    for p in payloads:
+        digest.update(len(p).to_bytes(8, "little"))
+        digest.update(p)
+    if digest.hexdigest() != meta.get("sha256"):
+        raise _refuse(path, "checksum mismatch (the file was altered or damaged)")
+    tables: dict[str, pa.Table] = {}
+    for name, payload in zip(names, payloads, strict=True):
+        try:
+            tables[name] = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
+        except pa.ArrowInvalid as exc:
+            raise _refuse(path, f"table {name!r} is damaged ({exc})") from exc
+    expected = {*_TABLES, "open_alternatives", "identity", "registry_keys"}
+    missing = expected - tables.keys()
+    if missing:
+        raise _refuse(path, f"missing tables {sorted(missing)}")
+    return tables, meta
+
+
+def _column_list(table: pa.Table, column: str) -> list:
+    col = table.column(column)
+    if pa.types.is_integer(col.type) and col.null_count == 0:
+        return col.to_numpy().tolist()
+    return col.to_pylist()
+
+
+def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
+    tables, meta = read_tables(path)
+    graph = cls(registry=registry)
+    for name, columns in _TABLES.items():
+        table = tables[name]
+        for column, attr, _ in columns:
+            setattr(graph, attr, _column_list(table, column))
+    graph._seq = int(meta["seq"])
+    graph._ev_index = {f"e{i}": i for i in range(len(graph._ev_text))}
+    graph._key_index = {k: i for i, k in enumerate(graph._key_names)}
+    key_versions: list[list[int]] = [[] for _ in graph._key_names]
+    for vid, kid in enumerate(graph._v_key):
+        key_versions[kid].append(vid)
+    graph._key_versions = key_versions
+    alts = tables["open_alternatives"]
+    open_alts: dict[int, list[int]] = {}
+    for kid, vid in zip(_column_list(alts, "key"), _column_list(alts, "version"), strict=True):
+        open_alts.setdefault(kid, []).append(vid)
+    graph._open_alts = open_alts
+    identity = tables["identity"].to_pylist()
+    reg_keys = tables["registry_keys"].column("key").to_pylist()
+    reg_config = json.loads(meta.get("registry", "null"))
+    if identity or reg_keys or reg_config is not None or registry is not None:
+        graph.registry.restore(reg_keys, identity, reg_config)
+    return graph

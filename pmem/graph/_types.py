@@ -1,0 +1,70 @@
+"""Read-only views the graph hands out: versions, cells, operation results and log entries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class OpResult:
+    """Outcome of :meth:`ProvenanceGraph.apply`.
+
+    ``op`` is the effective operation: ``"noop"`` when a precondition failed (then ``applied`` is false
+    and ``reason`` says why) or when an accept repeated the head's value (applied, counted as support).
+    """
+
+    applied: bool
+    op: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One value a key has held. ``valid_from``/``valid_to`` are arrival seqs; ``valid_to`` None = open."""
+
+    id: str
+    key: str
+    value: str
+    status: str
+    valid_from: int
+    valid_to: int | None
+    evidence: str | None
+    support: int = 1
+    supersedes: str | None = None
+    alternative_of: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """The materialized state of one key: its head's value, status, alternatives and closed history."""
+
+    key: str
+    value: str | None
+    status: str
+    alternatives: list[str]
+    history: list[Version]
+    support: int
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    id: str
+    text: str
+    source: str
+    time: str | None
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One entry of the operation log (failed preconditions included, as noops with their reason)."""
+
+    seq: int
+    requested: str
+    op: str
+    key: str
+    value: str | None
+    evidence: str | None
+    applied: bool
+    reason: str | None
+    version: str | None
