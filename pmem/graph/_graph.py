@@ -49,9 +49,25 @@ if TYPE_CHECKING:
 
     from pmem.graph._identity import KeyRegistry
 
+class _KeyState:
+    """Per-key write state. A slotted object keeps its fields inline: one cache line per key touched."""
+
+    __slots__ = ("head", "kid", "newest", "value")
+
+    def __init__(self, kid: int, head: int, newest: int, value: str | None) -> None:
+        self.kid = kid
+        self.head = head
+        self.newest = newest
+        self.value = value
+
+
 # Applied results carry no per-call data, so one frozen instance per op serves every call.
 _APPLIED = {name: OpResult(True, name, None) for name in OPS}
+_APPLIED_ACCEPT = _APPLIED["accept"]
+_ACCEPT_APPLIED = ACCEPT | ACCEPT << 3 | 1 << 6
 _SUPPORT_RESULT = OpResult(True, "noop", "value equals the current head: counted as support")
+_CONTEST_REPEATS_HEAD = OpResult(True, "noop", "contest repeats the current head's value: counted as support")
+_CONTEST_REPEATS_ALT = OpResult(True, "noop", "contest repeats an open alternative: counted as its support")
 
 
 class ProvenanceGraph:
@@ -75,15 +91,18 @@ class ProvenanceGraph:
         self._seq = 0
         # evidence
         self._ev_text: list[str] = []
-        self._ev_source: list[str] = []
-        self._ev_time: list[str | None] = []
+        self._ev_source: list[int] = []  # code into _sources
         self._ev_seq: list[int] = []
-        self._ev_index: dict[str, int] = {}
-        # keys
+        self._ev_time: dict[int, str] = {}  # sparse: only evidence that carries a time
+        self._last_eid: str | None = None  # observe-then-apply fast path: no id index needed
+        self._last_ev = NONE
+        self._sources: list[str] = []
+        self._source_code: dict[str, int] = {}
+        # keys: one slotted record per key (id, head version, newest version, head value), so that the
+        # write path touches a single small object per key
+        self._cells: dict[str, _KeyState] = {}
         self._key_names: list[str] = []
-        self._key_index: dict[str, int] = {}
-        self._head: list[int] = []  # key id -> head version id, or NONE
-        self._key_versions: list[list[int]] = []  # key id -> version ids in arrival order
+        self._records: list[_KeyState] = []
         self._open_alts: dict[int, list[int]] = {}  # key id -> open alternatives of its head
         # versions
         self._v_key: list[int] = []
@@ -91,11 +110,12 @@ class ProvenanceGraph:
         self._v_status: list[int] = []
         self._v_from: list[int] = []
         self._v_to: list[int] = []
-        self._v_ev: list[int] = []
-        self._v_support: list[int] = []
+        self._v_ev: list[int] = []  # creating evidence: the version's first supported-by edge
         self._v_prev: list[int] = []  # supersedes edge target
-        self._v_alt: list[int] = []  # alternative-of edge target
-        # supported-by edges
+        self._v_older: list[int] = []  # previous version of the same key (per-key arrival chain)
+        self._v_alt: dict[int, int] = {}  # alternative-of edge target (sparse)
+        self._v_extra_support: dict[int, int] = {}  # support beyond the creating assertion (sparse)
+        # supported-by edges added after creation (noop, repeated values, resolve)
         self._sb_version: list[int] = []
         self._sb_ev: list[int] = []
         self._sb_seq: list[int] = []
@@ -103,19 +123,15 @@ class ProvenanceGraph:
         self._tb_version: list[int] = []
         self._tb_seq: list[int] = []
         self._tb_ev: list[int] = []
-        # operation log
-        self._op_seq: list[int] = []
-        self._op_req: list[int] = []
-        self._op_eff: list[int] = []
-        self._op_key: list[int] = []
-        self._op_value: list[str | None] = []
-        self._op_ev: list[int] = []
-        self._op_applied: list[bool] = []
-        self._op_reason: list[str | None] = []
+        # operation log: code = requested | effective << 3 | applied << 6, and the target version.
+        # An operation that created its target version takes seq, key, evidence and value from it;
+        # every other operation keeps (seq, key id, evidence, value, reason) here.
+        self._op_code: list[int] = []
         self._op_target: list[int] = []
+        self._op_extra: dict[int, tuple[int, int, int, str | None, str | None]] = {}
         self._registry = registry
         self._handlers = (
-            self._accept,
+            None,
             self._contest,
             self._reject,
             self._revoke,
@@ -130,19 +146,22 @@ class ProvenanceGraph:
         if type(text) is not str:
             msg = f"observe: text must be a string, got {type(text).__name__}"
             raise ValueError(msg)
-        if type(source) is not str or not source:
-            msg = "observe: source must be a non-empty string"
-            raise ValueError(msg)
-        if time is not None and type(time) is not str:
-            time = _format_time(time)
+        code = self._source_code.get(source)
+        if code is None:
+            if type(source) is not str or not source:
+                msg = "observe: source must be a non-empty string"
+                raise ValueError(msg)
+            code = self._source_code[source] = len(self._sources)
+            self._sources.append(source)
         self._seq = seq = self._seq + 1
-        n = len(self._ev_text)
+        n = len(self._ev_seq)
         self._ev_text.append(text)
-        self._ev_source.append(source)
-        self._ev_time.append(time)
+        self._ev_source.append(code)
         self._ev_seq.append(seq)
-        eid = f"e{n}"
-        self._ev_index[eid] = n
+        if time is not None:
+            self._ev_time[n] = time if type(time) is str else _format_time(time)
+        self._last_eid = eid = f"e{n}"
+        self._last_ev = n
         return eid
 
     def apply(self, op: str, key: str, value: str | None = None, evidence: str | None = None) -> OpResult:
@@ -152,10 +171,6 @@ class ProvenanceGraph:
         status. Invalid arguments (unknown op, missing or ill-typed value, unknown evidence id) raise
         ``ValueError`` and record nothing.
         """
-        code = OP_CODES.get(op)
-        if code is None:
-            msg = f"unknown operation {op!r}; expected one of {', '.join(OPS)}"
-            raise ValueError(msg)
         if type(key) is not str or not key:
             msg = f"{op}: key must be a non-empty string, got {key!r}"
             raise ValueError(msg)
@@ -164,40 +179,80 @@ class ProvenanceGraph:
             raise ValueError(msg)
         if evidence is None:
             ev = NONE
+        elif evidence is self._last_eid:
+            ev = self._last_ev
         else:
-            ev = self._ev_index.get(evidence, NONE)
-            if ev == NONE:
-                msg = f"{op} {key}: unknown evidence id {evidence!r} (use the id returned by observe)"
+            ev = self._evidence_index(evidence, op, key)
+        if op != "accept":
+            code = OP_CODES.get(op)
+            if code is None:
+                msg = f"unknown operation {op!r}; expected one of {', '.join(OPS)}"
                 raise ValueError(msg)
-        return self._handlers[code](key, value, ev)
-
-    def _key_id(self, key: str) -> int:
-        kid = self._key_index.get(key)
-        if kid is None:
-            kid = len(self._key_names)
-            self._key_index[key] = kid
-            self._key_names.append(key)
-            self._head.append(NONE)
-            self._key_versions.append([])
-        return kid
-
-    def _new_version(self, kid: int, value: str, status: int, seq: int, ev: int, prev: int, alt: int) -> int:
+            return self._handlers[code](key, value, ev)
+        # accept is ~90% of a write stream, so it is inlined here (see `pmem perf core`)
+        if value is None:
+            msg = f"accept {key}: a value is required"
+            raise ValueError(msg)
+        rec = self._cells.get(key)
+        if rec is None:
+            rec = self._new_key(key)
+        kid, head = rec.kid, rec.head
+        self._seq = seq = self._seq + 1
+        if head != NONE:
+            if rec.value == value:
+                return self._support(ACCEPT, kid, head, value, ev, seq, _SUPPORT_RESULT)
+            self._v_status[head] = SUPERSEDED
+            self._v_to[head] = seq
+            if kid in self._open_alts:
+                self._close_open_alternatives(kid, seq)
         vid = len(self._v_key)
+        self._v_older.append(rec.newest)
+        rec.head = rec.newest = vid
+        rec.value = value
         self._v_key.append(kid)
+        self._v_value.append(value)
+        self._v_status.append(ACTIVE)
+        self._v_from.append(seq)
+        self._v_to.append(NONE)
+        self._v_ev.append(ev)
+        self._v_prev.append(head)
+        self._op_code.append(_ACCEPT_APPLIED)
+        self._op_target.append(vid)
+        return _APPLIED_ACCEPT
+
+    def _evidence_index(self, evidence: object, op: str, key: str) -> int:
+        if type(evidence) is str and evidence[:1] == "e" and evidence[1:].isdigit():
+            n = int(evidence[1:])
+            if n < len(self._ev_seq) and evidence == f"e{n}":
+                return n
+        msg = f"{op} {key}: unknown evidence id {evidence!r} (use the id returned by observe)"
+        raise ValueError(msg)
+
+    _new_state = staticmethod(_KeyState)
+
+    def _new_key(self, key: str) -> _KeyState:
+        rec = _KeyState(len(self._key_names), NONE, NONE, None)
+        self._cells[key] = rec
+        self._key_names.append(key)
+        self._records.append(rec)
+        return rec
+
+    def _new_version(self, rec: _KeyState, value: str, status: int, seq: int, ev: int, prev: int) -> int:
+        vid = len(self._v_key)
+        self._v_key.append(rec.kid)
         self._v_value.append(value)
         self._v_status.append(status)
         self._v_from.append(seq)
         self._v_to.append(NONE)
         self._v_ev.append(ev)
-        self._v_support.append(1)
         self._v_prev.append(prev)
-        self._v_alt.append(alt)
-        self._key_versions[kid].append(vid)
-        if ev != NONE:
-            self._sb_version.append(vid)
-            self._sb_ev.append(ev)
-            self._sb_seq.append(seq)
+        self._v_older.append(rec.newest)
+        rec.newest = vid
         return vid
+
+    def _set_head(self, rec: _KeyState, vid: int) -> None:
+        rec.head = vid
+        rec.value = None if vid == NONE else self._v_value[vid]
 
     def _log(
         self,
@@ -205,107 +260,85 @@ class ProvenanceGraph:
         req: int,
         eff: int,
         kid: int,
-        value: str | None,
         ev: int,
         applied: bool,
-        reason: str | None,
         target: int,
+        value: str | None = None,
+        reason: str | None = None,
+        created: bool = False,
     ) -> None:
-        self._op_seq.append(seq)
-        self._op_req.append(req)
-        self._op_eff.append(eff)
-        self._op_key.append(kid)
-        self._op_value.append(value)
-        self._op_ev.append(ev)
-        self._op_applied.append(applied)
-        self._op_reason.append(reason)
+        if not created:
+            self._op_extra[len(self._op_code)] = (seq, kid, ev, value, reason)
+        self._op_code.append(req | eff << 3 | applied << 6)
         self._op_target.append(target)
 
     def _fail(self, req: int, kid: int, value: str | None, ev: int, reason: str) -> OpResult:
         self._seq = seq = self._seq + 1
-        self._log(seq, req, NOOP, kid, value, ev, False, reason, NONE)
+        self._log(seq, req, NOOP, kid, ev, False, NONE, value, reason)
         return OpResult(False, "noop", reason)
 
-    def _support(self, req: int, kid: int, vid: int, value: str | None, ev: int, seq: int) -> None:
-        self._v_support[vid] += 1
+    def _support(
+        self, req: int, kid: int, vid: int, value: str | None, ev: int, seq: int, result: OpResult
+    ) -> OpResult:
+        self._v_extra_support[vid] = self._v_extra_support.get(vid, 0) + 1
         if ev != NONE:
             self._sb_version.append(vid)
             self._sb_ev.append(ev)
             self._sb_seq.append(seq)
-        self._log(seq, req, NOOP, kid, value, ev, True, None, vid)
+        self._log(seq, req, NOOP, kid, ev, True, vid, value, result.reason)
+        return result
 
-    def _close_open_alternatives(self, kid: int, seq: int, status: int) -> None:
+    def _close_open_alternatives(self, kid: int, seq: int) -> None:
         alts = self._open_alts.pop(kid, None)
         if alts:
-            v_to, v_status = self._v_to, self._v_status
+            v_to = self._v_to
             for a in alts:
-                v_to[a] = seq
-                v_status[a] = status
+                v_to[a] = seq  # a closed alternative keeps its status: it was never authoritative
 
-    def _accept(self, key: str, value: str | None, ev: int) -> OpResult:
-        if value is None:
-            msg = f"accept {key}: a value is required"
-            raise ValueError(msg)
-        kid = self._key_index.get(key)
-        if kid is None:
-            kid = self._key_id(key)
-        head = self._head[kid]
-        self._seq = seq = self._seq + 1
-        if head != NONE:
-            if self._v_value[head] == value:
-                self._v_support[head] += 1
-                if ev != NONE:
-                    self._sb_version.append(head)
-                    self._sb_ev.append(ev)
-                    self._sb_seq.append(seq)
-                self._log(seq, ACCEPT, NOOP, kid, value, ev, True, _SUPPORT_RESULT.reason, head)
-                return _SUPPORT_RESULT
-            self._v_status[head] = SUPERSEDED
-            self._v_to[head] = seq
-            if kid in self._open_alts:
-                self._close_open_alternatives(kid, seq, ALTERNATIVE)
-        vid = self._new_version(kid, value, ACTIVE, seq, ev, head, NONE)
-        self._head[kid] = vid
-        self._log(seq, ACCEPT, ACCEPT, kid, value, ev, True, None, vid)
-        return _APPLIED["accept"]
+    def _head_of(self, key: str) -> _KeyState | None:
+        rec = self._cells.get(key)
+        return rec if rec is not None and rec.head != NONE else None
 
     def _reject(self, key: str, value: str | None, ev: int) -> OpResult:
-        kid = self._key_index.get(key, NONE)
-        head = self._head[kid] if kid != NONE else NONE
-        if head == NONE:
-            return self._fail(REJECT, self._key_id(key), value, ev, "reject: the key has no current head")
+        rec = self._head_of(key)
+        if rec is None:
+            kid = (self._cells.get(key) or self._new_key(key)).kid
+            return self._fail(REJECT, kid, value, ev, "reject: the key has no current head")
+        kid, head = rec.kid, rec.head
         self._seq = seq = self._seq + 1
         self._v_status[head] = CONTRADICTED
         self._v_to[head] = seq
-        self._close_open_alternatives(kid, seq, ALTERNATIVE)
+        self._close_open_alternatives(kid, seq)
         if value is not None:
-            vid = self._new_version(kid, value, ACTIVE, seq, ev, head, NONE)
-            self._head[kid] = vid
+            vid = self._new_version(rec, value, ACTIVE, seq, ev, head)
+            self._set_head(rec, vid)
+            self._log(seq, REJECT, REJECT, kid, ev, True, vid, created=True)
         else:
-            vid = self._rollback(kid, head)
-        self._log(seq, REJECT, REJECT, kid, value, ev, True, None, vid)
+            self._rollback(rec, head)
+            self._log(seq, REJECT, REJECT, kid, ev, True, head)
         return _APPLIED["reject"]
 
     def _revoke(self, key: str, value: str | None, ev: int) -> OpResult:
-        kid = self._key_index.get(key, NONE)
-        head = self._head[kid] if kid != NONE else NONE
-        if head == NONE:
-            return self._fail(REVOKE, self._key_id(key), value, ev, "revoke: the key has no current head")
-        if value is not None and value != self._v_value[head]:
-            reason = f"revoke names {value!r} but the current head is {self._v_value[head]!r}"
+        rec = self._head_of(key)
+        if rec is None:
+            kid = (self._cells.get(key) or self._new_key(key)).kid
+            return self._fail(REVOKE, kid, value, ev, "revoke: the key has no current head")
+        kid, head = rec.kid, rec.head
+        if value is not None and value != rec.value:
+            reason = f"revoke names {value!r} but the current head is {rec.value!r}"
             return self._fail(REVOKE, kid, value, ev, reason)
         self._seq = seq = self._seq + 1
         self._v_status[head] = REVOKED
         self._v_to[head] = seq
-        self._close_open_alternatives(kid, seq, ALTERNATIVE)
+        self._close_open_alternatives(kid, seq)
         self._tb_version.append(head)
         self._tb_seq.append(seq)
         self._tb_ev.append(ev)
-        vid = self._rollback(kid, head)
-        self._log(seq, REVOKE, REVOKE, kid, value, ev, True, None, head)
+        self._rollback(rec, head)
+        self._log(seq, REVOKE, REVOKE, kid, ev, True, head, value)
         return _APPLIED["revoke"]
 
-    def _rollback(self, kid: int, retracted: int) -> int:
+    def _rollback(self, rec: _KeyState, retracted: int) -> None:
         """Reopen the most recent merely-superseded predecessor along supersedes edges; empty if none."""
         prev, status = self._v_prev, self._v_status
         p = prev[retracted]
@@ -314,44 +347,44 @@ class ProvenanceGraph:
         if p != NONE:
             status[p] = ACTIVE
             self._v_to[p] = NONE
-        self._head[kid] = p
-        return p
+        self._set_head(rec, p)
 
     def _contest(self, key: str, value: str | None, ev: int) -> OpResult:
         if value is None:
             msg = f"contest {key}: a value is required"
             raise ValueError(msg)
-        kid = self._key_index.get(key, NONE)
-        head = self._head[kid] if kid != NONE else NONE
-        if head == NONE:
-            return self._fail(CONTEST, self._key_id(key), value, ev, "contest: the key has no current head")
+        rec = self._head_of(key)
+        if rec is None:
+            kid = (self._cells.get(key) or self._new_key(key)).kid
+            return self._fail(CONTEST, kid, value, ev, "contest: the key has no current head")
+        kid, head = rec.kid, rec.head
         self._seq = seq = self._seq + 1
-        if self._v_value[head] == value:
-            self._support(CONTEST, kid, head, value, ev, seq)
-            return OpResult(True, "noop", "contest repeats the current head's value: counted as support")
-        alts = self._open_alts.setdefault(kid, [])
+        if rec.value == value:
+            return self._support(CONTEST, kid, head, value, ev, seq, _CONTEST_REPEATS_HEAD)
+        alts = self._open_alts.get(kid, [])
         for a in alts:
             if self._v_value[a] == value:
-                self._support(CONTEST, kid, a, value, ev, seq)
-                return OpResult(True, "noop", "contest repeats an open alternative: counted as its support")
-        vid = self._new_version(kid, value, ALTERNATIVE, seq, ev, NONE, head)
-        alts.append(vid)
+                return self._support(CONTEST, kid, a, value, ev, seq, _CONTEST_REPEATS_ALT)
+        vid = self._new_version(rec, value, ALTERNATIVE, seq, ev, NONE)
+        self._v_alt[vid] = head
+        self._open_alts[kid] = [*alts, vid]
         self._v_status[head] = CONTESTED
-        self._log(seq, CONTEST, CONTEST, kid, value, ev, True, None, vid)
+        self._log(seq, CONTEST, CONTEST, kid, ev, True, vid, created=True)
         return _APPLIED["contest"]
 
     def _resolve(self, key: str, value: str | None, ev: int) -> OpResult:
         if value is None:
             msg = f"resolve {key}: a value is required"
             raise ValueError(msg)
-        kid = self._key_index.get(key, NONE)
-        head = self._head[kid] if kid != NONE else NONE
-        if head == NONE:
-            return self._fail(RESOLVE, self._key_id(key), value, ev, "resolve: the key has no current head")
+        rec = self._head_of(key)
+        if rec is None:
+            kid = (self._cells.get(key) or self._new_key(key)).kid
+            return self._fail(RESOLVE, kid, value, ev, "resolve: the key has no current head")
+        kid, head = rec.kid, rec.head
         if self._v_status[head] != CONTESTED:
             return self._fail(RESOLVE, kid, value, ev, "resolve: the cell is not contested")
         alts = self._open_alts.get(kid, [])
-        if self._v_value[head] == value:
+        if rec.value == value:
             winner = head
         else:
             winner = next((a for a in alts if self._v_value[a] == value), NONE)
@@ -368,24 +401,23 @@ class ProvenanceGraph:
         v_status[winner] = ACTIVE
         if winner != head:
             self._v_prev[winner] = head  # the promoted value supersedes the contradicted incumbent
-            self._head[kid] = winner
-        self._v_support[winner] += 1
+            self._set_head(rec, winner)
+        self._v_extra_support[winner] = self._v_extra_support.get(winner, 0) + 1
         if ev != NONE:
             self._sb_version.append(winner)
             self._sb_ev.append(ev)
             self._sb_seq.append(seq)
-        self._log(seq, RESOLVE, RESOLVE, kid, value, ev, True, None, winner)
+        self._log(seq, RESOLVE, RESOLVE, kid, ev, True, winner, value)
         return _APPLIED["resolve"]
 
     def _noop(self, key: str, value: str | None, ev: int) -> OpResult:
-        kid = self._key_id(key)
+        rec = self._cells.get(key) or self._new_key(key)
+        kid, head = rec.kid, rec.head
         self._seq = seq = self._seq + 1
-        head = self._head[kid]
         if head == NONE:
-            self._log(seq, NOOP, NOOP, kid, value, ev, True, None, NONE)
-        else:
-            self._support(NOOP, kid, head, value, ev, seq)
-        return _APPLIED["noop"]
+            self._log(seq, NOOP, NOOP, kid, ev, True, NONE, value)
+            return _APPLIED["noop"]
+        return self._support(NOOP, kid, head, value, ev, seq, _APPLIED["noop"])
 
     # ------------------------------------------------------------------ identity
 
@@ -415,17 +447,14 @@ class ProvenanceGraph:
 
     def head_value(self, key: str) -> str | None:
         """The current value of ``key`` (None when empty or unknown): the cheapest read."""
-        kid = self._key_index.get(key)
-        if kid is None:
-            return None
-        head = self._head[kid]
-        return None if head == NONE else self._v_value[head]
+        rec = self._cells.get(key)
+        return None if rec is None else rec.value
 
     def _version(self, vid: int) -> Version:
         ev = self._v_ev[vid]
         to = self._v_to[vid]
         prev = self._v_prev[vid]
-        alt = self._v_alt[vid]
+        alt = self._v_alt.get(vid, NONE)
         return Version(
             id=f"v{vid}",
             key=self._key_names[self._v_key[vid]],
@@ -434,17 +463,25 @@ class ProvenanceGraph:
             valid_from=self._v_from[vid],
             valid_to=None if to == NONE else to,
             evidence=None if ev == NONE else f"e{ev}",
-            support=self._v_support[vid],
+            support=1 + self._v_extra_support.get(vid, 0),
             supersedes=None if prev == NONE else f"v{prev}",
             alternative_of=None if alt == NONE else f"v{alt}",
         )
 
+    def _chain(self, kid: int) -> list[int]:
+        """Version ids of a key, newest first."""
+        out, older, v = [], self._v_older, self._records[kid].newest
+        while v != NONE:
+            out.append(v)
+            v = older[v]
+        return out
+
     def versions(self, key: str) -> list[Version]:
         """Every version of ``key`` in arrival order (empty list for an unknown key)."""
-        kid = self._key_index.get(key)
-        if kid is None:
+        rec = self._cells.get(key)
+        if rec is None:
             return []
-        return [self._version(v) for v in self._key_versions[kid]]
+        return [self._version(v) for v in reversed(self._chain(rec.kid))]
 
     def version(self, version_id: str) -> Version:
         vid = _parse_id(version_id, "v", len(self._v_key))
@@ -452,16 +489,16 @@ class ProvenanceGraph:
 
     def cell(self, key: str) -> Cell | None:
         """The materialized cell of ``key``; None when the key was never written."""
-        kid = self._key_index.get(key)
-        if kid is None:
+        rec = self._cells.get(key)
+        if rec is None:
             return None
-        return self._cell(kid)
+        return self._cell(rec.kid)
 
     def _cell(self, kid: int) -> Cell:
-        head = self._head[kid]
+        head = self._records[kid].head
         alts = self._open_alts.get(kid, ())
         shown = {head, *alts}
-        history = [self._version(v) for v in reversed(self._key_versions[kid]) if v not in shown]
+        history = [self._version(v) for v in self._chain(kid) if v not in shown]
         if head == NONE:
             return Cell(self._key_names[kid], None, "empty", [], history, 0)
         status = "contested" if self._v_status[head] == CONTESTED else "active"
@@ -471,58 +508,69 @@ class ProvenanceGraph:
             status=status,
             alternatives=[self._v_value[a] for a in alts],
             history=history,
-            support=self._v_support[head],
+            support=1 + self._v_extra_support.get(head, 0),
         )
 
     def frontier(self) -> dict[str, Cell]:
         """The active frontier: every non-empty cell, sorted by key."""
         out: dict[str, Cell] = {}
-        names, head = self._key_names, self._head
-        for kid in sorted(range(len(names)), key=names.__getitem__):
-            if head[kid] != NONE:
-                out[names[kid]] = self._cell(kid)
+        for key in sorted(self._cells):
+            rec = self._cells[key]
+            if rec.head != NONE:
+                out[key] = self._cell(rec.kid)
         return out
 
     def frontier_items(self) -> list[tuple[str, str]]:
         """``(key, current value)`` for every non-empty cell, sorted by key: the cheap frontier."""
-        names, head, value = self._key_names, self._head, self._v_value
-        return sorted((names[k], value[h]) for k, h in enumerate(head) if h != NONE)
+        return sorted((key, rec.value) for key, rec in self._cells.items() if rec.head != NONE)
 
     def evidence(self, evidence_id: str) -> Evidence:
-        n = self._ev_index.get(evidence_id)
-        if n is None:
+        try:
+            n = self._evidence_index(evidence_id, "evidence", "")
+        except ValueError:
             msg = f"unknown evidence id {evidence_id!r}"
-            raise KeyError(msg)
-        return Evidence(evidence_id, self._ev_text[n], self._ev_source[n], self._ev_time[n], self._ev_seq[n])
+            raise KeyError(msg) from None
+        source = self._sources[self._ev_source[n]]
+        return Evidence(evidence_id, self._ev_text[n], source, self._ev_time.get(n), self._ev_seq[n])
 
     def operations(self, key: str | None = None) -> Iterator[Operation]:
         """The operation log in order, optionally for one key (failed preconditions included)."""
-        kid = None if key is None else self._key_index.get(key, NONE)
-        names = self._key_names
-        for i in range(len(self._op_seq)):
-            k = self._op_key[i]
+        kid = None
+        if key is not None:
+            rec = self._cells.get(key)
+            if rec is None:
+                return
+            kid = rec.kid
+        names, extra = self._key_names, self._op_extra
+        for i, (code, target) in enumerate(zip(self._op_code, self._op_target, strict=True)):
+            if i in extra:
+                seq, k, ev, value, reason = extra[i]
+            else:
+                seq, k, ev = self._v_from[target], self._v_key[target], self._v_ev[target]
+                value, reason = self._v_value[target], None
             if kid is not None and k != kid:
                 continue
-            ev, target = self._op_ev[i], self._op_target[i]
             yield Operation(
-                seq=self._op_seq[i],
-                requested=OPS[self._op_req[i]],
-                op=OPS[self._op_eff[i]],
+                seq=seq,
+                requested=OPS[code & 7],
+                op=OPS[(code >> 3) & 7],
                 key=names[k],
-                value=self._op_value[i],
+                value=value,
                 evidence=None if ev == NONE else f"e{ev}",
-                applied=self._op_applied[i],
-                reason=self._op_reason[i],
+                applied=bool(code >> 6),
+                reason=reason,
                 version=None if target == NONE else f"v{target}",
             )
 
     def edges(self) -> Iterator[tuple[str, str, str]]:
         """Every typed edge as ``(kind, source id, target id)``; tombstones are ``t<n>``."""
-        for vid, (prev, alt) in enumerate(zip(self._v_prev, self._v_alt, strict=True)):
+        for vid, (prev, ev) in enumerate(zip(self._v_prev, self._v_ev, strict=True)):
+            if ev != NONE:
+                yield ("supported-by", f"v{vid}", f"e{ev}")
             if prev != NONE:
                 yield ("supersedes", f"v{vid}", f"v{prev}")
-            if alt != NONE:
-                yield ("alternative-of", f"v{vid}", f"v{alt}")
+        for vid, alt in sorted(self._v_alt.items()):
+            yield ("alternative-of", f"v{vid}", f"v{alt}")
         for v, e in zip(self._sb_version, self._sb_ev, strict=True):
             yield ("supported-by", f"v{v}", f"e{e}")
         for t, v in enumerate(self._tb_version):
@@ -530,19 +578,20 @@ class ProvenanceGraph:
 
     def stats(self) -> dict[str, int]:
         """Node and edge counts, plus operations by effective type."""
-        by_op = {name: 0 for name in OPS}
-        for code in self._op_eff:
-            by_op[OPS[code]] += 1
-        failed = self._op_applied.count(False)
+        by_op = dict.fromkeys(OPS, 0)
+        failed = 0
+        for code in self._op_code:
+            by_op[OPS[(code >> 3) & 7]] += 1
+            failed += not code >> 6
         return {
-            "evidence": len(self._ev_text),
+            "evidence": len(self._ev_seq),
             "keys": len(self._key_names),
-            "cells": sum(1 for h in self._head if h != NONE),
+            "cells": sum(1 for rec in self._records if rec.head != NONE),
             "versions": len(self._v_key),
-            "operations": len(self._op_seq),
+            "operations": len(self._op_code),
             "failed_operations": failed,
             "tombstones": len(self._tb_version),
-            "supported_by_edges": len(self._sb_version),
+            "supported_by_edges": sum(1 for e in self._v_ev if e != NONE) + len(self._sb_version),
             **{f"op_{name}": n for name, n in by_op.items()},
         }
 

@@ -80,9 +80,9 @@ class PatchController:
             ok, why = _precondition(patch.op, new, head, status, cell.alternatives if cell else [])
             if ok or not patch.hard_commit:
                 return Lowering(patch.op, key, _value_for(patch.op, new), "explicit op" if ok else why)
-        if patch.old_value is not None and head is not None and patch.old_value != head:
-            if not patch.hard_commit:
-                return Lowering("noop", key, new, f"stale patch: old value {patch.old_value!r} is not the head {head!r}")
+        stale = patch.old_value is not None and head is not None and patch.old_value != head
+        if stale and not patch.hard_commit:
+            return Lowering("noop", key, new, f"stale patch: old value {patch.old_value!r} is not the head {head!r}")
         if head is None:
             if new is None:
                 return Lowering("noop", key, None, "nothing to retract: the key has no head")

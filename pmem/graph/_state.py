@@ -36,15 +36,11 @@ SCHEMA_VERSION = 1
 I64, I32, I8 = pa.int64(), pa.int32(), pa.int8()
 STR, LSTR = pa.string(), pa.large_string()
 
-# table name -> [(column, graph attribute, arrow type)]
+# Dense tables: table name -> [(column, graph attribute holding a list, arrow type)]
 _TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
-    "evidence": [
-        ("text", "_ev_text", LSTR),
-        ("source", "_ev_source", STR),
-        ("time", "_ev_time", STR),
-        ("seq", "_ev_seq", I64),
-    ],
-    "keys": [("key", "_key_names", STR), ("head", "_head", I64)],
+    "evidence": [("text", "_ev_text", LSTR), ("source", "_ev_source", I32), ("seq", "_ev_seq", I64)],
+    "sources": [("source", "_sources", STR)],
+    "keys": [("key", "_key_names", STR)],
     "versions": [
         ("key", "_v_key", I32),
         ("value", "_v_value", LSTR),
@@ -52,23 +48,23 @@ _TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
         ("valid_from", "_v_from", I64),
         ("valid_to", "_v_to", I64),
         ("evidence", "_v_ev", I64),
-        ("support", "_v_support", I32),
         ("supersedes", "_v_prev", I64),
-        ("alternative_of", "_v_alt", I64),
+        ("older", "_v_older", I64),
     ],
     "supported_by": [("version", "_sb_version", I64), ("evidence", "_sb_ev", I64), ("seq", "_sb_seq", I64)],
     "tombstones": [("version", "_tb_version", I64), ("seq", "_tb_seq", I64), ("evidence", "_tb_ev", I64)],
-    "operations": [
-        ("seq", "_op_seq", I64),
-        ("requested", "_op_req", I8),
-        ("op", "_op_eff", I8),
-        ("key", "_op_key", I64),
-        ("value", "_op_value", LSTR),
-        ("evidence", "_op_ev", I64),
-        ("applied", "_op_applied", pa.bool_()),
-        ("reason", "_op_reason", STR),
-        ("version", "_op_target", I64),
-    ],
+    "operations": [("code", "_op_code", pa.int16()), ("version", "_op_target", I64)],
+}
+# Sparse tables: table name -> (graph attribute holding a dict, index column, value columns)
+_SPARSE: dict[str, tuple[str, tuple[str, pa.DataType], list[tuple[str, pa.DataType]]]] = {
+    "evidence_time": ("_ev_time", ("evidence", I64), [("time", STR)]),
+    "alternative_of": ("_v_alt", ("version", I64), [("target", I64)]),
+    "extra_support": ("_v_extra_support", ("version", I64), [("count", I64)]),
+    "operation_extra": (
+        "_op_extra",
+        ("operation", I64),
+        [("seq", I64), ("key", I64), ("evidence", I64), ("value", LSTR), ("reason", STR)],
+    ),
 }
 _IDENTITY = pa.schema(
     [
@@ -97,6 +93,18 @@ def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     for name, columns in _TABLES.items():
         arrays = [pa.array(getattr(graph, attr), type=typ) for _, attr, typ in columns]
         tables[name] = pa.table(arrays, names=[c for c, _, _ in columns])
+    tables["keys"] = tables["keys"].append_column(
+        "head", pa.array([r.head for r in graph._records], type=I64)
+    ).append_column("newest", pa.array([r.newest for r in graph._records], type=I64))
+    for name, (attr, (index, index_type), columns) in _SPARSE.items():
+        mapping = getattr(graph, attr)
+        arrays = [pa.array(list(mapping), type=index_type)]
+        if len(columns) == 1:
+            arrays.append(pa.array(list(mapping.values()), type=columns[0][1]))
+        else:
+            rows = list(mapping.values())
+            arrays.extend(pa.array([r[i] for r in rows], type=t) for i, (_, t) in enumerate(columns))
+        tables[name] = pa.table(arrays, names=[index, *(c for c, _ in columns)])
     alt_key, alt_version = [], []
     for kid, alts in graph._open_alts.items():
         alt_key.extend([kid] * len(alts))
@@ -204,7 +212,7 @@ def read_tables(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
             tables[name] = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
         except pa.ArrowInvalid as exc:
             raise _refuse(path, f"table {name!r} is damaged ({exc})") from exc
-    expected = {*_TABLES, "open_alternatives", "identity", "registry_keys"}
+    expected = {*_TABLES, *_SPARSE, "open_alternatives", "identity", "registry_keys"}
     missing = expected - tables.keys()
     if missing:
         raise _refuse(path, f"missing tables {sorted(missing)}")
@@ -225,13 +233,21 @@ def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegist
         table = tables[name]
         for column, attr, _ in columns:
             setattr(graph, attr, _column_list(table, column))
+    for name, (attr, (index, _), columns) in _SPARSE.items():
+        table = tables[name]
+        keys = _column_list(table, index)
+        values = [_column_list(table, c) for c, _ in columns]
+        rows = values[0] if len(values) == 1 else list(zip(*values, strict=True))
+        setattr(graph, attr, dict(zip(keys, rows, strict=True)))
     graph._seq = int(meta["seq"])
-    graph._ev_index = {f"e{i}": i for i in range(len(graph._ev_text))}
-    graph._key_index = {k: i for i, k in enumerate(graph._key_names)}
-    key_versions: list[list[int]] = [[] for _ in graph._key_names]
-    for vid, kid in enumerate(graph._v_key):
-        key_versions[kid].append(vid)
-    graph._key_versions = key_versions
+    graph._source_code = {s: i for i, s in enumerate(graph._sources)}
+    value = graph._v_value
+    heads, newest = _column_list(tables["keys"], "head"), _column_list(tables["keys"], "newest")
+    state = graph._new_state
+    graph._records = [
+        state(kid, h, n, None if h == -1 else value[h]) for kid, (h, n) in enumerate(zip(heads, newest, strict=True))
+    ]
+    graph._cells = dict(zip(graph._key_names, graph._records, strict=True))
     alts = tables["open_alternatives"]
     open_alts: dict[int, list[int]] = {}
     for kid, vid in zip(_column_list(alts, "key"), _column_list(alts, "version"), strict=True):
