@@ -617,9 +617,17 @@ class ProvenanceGraph:
         return load_graph(cls, path, registry)
 
     def to_bytes(self) -> bytes:
+        """The exact bytes :meth:`save` writes."""
         from pmem.graph._state import graph_to_bytes
 
         return graph_to_bytes(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, registry: KeyRegistry | None = None) -> ProvenanceGraph:
+        """Inverse of :meth:`to_bytes` (for states kept in object stores or Arrow columns)."""
+        from pmem.graph._state import build_graph, decode_tables
+
+        return build_graph(cls, *decode_tables(data), registry)
 
 
 def _parse_id(text: str, prefix: str, bound: int) -> int:

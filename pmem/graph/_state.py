@@ -187,6 +187,11 @@ def read_tables(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
         raise _refuse(path, "file not found") from None
     except OSError as exc:
         raise _refuse(path, str(exc)) from exc
+    return decode_tables(data, path)
+
+
+def decode_tables(data: bytes, path: Path | str = "<bytes>") -> tuple[dict[str, pa.Table], dict[str, str]]:
+    path = Path(path)
     try:
         reader = pa.ipc.open_file(pa.py_buffer(data))
         outer = reader.read_all()
@@ -227,7 +232,12 @@ def _column_list(table: pa.Table, column: str) -> list:
 
 
 def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
-    tables, meta = read_tables(path)
+    return build_graph(cls, *read_tables(path), registry)
+
+
+def build_graph(
+    cls: type[ProvenanceGraph], tables: dict[str, pa.Table], meta: dict[str, str], registry: KeyRegistry | None
+) -> ProvenanceGraph:
     graph = cls(registry=registry)
     for name, columns in _TABLES.items():
         table = tables[name]

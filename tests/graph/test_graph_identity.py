@@ -1,0 +1,101 @@
+"""Soft key identity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pmem.graph import HashingKeyEmbedding, KeyRegistry, rule_confirm
+
+
+def test_exact_match_needs_no_decision():
+    reg = KeyRegistry()
+    assert reg.resolve("user.city") == "user.city"
+    assert reg.resolve("user.city") == "user.city"
+    assert reg.exact_hits == 1
+    assert [d.verdict for d in reg.decisions] == ["new"]
+
+
+def test_similar_key_merged_when_confirmed():
+    reg = KeyRegistry()
+    reg.resolve("user.personal_best_5k")
+    assert reg.resolve("user.personal_best_5k_time") == "user.personal_best_5k"
+    d = reg.decisions[-1]
+    assert (d.candidate, d.shortlisted, d.verdict, d.canonical) == (
+        "user.personal_best_5k_time",
+        "user.personal_best_5k",
+        "same",
+        "user.personal_best_5k",
+    )
+    assert d.score >= 0.72
+    # a merged alias resolves without a new decision
+    n = len(reg.decisions)
+    assert reg.resolve("user.personal_best_5k_time") == "user.personal_best_5k"
+    assert len(reg.decisions) == n
+
+
+def test_similar_names_of_different_objects_stay_apart():
+    reg = KeyRegistry()
+    for obj in ("apple_1", "apple_2", "mug_1", "bowl_1"):
+        assert reg.resolve(f"{obj}.location") == f"{obj}.location"
+    shortlisted = [d for d in reg.decisions if d.shortlisted is not None]
+    assert shortlisted and all(d.verdict == "different" for d in shortlisted)
+
+
+def test_confirm_sees_key_names_only_and_decides():
+    seen: list[tuple[str, str]] = []
+
+    def confirm(a: str, b: str) -> bool:
+        seen.append((a, b))
+        return False
+
+    reg = KeyRegistry(confirm=confirm)
+    reg.resolve("user.personal_best_5k")
+    assert reg.resolve("user.personal_best_5k_time") == "user.personal_best_5k_time"
+    assert seen == [("user.personal_best_5k_time", "user.personal_best_5k")]
+    assert reg.decisions[-1].verdict == "different"
+
+
+def test_threshold_and_custom_embedding():
+    def embed(keys):
+        # two fixed directions: keys starting with "x" vs the rest
+        return np.array([[1.0, 0.0] if k.startswith("x") else [0.6, 0.8] for k in keys], dtype=np.float32)
+
+    reg = KeyRegistry(embed=embed, confirm=lambda a, b: True, threshold=0.72)
+    reg.resolve("x1")
+    assert reg.resolve("x2") == "x1"  # cosine 1.0
+    assert reg.resolve("y1") == "y1"  # cosine 0.6 < 0.72: not even shortlisted
+    assert reg.decisions[-1].verdict == "new"
+    with pytest.raises(ValueError, match="threshold"):
+        KeyRegistry(threshold=0)
+
+
+def test_async_style_two_phase_api():
+    reg = KeyRegistry()
+    reg.resolve("project.budget")
+    hit = reg.shortlist("project.budget_total")
+    assert hit is not None and hit[0] == "project.budget"
+    assert reg.decide("project.budget_total", hit[0], hit[1], same=True) == "project.budget"
+    assert reg.canonical("project.budget_total") == "project.budget"
+
+
+def test_hashing_embedding_is_unit_norm_and_deterministic():
+    emb = HashingKeyEmbedding()
+    a = emb(["user.city", "user.home_city"])
+    assert a.shape == (2, emb.dim) and a.dtype == np.float32
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(a, emb(["user.city", "user.home_city"]))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("user.personal_best_5k_time", "user.personal_best_5k", True),
+        ("apple_1.location", "apple_2.location", False),
+        ("fatah.chairperson", "fatah.chair_person", False),
+        ("fatah.chairperson", "fatah.chairpersons", True),
+        ("home_city", "city_home", True),
+    ],
+)
+def test_rule_confirm(a, b, same):
+    assert rule_confirm(a, b) is same

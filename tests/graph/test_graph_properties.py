@@ -1,0 +1,108 @@
+"""Property-based checks over random operation sequences."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pmem.graph import OPS, ProvenanceGraph
+
+KEYS = ["a", "b", "c"]
+VALUES = ["x", "y", "z", "w"]
+
+op_strategy = st.tuples(
+    st.sampled_from(OPS),
+    st.sampled_from(KEYS),
+    st.one_of(st.none(), st.sampled_from(VALUES)),
+    st.booleans(),  # with evidence
+)
+
+
+def replay(ops) -> ProvenanceGraph:
+    g = ProvenanceGraph()
+    for i, (op, key, value, with_ev) in enumerate(ops):
+        if op in ("accept", "contest", "resolve") and value is None:
+            value = VALUES[i % len(VALUES)]
+        ev = g.observe(f"event {i}", time=f"t{i}" if i % 3 == 0 else None) if with_ev else None
+        g.apply(op, key, value, evidence=ev)
+    return g
+
+
+def snapshot(g: ProvenanceGraph) -> dict:
+    return {key: (g.cell(key), g.versions(key)) for key in g.keys()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(op_strategy, max_size=40))
+def test_one_open_head_per_key_and_consistent_cells(ops):
+    g = replay(ops)
+    for key in g.keys():
+        versions = g.versions(key)
+        open_heads = [v for v in versions if v.valid_to is None and v.status in ("active", "contested")]
+        assert len(open_heads) <= 1
+        cell = g.cell(key)
+        if open_heads:
+            assert cell.value == open_heads[0].value
+            assert cell.status == open_heads[0].status
+        else:
+            assert cell.status == "empty" and cell.value is None
+        open_alts = [v.value for v in versions if v.status == "alternative" and v.valid_to is None]
+        assert cell.alternatives == open_alts
+        if cell.alternatives:
+            assert cell.status == "contested"
+        for v in versions:
+            if v.status in ("superseded", "contradicted", "revoked"):
+                assert v.valid_to is not None
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(op_strategy, max_size=40), st.lists(op_strategy, max_size=10))
+def test_append_only(prefix, suffix):
+    g = replay(prefix + suffix)
+    before = replay(prefix)
+    # every version, evidence and operation of the prefix is still there, same ids, same values
+    for key in before.keys():
+        old = [(v.id, v.key, v.value, v.valid_from, v.evidence) for v in before.versions(key)]
+        new = [(v.id, v.key, v.value, v.valid_from, v.evidence) for v in g.versions(key)][: len(old)]
+        assert old == new
+    old_ops = list(before.operations())
+    assert list(g.operations())[: len(old_ops)] == old_ops
+    old_edges = set(before.edges())
+    kinds = {"supported-by", "supersedes", "alternative-of", "revokes"}
+    assert {e[0] for e in old_edges} <= kinds
+    # supersedes edges may be added on resolve, never removed; other kinds only grow
+    assert old_edges <= set(g.edges())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(op_strategy, max_size=40))
+def test_save_load_round_trip(tmp_path_factory, ops):
+    g = replay(ops)
+    path = tmp_path_factory.mktemp("state") / "g.arrow"
+    g.save(path)
+    h = ProvenanceGraph.load(path)
+    assert snapshot(h) == snapshot(g)
+    for disclose in ((), ("support",), ("alternatives", "history"), ("support", "alternatives", "history")):
+        assert h.render(disclose=disclose) == g.render(disclose=disclose)
+    assert list(h.operations()) == list(g.operations())
+    assert set(h.edges()) == set(g.edges())
+    assert h.stats() == g.stats()
+    assert h.to_bytes() == g.to_bytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(op_strategy, max_size=40), st.lists(op_strategy, max_size=8))
+def test_same_ops_same_bytes_and_load_then_continue(ops, more):
+    assert replay(ops).to_bytes() == replay(ops).to_bytes()
+    # a loaded graph continues exactly as the original would
+    g = replay(ops)
+    h = ProvenanceGraph.from_bytes(g.to_bytes())
+    offset = len(ops)
+    for i, (op, key, value, with_ev) in enumerate(more, start=offset):
+        if op in ("accept", "contest", "resolve") and value is None:
+            value = VALUES[i % len(VALUES)]
+        for graph in (g, h):
+            ev = graph.observe(f"event {i}") if with_ev else None
+            graph.apply(op, key, value, evidence=ev)
+    assert h.to_bytes() == g.to_bytes()
+
