@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from pmem.graph._identity import KeyRegistry
 
+
 class _KeyState:
     """Per-key write state. A slotted object keeps its fields inline: one cache line per key touched."""
 
@@ -444,6 +445,13 @@ class ProvenanceGraph:
     def keys(self) -> list[str]:
         """Every key ever written, sorted."""
         return sorted(self._key_names)
+
+    def __iter__(self) -> Iterator[str]:
+        """Every key ever written, sorted (empty cells included)."""
+        return iter(self.keys())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._cells
 
     def head_value(self, key: str) -> str | None:
         """The current value of ``key`` (None when empty or unknown): the cheapest read."""

@@ -137,7 +137,9 @@ class KeyRegistry:
         return list(self._decisions)
 
     def config(self) -> dict[str, Any]:
-        embed_name = getattr(self._embed, "name", None) if self._embed is not None else HashingKeyEmbedding.name
+        embed_name = (
+            getattr(self._embed, "name", None) if self._embed is not None else HashingKeyEmbedding.name
+        )
         confirm_name = getattr(self._confirm, "__name__", type(self._confirm).__name__)
         return {"threshold": self.threshold, "embedding": embed_name, "confirm": confirm_name}
 
@@ -232,7 +234,9 @@ class KeyRegistry:
         registered, score = hit
         return self.decide(candidate, registered, score, bool(self._confirm(candidate, registered)), vec)
 
-    def restore(self, keys: list[str], decisions: list[dict[str, Any]], config: dict[str, Any] | None) -> None:
+    def restore(
+        self, keys: list[str], decisions: list[dict[str, Any]], config: dict[str, Any] | None
+    ) -> None:
         """Reinstate saved state (used by ``ProvenanceGraph.load``); vectors are recomputed lazily."""
         if config and "threshold" in config:
             self.threshold = float(config["threshold"])

@@ -27,7 +27,9 @@ def describe_key(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> li
     lines.append("  versions (newest first):")
     for v in reversed(graph.versions(key)):
         end = "open" if v.valid_to is None else str(v.valid_to)
-        lines.append(f"    {v.id:>8}  {v.status:<12} t={v.valid_from}..{end:<6} support={v.support}  {v.value}")
+        lines.append(
+            f"    {v.id:>8}  {v.status:<12} t={v.valid_from}..{end:<6} support={v.support}  {v.value}"
+        )
         links = []
         if v.supersedes:
             links.append(f"supersedes {v.supersedes}")
@@ -63,10 +65,12 @@ def run(args: argparse.Namespace) -> int:
             print("\n".join(describe_key(graph, key, args.ops)))
         return 0
     st = graph.stats()
-    print(f"{args.state}: {st['cells']} cells, {st['keys']} keys, {st['versions']} versions, "
-          f"{st['operations']} operations ({st['failed_operations']} not applied), {st['evidence']} evidence")
+    print(
+        f"{args.state}: {st['cells']} cells, {st['keys']} keys, {st['versions']} versions, "
+        f"{st['operations']} operations ({st['failed_operations']} not applied), {st['evidence']} evidence"
+    )
     if args.all:
-        for key in graph.keys():
+        for key in graph:
             cell = graph.cell(key)
             value = cell.value if cell.value is not None else "(no current value)"
             print(f"{key} = {value}  [{cell.status}]")

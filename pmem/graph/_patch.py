@@ -82,7 +82,9 @@ class PatchController:
                 return Lowering(patch.op, key, _value_for(patch.op, new), "explicit op" if ok else why)
         stale = patch.old_value is not None and head is not None and patch.old_value != head
         if stale and not patch.hard_commit:
-            return Lowering("noop", key, new, f"stale patch: old value {patch.old_value!r} is not the head {head!r}")
+            return Lowering(
+                "noop", key, new, f"stale patch: old value {patch.old_value!r} is not the head {head!r}"
+            )
         if head is None:
             if new is None:
                 return Lowering("noop", key, None, "nothing to retract: the key has no head")
@@ -104,7 +106,9 @@ def _value_for(op: str, value: str | None) -> str | None:
     return None if op == "revoke" else value
 
 
-def _precondition(op: str, new: str | None, head: str | None, status: str, alts: list[str]) -> tuple[bool, str]:
+def _precondition(
+    op: str, new: str | None, head: str | None, status: str, alts: list[str]
+) -> tuple[bool, str]:
     if op in ("accept", "contest", "resolve") and new is None:
         return False, f"{op} needs a value"
     if op == "accept" or op == "noop":

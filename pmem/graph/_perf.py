@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 OP_MIX = (("accept", 0.90), ("contest", 0.03), ("revoke", 0.025), ("reject", 0.025), ("noop", 0.02))
 
 
-def make_stream(n_ops: int, n_keys: int, seed: int = 7) -> tuple[list[str], list[str], list[str | None], list[str]]:
+def make_stream(
+    n_ops: int, n_keys: int, seed: int = 7
+) -> tuple[list[str], list[str], list[str | None], list[str]]:
     rng = random.Random(seed)
     names, weights = zip(*OP_MIX, strict=True)
     ops = rng.choices(names, weights=weights, k=n_ops)
@@ -109,12 +111,18 @@ def run(args: argparse.Namespace) -> int:
         same = loaded.stats() == graph.stats()
     st = graph.stats()
     n = args.ops
-    print(f"graph: {st['keys']:,} keys, {st['versions']:,} versions, {st['operations']:,} ops "
-          f"({st['failed_operations']:,} failed preconditions), {st['evidence']:,} evidence")
+    print(
+        f"graph: {st['keys']:,} keys, {st['versions']:,} versions, {st['operations']:,} ops "
+        f"({st['failed_operations']:,} failed preconditions), {st['evidence']:,} evidence"
+    )
     print(f"rates on process CPU time, best of {args.repeat} interleaved runs")
     print(f"bare loop      : {n / bare:>12,.0f} ops/s  ({bare:.2f} s)")
-    print(f"P-Mem apply    : {n / best:>12,.0f} ops/s  ({best:.2f} s)   ratio {bare / best:.1%} of bare loop (target >= 25%)")
-    print(f"memory held    : {held:,.0f} MB by the graph (RSS delta); process peak RSS {peak:,.0f} MB (target <= 1,500 MB)")
+    print(
+        f"P-Mem apply    : {n / best:>12,.0f} ops/s  ({best:.2f} s)   ratio {bare / best:.1%} of bare loop (target >= 25%)"
+    )
+    print(
+        f"memory held    : {held:,.0f} MB by the graph (RSS delta); process peak RSS {peak:,.0f} MB (target <= 1,500 MB)"
+    )
     print(f"save           : {t_save:.2f} s wall  ({size / 2**20:,.0f} MiB)")
     print(f"load           : {t_load:.2f} s  (round trip equal: {same})")
     print(f"save + load    : {t_save + t_load:.2f} s (target <= 3 s)")

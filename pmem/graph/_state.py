@@ -93,9 +93,11 @@ def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     for name, columns in _TABLES.items():
         arrays = [pa.array(getattr(graph, attr), type=typ) for _, attr, typ in columns]
         tables[name] = pa.table(arrays, names=[c for c, _, _ in columns])
-    tables["keys"] = tables["keys"].append_column(
-        "head", pa.array([r.head for r in graph._records], type=I64)
-    ).append_column("newest", pa.array([r.newest for r in graph._records], type=I64))
+    tables["keys"] = (
+        tables["keys"]
+        .append_column("head", pa.array([r.head for r in graph._records], type=I64))
+        .append_column("newest", pa.array([r.newest for r in graph._records], type=I64))
+    )
     for name, (attr, (index, index_type), columns) in _SPARSE.items():
         mapping = getattr(graph, attr)
         arrays = [pa.array(list(mapping), type=index_type)]
@@ -236,7 +238,10 @@ def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegist
 
 
 def build_graph(
-    cls: type[ProvenanceGraph], tables: dict[str, pa.Table], meta: dict[str, str], registry: KeyRegistry | None
+    cls: type[ProvenanceGraph],
+    tables: dict[str, pa.Table],
+    meta: dict[str, str],
+    registry: KeyRegistry | None,
 ) -> ProvenanceGraph:
     graph = cls(registry=registry)
     for name, columns in _TABLES.items():
@@ -255,7 +260,8 @@ def build_graph(
     heads, newest = _column_list(tables["keys"], "head"), _column_list(tables["keys"], "newest")
     state = graph._new_state
     graph._records = [
-        state(kid, h, n, None if h == -1 else value[h]) for kid, (h, n) in enumerate(zip(heads, newest, strict=True))
+        state(kid, h, n, None if h == -1 else value[h])
+        for kid, (h, n) in enumerate(zip(heads, newest, strict=True))
     ]
     graph._cells = dict(zip(graph._key_names, graph._records, strict=True))
     alts = tables["open_alternatives"]

@@ -9,7 +9,8 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "module", ["pmem", "pmem.graph._graph", "pmem.graph._identity", "pmem.graph._patch", "pmem.models.sections"]
+    "module",
+    ["pmem", "pmem.graph._graph", "pmem.graph._identity", "pmem.graph._patch", "pmem.models.sections"],
 )
 def test_doctests(module):
     result = doctest.testmod(importlib.import_module(module))

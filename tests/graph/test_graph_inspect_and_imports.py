@@ -39,5 +39,7 @@ def test_core_imports_no_other_pmem_package_ray_or_http():
         " or (m.startswith('pmem.') and not m.startswith('pmem.graph')));"
         "print(','.join(bad))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == ""

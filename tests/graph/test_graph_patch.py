@@ -45,7 +45,9 @@ def test_lowering_table(g, patch, op, value):
 
 def test_apply_makes_exactly_one_operation(g):
     n = len(list(g.operations()))
-    r = C.apply(g, Patch("k", "b", old_value="a", marks_old_wrong=True), evidence=g.observe("a was wrong, it's b"))
+    r = C.apply(
+        g, Patch("k", "b", old_value="a", marks_old_wrong=True), evidence=g.observe("a was wrong, it's b")
+    )
     assert r.op == "reject"
     assert len(list(g.operations())) == n + 1
     assert [(v.value, v.status) for v in g.versions("k")] == [("a", "contradicted"), ("b", "active")]

@@ -29,14 +29,14 @@ def replay(ops) -> ProvenanceGraph:
 
 
 def snapshot(g: ProvenanceGraph) -> dict:
-    return {key: (g.cell(key), g.versions(key)) for key in g.keys()}
+    return {key: (g.cell(key), g.versions(key)) for key in g}
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(op_strategy, max_size=40))
 def test_one_open_head_per_key_and_consistent_cells(ops):
     g = replay(ops)
-    for key in g.keys():
+    for key in g:
         versions = g.versions(key)
         open_heads = [v for v in versions if v.valid_to is None and v.status in ("active", "contested")]
         assert len(open_heads) <= 1
@@ -61,7 +61,7 @@ def test_append_only(prefix, suffix):
     g = replay(prefix + suffix)
     before = replay(prefix)
     # every version, evidence and operation of the prefix is still there, same ids, same values
-    for key in before.keys():
+    for key in before:
         old = [(v.id, v.key, v.value, v.valid_from, v.evidence) for v in before.versions(key)]
         new = [(v.id, v.key, v.value, v.valid_from, v.evidence) for v in g.versions(key)][: len(old)]
         assert old == new
@@ -105,4 +105,3 @@ def test_same_ops_same_bytes_and_load_then_continue(ops, more):
             ev = graph.observe(f"event {i}") if with_ev else None
             graph.apply(op, key, value, evidence=ev)
     assert h.to_bytes() == g.to_bytes()
-

@@ -68,7 +68,7 @@ def test_damaged_file_is_refused_with_its_name(tmp_path, damage):
     else:
         data = bytearray(b"not an arrow file at all" * 10)
     path.write_bytes(bytes(data))
-    with pytest.raises(StateFileError, match="state.arrow"):
+    with pytest.raises(StateFileError, match=r"state\.arrow"):
         ProvenanceGraph.load(path)
 
 
