@@ -7,7 +7,10 @@ event; ``len(events) - 1``: after the whole stream), so probes can ask between e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,10 @@ class Question:
     needs_judge: bool = False
     question_date: str | None = None
     answer_class: str | None = None
+    #: "any": one gold value suffices; "all": every gold value must be given (a conflict before settling).
+    match: str = "any"
+    #: The fact key whose earlier values are ``stale`` (FactConsolidation, ALFWorld-Revision).
+    stale_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -42,3 +49,20 @@ class History:
     events: tuple[Event, ...]
     questions: tuple[Question, ...]
     params: dict[str, Any] = field(default_factory=dict)
+
+    def to_arrow(self) -> pa.Table:
+        """One-row Arrow table (see :func:`pmem.bench.histories_to_arrow`)."""
+        from pmem.bench._arrow import histories_to_arrow
+
+        return histories_to_arrow([self])
+
+    @staticmethod
+    def from_arrow(table: pa.Table) -> History:
+        """Inverse of :meth:`to_arrow` (the table must hold exactly one history)."""
+        from pmem.bench._arrow import histories_from_arrow
+
+        out = histories_from_arrow(table)
+        if len(out) != 1:
+            msg = f"expected one history in the Arrow table, found {len(out)}"
+            raise ValueError(msg)
+        return out[0]

@@ -1,0 +1,113 @@
+"""Benchmarks: loaders and generators yielding histories, scorers, stale-rate definitions.
+
+>>> from pmem.bench import iter_histories
+>>> h = next(iter_histories("factconsolidation", "sh_6k"))
+>>> h.id, len(h.events), len(h.questions)
+('factconsolidation/sh_6k', 455, 100)
+
+Templates of ALFWorld-Revision live in :mod:`pmem.bench.alfworld_templates` (importable alone).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pmem.bench._types import Event, History, Question
+
+if TYPE_CHECKING:
+    from pmem.bench._arrow import histories_from_arrow, histories_to_arrow, read_histories, write_histories
+    from pmem.bench._chunks import chunk_events
+    from pmem.bench._data import DataError, verify_all
+    from pmem.bench._facts import RELATION_TEMPLATES, fact_key, parse_fact
+    from pmem.bench._judge import (
+        JUDGE_MAX_TOKENS,
+        JUDGE_TEMPERATURE,
+        StaleValues,
+        answer_class_prompt,
+        is_stale_prediction,
+        judge_kind,
+        judge_messages,
+        judge_prompt,
+        judge_verdict,
+        parse_answer_class,
+        parse_stale_values,
+        stale_extraction_prompt,
+    )
+    from pmem.bench._registry import Benchmark, BenchmarkInfo, iter_histories, list_benchmarks, load_benchmark
+    from pmem.bench._scoring import (
+        Score,
+        exact_match,
+        normalize_answer,
+        parse_output,
+        score_question,
+        score_strings,
+        substring_exact_match,
+        token_f1,
+    )
+
+# name -> module: imported on first use so `import pmem.bench` stays cheap (no pyarrow until needed).
+_LAZY: dict[str, str] = {
+    "histories_to_arrow": "_arrow", "histories_from_arrow": "_arrow", "read_histories": "_arrow",
+    "write_histories": "_arrow", "chunk_events": "_chunks", "DataError": "_data", "verify_all": "_data",
+    "RELATION_TEMPLATES": "_facts", "fact_key": "_facts", "parse_fact": "_facts",
+    "JUDGE_MAX_TOKENS": "_judge", "JUDGE_TEMPERATURE": "_judge", "StaleValues": "_judge",
+    "answer_class_prompt": "_judge", "is_stale_prediction": "_judge", "judge_kind": "_judge",
+    "judge_messages": "_judge", "judge_prompt": "_judge", "judge_verdict": "_judge",
+    "parse_answer_class": "_judge", "parse_stale_values": "_judge", "stale_extraction_prompt": "_judge",
+    "Benchmark": "_registry", "BenchmarkInfo": "_registry", "iter_histories": "_registry",
+    "list_benchmarks": "_registry", "load_benchmark": "_registry",
+    "Score": "_scoring", "exact_match": "_scoring", "normalize_answer": "_scoring", "parse_output": "_scoring",
+    "score_question": "_scoring", "score_strings": "_scoring", "substring_exact_match": "_scoring",
+    "token_f1": "_scoring",
+}
+
+__all__ = [
+    "JUDGE_MAX_TOKENS",
+    "JUDGE_TEMPERATURE",
+    "RELATION_TEMPLATES",
+    "Benchmark",
+    "BenchmarkInfo",
+    "DataError",
+    "Event",
+    "History",
+    "Question",
+    "Score",
+    "StaleValues",
+    "answer_class_prompt",
+    "chunk_events",
+    "exact_match",
+    "fact_key",
+    "histories_from_arrow",
+    "histories_to_arrow",
+    "is_stale_prediction",
+    "iter_histories",
+    "judge_kind",
+    "judge_messages",
+    "judge_prompt",
+    "judge_verdict",
+    "list_benchmarks",
+    "load_benchmark",
+    "normalize_answer",
+    "parse_answer_class",
+    "parse_fact",
+    "parse_output",
+    "parse_stale_values",
+    "read_histories",
+    "score_question",
+    "score_strings",
+    "stale_extraction_prompt",
+    "substring_exact_match",
+    "token_f1",
+    "verify_all",
+    "write_histories",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'pmem.bench' has no attribute {name!r}"
+        raise AttributeError(msg)
+    import importlib
+
+    return getattr(importlib.import_module(f"pmem.bench.{module}"), name)

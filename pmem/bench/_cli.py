@@ -1,0 +1,160 @@
+"""``pmem bench``: list benchmarks, verify data, print the FactConsolidation parser coverage.
+
+    pmem bench list [--longmemeval PATH]
+    pmem bench verify [--longmemeval PATH]
+    pmem bench coverage [--subset sh_6k ...] [--show-misses N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+COVERAGE_TARGET = 0.99
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench_command", metavar="ACTION")
+    p = sub.add_parser("list", help="benchmarks, subsets, history and question counts, data sources")
+    p.add_argument("--longmemeval", type=Path, default=None, help="official LongMemEval file to count")
+    p = sub.add_parser("verify", help="check every vendored file against datasets/MANIFEST.json")
+    p.add_argument("--longmemeval", type=Path, default=None, help="also check this LongMemEval file")
+    p = sub.add_parser("coverage", help="template-parser coverage, overwritten keys, stale denominators")
+    p.add_argument("--subset", action="append", default=None, help="FactConsolidation subset (repeatable)")
+    p.add_argument("--show-misses", type=int, default=20, help="list at most N unparsed facts per subset")
+
+
+def _list(args: argparse.Namespace) -> int:
+    from pmem.bench._data import DataError
+    from pmem.bench._registry import iter_histories, list_benchmarks
+
+    rows: list[tuple[str, str, str, str, str]] = []
+    sources: list[tuple[str, str]] = []
+    for info in list_benchmarks():
+        sources.append((info.name, info.source))
+        for subset in info.subsets:
+            params = {}
+            if info.name == "longmemeval":
+                if args.longmemeval is None:
+                    rows.append((info.name, subset, "-", "-", "not run: data not provided"))
+                    continue
+                from pmem.bench._longmemeval import subset_for
+
+                try:
+                    if subset_for(args.longmemeval) != subset:
+                        rows.append((info.name, subset, "-", "-", "not run: data not provided"))
+                        continue
+                except DataError:
+                    pass
+                params = {"path": args.longmemeval}
+            try:
+                hs = list(iter_histories(info.name, subset, **params))
+            except (DataError, ValueError) as exc:
+                rows.append((info.name, subset, "-", "-", f"error: {exc}"))
+                continue
+            nq = sum(len(h.questions) for h in hs)
+            note = ""
+            if info.name == "alfworld-revision":
+                by = sorted({next(iter(h.params.items())) for h in hs}, key=str)
+                note = ", ".join(f"{k}={v}" for k, v in by if k in ("L", "d")) or "counterbalanced"
+            elif info.name == "longmemeval":
+                ku = sum(1 for h in hs if h.questions[0].qtype == "knowledge-update")
+                note = f"knowledge-update: {ku}"
+            rows.append((info.name, subset, f"{len(hs):,}", f"{nq:,}", note))
+    widths = [max(len(r[i]) for r in [*rows, ("benchmark", "subset", "histories", "questions", "")])
+              for i in range(4)]
+    print(f"{'benchmark':<{widths[0]}}  {'subset':<{widths[1]}}  {'histories':>{widths[2]}}  "
+          f"{'questions':>{widths[3]}}  notes")
+    for r in rows:
+        print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:>{widths[3]}}  {r[4]}")
+    print("\ndata sources:")
+    for name, src in sources:
+        print(f"  {name}: {src}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from pmem.bench._data import DataError, datasets_root, verify_all
+
+    root = datasets_root()
+    print(f"datasets: {root}")
+    ok = True
+    for rel, good, message in verify_all(root):
+        ok &= good
+        print(f"  {'ok  ' if good else 'FAIL'} {rel}" + ("" if good else f": {message}"))
+    from pmem.bench._factconsolidation import SUBSETS, build_history
+
+    for subset in SUBSETS:
+        try:
+            h = build_history(subset)
+            print(f"  ok   factconsolidation/{subset}: {len(h.events):,} facts, {len(h.questions)} questions")
+        except DataError as exc:
+            ok = False
+            print(f"  FAIL factconsolidation/{subset}: {exc}")
+    if args.longmemeval is not None:
+        from pmem.bench._longmemeval import load_longmemeval
+
+        try:
+            data = load_longmemeval(args.longmemeval)
+            print(f"  ok   longmemeval/{data.subset}: {len(data.records)} questions, official sha256")
+        except DataError as exc:
+            ok = False
+            print(f"  FAIL longmemeval: {exc}")
+    else:
+        print("  --   longmemeval: not run: data not provided")
+    print("all files verified" if ok else "verification FAILED")
+    return 0 if ok else 1
+
+
+def _coverage(args: argparse.Namespace) -> int:
+    from pmem.bench._factconsolidation import SUBSETS, analyze_subset, build_history, gold_not_final, load_raw
+
+    subsets = args.subset or list(SUBSETS)
+    worst = 1.0
+    print(f"{'subset':<9} {'facts':>7} {'parsed':>7} {'coverage':>9} {'keys':>7} {'overwritten':>11} "
+          f"{'stale-denominator':>17}")
+    details: list[str] = []
+    for subset in subsets:
+        stream = analyze_subset(subset)
+        hist = build_history(subset)
+        denom = sum(1 for q in hist.questions if q.stale)
+        worst = min(worst, stream.coverage)
+        den = f"{denom}/{len(hist.questions)}" if subset.startswith("sh") else "n/a (mh)"
+        ow = f"{stream.overwritten:,} ({stream.overwritten / max(stream.keys, 1):.0%})"
+        print(f"{subset:<9} {stream.total:>7,} {len(stream.facts):>7,} {stream.coverage:>9.2%} "
+              f"{stream.keys:>7,} {ow:>11} {den:>17}")
+        for number, text in stream.misses[: args.show_misses]:
+            details.append(f"  miss {subset} #{number}: {text}")
+        if len(stream.misses) > args.show_misses:
+            details.append(f"  ... {len(stream.misses) - args.show_misses} more misses in {subset}")
+        if subset.startswith("sh"):
+            for q, gold, key, values in gold_not_final(stream, load_raw(subset)):
+                details.append(f"  note {subset}: gold {gold!r} is an earlier value of {key} {values}: {q}")
+    print(f"\nrelation templates: see pmem/bench/_facts.py; coverage target {COVERAGE_TARGET:.0%}: "
+          f"{'met' if worst >= COVERAGE_TARGET else 'NOT met'} (lowest {worst:.2%})")
+    misses = [d for d in details if not d.startswith("  note")]
+    notes = [d for d in details if d.startswith("  note")]
+    print("misses: none" if not misses else "misses:")
+    for d in misses:
+        print(d)
+    if notes:
+        print("data notes (single-hop gold equals an EARLIER value of the key the question names; these "
+              "questions are outside the stale denominator):")
+        for d in notes:
+            print(d)
+    print("stale-rate denominator: single-hop questions whose gold equals the final value of an "
+          "overwritten key named in the question")
+    return 0 if worst >= COVERAGE_TARGET else 1
+
+
+def run(args: argparse.Namespace) -> int:
+    action = getattr(args, "bench_command", None)
+    if action == "list":
+        return _list(args)
+    if action == "verify":
+        return _verify(args)
+    if action == "coverage":
+        return _coverage(args)
+    print("usage: pmem bench {list,verify,coverage}", file=sys.stderr)
+    return 2

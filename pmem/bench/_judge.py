@@ -1,0 +1,182 @@
+"""LongMemEval judge prompts, in our own words from the official judging rules.
+
+Every prompt is one user message in the section convention (:mod:`pmem.models.sections`): a preamble
+with the rule, then ``### QUESTION``, ``### REFERENCE`` (gold answer, rubric or abstention explanation)
+and ``### RESPONSE``. Calls use purpose ``"judge"``, temperature 0 and at most 10 tokens; the verdict is
+correct when the reply contains "yes".
+
+>>> judge_kind("temporal-reasoning", "q17")
+'temporal'
+>>> judge_kind("knowledge-update", "q18_abs")
+'abstention'
+>>> judge_verdict("Yes.")
+True
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pmem.models.sections import format_sections
+
+JUDGE_PURPOSE = "judge"
+JUDGE_TEMPERATURE = 0.0
+JUDGE_MAX_TOKENS = 10
+
+_ASK = "Reply with yes or no only."
+
+_GENERAL = (
+    "You are grading a chat assistant's answer against a reference answer. Say yes if the response "
+    "contains the reference answer or something equivalent to it, or if it works through every "
+    "intermediate step needed to reach it. A response that gives only part of the required "
+    "information is wrong: say no."
+)
+
+JUDGE_PREAMBLES: dict[str, str] = {
+    "general": f"{_GENERAL} {_ASK}",
+    "temporal": (
+        f"{_GENERAL} When the answer is a count of days, weeks or months, do not penalize an "
+        f"off-by-one difference (for example 18 days where the reference says 19 is still correct). {_ASK}"
+    ),
+    "knowledge-update": (
+        f"{_GENERAL} The user's information changed over time and the reference is the updated value. "
+        "A response that also mentions the earlier information is still correct as long as the answer "
+        f"it gives is the updated one. {_ASK}"
+    ),
+    "preference": (
+        "You are grading a chat assistant's personalized reply. The reference is a rubric describing "
+        "what a good reply does. Say yes if the response recalls the user's personal information and "
+        "uses it correctly, as the rubric describes; it need not cover every point of the rubric. Say "
+        f"no if it ignores or misremembers the user's information. {_ASK}"
+    ),
+    "abstention": (
+        "You are grading a chat assistant on a question that cannot be answered from the conversation "
+        "history; the reference explains why. Say yes if the response recognizes that the question "
+        "cannot be answered (it says the information is missing, unknown or never mentioned). Say no "
+        f"if it answers as though the information were available. {_ASK}"
+    ),
+}
+
+#: Official question types and the rule each is judged by (``_abs`` ids override to abstention).
+QUESTION_TYPE_KINDS: dict[str, str] = {
+    "single-session-user": "general",
+    "single-session-assistant": "general",
+    "multi-session": "general",
+    "temporal-reasoning": "temporal",
+    "knowledge-update": "knowledge-update",
+    "single-session-preference": "preference",
+}
+
+
+def is_abstention(question_id: str) -> bool:
+    return question_id.endswith("_abs")
+
+
+def judge_kind(question_type: str, question_id: str) -> str:
+    """Which judging rule applies: abstention for ``_abs`` ids, else by question type."""
+    if is_abstention(question_id):
+        return "abstention"
+    try:
+        return QUESTION_TYPE_KINDS[question_type]
+    except KeyError:
+        msg = (
+            f"question {question_id!r}: unknown LongMemEval question_type {question_type!r} "
+            f"(known: {', '.join(QUESTION_TYPE_KINDS)})"
+        )
+        raise ValueError(msg) from None
+
+
+def judge_prompt(question_type: str, question_id: str, question: str, reference: str, response: str) -> str:
+    """The judge's user message for one answered question."""
+    kind = judge_kind(question_type, question_id)
+    return format_sections(
+        {"QUESTION": question, "REFERENCE": reference, "RESPONSE": response}, JUDGE_PREAMBLES[kind]
+    )
+
+
+def judge_messages(question_type: str, question_id: str, question: str, reference: str,
+                   response: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": judge_prompt(question_type, question_id, question, reference,
+                                                    response)}]
+
+
+def judge_verdict(reply: str) -> bool:
+    """Correct when the judge's reply contains "yes" (case-insensitive)."""
+    return "yes" in reply.lower()
+
+
+# ---------------------------------------------------------------- stale-value extraction
+
+STALE_PREAMBLE = (
+    "The dated conversation excerpts below contain the evidence for the question, and the reference "
+    "is the correct current answer. If the user's information changed over time, find the value that "
+    "was true before the change (the superseded value) and the value that holds now (the current value). "
+    "Reply with exactly two lines:\nSUPERSEDED: <the earlier value, or none>\nCURRENT: <the current value>"
+)
+
+
+def stale_extraction_prompt(question: str, reference: str, evidence: str) -> str:
+    """Ask the judge for the superseded and current values (sections QUESTION, REFERENCE, CONTEXT)."""
+    return format_sections({"QUESTION": question, "REFERENCE": reference, "CONTEXT": evidence},
+                           STALE_PREAMBLE)
+
+
+@dataclass(frozen=True)
+class StaleValues:
+    superseded: str | None
+    current: str | None
+
+    @property
+    def scoreable(self) -> bool:
+        """Stale-scoreable: both values known and different (questions where they coincide are excluded)."""
+        from pmem.bench._scoring import normalize_answer
+
+        return bool(self.superseded and self.current) and normalize_answer(
+            self.superseded or "") != normalize_answer(self.current or "")
+
+
+_LINE = re.compile(r"^\s*(SUPERSEDED|CURRENT)\s*:\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def parse_stale_values(reply: str) -> StaleValues:
+    found = {k.upper(): v for k, v in _LINE.findall(reply)}
+    sup = found.get("SUPERSEDED")
+    cur = found.get("CURRENT")
+    none = {"", "none", "n/a", "null"}
+    return StaleValues(
+        superseded=None if sup is None or sup.lower() in none else sup,
+        current=None if cur is None or cur.lower() in none else cur,
+    )
+
+
+def is_stale_prediction(prediction: str, correct: bool, values: StaleValues) -> bool | None:
+    """Stale when incorrect and matching the superseded value; None when not stale-scoreable."""
+    from pmem.bench._scoring import substring_exact_match
+
+    if not values.scoreable:
+        return None
+    return (not correct) and substring_exact_match(prediction, values.superseded or "") >= 1.0
+
+
+# ---------------------------------------------------------------- answer classes
+
+ANSWER_CLASSES: tuple[str, ...] = ("superseded", "aggregation", "single")
+
+CLASS_PREAMBLE = (
+    "Classify the question by how its answer relates to the dated evidence. superseded: an earlier "
+    "value was later replaced and the answer is the newer one. aggregation: the answer combines several "
+    "values, none replacing another (counting, summing, listing). single: anything else. Reply with one "
+    "word: superseded, aggregation or single."
+)
+
+
+def answer_class_prompt(question: str, reference: str, evidence: str) -> str:
+    return format_sections({"QUESTION": question, "REFERENCE": reference, "CONTEXT": evidence},
+                           CLASS_PREAMBLE)
+
+
+def parse_answer_class(reply: str) -> str | None:
+    low = reply.lower()
+    hits = [c for c in ANSWER_CLASSES if c in low]
+    return hits[0] if len(hits) == 1 else None

@@ -1,0 +1,149 @@
+"""Scorers: the MemoryAgentBench string metrics and per-benchmark correctness and stale rules.
+
+The string metrics follow the official MemoryAgentBench harness: :func:`normalize_answer` lowercases,
+drops ASCII punctuation, replaces the words a/an/the with a space and collapses whitespace; SubEM is
+"the normalized gold is a substring of the normalized prediction", best over the gold list; every
+metric is computed on the raw output and on the text after ``Answer:`` (to the line end; the first
+line when there is no ``Answer:``), keeping the higher.
+
+>>> score_strings("Answer: the Eiffel Tower.\\nBecause...", ["Eiffel Tower"]).subem
+1.0
+>>> normalize_answer("The  Eiffel-Tower!")
+'eiffeltower'
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pmem.bench._types import Question
+
+_PUNCT = str.maketrans("", "", string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_ANSWER = re.compile(r"(?:Answer:)(.*)(?:\n|$)", re.IGNORECASE)
+_FIRST_LINE = re.compile(r"(?:^)(.*)(?:\n|$)")
+
+
+def normalize_answer(text: str) -> str:
+    text = text.lower().translate(_PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def parse_output(output: str, prefix: str = "Answer:") -> str:
+    """The text after ``prefix`` up to the line end, else the first line (the official rule)."""
+    m = _ANSWER.search(output) if prefix == "Answer:" else re.search(
+        f"(?:{re.escape(prefix)})(.*)(?:\\n|$)", output, re.IGNORECASE
+    )
+    if m is None:
+        m = _FIRST_LINE.search(output)
+    text = (m.group(1) if m else output).strip()
+    if text.lower().startswith(prefix.lower()):
+        text = text[len(prefix) :]
+    return text.strip()
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def substring_exact_match(prediction: str, gold: str) -> float:
+    return float(normalize_answer(gold) in normalize_answer(prediction))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    pred = normalize_answer(prediction).split()
+    ref = normalize_answer(gold).split()
+    common = Counter(pred) & Counter(ref)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+@dataclass(frozen=True)
+class StringScores:
+    em: float
+    subem: float
+    f1: float
+
+
+def _best(prediction: str, golds: Sequence[str]) -> StringScores:
+    return StringScores(
+        em=max((exact_match(prediction, g) for g in golds), default=0.0),
+        subem=max((substring_exact_match(prediction, g) for g in golds), default=0.0),
+        f1=max((token_f1(prediction, g) for g in golds), default=0.0),
+    )
+
+
+def score_strings(output: str, golds: Sequence[str]) -> StringScores:
+    """EM, SubEM and token F1 of an output, each the max over raw output and parsed answer."""
+    raw, parsed = _best(output, golds), _best(parse_output(output), golds)
+    return StringScores(
+        em=max(raw.em, parsed.em), subem=max(raw.subem, parsed.subem), f1=max(raw.f1, parsed.f1)
+    )
+
+
+def _contains_name(prediction: str, name: str) -> bool:
+    # Token-bounded so "fridge 1" is not found inside "fridge 10".
+    return f" {normalize_answer(name)} " in f" {normalize_answer(prediction)} "
+
+
+@dataclass(frozen=True)
+class Score:
+    """The verdict for one answered question.
+
+    ``correct`` is None when a judge must decide (LongMemEval); ``stale`` is None where the stale
+    rate is undefined for the question (it is not in the denominator)."""
+
+    correct: bool | None
+    stale: bool | None
+    em: float | None = None
+    subem: float | None = None
+    f1: float | None = None
+
+
+def score_factconsolidation(question: Question, prediction: str) -> Score:
+    s = score_strings(prediction, question.gold)
+    correct = s.subem >= 1.0
+    stale: bool | None = None
+    if question.stale:
+        stale = not correct and any(
+            max(substring_exact_match(p, v) for p in (prediction, parse_output(prediction))) >= 1.0
+            for v in question.stale
+        )
+    return Score(correct=correct, stale=stale, em=s.em, subem=s.subem, f1=s.f1)
+
+
+def score_alfworld(question: Question, prediction: str) -> Score:
+    texts = (prediction, parse_output(prediction))
+    hits = [any(_contains_name(t, g) for t in texts) for g in question.gold]
+    correct = all(hits) if question.match == "all" else any(hits)
+    stale: bool | None = None
+    if question.stale:
+        stale = not correct and any(_contains_name(t, v) for t in texts for v in question.stale)
+    s = score_strings(prediction, question.gold)
+    return Score(correct=correct, stale=stale, em=s.em, subem=s.subem, f1=s.f1)
+
+
+def score_question(benchmark: str, question: Question, prediction: str) -> Score:
+    """Correctness and staleness of ``prediction`` under the benchmark's rules.
+
+    LongMemEval needs a judge: this returns ``correct=None`` with the string metrics; use
+    :func:`pmem.bench.judge_prompt` and :func:`pmem.bench.judge_verdict`."""
+    if benchmark == "factconsolidation":
+        return score_factconsolidation(question, prediction)
+    if benchmark == "alfworld-revision":
+        return score_alfworld(question, prediction)
+    if benchmark == "longmemeval":
+        s = score_strings(prediction, question.gold)
+        return Score(correct=None, stale=None, em=s.em, subem=s.subem, f1=s.f1)
+    msg = f"unknown benchmark {benchmark!r} (known: alfworld-revision, factconsolidation, longmemeval)"
+    raise ValueError(msg)
