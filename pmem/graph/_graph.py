@@ -113,7 +113,9 @@ class ProvenanceGraph:
         self._v_to: list[int] = []
         self._v_ev: list[int] = []  # creating evidence: the version's first supported-by edge
         self._v_prev: list[int] = []  # supersedes edge target
-        self._v_older: list[int] = []  # previous version of the same key (per-key arrival chain)
+        # previous version of the same key (the per-key arrival chain), kept only where it differs from
+        # the supersedes target, which is the common case (sparse)
+        self._v_older: dict[int, int] = {}
         self._v_alt: dict[int, int] = {}  # alternative-of edge target (sparse)
         self._v_extra_support: dict[int, int] = {}  # support beyond the creating assertion (sparse)
         # supported-by edges added after creation (noop, repeated values, resolve)
@@ -202,12 +204,16 @@ class ProvenanceGraph:
         if head != NONE:
             if rec.value == value:
                 return self._support(ACCEPT, kid, head, value, ev, seq, _SUPPORT_RESULT)
-            self._v_status[head] = SUPERSEDED
-            self._v_to[head] = seq
-            if kid in self._open_alts:
+            # The displaced head is closed lazily: a version stored as active that is no longer its
+            # key's head *is* superseded, closed when its newest superseder arrived. This saves two
+            # random writes per accept; reads and save() materialize it (see _closing).
+            if kid in self._open_alts:  # a contested head is closed eagerly with its alternatives
+                self._v_status[head] = SUPERSEDED
+                self._v_to[head] = seq
                 self._close_open_alternatives(kid, seq)
         vid = len(self._v_key)
-        self._v_older.append(rec.newest)
+        if rec.newest != head:
+            self._v_older[vid] = rec.newest
         rec.head = rec.newest = vid
         rec.value = value
         self._v_key.append(kid)
@@ -247,7 +253,8 @@ class ProvenanceGraph:
         self._v_to.append(NONE)
         self._v_ev.append(ev)
         self._v_prev.append(prev)
-        self._v_older.append(rec.newest)
+        if rec.newest != prev:
+            self._v_older[vid] = rec.newest
         rec.newest = vid
         return vid
 
@@ -343,7 +350,8 @@ class ProvenanceGraph:
         """Reopen the most recent merely-superseded predecessor along supersedes edges; empty if none."""
         prev, status = self._v_prev, self._v_status
         p = prev[retracted]
-        while p != NONE and status[p] != SUPERSEDED:
+        # a predecessor stored as active is one closed lazily by accept, i.e. superseded
+        while p != NONE and status[p] != SUPERSEDED and status[p] != ACTIVE:
             p = prev[p]
         if p != NONE:
             status[p] = ACTIVE
@@ -401,7 +409,9 @@ class ProvenanceGraph:
         del self._open_alts[kid]
         v_status[winner] = ACTIVE
         if winner != head:
-            self._v_prev[winner] = head  # the promoted value supersedes the contradicted incumbent
+            # the promoted value supersedes the contradicted incumbent; its arrival-chain link was
+            # stored explicitly at creation (an alternative has no supersedes target then)
+            self._v_prev[winner] = head
             self._set_head(rec, winner)
         self._v_extra_support[winner] = self._v_extra_support.get(winner, 0) + 1
         if ev != NONE:
@@ -458,16 +468,33 @@ class ProvenanceGraph:
         rec = self._cells.get(key)
         return None if rec is None else rec.value
 
-    def _version(self, vid: int) -> Version:
+    def _closing(self, kid: int) -> dict[int, int]:
+        """Lazily closed versions of a key -> the seq their newest superseder arrived at."""
+        head = self._records[kid].head
+        status, prev, start = self._v_status, self._v_prev, self._v_from
+        closed: dict[int, int] = {}
+        for v in self._chain(kid):  # newest first, so the first superseder seen is the newest
+            p = prev[v]
+            if p != NONE and p != head and p not in closed and status[p] == ACTIVE:
+                closed[p] = start[v]
+        return closed
+
+    def _version(self, vid: int, closing: dict[int, int] | None = None) -> Version:
+        if closing is None:
+            closing = self._closing(self._v_key[vid])
         ev = self._v_ev[vid]
-        to = self._v_to[vid]
         prev = self._v_prev[vid]
         alt = self._v_alt.get(vid, NONE)
+        closed_at = closing.get(vid)
+        if closed_at is None:
+            status, to = self._v_status[vid], self._v_to[vid]
+        else:
+            status, to = SUPERSEDED, closed_at
         return Version(
             id=f"v{vid}",
             key=self._key_names[self._v_key[vid]],
             value=self._v_value[vid],
-            status=STATUSES[self._v_status[vid]],
+            status=STATUSES[status],
             valid_from=self._v_from[vid],
             valid_to=None if to == NONE else to,
             evidence=None if ev == NONE else f"e{ev}",
@@ -478,10 +505,10 @@ class ProvenanceGraph:
 
     def _chain(self, kid: int) -> list[int]:
         """Version ids of a key, newest first."""
-        out, older, v = [], self._v_older, self._records[kid].newest
+        out, older, prev, v = [], self._v_older, self._v_prev, self._records[kid].newest
         while v != NONE:
             out.append(v)
-            v = older[v]
+            v = older.get(v, prev[v])
         return out
 
     def versions(self, key: str) -> list[Version]:
@@ -489,7 +516,8 @@ class ProvenanceGraph:
         rec = self._cells.get(key)
         if rec is None:
             return []
-        return [self._version(v) for v in reversed(self._chain(rec.kid))]
+        closing = self._closing(rec.kid)
+        return [self._version(v, closing) for v in reversed(self._chain(rec.kid))]
 
     def version(self, version_id: str) -> Version:
         vid = _parse_id(version_id, "v", len(self._v_key))
@@ -506,7 +534,8 @@ class ProvenanceGraph:
         head = self._records[kid].head
         alts = self._open_alts.get(kid, ())
         shown = {head, *alts}
-        history = [self._version(v) for v in self._chain(kid) if v not in shown]
+        closing = self._closing(kid)
+        history = [self._version(v, closing) for v in self._chain(kid) if v not in shown]
         if head == NONE:
             return Cell(self._key_names[kid], None, "empty", [], history, 0)
         status = "contested" if self._v_status[head] == CONTESTED else "active"

@@ -15,6 +15,7 @@ hold codes whose names are listed in the metadata.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -22,9 +23,10 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 
-from pmem.graph._codes import OPS, STATUSES
+from pmem.graph._codes import ACTIVE, OPS, STATUSES, SUPERSEDED
 
 if TYPE_CHECKING:
     from pmem.graph._graph import ProvenanceGraph
@@ -49,7 +51,6 @@ _TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
         ("valid_to", "_v_to", I64),
         ("evidence", "_v_ev", I64),
         ("supersedes", "_v_prev", I64),
-        ("older", "_v_older", I64),
     ],
     "supported_by": [("version", "_sb_version", I64), ("evidence", "_sb_ev", I64), ("seq", "_sb_seq", I64)],
     "tombstones": [("version", "_tb_version", I64), ("seq", "_tb_seq", I64), ("evidence", "_tb_ev", I64)],
@@ -59,6 +60,7 @@ _TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
 _SPARSE: dict[str, tuple[str, tuple[str, pa.DataType], list[tuple[str, pa.DataType]]]] = {
     "evidence_time": ("_ev_time", ("evidence", I64), [("time", STR)]),
     "alternative_of": ("_v_alt", ("version", I64), [("target", I64)]),
+    "older": ("_v_older", ("version", I64), [("older", I64)]),
     "extra_support": ("_v_extra_support", ("version", I64), [("count", I64)]),
     "operation_extra": (
         "_op_extra",
@@ -81,17 +83,49 @@ class StateFileError(ValueError):
     """A state file that cannot be read back whole: missing, truncated, altered or of another format."""
 
 
-def _stream(table: pa.Table) -> bytes:
+def _stream(table: pa.Table) -> pa.Buffer:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return sink.getvalue()
+
+
+def _digest(payloads: list) -> str:
+    digest = hashlib.sha256()
+    for p in payloads:
+        view = memoryview(p)
+        digest.update(view.nbytes.to_bytes(8, "little"))
+        digest.update(view)
+    return digest.hexdigest()
+
+
+def _materialized_versions(graph: ProvenanceGraph) -> dict[str, np.ndarray]:
+    """Status and valid_to with the lazily closed heads written out (see ProvenanceGraph._closing)."""
+    status = np.asarray(graph._v_status, dtype=np.int8)
+    valid_to = np.asarray(graph._v_to, dtype=np.int64)
+    key = np.asarray(graph._v_key, dtype=np.int32)
+    prev = np.asarray(graph._v_prev, dtype=np.int64)
+    start = np.asarray(graph._v_from, dtype=np.int64)
+    n = len(status)
+    if n:
+        ids = np.arange(n, dtype=np.int64)
+        heads = np.fromiter((r.head for r in graph._records), dtype=np.int64, count=len(graph._records))
+        lazy = (status == ACTIVE) & (heads[key] != ids)
+        if lazy.any():
+            newest = np.full(n, -1, dtype=np.int64)
+            linked = prev >= 0
+            np.maximum.at(newest, prev[linked], ids[linked])
+            valid_to[lazy] = start[newest[lazy]]
+            status[lazy] = SUPERSEDED
+    # the converted columns are handed to Arrow as they are (no second conversion)
+    return {"_v_status": status, "_v_to": valid_to, "_v_key": key, "_v_prev": prev, "_v_from": start}
 
 
 def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
+    overrides = _materialized_versions(graph)
     for name, columns in _TABLES.items():
-        arrays = [pa.array(getattr(graph, attr), type=typ) for _, attr, typ in columns]
+        arrays = [pa.array(overrides.get(attr, getattr(graph, attr)), type=typ) for _, attr, typ in columns]
         tables[name] = pa.table(arrays, names=[c for c, _, _ in columns])
     tables["keys"] = (
         tables["keys"]
@@ -132,42 +166,53 @@ def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     return tables
 
 
-def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
-    """Serialize deterministically: the same operations always give the same bytes."""
+def _outer_table(graph: ProvenanceGraph) -> pa.Table:
+    """The file's one table: a row per logical table, its payload an Arrow IPC stream."""
     names, payloads = [], []
     for name, table in _graph_tables(graph).items():
         names.append(name)
         payloads.append(_stream(table))
-    digest = hashlib.sha256()
-    for p in payloads:
-        digest.update(len(p).to_bytes(8, "little"))
-        digest.update(p)
     reg = graph._registry
     meta = {
         "format": FORMAT,
         "schema_version": str(SCHEMA_VERSION),
         "seq": str(graph._seq),
-        "sha256": digest.hexdigest(),
+        "sha256": _digest(payloads),
         "statuses": json.dumps(STATUSES),
         "ops": json.dumps(OPS),
         "registry": json.dumps(reg.config() if reg is not None else None, sort_keys=True),
     }
+    # Build the binary column straight from the payload buffers: one copy, not one per step.
+    offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
+    np.cumsum([p.size for p in payloads], out=offsets[1:])
+    data = pa.py_buffer(b"".join(memoryview(p) for p in payloads))
+    column = pa.Array.from_buffers(pa.large_binary(), len(payloads), [None, pa.py_buffer(offsets), data])
     schema = pa.schema([("table", STR), ("payload", pa.large_binary())], metadata=meta)
-    outer = pa.table([pa.array(names, type=STR), pa.array(payloads, type=pa.large_binary())], schema=schema)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, schema) as writer:
+    return pa.table([pa.array(names, type=STR), column], schema=schema)
+
+
+def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
+    with pa.ipc.new_file(sink, outer.schema) as writer:
         writer.write_table(outer)
+
+
+def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
+    """Serialize deterministically: the same operations always give the same bytes."""
+    sink = pa.BufferOutputStream()
+    _write(_outer_table(graph), sink)
     return sink.getvalue().to_pybytes()
 
 
 def save_graph(graph: ProvenanceGraph, path: str | Path) -> None:
     path = Path(path)
-    data = graph_to_bytes(graph)
+    outer = _outer_table(graph)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        sink = pa.BufferOutputStream()
+        _write(outer, sink)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(memoryview(sink.getvalue()))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -184,7 +229,7 @@ def read_tables(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
     """Read and verify a state file's tables and metadata (raises StateFileError)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = pa.memory_map(str(path)).read_buffer() if path.stat().st_size else b""
     except FileNotFoundError:
         raise _refuse(path, "file not found") from None
     except OSError as exc:
@@ -192,10 +237,12 @@ def read_tables(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
     return decode_tables(data, path)
 
 
-def decode_tables(data: bytes, path: Path | str = "<bytes>") -> tuple[dict[str, pa.Table], dict[str, str]]:
+def decode_tables(
+    data: bytes | pa.Buffer, path: Path | str = "<bytes>"
+) -> tuple[dict[str, pa.Table], dict[str, str]]:
     path = Path(path)
     try:
-        reader = pa.ipc.open_file(pa.py_buffer(data))
+        reader = pa.ipc.open_file(data if isinstance(data, pa.Buffer) else pa.py_buffer(data))
         outer = reader.read_all()
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
         raise _refuse(path, f"truncated or damaged Arrow file ({exc})") from exc
@@ -206,17 +253,13 @@ def decode_tables(data: bytes, path: Path | str = "<bytes>") -> tuple[dict[str, 
     if meta.get("schema_version") != str(SCHEMA_VERSION):
         raise _refuse(path, f"schema version {meta.get('schema_version')} is not supported")
     names = outer.column("table").to_pylist()
-    payloads = outer.column("payload").to_pylist()
-    digest = hashlib.sha256()
-    for p in payloads:
-        digest.update(len(p).to_bytes(8, "little"))
-        digest.update(p)
-    if digest.hexdigest() != meta.get("sha256"):
+    payloads = [scalar.as_buffer() for scalar in outer.column("payload").combine_chunks()]
+    if _digest(payloads) != meta.get("sha256"):
         raise _refuse(path, "checksum mismatch (the file was altered or damaged)")
     tables: dict[str, pa.Table] = {}
     for name, payload in zip(names, payloads, strict=True):
         try:
-            tables[name] = pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
+            tables[name] = pa.ipc.open_stream(payload).read_all()
         except pa.ArrowInvalid as exc:
             raise _refuse(path, f"table {name!r} is damaged ({exc})") from exc
     expected = {*_TABLES, *_SPARSE, "open_alternatives", "identity", "registry_keys"}
@@ -234,7 +277,16 @@ def _column_list(table: pa.Table, column: str) -> list:
 
 
 def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
-    return build_graph(cls, *read_tables(path), registry)
+    tables, meta = read_tables(path)
+    # Rebuilding creates one record per key next to million-element lists; pausing the cyclic GC
+    # keeps it from re-traversing those lists on every young-generation collection.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return build_graph(cls, tables, meta, registry)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def build_graph(
