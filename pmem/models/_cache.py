@@ -1,0 +1,127 @@
+"""Content-addressed response cache on disk: SQLite in WAL mode, safe under concurrent writers.
+
+A chat entry is keyed by sha256 over (model id, messages, purpose, max_tokens, temperature, schema);
+an embedding by (model id, text). Writers in several processes share one file: WAL lets readers run
+during a write, ``busy_timeout`` serializes writers, ``INSERT OR IGNORE`` makes a lost race harmless
+(both writers computed the same deterministic answer).
+
+>>> import tempfile, os
+>>> c = ResponseCache(os.path.join(tempfile.mkdtemp(), "cache.sqlite"))
+>>> k = ResponseCache.chat_key("m", [{"role": "user", "content": "hi"}], purpose="answer")
+>>> c.put(k, {"text": "hello"}); c.get(k)
+{'text': 'hello'}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chat (key TEXT PRIMARY KEY, payload TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dim INTEGER NOT NULL, data BLOB NOT NULL);
+"""
+
+
+class ResponseCache:
+    """One SQLite file; one connection per (process, thread), opened lazily (fork-safe)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self.hits = 0
+        self.misses = 0
+        self._conn()  # create the schema now so that a bad path fails here
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+            return conn
+        conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout=60000")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    @staticmethod
+    def chat_key(
+        model_id: str,
+        messages: Sequence[dict[str, str]],
+        *,
+        purpose: str,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        schema: dict[str, Any] | None = None,
+    ) -> str:
+        blob = json.dumps(
+            [model_id, [dict(m) for m in messages], purpose, max_tokens, temperature, schema],
+            sort_keys=True,
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    @staticmethod
+    def vector_key(model_id: str, text: str) -> str:
+        return hashlib.sha256(f"{model_id}\x00{text}".encode()).hexdigest()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        row = self._conn().execute("SELECT payload FROM chat WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return json.loads(row[0])
+
+    def put(self, key: str, payload: dict[str, Any]) -> None:
+        self._conn().execute(
+            "INSERT OR IGNORE INTO chat (key, payload) VALUES (?, ?)", (key, json.dumps(payload, ensure_ascii=False))
+        )
+
+    def get_vectors(self, model_id: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
+        keys = [self.vector_key(model_id, t) for t in texts]
+        found: dict[str, np.ndarray] = {}
+        conn = self._conn()
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            q = f"SELECT key, dim, data FROM vectors WHERE key IN ({','.join('?' * len(chunk))})"
+            for key, dim, data in conn.execute(q, chunk):
+                found[key] = np.frombuffer(data, dtype=np.float32, count=dim)
+        return {i: found[k] for i, k in enumerate(keys) if k in found}
+
+    def put_vectors(self, model_id: str, texts: Sequence[str], vectors: np.ndarray) -> None:
+        rows = [
+            (self.vector_key(model_id, t), int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes())
+            for t, v in zip(texts, vectors, strict=True)
+        ]
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("INSERT OR IGNORE INTO vectors (key, dim, data) VALUES (?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def __len__(self) -> int:
+        return int(self._conn().execute("SELECT COUNT(*) FROM chat").fetchone()[0])
+
+    def integrity_ok(self) -> bool:
+        return self._conn().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

@@ -1,0 +1,60 @@
+"""The `hashing` embedder: character n-gram hashing (scikit-learn), no model, deterministic and fast.
+
+>>> import asyncio
+>>> e = HashingEmbedder(dim=256)
+>>> v = asyncio.run(e.embed(["apple_1.location: fridge 1", "apple_1.location: fridge 1", "mug"]))
+>>> v.shape, v.dtype.name, round(float(v[0] @ v[1]), 6)
+((3, 256), 'float32', 1.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pmem.models._tokens import estimate_tokens
+from pmem.models._types import CallContext
+
+if TYPE_CHECKING:
+    from pmem.models._spec import ModelSpec
+
+
+class HashingEmbedder:
+    """Char n-grams (within word boundaries, underscores and dots treated as spaces) hashed to ``dim``."""
+
+    def __init__(self, dim: int = 1024, ngram_range: tuple[int, int] = (2, 4)) -> None:
+        from sklearn.feature_extraction.text import HashingVectorizer  # lazy: scikit-learn is slow to import
+
+        self.dim = int(dim)
+        self.model_id = f"hashing-char{ngram_range[0]}{ngram_range[1]}-{self.dim}"
+        self._vec = HashingVectorizer(
+            analyzer="char_wb",
+            ngram_range=tuple(ngram_range),
+            n_features=self.dim,
+            alternate_sign=False,
+            norm="l2",
+            lowercase=True,
+            preprocessor=lambda s: s.lower().replace("_", " ").replace(".", " "),
+            dtype=np.float32,
+        )
+
+    @classmethod
+    def from_spec(cls, spec: ModelSpec) -> HashingEmbedder:
+        ngram = spec.option("ngram_range", (2, 4))
+        return cls(dim=int(spec.option("dim", 1024)), ngram_range=(int(ngram[0]), int(ngram[1])))
+
+    def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = self._vec.transform(list(texts)).toarray().astype(np.float32, copy=False)
+        return out
+
+    async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
+        return self.embed_sync(texts)
+
+    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None
+                          ) -> tuple[np.ndarray, int, bool]:
+        """Vectors, prompt tokens (estimated here) and whether the count is an estimate."""
+        return self.embed_sync(texts), sum(estimate_tokens(t) for t in texts), True

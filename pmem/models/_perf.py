@@ -1,0 +1,160 @@
+"""`pmem perf client`: the openai client's throughput against the ideal, and heuristic calls/s.
+
+1. Starts the local server (a subprocess, ``--latency-ms 20``) and drives it with the `openai`
+   backend at concurrency 64; prints requests/s against the ideal ``concurrency / latency`` (target
+   >= 90%).
+2. Runs the heuristic agent in process over a mix of prompt families; prints calls/s (target >= 5,000)
+   and the ratio to a bare loop over the same rule functions (the cost of the async interface).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from pmem.models._heuristic import HeuristicChatModel, respond
+from pmem.models._openai import OpenAIChatModel, OpenAIClient
+from pmem.models.sections import format_sections
+
+
+def _prompts() -> list[tuple[str, list[dict[str, str]]]]:
+    fams = [
+        ("extract", {"TEXT": "Update: apple 1 has been moved from fridge 1 to countertop 2."}),
+        ("extract", {"TEXT": "12. Thomas Kyd was born in the city of London.\n13. The chairperson of Fatah is Mahmoud Abbas."}),
+        ("annotate", {"FACT": "apple_1.location: shelf 1 (reported)", "HEAD": "drawer 2 (active)",
+                      "TEXT": "Another report says the apple 1 is in shelf 1."}),
+        ("identity", {"KEY_A": "apple_1.location", "KEY_B": "apple_2.location"}),
+        ("answer", {"CONTEXT": "\n".join(f"obj_{i}.location = shelf {i}" for i in range(12)),
+                    "QUESTION": "Where is the obj 7 now?"}),
+        ("gate", {"QUESTION": "What is my current 5K PB?"}),
+        ("judge", {"QUESTION": "q", "REFERENCE": "Mahmoud Abbas", "RESPONSE": "Answer: Mahmoud Abbas"}),
+    ]
+    return [(p, [{"role": "user", "content": format_sections(s)}]) for p, s in fams]
+
+
+def bench_heuristic(n: int) -> tuple[float, float]:
+    prompts = _prompts()
+    model = HeuristicChatModel()
+
+    async def go() -> None:
+        for i in range(n):
+            purpose, msgs = prompts[i % len(prompts)]
+            await model.complete(msgs, purpose=purpose)
+
+    t0 = time.perf_counter()
+    asyncio.run(go())
+    rate = n / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for i in range(n):
+        purpose, msgs = prompts[i % len(prompts)]
+        respond(msgs, purpose)
+    bare = n / (time.perf_counter() - t0)
+    return rate, bare
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _proc_cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def bench_client(n: int, concurrency: int, latency_ms: float, workers: int) -> tuple[float, float, float]:
+    """Requests/s, and the client's and the server's CPU microseconds per request."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pmem.models.server", "--port", str(port), "--latency-ms",
+                             str(latency_ms), "--workers", str(workers)], stdout=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{base}/health", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        model = OpenAIChatModel(OpenAIClient(f"{base}/v1", concurrency=concurrency), "heuristic")
+        prompts = _prompts()
+
+        async def go() -> float:
+            sem = asyncio.Semaphore(concurrency * 2)
+
+            async def one(i: int) -> None:
+                async with sem:
+                    purpose, msgs = prompts[i % len(prompts)]
+                    c = await model.complete(msgs, purpose=purpose, max_tokens=64)
+                    if c.error:
+                        raise RuntimeError(c.error)
+
+            await asyncio.gather(*(one(i) for i in range(concurrency)))  # warm the connection pool
+            c0, s0 = _self_cpu_s(), _proc_cpu_s(proc.pid)
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(n)))
+            elapsed = time.perf_counter() - t0
+            c1, s1 = _self_cpu_s(), _proc_cpu_s(proc.pid)
+            await model.aclose()
+            return n / elapsed, (c1 - c0) / n * 1e6, (s1 - s0) / n * 1e6
+
+        return asyncio.run(go())
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--requests", type=int, default=4000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--server-workers", type=int, default=1, help="server processes (SO_REUSEPORT)")
+    parser.add_argument("--repeat", type=int, default=3, help="client runs (the machine may be shared)")
+    parser.add_argument("--heuristic-calls", type=int, default=50000)
+
+
+def run(args: argparse.Namespace) -> int:
+    rate, bare = bench_heuristic(args.heuristic_calls)
+    print(f"heuristic: {rate:,.0f} calls/s in process ({rate / 5000:.2f}x the 5,000 target); "
+          f"bare rule loop {bare:,.0f} calls/s (interface overhead ratio {rate / bare:.2f})")
+    ideal = args.concurrency / (args.latency_ms / 1000.0)
+    runs = []
+    for i in range(args.repeat):
+        got, client_us, server_us = bench_client(args.requests, args.concurrency, args.latency_ms, args.server_workers)
+        runs.append(got)
+        print(f"openai client run {i + 1}: {got:,.0f} req/s at concurrency {args.concurrency}, "
+              f"{args.latency_ms:g} ms/request; ideal {ideal:,.0f} req/s; ratio {got / ideal:.3f}; "
+              f"CPU per request: client {client_us:.0f} us, server {server_us:.0f} us "
+              f"(client busy {got * client_us / 1e6:.0%} of a core); load average {os.getloadavg()[0]:.1f} "
+              f"on {os.cpu_count()} CPUs")
+    best, median = max(runs), sorted(runs)[len(runs) // 2]
+    print(f"openai client: best {best:,.0f} req/s (ratio {best / ideal:.3f}), median {median:,.0f} req/s "
+          f"(ratio {median / ideal:.3f}); target ratio >= 0.90")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pmem perf client")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""Response cache: a second identical run makes zero backend calls; concurrent writers never corrupt it."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing as mp
+
+import numpy as np
+
+from pmem.models import CallContext, RequestLog, ResponseCache, make_chat_model, make_embedder
+from pmem.models.sections import format_sections
+from pmem.models.server import ServerThread
+
+
+def _prompts(n: int) -> list[list[dict[str, str]]]:
+    return [[{"role": "user", "content": format_sections({"TEXT": f"Update: obj {i} has been moved from a 1 to b {i}."})}]
+            for i in range(n)]
+
+
+def test_second_run_makes_zero_backend_calls(tmp_path) -> None:
+    with ServerThread() as srv:
+        async def sweep(cache: ResponseCache, log: RequestLog) -> list[str]:
+            m = make_chat_model({"backend": "openai", "url": srv.url, "model": "heuristic"}, cache=cache, log=log)
+            e = make_embedder({"backend": "openai", "url": srv.url, "model": "hashing"}, cache=cache, log=log)
+            out = await asyncio.gather(*(m.complete(p, purpose="extract", context=CallContext("h", "pmem"))
+                                         for p in _prompts(30)))
+            await e.embed(["a 1", "b 2", "c 3"], context=CallContext("h", "pmem"))
+            await m.aclose()
+            await e.inner.aclose()
+            return [c.text for c in out]
+
+        path = tmp_path / "cache.sqlite"
+        log1 = RequestLog()
+        first = asyncio.run(sweep(ResponseCache(path), log1))
+        calls_after_first = srv.stats["requests"]
+        assert calls_after_first == 31 and not any(r.cached for r in log1.records())
+        log2 = RequestLog()
+        second = asyncio.run(sweep(ResponseCache(path), log2))  # a fresh process would open the same file
+        assert second == first
+        assert srv.stats["requests"] == calls_after_first  # zero backend calls
+        rows = log2.drain("h")
+        assert len(rows) == 31 and all(r.cached for r in rows)
+        assert rows[0].prompt_tokens > 0  # usage survives the cache
+
+
+def _writer(path: str, worker: int, n: int) -> None:
+    cache = ResponseCache(path)
+    for i in range(n):
+        key = ResponseCache.chat_key("m", [{"role": "user", "content": f"shared {i % 50}"}], purpose="answer")
+        cache.put(key, {"text": f"answer {i % 50}", "model": "m", "prompt_tokens": 1, "completion_tokens": 1})
+        own = ResponseCache.chat_key("m", [{"role": "user", "content": f"w{worker}-{i}"}], purpose="answer")
+        cache.put(own, {"text": f"{worker}-{i}", "model": "m", "prompt_tokens": 1, "completion_tokens": 1})
+        assert cache.get(own)["text"] == f"{worker}-{i}"
+    cache.put_vectors("emb", [f"t{worker}-{i}" for i in range(20)], np.full((20, 8), worker, dtype=np.float32))
+
+
+def test_concurrent_writers_never_corrupt(tmp_path) -> None:
+    path = str(tmp_path / "shared.sqlite")
+    ResponseCache(path)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, w, 150)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    cache = ResponseCache(path)
+    assert cache.integrity_ok()
+    assert len(cache) == 50 + 4 * 150
+    for w in range(4):
+        got = cache.get_vectors("emb", [f"t{w}-{i}" for i in range(20)])
+        assert len(got) == 20 and all(float(v[0]) == w for v in got.values())
+
+
+def test_heuristic_cached_rows_marked(tmp_path) -> None:
+    cache, log = ResponseCache(tmp_path / "c.sqlite"), RequestLog()
+    m = make_chat_model("heuristic", cache=cache, log=log)
+    p = _prompts(1)[0]
+    a = asyncio.run(m.complete(p, purpose="extract", schema={"type": "object"}))
+    b = asyncio.run(m.complete(p, purpose="extract", schema={"type": "object"}))
+    assert a.text == b.text and b.parsed == a.parsed and b.cached and not a.cached
+    assert [r.cached for r in log.records()] == [False, True] and m.backend_calls == 1
+    assert all(r.tokens_estimated for r in log.records())
