@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-browser screenshot perf lint contract clean
+.PHONY: demo test test-slow test-browser screenshot chromium perf lint contract clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH (Python >= 3.11 is required; set PYTHON=...)"; exit 2; }
@@ -23,10 +23,14 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow" tests
 
-test-browser: $(STAMP)
+# Debian's chromium is the one browser the report tests drive (headless, no downloads of its own).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium)
+
+test-browser: $(STAMP) chromium
 	$(PY) -m pytest -q -m "browser" tests
 
-screenshot: $(STAMP)
+screenshot: $(STAMP) chromium
 	$(VENV)/bin/pmem report-screenshot
 
 perf: $(STAMP)

@@ -1,0 +1,47 @@
+"""`pmem report RUN_DIR [--compare RUN_B]`: write RUN_DIR/report/ from the run's Parquet files.
+
+``pmem report --compare RUN_A RUN_B`` is the same as ``pmem report RUN_A --compare RUN_B``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", default=None,
+                        help="a run directory (run.toml, results/, writes/, ...)")
+    parser.add_argument("--compare", metavar="RUN", nargs="+", default=None,
+                        help="RUN_B (or RUN_A RUN_B): also write RUN_A/report/compare-<run B>/ with both runs' "
+                             "tables and B − A")
+    parser.add_argument("--out", default=None, help="output directory (default RUN_DIR/report)")
+    parser.add_argument("--reference", default="pmem", help="arm the paired comparisons are made against")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pmem.report._build import build_compare, build_report
+    from pmem.report._load import RunError
+
+    t0 = time.perf_counter()
+    run_dir, compare = args.run_dir, args.compare
+    if compare and len(compare) == 2 and run_dir is None:
+        run_dir, compare = compare[0], compare[1:]
+    if run_dir is None or (compare and len(compare) != 1):
+        print("usage: pmem report RUN_DIR [--compare RUN_B] | pmem report --compare RUN_A RUN_B", file=sys.stderr)
+        return 2
+    try:
+        paths = build_report(run_dir, args.out, reference=args.reference)
+        print(f"report: {paths.markdown}")
+        print(f"report: {paths.html}")
+        print(f"{len(paths.tables)} tables, {len(paths.figures)} figures in {time.perf_counter() - t0:.1f} s")
+        if compare:
+            cmp_out = None if args.out is None else f"{args.out}/compare"
+            c = build_compare(run_dir, compare[0], cmp_out, reference=args.reference)
+            print(f"compare: {c.markdown}")
+            print(f"compare: {c.html}")
+    except RunError as exc:
+        print(f"pmem report: {exc}", file=sys.stderr)
+        return 2
+    return 0

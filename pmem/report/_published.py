@@ -1,0 +1,243 @@
+"""The paper's published figures next to ours.
+
+``published.csv`` is vendored unchanged from ``shared/data/paper/published.csv`` (the numbers of
+"Memory of Memory", arXiv 2609.25054, Tables 3-8, 10, 11 and Appendix F; sha256
+001a6be876e04a7e58dbb419d565f9cdabaf52af0f9535c80a3f4cf7a1878801). Every value from it is labelled "published";
+it is never used as an expected value.
+
+The paper's arm names differ from the project's; :data:`ARM_MAP` says which of our arms is the closest
+counterpart and what differs. Rows without a counterpart are listed with "no counterpart arm".
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from pmem.report._table import Table
+
+if TYPE_CHECKING:
+    from pmem.report._metrics import Metrics
+
+ARM_ORDER = ("pmem", "pmem-iterative", "pmem-turn-prune", "pmem-no-retention", "pmem-no-identity", "pmem-oracle",
+             "no-memory", "long-context", "raw", "raw-ordered", "chunks", "crud", "add-only", "bitemporal")
+
+#: published arm -> (our arm, what differs beyond the shared setup notes)
+ARM_MAP: dict[str, tuple[str | None, str]] = {
+    "pmem_commit": ("pmem", ""),
+    "pmem_commit_retention": ("pmem", ""),
+    "pmem_commit_no_retention": ("pmem-no-retention", ""),
+    "pmem_contest": ("pmem", ""),
+    "pmem_state_read": ("pmem", ""),
+    "pmem_iterative": ("pmem-iterative", ""),
+    "pmem_turn_read": ("pmem", "paper: turn-level read over LongMemEval sessions"),
+    "pmem_turn_read_prune": ("pmem-turn-prune", ""),
+    "turn_read_raw": ("pmem", "paper: turn-level read, no pruning"),
+    "turn_read_prune": ("pmem-turn-prune", ""),
+    "pmem_writer_4b": ("pmem", "paper: materialized path, 4B writer"),
+    "pmem_extract_4b": ("pmem", "paper: 4B extraction write path"),
+    "raw_top10": ("raw", ""),
+    "raw": ("raw", ""),
+    "raw_top12": ("raw", ""),
+    "raw_order_tags": ("raw-ordered", ""),
+    "long_context": ("long-context", ""),
+    "no_memory": ("no-memory", ""),
+    "memoryos": ("chunks", "ours: chunk retrieval arm, not MemoryOS itself"),
+    "mem0": ("crud", "ours: CRUD arm, not Mem0 itself"),
+    "graphiti": ("bitemporal", "ours: bitemporal KG arm, not Graphiti/Zep itself"),
+    "graphiti_35b_extractor": (None, "35B extractor variant"),
+    "hipporag_v2": (None, "no graph-RAG arm"),
+    "raw_reconstruct": (None, "no query-time reconstruction arm"),
+    "raw_oracle_order": (None, "no oracle-order arm"),
+    "materialized_4b": (None, "materialized LongMemEval variant not an arm"),
+    "materialized_35b": (None, "materialized LongMemEval variant not an arm"),
+    "materialized_35b_merge070": (None, "materialized LongMemEval variant not an arm"),
+    "pmem_writer_35b": (None, "35B writer variant"),
+    "stream": (None, "stream statistics, not an arm"),
+}
+
+_BENCH = {"alfworld_revision": "alfworld-revision", "factconsolidation": "factconsolidation", "longmemeval": "longmemeval"}
+_SUBSET = {"single_revision_two_step": "two-step"}
+_WRITE_METRICS = {
+    "extraction_calls_per_history": ("write_calls_per_history", 1.0),
+    "calls_per_committed_fact": ("calls_per_committed_fact", 1.0),
+    "write_tokens_per_history": ("write_tokens_per_history", 1.0),
+    "ingestion_wall_s_per_history": ("wall_s_mean", 1.0),
+    "committed_facts": ("committed_facts_per_history", 1.0),
+    "cells": ("cells_per_history", 1.0),
+    "fact_store_mb": ("state_bytes_mean", 1e-6),
+    "embedding_index_mb": ("embedding_bytes_mean", 1e-6),
+    "facts_per_cell": ("facts_per_cell", 1.0),
+    "write_ops": ("write_ops_total", 1.0),
+}
+
+
+def load_published() -> list[dict[str, str]]:
+    text = resources.files("pmem.report").joinpath("published.csv").read_text(encoding="utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
+def setup_differences(m: Metrics) -> list[str]:
+    run = m.run
+    agent = run.agent_label
+    emb = run.models.get("embedder", {})
+    benches = set(m.accuracy["benchmark"].unique().to_list()) if m.accuracy.height else set()
+    notes = [
+        f"Agent: ours {agent}; published Qwen3-4B-Instruct-2507 (temperature 0, thinking off) served by vLLM.",
+        f"Embedder: ours {emb.get('model') or emb.get('backend', 'unknown')} ({emb.get('backend', '?')}); "
+        "published Qwen3-Embedding-4B.",
+        "ALFWorld-Revision: our cases are generated from the ALFWorld object/receptacle vocabulary; the paper "
+        "used 140 valid_seen games (n=140 per cell), which are not available here.",
+        "Paper arms Mem0, MemoryOS and Graphiti/Zep are compared with our crud, chunks and bitemporal arms: "
+        "design-corner counterparts, not the published systems.",
+    ]
+    if "longmemeval" not in benches:
+        notes.append("LongMemEval: not run (no official data supplied), so its published rows have no value of ours.")
+    return notes
+
+
+def _filter_param(param: str, params: list[str], cols: list[str]) -> tuple[pl.Expr | None, bool]:
+    """Expression selecting the published cell's parameter; second item False when we cannot express it."""
+    if not param:
+        return pl.lit(True), True
+    if "=" in param:
+        name, value = param.split("=", 1)
+        if name in params:
+            return pl.col(name).cast(pl.String) == value, True
+        return None, False
+    if param == "overall":
+        return pl.lit(True), True
+    if "answer_class" in cols:
+        return pl.col("answer_class") == param, True
+    return None, False
+
+
+def _ours(m: Metrics, row: dict[str, str], arm: str, cache: dict[str, Any]) -> tuple[float | None, int | None, str]:
+    """Our value for a published cell (percent units where the paper's are), its n, and a note."""
+    bench = _BENCH.get(row["benchmark"], row["benchmark"])
+    subset = _SUBSET.get(row["subset"], row["subset"])
+    metric, param = row["metric"], row["param"]
+    t = m.tables
+    if metric in ("recovered", "wrong", "lost"):
+        d8 = t["table8_retraction"].data
+        if d8.height == 0:
+            return None, None, "no retraction rows"
+        d = param.split("=", 1)[1] if "=" in param else None
+        sel = d8.filter((pl.col("arm") == arm) & (pl.col("d").cast(pl.String) == d)) if d else pl.DataFrame()
+        if sel.height == 0:
+            return None, None, "no rows for this arm/distance"
+        r = sel.row(0, named=True)
+        if not r["committed"]:
+            return None, 0, "no committed cases"
+        return 100 * r[metric], r["committed"], "over committed cases"
+    if metric in _WRITE_METRICS or metric == "write_ops":
+        col, scale = _WRITE_METRICS[metric]
+        wc = t["write_cost"].data
+        subsets = [s for s in (wc["subset"].unique().to_list() if wc.height else [])
+                   if s == subset or s.endswith("_" + subset)]
+        if wc.height == 0 or col not in wc.columns or not subsets:
+            return None, None, "not measured"
+        sel = wc.filter((pl.col("benchmark") == bench) & pl.col("subset").is_in(subsets) & (pl.col("arm") == arm))
+        if sel.height == 0 or sel[col].drop_nulls().len() == 0:
+            return None, None, "not measured"
+        return float(sel[col].mean()) * scale, int(sel["histories"].sum()), ""
+    if metric in ("current_value_survives", "stale_sibling_rate"):
+        au = t["write_audit"].data
+        col = "gold_in_active_cell" if metric == "current_value_survives" else "stale_sibling_rate"
+        if au.height == 0 or col not in au.columns:
+            return None, None, "not derivable from this run's files"
+        sel = au.filter(pl.col("subset").str.ends_with("_" + subset) & (pl.col("arm") == arm))
+        if sel.height == 0:
+            return None, None, "no audit rows"
+        w = sel["questions"]
+        return 100 * float((sel[col] * w).sum() / w.sum()), int(w.sum()), "per question, pooled over sh/mh"
+    if metric not in ("accuracy", "stale_rate", "read_chars", "context_tokens", "acc_per_1k_tokens",
+                      "accuracy_post", "conflict_flagged_pre"):
+        return None, None, "not measured"
+    key = "results_cols"
+    if key not in cache:
+        cache[key] = m.run.columns("results")
+    cols = cache[key]
+    hist = m.accuracy  # one row per (benchmark, subset, arm, params, question_type) with count sums
+    if hist.height == 0:
+        return None, None, "no results"
+    f = (pl.col("benchmark") == bench) & (pl.col("arm") == arm)
+    if bench == "longmemeval" and subset.startswith("ku_"):
+        base = subset[3:]
+        f &= (pl.col("subset") == subset) | ((pl.col("subset") == base) & pl.col("question_type").str.contains("knowledge"))
+    else:
+        f &= pl.col("subset") == subset
+    if metric == "accuracy_post":
+        f &= pl.col("question_type") == "after_settle"
+    elif metric == "conflict_flagged_pre":
+        f &= pl.col("question_type") == "before_settle"
+    pf, ok = _filter_param(param, m.params, cols)
+    if not ok:
+        return None, None, f"parameter {param!r} not in our results"
+    if "answer_class" in cols and param and "=" not in param and param != "overall":
+        # per-class cells (Table 4) come from the question rows: the history counts do not keep the class
+        if "by_class" not in cache:
+            cache["by_class"] = (
+                m.run.frame("results").filter(pl.col("answer_class").is_not_null())
+                .group_by("benchmark", "subset", "arm", "question_type", "answer_class")
+                .agg(n=pl.len(), correct=pl.col("correct").fill_null(False).sum(),
+                     stale_n=pl.col("stale").is_not_null().sum(), stale_k=pl.col("stale").fill_null(False).sum(),
+                     tok=pl.col("read_tokens").cast(pl.Float64).sum(), chars=pl.col("read_chars").cast(pl.Float64).sum(),
+                     tok_n=pl.col("read_tokens").is_not_null().sum())
+                .collect())
+        hist = cache["by_class"]
+    sel = hist.filter(f & pf)
+    if sel.height == 0:
+        return None, None, "no rows"
+    n, k = int(sel["n"].sum()), int(sel["correct"].sum())
+    sn, sk = int(sel["stale_n"].sum()), int(sel["stale_k"].sum())
+    tok_n = int(sel["tok_n"].sum())
+    if metric in ("accuracy", "accuracy_post", "conflict_flagged_pre"):
+        return 100 * k / n, n, "before_settle accuracy as scored" if metric == "conflict_flagged_pre" else ""
+    if metric == "stale_rate":
+        return (100 * sk / sn, sn, "") if sn else (None, 0, "no stale-eligible questions")
+    if not tok_n:
+        return None, None, "read size not recorded"
+    tok = float(sel["tok"].sum()) / tok_n
+    if metric == "read_chars":
+        return float(sel["chars"].sum()) / tok_n, n, ""
+    if metric == "context_tokens":
+        return tok, n, ""
+    return (100 * k / n) / (tok / 1000) if tok else None, n, ""
+
+
+def published_table(m: Metrics) -> Table:
+    rows = []
+    cache: dict[str, Any] = {}
+    for r in load_published():
+        arm, arm_note = ARM_MAP.get(r["arm"], (None, "unknown paper arm"))
+        if arm is None:
+            ours, n, note = None, None, arm_note or "no counterpart arm"
+        else:
+            ours, n, note = _ours(m, r, arm, cache)
+            note = "; ".join(x for x in (arm_note, note) if x)
+        pub = float(r["value"])
+        diff = None if ours is None or math.isnan(ours) else ours - pub
+        rows.append({"table": r["table"], "benchmark": r["benchmark"], "subset": r["subset"], "param": r["param"],
+                     "metric": r["metric"], "paper_arm": r["arm"], "our_arm": arm, "published": pub,
+                     "unit": r["unit"], "ours": ours, "n_ours": n, "diff": diff,
+                     "published_note": r["note"], "note": note})
+    data = pl.DataFrame(rows, schema_overrides={"ours": pl.Float64, "diff": pl.Float64, "n_ours": pl.Int64})
+    display = data.select(
+        "table", "benchmark", "subset", "param", "metric", "paper_arm", pl.col("our_arm").fill_null("—"),
+        pl.concat_str([pl.col("published").round(2).cast(pl.String), pl.lit(" "), pl.col("unit")]).alias("published"),
+        pl.when(pl.col("ours").is_null()).then(pl.lit("not run / n.a.")).otherwise(
+            pl.col("ours").round(2).cast(pl.String)).alias("ours"),
+        pl.col("n_ours").cast(pl.String).fill_null(""),
+        pl.when(pl.col("diff").is_null()).then(pl.lit("")).otherwise(pl.col("diff").round(2).cast(pl.String)).alias("ours − published"),
+        pl.col("note"),
+    )
+    notes = ["Published = the paper's reported figure (labelled as such; never an expected value). "
+             "Setup differences:", *setup_differences(m)]
+    return Table("published_vs_ours", "Published (paper) vs ours", data, display, notes,
+                 keys=("table", "benchmark", "subset", "param", "metric", "paper_arm"), values=("ours", "diff"),
+                 section="published")

@@ -1,0 +1,121 @@
+"""report.md and a self-contained report.html (inline CSS, figures as base64 data URIs, no scripts)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+from pmem.report._table import Table
+
+SECTIONS = (
+    ("coverage", "Run coverage"),
+    ("alfworld", "ALFWorld-Revision"),
+    ("factconsolidation", "FactConsolidation"),
+    ("accuracy", "All accuracies"),
+    ("stale", "Stale-answer rates"),
+    ("paired", "Paired comparisons"),
+    ("cost", "Read and write cost"),
+    ("audit", "Write-path audit"),
+    ("published", "Published vs ours"),
+)
+
+FIGURE_SECTION = {"table6_chains": "alfworld", "table8_retraction": "alfworld", "conflict_probe": "alfworld",
+                  "table7_factconsolidation": "factconsolidation", "accuracy_vs_read_tokens": "cost"}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1500px;color:#222;padding:0 1rem}
+h1{font-size:1.6rem}h2{border-bottom:1px solid #ccc;padding-bottom:.2rem;margin-top:2.2rem}h3{font-size:1.05rem;margin-top:1.4rem}
+table{border-collapse:collapse;font-size:.78rem;margin:.4rem 0 1rem 0;display:block;overflow-x:auto}
+th,td{border:1px solid #ddd;padding:.25rem .45rem;text-align:left;vertical-align:top;white-space:nowrap}
+th{background:#f3f3f3}tr:nth-child(even) td{background:#fafafa}
+.note{color:#555;font-size:.85rem;max-width:1100px}.meta td{white-space:normal}
+.badge{display:inline-block;background:#fff3cd;border:1px solid #e0c36b;border-radius:4px;padding:.1rem .4rem}
+img{max-width:100%;border:1px solid #eee;margin:.4rem 0}
+"""
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if v != v:
+            return "–"
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+    return str(v)
+
+
+def md_table(df: pl.DataFrame, max_rows: int = 400) -> str:
+    if df.height == 0:
+        return "_no rows_\n"
+    cols = df.columns
+    head = "| " + " | ".join(c or " " for c in cols) + " |"
+    sep = "|" + "|".join("---" for _ in cols) + "|"
+    body = ["| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |" for row in df.head(max_rows).iter_rows()]
+    more = [f"\n_{df.height - max_rows} more rows in the CSV_"] if df.height > max_rows else []
+    return "\n".join([head, sep, *body, *more]) + "\n"
+
+
+def html_table(df: pl.DataFrame, max_rows: int = 400) -> str:
+    if df.height == 0:
+        return "<p><em>no rows</em></p>"
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in r) + "</tr>"
+                   for r in df.head(max_rows).iter_rows())
+    more = f"<p class='note'>{df.height - max_rows} more rows in the CSV.</p>" if df.height > max_rows else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{more}"
+
+
+def render(
+    title: str,
+    meta: Sequence[tuple[str, str]],
+    preface: Sequence[str],
+    tables: Sequence[Table],
+    figures: dict[str, Path],
+    out: Path,
+) -> tuple[Path, Path]:
+    """Write ``out/report.md`` and ``out/report.html``; figures are linked (md) and embedded (html)."""
+    md: list[str] = [f"# {title}\n"]
+    md += [f"- **{k}**: {v}" for k, v in meta]
+    md.append("")
+    md += [f"> {p}\n" for p in preface]
+    h: list[str] = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+                    f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
+                    f"<h1>{html.escape(title)}</h1><table class='meta'><tbody>"]
+    h += [f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in meta]
+    h.append("</tbody></table>")
+    h += [f"<p class='note'><span class='badge'>note</span> {html.escape(p)}</p>" for p in preface]
+    by_section: dict[str, list[Table]] = {}
+    for t in tables:
+        by_section.setdefault(t.section, []).append(t)
+    known = {s for s, _ in SECTIONS}
+    sections = list(SECTIONS) + [(s, s) for s in by_section if s not in known]
+    for sec, heading in sections:
+        ts = by_section.get(sec, [])
+        figs = [(n, p) for n, p in figures.items() if FIGURE_SECTION.get(n, "figures") == sec]
+        if not ts and not figs:
+            continue
+        md.append(f"## {heading}\n")
+        h.append(f"<h2 id='{sec}'>{html.escape(heading)}</h2>")
+        for t in ts:
+            md.append(f"### {t.title}\n")
+            md += [f"{n}\n" for n in t.notes]
+            md.append(md_table(t.shown))
+            md.append(f"CSV: `tables/{t.name}.csv`\n")
+            h.append(f"<h3 id='{t.name}'>{html.escape(t.title)}</h3>")
+            h += [f"<p class='note'>{html.escape(n)}</p>" for n in t.notes]
+            h.append(html_table(t.shown))
+        for name, path in figs:
+            md.append(f"![{name}](figures/{path.name})\n")
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            h.append(f"<figure><img alt='{html.escape(name)}' src='data:image/png;base64,{data}'>"
+                     f"<figcaption class='note'>{html.escape(name)}</figcaption></figure>")
+    h.append("</body></html>")
+    out.mkdir(parents=True, exist_ok=True)
+    md_path, html_path = out / "report.md", out / "report.html"
+    md_path.write_text("\n".join(md), encoding="utf-8")
+    html_path.write_text("\n".join(h), encoding="utf-8")
+    return md_path, html_path

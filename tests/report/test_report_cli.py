@@ -1,0 +1,138 @@
+"""A hand-built run with known answers, the CLI, --compare and the loader's error messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from pmem.cli import main
+from pmem.report import RunError, compute, open_run
+from pmem.report._synthetic import write_fixture_run
+
+RUN_TOML = """run_id = "tiny"
+hash = "sha256:0"
+[config]
+arms = ["pmem", "raw"]
+[config.models.agent]
+backend = "openai"
+model = "Qwen/Qwen3-4B-Instruct-2507"
+url = "http://127.0.0.1:8000/v1"
+[[config.benchmarks]]
+name = "alfworld-revision"
+subsets = ["chains"]
+"""
+
+
+def tiny_run(root: Path) -> Path:
+    """Ten L=2 chain questions, one per history: pmem right on q0-q8, raw right on q8 only.
+
+    So pmem vs raw is 8 fixed, 0 broken (q0-q7), McNemar p = 2 * 0.5^8; pmem accuracy 9/10 has Wilson
+    interval [0.5958, 0.9821].
+    """
+    root.mkdir(parents=True)
+    (root / "run.toml").write_text(RUN_TOML)
+    recs = []
+    for i in range(10):
+        for arm, ok in (("pmem", i <= 8), ("raw", i == 8)):
+            recs.append({"run_id": "tiny", "benchmark": "alfworld-revision", "subset": "chains", "history_id": f"h{i}",
+                         "arm": arm, "model": "m", "question_id": f"h{i}-q0", "question_type": "current",
+                         "question": "Where is the mug now?", "prediction": "a" if ok else "b", "gold": "a",
+                         "correct": ok, "stale": (not ok), "read_tokens": 10 if arm == "pmem" else 150,
+                         "read_chars": 40 if arm == "pmem" else 600, "L": 2})
+    (root / "results").mkdir()
+    pl.DataFrame(recs[:10]).write_parquet(root / "results" / "a.parquet")
+    pl.DataFrame(recs[10:]).write_parquet(root / "results" / "b.parquet")
+    return root
+
+
+def test_hand_computed_mcnemar_and_wilson(tmp_path: Path) -> None:
+    m = compute(open_run(tiny_run(tmp_path / "tiny")))
+    p = m.tables["paired"].data.row(0, named=True)
+    assert (p["arm_a"], p["arm_b"], p["fixed"], p["broken"]) == ("pmem", "raw", 8, 0)
+    assert p["mcnemar_p"] == 0.0078125
+    assert m.tables["paired"].shown["fixed-broken"][0] == "8-0"
+    t6 = {r["arm"]: r for r in m.tables["table6_chains"].data.iter_rows(named=True)}
+    assert t6["pmem"]["acc_wilson_lo"] == pytest.approx(0.5958, abs=5e-5)
+    assert t6["pmem"]["acc_wilson_hi"] == pytest.approx(0.9821, abs=5e-5)
+    assert t6["raw"]["stale_k"] == 9 and t6["raw"]["stale_n"] == 10
+    assert m.run.agent_label == "Qwen/Qwen3-4B-Instruct-2507 (openai)"
+    # writes/, requests/ and histories/ are absent: named as missing, costs not reported as zero
+    assert {"writes/", "requests/", "histories/"} <= set(m.run.missing)
+    assert "write_calls_per_history" not in m.tables["write_cost"].data.columns
+
+
+def test_cli_report_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = write_fixture_run(tmp_path / "a", seed=1, n_alf=4, fc_questions=8, run_id="run-a")
+    b = write_fixture_run(tmp_path / "b", seed=2, n_alf=4, fc_questions=8, run_id="run-b",
+                          agent_backend="openai")
+    assert main(["report", "--compare", str(a), str(b)]) == 0  # the issue's spelling
+    assert main(["report", str(a), "--compare", str(b)]) == 0
+    out = capsys.readouterr().out
+    assert str(a / "report" / "report.html") in out
+    cmp_dir = a / "report" / "compare-run-b"
+    assert (cmp_dir / "report.md").is_file() and (cmp_dir / "report.html").is_file()
+    cmp = pl.read_csv(cmp_dir / "tables" / "compare_table6_chains.csv")
+    ta = pl.read_csv(a / "report" / "tables" / "table6_chains.csv")
+    tb = pl.read_csv(b / "report" / "tables" / "table6_chains.csv") if (b / "report").exists() else None
+    assert tb is None  # the compare never writes into run B
+    mb = compute(open_run(b)).tables["table6_chains"].data
+    row = cmp.filter((pl.col("L") == 8) & (pl.col("arm") == "raw")).row(0, named=True)
+    acc_a = ta.filter((pl.col("L") == 8) & (pl.col("arm") == "raw"))["accuracy"][0]
+    acc_b = mb.filter((pl.col("L") == 8) & (pl.col("arm") == "raw"))["accuracy"][0]
+    assert row["accuracy_a"] == pytest.approx(acc_a)
+    assert row["accuracy_b"] == pytest.approx(acc_b)
+    assert row["accuracy_diff"] == pytest.approx(acc_b - acc_a)
+    md = (cmp_dir / "report.md").read_text()
+    assert "run-a" in md and "heuristic (no LLM)" in md and "Qwen/Qwen3-4B-Instruct-2507 (openai)" in md
+
+
+def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    bad = tmp_path / "bad"
+    (bad / "results").mkdir(parents=True)
+    pl.DataFrame({"benchmark": ["x"], "subset": ["s"], "history_id": ["h"], "arm": ["a"], "question_id": ["q"],
+                  "question_type": ["t"], "correct": [True]}).write_parquet(bad / "results" / "1.parquet")
+    pl.DataFrame({"benchmark": ["x"], "subset": ["s"], "history_id": ["h2"], "arm": ["a"], "question_id": ["q"],
+                  "question_type": ["t"], "correct": ["yes"]}).write_parquet(bad / "results" / "2.parquet")
+    with pytest.raises(RunError, match=r"2\.parquet: column 'correct'"):
+        open_run(bad)
+    (bad / "results" / "2.parquet").unlink()
+    pl.DataFrame({"history_id": ["h"]}).write_parquet(bad / "results" / "3.parquet")
+    # a file lacking columns is fine (nulls), but a dataset lacking a required column is named
+    pl.DataFrame({"arm": ["a"]}).write_parquet(tmp_path / "x.parquet")
+    (bad / "writes").mkdir()
+    (tmp_path / "x.parquet").rename(bad / "writes" / "w.parquet")
+    with pytest.raises(RunError, match=r"writes: dataset lacks column\(s\) history_id, op, applied"):
+        open_run(bad)
+
+
+def test_perf_command_prints_both_timings(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["perf", "report", "--results", "20000", "--requests", "60000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "result rows" in out and "aggregations (all 14 tables" in out
+    assert "plain pyarrow read of the same files" in out
+
+
+def test_published_per_class_rows_use_answer_class(tmp_path: Path) -> None:
+    """LongMemEval per-class cells (Table 4) are computed from results' answer_class."""
+    root = tmp_path / "lme"
+    root.mkdir()
+    (root / "run.toml").write_text(RUN_TOML)
+    recs = [{"run_id": "l", "benchmark": "longmemeval", "subset": "s", "history_id": f"h{i}", "arm": "pmem",
+             "model": "m", "question_id": f"q{i}", "question_type": "single-session-user",
+             "answer_class": "superseded" if i < 4 else "single", "correct": i in (0, 1, 5),
+             "stale": None, "read_tokens": 3000, "read_chars": 12000} for i in range(10)]
+    (root / "results").mkdir()
+    pl.DataFrame(recs).write_parquet(root / "results" / "r.parquet")
+    pub = compute(open_run(root)).tables["published_vs_ours"].data
+    got = {r["param"]: r["ours"] for r in pub.filter((pl.col("table") == "T4") & (pl.col("paper_arm") == "pmem_turn_read"))
+           .iter_rows(named=True)}
+    assert got["overall"] == pytest.approx(30.0)
+    assert got["superseded"] == pytest.approx(50.0)  # 2 of 4
+    assert got["single"] == pytest.approx(100 / 6)  # 1 of 6
+    assert got["aggregation"] is None
+    t5 = pub.filter((pl.col("table") == "T5") & (pl.col("paper_arm") == "pmem_turn_read") & (pl.col("metric") == "acc_per_1k_tokens"))
+    assert t5["ours"][0] == pytest.approx(30.0 / 3.0)
