@@ -52,6 +52,12 @@ class WriteRecord:
     value: str | None
     applied: bool
     reason: str | None = None
+    #: the operation the write path asked for, when it differs from the effective ``op``
+    requested: str | None = None
+    #: the key as extracted, before soft identity mapped it onto ``key``
+    source_key: str | None = None
+    #: index of the first event of the write unit the fact came from
+    event: int | None = None
 
 
 @dataclass

@@ -1,0 +1,138 @@
+"""Turning write units into facts: the extraction call (shared by every fact-level arm) and the
+template parsers of the oracle write path.
+
+Extraction output is validated, never trusted: a reply that is not JSON, or facts with an empty key or
+value, are dropped and the drop is written to the arm's write log with its reason. Keys are
+normalized to lower-case snake_case parts joined by dots; an unknown status reads as ``asserted``.
+Each fact is attributed to the event of its unit whose text contains its value (the audit uses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pmem.arms._common import completion_json, event_line
+from pmem.arms._prompts import ASSERTION_STATUSES
+
+if TYPE_CHECKING:
+    from pmem.arms._common import ArmBase
+    from pmem.bench._types import Event
+
+_SNAKE = re.compile(r"[\W_]+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One extracted (or template-parsed) fact of a write unit."""
+
+    key: str
+    value: str | None
+    status: str = "asserted"
+    event: int = -1  # attributed event index (-1: none found)
+    #: oracle path only: the template's meaning (``update``, ``retraction``, ``conflict_report`` ...)
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class Extraction:
+    unit: list[Event]
+    text: str
+    facts: list[Fact]
+    error: str | None = None
+
+
+def normalize_key(key: str) -> str:
+    parts = [_SNAKE.sub("_", p.strip().lower()).strip("_") for p in str(key).split(".")]
+    return ".".join(p for p in parts if p)
+
+
+def unit_text(unit: list[Event]) -> str:
+    return "\n".join(event_line(e) for e in unit)
+
+
+def attribute(unit: list[Event], value: str, used: set[int]) -> int:
+    """The event of ``unit`` whose text contains ``value`` (first unused one first), else -1."""
+    v = value.strip().lower()
+    if not v:
+        return -1
+    hits = [e.index for e in unit if v in e.text.lower()]
+    for idx in hits:
+        if idx not in used:
+            used.add(idx)
+            return idx
+    return hits[-1] if hits else -1
+
+
+def parse_extraction(unit: list[Event], payload: dict | None) -> tuple[list[Fact], str | None]:
+    if payload is None:
+        return [], "extract: reply is not a JSON object"
+    raw = payload.get("facts")
+    if not isinstance(raw, list):
+        return [], "extract: reply has no 'facts' list"
+    out: list[Fact] = []
+    dropped = 0
+    used: set[int] = set()
+    for item in raw:
+        if not isinstance(item, dict):
+            dropped += 1
+            continue
+        key = normalize_key(str(item.get("key") or ""))
+        value = item.get("value")
+        value = "" if value is None else str(value).strip()
+        if not key or not value:
+            dropped += 1
+            continue
+        status = str(item.get("status") or "asserted").strip().lower()
+        if status not in ASSERTION_STATUSES:
+            status = "asserted"
+        out.append(Fact(key, value, status, attribute(unit, value, used)))
+    return out, (f"extract: dropped {dropped} malformed fact(s)" if dropped else None)
+
+
+async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extraction]:
+    """One extraction call per unit, run concurrently (bounded); results in arrival order."""
+    sem = asyncio.Semaphore(arm.concurrency)
+
+    async def one(unit: list[Event]) -> Extraction:
+        text = unit_text(unit)
+        async with sem:
+            c = await arm.call("extract", TEXT=text)
+        facts, error = parse_extraction(unit, completion_json(c))
+        return Extraction(unit, text, facts, error)
+
+    out = await asyncio.gather(*(one(u) for u in units))
+    for ex in out:
+        if ex.error:
+            arm.record("noop", None, None, False, ex.error, event=ex.unit[0].index)
+    return list(out)
+
+
+# ---------------------------------------------------------------------------- oracle (templates)
+
+
+def template_facts(unit: list[Event]) -> list[Fact]:
+    """The oracle write path: facts from the benchmarks' own template parsers, no model."""
+    from pmem.bench._facts import fact_key, parse_fact
+    from pmem.bench.alfworld_templates import location_key, parse_event
+
+    out: list[Fact] = []
+    for e in unit:
+        ev = parse_event(e.text)
+        if ev is not None:
+            name, f = ev
+            key = location_key(f["obj"])
+            value = {
+                "stale_record": f.get("loc"), "update": f.get("b"), "update_no_origin": f.get("loc"),
+                "two_step": f.get("b"), "retraction": f.get("v2"), "conflict_report": f.get("loc"),
+                "confirmation": f.get("loc"),
+            }[name]
+            status = {"retraction": "withdrawn", "conflict_report": "reported"}.get(name, "asserted")
+            out.append(Fact(key, value, status, e.index, kind=name))
+            continue
+        parsed = parse_fact(e.text)
+        if parsed is not None:
+            out.append(Fact(fact_key(parsed[0], parsed[1]), parsed[2], "asserted", e.index, kind="fact"))
+    return out

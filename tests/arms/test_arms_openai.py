@@ -1,0 +1,103 @@
+"""Every arm over the `openai` backend against the local OpenAI-compatible server (real HTTP on
+127.0.0.1): one history of each benchmark, every call logged with its purpose; and model output that
+fails to parse degrades to a logged noop, never a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+import pytest
+
+from pmem.arms import ARM_NAMES, ModelSet, make_arm
+from pmem.arms._cli import plumbing
+from pmem.arms._harness import run_history
+from pmem.bench import Event, History, iter_histories
+from pmem.models import PURPOSES, make_chat_model, make_embedder
+from pmem.models.server import ServerThread
+
+FIXTURE = Path(__file__).resolve().parents[1] / "bench" / "fixtures" / "longmemeval_synthetic.json"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerThread() as srv:
+        yield srv
+
+
+def _histories():
+    fc = next(iter_histories("factconsolidation", "sh_6k"))
+    # the first 60 facts and the questions whose stale key they cover keep the run short
+    small_fc = History(fc.id, fc.benchmark, fc.subset, fc.events[:60],
+                       tuple(q for q in fc.questions[:10]), fc.params)
+    return [
+        next(iter_histories("alfworld-revision", "chains", L=2, cases=1)),
+        next(iter_histories("alfworld-revision", "retraction", d=0, cases=1)),
+        next(iter_histories("alfworld-revision", "conflict", cases=1)),
+        small_fc,
+        next(iter_histories("longmemeval", "s", path=str(FIXTURE),
+                            verify=False)),
+    ]
+
+
+def test_every_arm_runs_over_openai_with_every_call_labelled(server):
+    out = io.StringIO()
+    res = asyncio.run(plumbing(server.url, "heuristic", "hashing", histories=_histories(), out=out))
+    assert len(res) == len(ARM_NAMES) * 5
+    for key, v in res.items():
+        assert v["errors"] == 0, key
+        assert v["unlabelled"] == 0, key
+        assert v["purposes"].get("answer", 0) >= 1, key
+        assert set(v["purposes"]) <= {*PURPOSES, "embed"}, key
+    # the P-Mem write path calls extract/annotate on event streams, extract/identity on fact streams
+    assert res["pmem|alfworld-revision/chains/L2/case000"]["purposes"].get("annotate", 0) > 0
+    assert res["crud|factconsolidation/sh_6k"]["purposes"].get("crud", 0) > 0
+    assert res["bitemporal|factconsolidation/sh_6k"]["purposes"].get("dedupe", 0) > 0
+    # same answers as the in-process heuristic agent: the HTTP path changes nothing
+    assert res["pmem|alfworld-revision/chains/L2/case000"]["accuracy"] == 1.0
+    assert "pmem-oracle" in out.getvalue()
+
+
+def _openai_models(srv):
+    return ModelSet(make_chat_model({"backend": "openai", "url": srv.url, "model": "heuristic"}),
+                    make_embedder({"backend": "openai", "url": srv.url, "model": "hashing"}))
+
+
+async def _closing(models, coro):
+    try:
+        return await coro
+    finally:
+        await models.agent.aclose()
+        await models.embedder.aclose()
+
+
+def test_unparseable_annotation_becomes_a_logged_noop(server):
+    event = Event(0, "Earlier observation: apple 1 was in fridge 1.", source="environment")
+    # request order for one event: extract (chat), embed the new key, annotate (chat)
+    server.set_faults(script=["ok", "ok", "malformed"])
+    try:
+        models = _openai_models(server)
+        arm = make_arm("pmem", models)
+        asyncio.run(_closing(models, arm.ingest([event])))
+    finally:
+        server.set_faults(script=[])
+    log = arm.write_log()
+    assert len(log) == 1 and log[0].op == "noop" and not log[0].applied
+    assert "annotation" in log[0].reason
+    assert arm.graph().cell("apple_1.location") is None  # nothing was applied
+
+
+def test_every_reply_malformed_still_completes(server):
+    h = next(iter_histories("alfworld-revision", "retraction", d=0, cases=1))
+    server.set_faults(rates={"malformed": 1.0})
+    try:
+        for name in ("pmem", "crud", "bitemporal", "add-only"):
+            models = _openai_models(server)
+            arm = make_arm(name, models)
+            rows = asyncio.run(_closing(models, run_history(arm, h)))
+            assert len(rows) == len(h.questions)
+            reasons = [w.reason or "" for w in arm.write_log()]
+            assert any("extract" in r for r in reasons), name
+    finally:
+        server.set_faults(rates={})

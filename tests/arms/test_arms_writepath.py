@@ -1,0 +1,64 @@
+"""Validation of model output on the write path: extraction and annotation never trust the reply."""
+
+from __future__ import annotations
+
+from pmem.arms._common import parse_json_object
+from pmem.arms._pmem import _validate_annotation
+from pmem.arms._writepath import Fact, normalize_key, parse_extraction, template_facts
+from pmem.bench import Event
+
+UNIT = [Event(3, "3. The chairperson of Fatah is Mahmoud Abbas.", source="fact"),
+        Event(4, "4. Thomas Kyd was born in the city of London.", source="fact")]
+
+
+def test_extraction_is_normalized_attributed_and_filtered():
+    payload = {"facts": [
+        {"key": "Fatah . Chair Person", "value": "Mahmoud Abbas", "status": "ASSERTED"},
+        {"key": "thomas_kyd.birthplace", "value": "London", "status": "rumoured"},
+        {"key": "", "value": "x"},
+        {"key": "a.b", "value": "   "},
+        "not an object",
+    ]}
+    facts, error = parse_extraction(UNIT, payload)
+    assert [(f.key, f.value, f.status, f.event) for f in facts] == [
+        ("fatah.chair_person", "Mahmoud Abbas", "asserted", 3),
+        ("thomas_kyd.birthplace", "London", "asserted", 4),
+    ]
+    assert error == "extract: dropped 3 malformed fact(s)"
+    assert parse_extraction(UNIT, None) == ([], "extract: reply is not a JSON object")
+    assert parse_extraction(UNIT, {"facts": "x"})[1] == "extract: reply has no 'facts' list"
+
+
+def test_lenient_json():
+    assert parse_json_object('```json\n{"a": 1}\n```') == {"a": 1}
+    assert parse_json_object('Sure! {"op": "accept"} hope that helps') == {"op": "accept"}
+    assert parse_json_object('{"op": "acc') is None
+    assert parse_json_object("[1, 2]") is None
+
+
+def test_annotation_preconditions_become_noops_with_reasons():
+    fact = Fact("k", "v2")
+    active, contested = ("v1", "active", []), ("v1", "contested", ["v3"])
+    assert _validate_annotation({"op": "accept", "value": None}, fact, active) == ("accept", "v2", None)
+    assert _validate_annotation({"op": "contest", "value": "v2"}, fact, active) == ("contest", "v2", None)
+    assert _validate_annotation({"op": "contest", "value": "v2"}, fact, contested)[2] == (
+        "annotation: contest needs an active incumbent")
+    assert _validate_annotation({"op": "resolve", "value": "v3"}, fact, active)[2] == (
+        "annotation: resolve needs a contested cell")
+    assert _validate_annotation({"op": "revoke", "value": None}, fact, None)[2] == (
+        "annotation: revoke needs a current value")
+    assert _validate_annotation({"op": "delete"}, fact, active)[2] == "annotation: unknown op 'delete'"
+    assert _validate_annotation(None, fact, active)[2] == "annotation: reply is not a JSON object"
+    assert _validate_annotation({"op": "Reject", "value": "null"}, fact, active) == ("reject", None, None)
+
+
+def test_normalize_key_and_templates():
+    assert normalize_key("Apple 1.Location") == "apple_1.location"
+    assert normalize_key("..a..b..") == "a.b"
+    facts = template_facts([Event(0, "Correction: the report that mug 1 was moved to shelf 2 was an error."),
+                            Event(1, "Report: mug 1 is in sinkbasin 1."), UNIT[1]])
+    assert [(f.key, f.value, f.status, f.kind) for f in facts] == [
+        ("mug_1.location", "shelf 2", "withdrawn", "retraction"),
+        ("mug_1.location", "sinkbasin 1", "reported", "conflict_report"),
+        ("thomas_kyd.birthplace", "London", "asserted", "fact"),
+    ]
