@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 DEFAULT_THRESHOLD = 0.72
 _TOKEN = re.compile(r"[a-z0-9]+")
-_STOP = frozenset({"the", "of", "a", "an", "in", "at", "on", "for", "to", "is", "user"})
+_STOP = frozenset({"the", "of", "a", "an", "in", "at", "on", "for", "to", "is", "by", "user"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +82,36 @@ def _tokens(text: str) -> set[str]:
     return out
 
 
-def rule_confirm(candidate: str, registered: str) -> bool:
-    """Key-name-only same/different rule: subjects must agree, attributes must largely overlap.
+#: Qualifier words that do not change which attribute a key names (``pb_5k`` vs ``pb_5k_time``).
+GENERIC_KEY_WORDS = frozenset(
+    {
+        "time",
+        "value",
+        "name",
+        "date",
+        "number",
+        "count",
+        "current",
+        "latest",
+        "new",
+        "status",
+        "id",
+        "type",
+        "amount",
+        "level",
+        "info",
+        "detail",
+    }
+)
 
-    For ``subject.attribute`` keys the subjects' tokens must be equal and the attribute token sets must
-    share at least half of the smaller one; other keys need a token Jaccard of at least 0.6.
+
+def rule_confirm(candidate: str, registered: str) -> bool:
+    """Key-name-only same/different rule: subjects equal, attributes equal up to generic qualifiers.
+
+    For ``subject.attribute`` keys the subjects' tokens must be equal; the attributes' token sets
+    (stop words dropped, plurals folded) may differ only by words such as ``time`` or ``value``, and
+    must carry the same numbers. ``head_of_state`` and ``head_of_government`` stay apart; so do
+    ``city`` and ``birth_city``.
     """
     if "." in candidate and "." in registered:
         subj_a, attr_a = candidate.split(".", 1)
@@ -94,13 +119,13 @@ def rule_confirm(candidate: str, registered: str) -> bool:
         if _tokens(subj_a) != _tokens(subj_b):
             return False
         ta, tb = _tokens(attr_a), _tokens(attr_b)
-        if not ta or not tb:
-            return ta == tb
-        return len(ta & tb) >= 0.5 * min(len(ta), len(tb))
-    ta, tb = _tokens(candidate), _tokens(registered)
+    else:
+        ta, tb = _tokens(candidate), _tokens(registered)
     if not ta or not tb:
         return False
-    return len(ta & tb) / len(ta | tb) >= 0.6
+    if {t for t in ta if t.isdigit()} != {t for t in tb if t.isdigit()}:
+        return False
+    return (ta ^ tb) <= GENERIC_KEY_WORDS
 
 
 class KeyRegistry:
@@ -121,7 +146,7 @@ class KeyRegistry:
         self._keys: list[str] = []
         self._index: dict[str, int] = {}
         self._aliases: dict[str, str] = {}
-        self._matrix: np.ndarray | None = None
+        self._store = _VectorStore()
         self._decisions: list[IdentityDecision] = []
         self.exact_hits = 0
 
@@ -153,22 +178,18 @@ class KeyRegistry:
         return vec / norm if norm > 0 else vec
 
     def _append_vector(self, vec: np.ndarray) -> None:
-        n = len(self._keys)
-        if self._matrix is None:
-            self._matrix = np.zeros((max(64, n + 1), vec.shape[0]), dtype=np.float32)
-        elif n >= self._matrix.shape[0]:
-            grown = np.zeros((self._matrix.shape[0] * 2, self._matrix.shape[1]), dtype=np.float32)
-            grown[:n] = self._matrix[:n]
-            self._matrix = grown
-        self._matrix[n] = vec
+        self._store.append(vec)
 
     def _ensure_matrix(self) -> None:
         # After a restore the vectors are recomputed lazily, on the first lookup that needs them.
-        if self._keys and (self._matrix is None or len(self._keys) > self._matrix.shape[0]):
-            keys, self._keys, self._matrix = self._keys, [], None
-            for k in keys:
-                self._append_vector(self._embed_one(k))
-                self._keys.append(k)
+        if len(self._store) < len(self._keys):
+            self._store = _VectorStore()
+            for start in range(0, len(self._keys), 1024):
+                block = self._keys[start : start + 1024]
+                if self._embed is None:
+                    self._embed = HashingKeyEmbedding()
+                for vec in np.asarray(self._embed(block), dtype=np.float32):
+                    self._store.append(_unit(vec))
 
     # ------------------------------------------------------------ decisions
 
@@ -184,7 +205,7 @@ class KeyRegistry:
             return None
         self._ensure_matrix()
         vec = self._embed_one(candidate) if vector is None else _unit(vector)
-        scores = self._matrix[: len(self._keys)] @ vec
+        scores = self._store.scores(vec)
         best = int(np.argmax(scores))
         score = float(scores[best])
         if score < self.threshold:
@@ -242,9 +263,69 @@ class KeyRegistry:
             self.threshold = float(config["threshold"])
         self._keys = list(keys)
         self._index = {k: i for i, k in enumerate(self._keys)}
-        self._matrix = None
+        self._store = _VectorStore()
         self._decisions = [IdentityDecision(**d) for d in decisions]
         self._aliases = {d.candidate: d.canonical for d in self._decisions if d.verdict == "same"}
+
+
+class _VectorStore:
+    """Registered key vectors, scored against a query by one product per block.
+
+    Rows arrive one at a time into a dense tail; full tails are frozen into blocks. Sparse embeddings
+    (character n-gram hashing fills ~6% of its dimensions) are frozen as CSR and merged into one sparse
+    block, so scoring costs the non-zeros instead of keys x dimensions.
+    """
+
+    TAIL = 512
+    SPARSE_BELOW = 0.25  # fraction of non-zeros under which a block is stored sparse
+
+    def __init__(self) -> None:
+        self._sparse = None  # scipy.sparse.csr_matrix of every frozen sparse row
+        self._dense: list[np.ndarray] = []  # frozen dense blocks
+        self._order: list[tuple[str, int]] = []  # frozen blocks in registration order: (kind, rows)
+        self._tail: np.ndarray | None = None
+        self._n_tail = 0
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, vec: np.ndarray) -> None:
+        if self._tail is None:
+            self._tail = np.zeros((self.TAIL, vec.shape[0]), dtype=np.float32)
+        self._tail[self._n_tail] = vec
+        self._n_tail += 1
+        self._n += 1
+        if self._n_tail == self.TAIL:
+            self._freeze()
+
+    def _freeze(self) -> None:
+        block = self._tail[: self._n_tail].copy()
+        if np.count_nonzero(block) < self.SPARSE_BELOW * block.size:
+            import scipy.sparse as sp
+
+            csr = sp.csr_matrix(block)
+            self._sparse = csr if self._sparse is None else sp.vstack([self._sparse, csr], format="csr")
+            self._order.append(("sparse", len(block)))
+        else:
+            self._dense.append(block)
+            self._order.append(("dense", len(block)))
+        self._n_tail = 0
+
+    def scores(self, vec: np.ndarray) -> np.ndarray:
+        """Cosine of ``vec`` (unit) with every stored row, in registration order."""
+        sparse = self._sparse @ vec if self._sparse is not None else None
+        parts, s_at, d_at = [], 0, 0
+        for kind, rows in self._order:
+            if kind == "sparse":
+                parts.append(sparse[s_at : s_at + rows])
+                s_at += rows
+            else:
+                parts.append(self._dense[d_at] @ vec)
+                d_at += 1
+        if self._n_tail:
+            parts.append(self._tail[: self._n_tail] @ vec)
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:

@@ -230,18 +230,28 @@ def _annotate(sec: dict[str, str]) -> str:
     return out("accept", value)
 
 
+# Qualifier words that do not change which attribute a key names ("pb_5k" vs "pb_5k_time").
+_GENERIC_KEY_WORDS = frozenset(
+    {"time", "value", "name", "date", "number", "count", "current", "latest", "new", "status", "id", "type",
+     "amount", "level", "info", "detail", "details"}
+)
+
+
 def _identity(sec: dict[str, str]) -> str:
+    """Same key iff the subjects match exactly and the attributes differ only by generic qualifiers."""
     a, b = sec.get("KEY_A", "").strip().lower(), sec.get("KEY_B", "").strip().lower()
-    ta, tb = set(_tokens(a)), set(_tokens(b))
+    if "." in a and "." in b:
+        (sa, xa), (sb, xb) = a.split(".", 1), b.split(".", 1)
+        if set(_tokens(sa)) != set(_tokens(sb)):
+            return "different"
+        ta, tb = set(_content(xa)), set(_content(xb))
+    else:
+        ta, tb = set(_content(a)), set(_content(b))
     if not ta or not tb:
         return "different"
     if {t for t in ta if t.isdigit()} != {t for t in tb if t.isdigit()}:
         return "different"
-    jaccard = len(ta & tb) / len(ta | tb)
-    ea, eb = a.split(".", 1)[0], b.split(".", 1)[0]
-    aa, ab = set(_tokens(a.split(".", 1)[-1])), set(_tokens(b.split(".", 1)[-1]))
-    nested = "." in a and "." in b and ea == eb and (aa <= ab or ab <= aa)
-    return "same" if jaccard >= 0.75 or nested else "different"
+    return "same" if (ta ^ tb) <= _GENERIC_KEY_WORDS else "different"
 
 
 def _line_parts(line: str) -> tuple[str, str, str]:
@@ -254,8 +264,10 @@ def _line_parts(line: str) -> tuple[str, str, str]:
         body = body[: m.start()].rstrip()
     for sep in (" = ", ": "):
         idx = body.find(sep)
-        if idx > 0 and " " not in body[:idx].strip():
-            return body[:idx].strip(), body[idx + len(sep):].strip(), annotation
+        head = body[:idx].strip()
+        # "key: value" only when the left side looks like a key (a raw "Update: ..." sentence does not)
+        if idx > 0 and " " not in head and (sep == " = " or "." in head or "_" in head):
+            return head, body[idx + len(sep):].strip(), annotation
     return body, "", annotation
 
 
@@ -294,6 +306,9 @@ class _Reading:
     remaining: frozenset[str]  # relation words of the question no line of the path explains
 
 
+_CUE_CHANGE = re.compile(r"\b(?:update[ds]?|moved|has been moved|then put|changed|switched)\b", re.IGNORECASE)
+
+
 def _read(sec: dict[str, str]) -> _Reading | None:
     """The context line that best matches the question, followed through hops while later lines'
     relations explain more of the question's words (``X.spouse = Y``, ``y.citizenship_country = Z``)."""
@@ -318,8 +333,9 @@ def _read(sec: dict[str, str]) -> _Reading | None:
         score = sum(math.log(1.0 + n / df[t]) for t in hit)
         tag = _NUMBER_TAG.match(it.line.strip())
         order = int(tag.group(1) or tag.group(2)) if tag else -1
-        # ties: the higher order tag (newer) wins, else the earlier (higher-ranked) line
-        rank = (round(score, 9), order, -it.idx)
+        # ties: the higher order tag (newer) wins; then a line that states a change ("moved from a to
+        # b") over a static record of the same thing; then the earlier (higher-ranked) line
+        rank = (round(score, 9), order, bool(_CUE_CHANGE.search(it.line)), -it.idx)
         if best is None or rank > best[0]:
             best = (rank, it)
     if best is None:
