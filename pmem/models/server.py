@@ -388,8 +388,10 @@ def run(args: argparse.Namespace) -> int:
         await stop.wait()
         listener.close()
 
+    from pmem.models._loop import run as run_loop
+
     try:
-        asyncio.run(serve())
+        run_loop(serve())
     finally:
         for child in children:
             child.terminate()
