@@ -1,0 +1,52 @@
+"""`pmem demo`: the quickstart sweep on the embedded Ray, then its report; prints the run directory last.
+
+Runs ``jobs/quickstart.toml`` (heuristic agent, hashing embedder: no LLM, no GPU, no network), writes
+``RUN_DIR/report/`` when the report package is present (a summary table otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _quickstart() -> Path:
+    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        p = base / "jobs" / "quickstart.toml"
+        if p.is_file():
+            return p
+    msg = "jobs/quickstart.toml not found (run `pmem demo` from the repository, or pass --config)"
+    raise SystemExit(msg)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default=None, help="sweep config (default: jobs/quickstart.toml)")
+    parser.add_argument("--out", default=None, help="parent folder of the run directory (default: runs/)")
+    parser.add_argument("--limit", type=int, default=None, help="first N histories per subset (a quicker look)")
+    parser.add_argument("--no-report", action="store_true", help="skip the report")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pmem.runner import ConfigError, load_config, run_sweep
+    from pmem.runner._summary import print_summary
+
+    path = Path(args.config) if args.config else _quickstart()
+    try:
+        spec = load_config(path)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    res = run_sweep(spec, out=args.out, limit=args.limit)
+    print_summary(res)
+    if not args.no_report:
+        try:
+            from pmem.report import build_report
+        except ImportError:
+            build_report = None
+        if build_report is not None:
+            paths = build_report(res.run_dir)
+            where = getattr(paths, "markdown", None) or getattr(paths, "md", None) or res.run_dir / "report"
+            print(f"report: {where}")
+    print(res.run_dir, flush=True)
+    return 0 if res.failed == 0 else 1

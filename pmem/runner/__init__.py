@@ -1,0 +1,36 @@
+"""Sweep engine on Ray: configs, run directories, runner actors, resume, judging and progress.
+
+>>> from pmem.runner import parse_config
+>>> spec = parse_config({"arms": ["pmem"], "models": {"agent": {"backend": "heuristic"},
+...     "embedder": {"backend": "hashing"}}, "benchmarks": [{"name": "factconsolidation", "subset": "sh_6k"}]})
+>>> spec.targets()[0].label
+'factconsolidation/sh_6k'
+"""
+
+from __future__ import annotations
+
+from pmem.runner._config import (
+    ConfigError,
+    ModelSpec,
+    RunOptions,
+    SweepSpec,
+    Target,
+    load_config,
+    parse_config,
+)
+from pmem.runner._driver import SweepResult, plan_sweep, run_sweep
+from pmem.runner._store import RunStore
+
+__all__ = [
+    "ConfigError",
+    "ModelSpec",
+    "RunOptions",
+    "RunStore",
+    "SweepResult",
+    "SweepSpec",
+    "Target",
+    "load_config",
+    "parse_config",
+    "plan_sweep",
+    "run_sweep",
+]

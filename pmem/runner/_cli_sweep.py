@@ -1,0 +1,43 @@
+"""`pmem sweep CONFIG.toml`: run a sweep and print the run directory as the last line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="sweep config (TOML), e.g. jobs/quickstart.toml")
+    parser.add_argument("--out", default=None, help="parent folder of runs/<run-id>/ (default: [run] out, or $PMEM_OUT)")
+    parser.add_argument("--address", default=None, help="an existing Ray cluster (default: embedded local Ray)")
+    parser.add_argument("--limit", type=int, default=None, help="run only the first N histories of each subset")
+    parser.add_argument("--predict-only", action="store_true", help="answer only; skip the judging pass")
+    parser.add_argument("--fail-on-error", action="store_true", help="exit non-zero when any history failed")
+    parser.add_argument("--runners", type=int, default=None, help="runner actors (default: [run] runners)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pmem.runner._config import ConfigError, load_config
+    from pmem.runner._driver import run_sweep
+    from pmem.runner._summary import print_summary
+
+    try:
+        spec = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.limit is not None and args.limit < 1:
+        print("error: --limit must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        res = run_sweep(spec, out=args.out, address=args.address, limit=args.limit,
+                        predict_only=True if args.predict_only else None, runners=args.runners,
+                        progress_enabled=not args.quiet)
+    except (RuntimeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print_summary(res)
+    fail_on_error = args.fail_on_error or spec.run.fail_on_error
+    print(res.run_dir, flush=True)
+    return 1 if (fail_on_error and res.failed) else 0

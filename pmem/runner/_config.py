@@ -1,0 +1,487 @@
+"""Sweep configs: TOML -> frozen, validated specs.
+
+A config names benchmarks (with subsets and parameters), arms and models (DESIGN.md, command and
+config contract). Every error names the file and the key; unknown keys are refused, because a typo
+in a sweep config otherwise silently runs the wrong experiment for hours.
+
+>>> spec = parse_config({
+...     "name": "tiny",
+...     "arms": ["pmem"],
+...     "models": {"agent": {"backend": "heuristic"}, "embedder": {"backend": "hashing"}},
+...     "benchmarks": [{"name": "alfworld-revision", "subset": "chains", "L": [1, 2]}],
+... }, source="tiny.toml")
+>>> [t.label for t in spec.targets()]
+['alfworld-revision/chains L=1', 'alfworld-revision/chains L=2']
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: The benchmarks the project ships, their subsets and the parameters a config may set on them.
+#: A benchmark named ``module:function`` is a plugin (any subset, any parameters): the function is
+#: called as ``function(subset=..., **params)`` and returns an iterable of histories.
+BENCHMARKS: dict[str, dict[str, Any]] = {
+    "alfworld-revision": {
+        "subsets": ("chains", "retraction", "conflict", "two-step"),
+        "params": {"L": int, "d": int, "cases": int, "seed": int},
+    },
+    "factconsolidation": {
+        "subsets": tuple(f"{h}_{n}" for h in ("sh", "mh") for n in ("6k", "32k", "64k", "262k")),
+        "params": {},
+    },
+    "longmemeval": {
+        "subsets": ("oracle", "s", "oracle-ku", "s-ku"),
+        "params": {"path": str, "ku": bool, "answer_class": str, "answer_classes": str, "expected_sha256": str,
+                   "verify": bool},
+    },
+}
+
+#: Arm names of DESIGN.md's contract. ``module:attr`` names a plugin arm (a class or factory taking
+#: ``(models, options)``), used by tests and by users experimenting outside the package.
+ARM_NAMES = (
+    "pmem",
+    "pmem-iterative",
+    "pmem-turn-prune",
+    "pmem-no-retention",
+    "pmem-no-identity",
+    "pmem-oracle",
+    "no-memory",
+    "long-context",
+    "raw",
+    "raw-ordered",
+    "chunks",
+    "crud",
+    "add-only",
+    "bitemporal",
+)
+
+MODEL_ROLES = ("agent", "embedder", "judge")
+
+_TOP_KEYS = {"name", "description", "arms", "run", "models", "benchmarks", "arm_options"}
+_BENCH_KEYS = {"name", "subset", "subsets", "arms", "limit"}
+
+
+class ConfigError(ValueError):
+    """A sweep config is invalid; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a sweep executes. None of these change what is computed, so none enter the config hash."""
+
+    out: str = "runs"
+    runners: int = 2
+    in_flight: int = 32
+    batch: int = 64
+    flush_s: float = 1.0
+    runner_cpus: float = 1.0
+    placement: str = "driver-node"
+    predict_only: bool = False
+    fail_on_error: bool = False
+    limit: int | None = None
+    judge_concurrency: int = 32
+    cache: bool = True
+    cache_path: str | None = None
+    progress_s: float = 10.0
+    max_unit_retries: int = 2
+
+
+_RUN_TYPES: dict[str, tuple[type, ...]] = {
+    "out": (str,),
+    "runners": (int,),
+    "in_flight": (int,),
+    "batch": (int,),
+    "flush_s": (int, float),
+    "runner_cpus": (int, float),
+    "placement": (str,),
+    "predict_only": (bool,),
+    "fail_on_error": (bool,),
+    "limit": (int,),
+    "judge_concurrency": (int,),
+    "cache": (bool,),
+    "cache_path": (str,),
+    "progress_s": (int, float),
+    "max_unit_retries": (int,),
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One ``[models.ROLE]`` table: a backend name and its options (passed to the model layer)."""
+
+    role: str
+    backend: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, **dict(self.options)}
+
+    @property
+    def model_id(self) -> str:
+        """The id the backend reports (results, request log and config hash carry it).
+
+        Asked of the model layer (building a client starts nothing); where that fails, the config's
+        ``served_model_name`` or ``model``, else the backend name."""
+        return _resolved_model_id(self.role, self.backend, self.options)
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved_model_id(role: str, backend: str, options: tuple[tuple[str, Any], ...]) -> str:
+    table = {"backend": backend, **dict(options)}
+    try:
+        from pmem.models import make_chat_model, make_embedder
+
+        model = (make_embedder if role == "embedder" else make_chat_model)(table)
+        return str(model.model_id)
+    except Exception:
+        for key in ("served_model_name", "model", "model_id", "name"):
+            if isinstance(table.get(key), str) and table[key]:
+                return str(table[key])
+        return backend
+
+
+@dataclass(frozen=True)
+class Target:
+    """One (benchmark, subset, scalar parameters) cell of the sweep; histories come from it."""
+
+    benchmark: str
+    subset: str
+    params: tuple[tuple[str, Any], ...]
+    arms: tuple[str, ...]
+    limit: int | None = None
+
+    @property
+    def params_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def label(self) -> str:
+        ps = " ".join(f"{k}={v}" for k, v in self.params if k != "path")
+        return f"{self.benchmark}/{self.subset}" + (f" {ps}" if ps else "")
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    name: str
+    subsets: tuple[str, ...]
+    #: parameter -> the values swept (a scalar in the config is a one-value sweep)
+    params: tuple[tuple[str, tuple[Any, ...]], ...]
+    arms: tuple[str, ...]
+    limit: int | None = None
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    source: str
+    benchmarks: tuple[BenchmarkSpec, ...]
+    arms: tuple[str, ...]
+    agents: tuple[ModelSpec, ...]
+    embedder: ModelSpec
+    judge: ModelSpec | None
+    arm_options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    run: RunOptions = field(default_factory=RunOptions)
+    description: str = ""
+
+    def targets(self) -> list[Target]:
+        out: list[Target] = []
+        for b in self.benchmarks:
+            names = [k for k, _ in b.params]
+            grids = [vals for _, vals in b.params]
+            for subset in b.subsets:
+                for combo in itertools.product(*grids) if grids else [()]:
+                    out.append(Target(b.name, subset, tuple(zip(names, combo, strict=True)), b.arms, b.limit))
+        return out
+
+    def options_for(self, arm: str) -> dict[str, Any]:
+        return dict(dict(self.arm_options).get(arm, ()))
+
+    def identity(self) -> dict[str, Any]:
+        """What the config hash covers: every input that changes answers (not the judge, not run knobs)."""
+        return {
+            "benchmarks": [
+                {"name": t.benchmark, "subset": t.subset, "params": dict(t.params), "arms": list(t.arms)}
+                for t in self.targets()
+            ],
+            "agents": [a.as_dict() for a in self.agents],
+            "embedder": self.embedder.as_dict(),
+            "arm_options": {k: dict(v) for k, v in self.arm_options},
+        }
+
+    def resolved(self) -> dict[str, Any]:
+        """The whole config as plain data (for run.toml)."""
+        models: dict[str, Any] = {"embedder": self.embedder.as_dict()}
+        models["agent"] = self.agents[0].as_dict() if len(self.agents) == 1 else [a.as_dict() for a in self.agents]
+        if self.judge is not None:
+            models["judge"] = self.judge.as_dict()
+        benches = []
+        for b in self.benchmarks:
+            d: dict[str, Any] = {"name": b.name, "subsets": list(b.subsets), "arms": list(b.arms)}
+            d.update({k: list(v) for k, v in b.params})
+            if b.limit is not None:
+                d["limit"] = b.limit
+            benches.append(d)
+        run = {k: v for k, v in self.run.__dict__.items() if v is not None}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "arms": list(self.arms),
+            "run": run,
+            "models": models,
+            "arm_options": {k: dict(v) for k, v in self.arm_options},
+            "benchmarks": benches,
+        }
+
+
+def _err(source: str, where: str, msg: str) -> ConfigError:
+    return ConfigError(f"{source}: {where}: {msg}")
+
+
+def _check_keys(source: str, where: str, table: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        msg = f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (allowed: {', '.join(sorted(allowed))})"
+        raise _err(source, where, msg)
+
+
+def _is_plugin(name: str) -> bool:
+    return ":" in name
+
+
+def _known_arms() -> tuple[str, ...]:
+    # The arms package may register more names than DESIGN.md lists; accept those too.
+    try:
+        from pmem import arms as arms_pkg
+
+        names = getattr(arms_pkg, "ARM_NAMES", None) or getattr(arms_pkg, "ARMS", None)
+        if names:
+            return tuple(dict.fromkeys([*ARM_NAMES, *names]))
+    except Exception:  # the arms package is optional at config time
+        pass
+    return ARM_NAMES
+
+
+def _arm_list(source: str, where: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
+        raise _err(source, where, f"must be a non-empty list of arm names, got {value!r}")
+    known = _known_arms()
+    if value == ["all"]:
+        return known
+    for a in value:
+        if a not in known and not _is_plugin(a):
+            raise _err(source, where, f"unknown arm {a!r} (known: {', '.join(known)}; or module:attr)")
+    if len(set(value)) != len(value):
+        raise _err(source, where, f"duplicate arm names in {value!r}")
+    return tuple(value)
+
+
+def _model(source: str, role: str, table: Any) -> ModelSpec:
+    where = f"[models.{role}]"
+    if not isinstance(table, dict):
+        raise _err(source, where, f"must be a table, got {type(table).__name__}")
+    backend = table.get("backend")
+    if not isinstance(backend, str) or not backend:
+        raise _err(source, f"{where} backend", "is required (heuristic | hashing | openai | vllm ...)")
+    opts = {k: v for k, v in table.items() if k != "backend"}
+    if backend == "openai":
+        url = opts.get("url")
+        if not isinstance(url, str) or not url.rstrip("/").endswith("/v1"):
+            raise _err(source, f"{where} url", f"the openai backend needs a base URL ending in /v1, got {url!r}")
+        if role != "embedder" and not isinstance(opts.get("model"), str):
+            raise _err(source, f"{where} model", "the openai backend needs a model name")
+    for k, v in opts.items():
+        if isinstance(v, dict):
+            raise _err(source, f"{where} {k}", "nested tables are not supported in model options")
+    frozen = {k: tuple(v) if isinstance(v, list) else v for k, v in opts.items()}  # hashable specs
+    return ModelSpec(role=role, backend=backend, options=tuple(sorted(frozen.items())))
+
+
+def _param_values(source: str, where: str, key: str, value: Any, typ: type | None) -> tuple[Any, ...]:
+    vals = value if isinstance(value, list) else [value]
+    if not vals:
+        raise _err(source, f"{where} {key}", "an empty list sweeps nothing")
+    for v in vals:
+        if typ is None:
+            if isinstance(v, dict | list):
+                raise _err(source, f"{where} {key}", f"parameter values must be scalars, got {v!r}")
+            continue
+        ok = isinstance(v, typ) and not (typ is int and isinstance(v, bool))
+        if not ok:
+            raise _err(source, f"{where} {key}", f"must be {typ.__name__} (or a list of them), got {v!r}")
+        if typ is int and v < 0:
+            raise _err(source, f"{where} {key}", f"must be >= 0, got {v!r}")
+    if len(set(map(repr, vals))) != len(vals):
+        raise _err(source, f"{where} {key}", f"duplicate values in {vals!r}")
+    return tuple(vals)
+
+
+def _benchmark(source: str, i: int, table: Any, default_arms: tuple[str, ...] | None, base: Path) -> BenchmarkSpec:
+    where = f"[[benchmarks]] #{i + 1}"
+    if not isinstance(table, dict):
+        raise _err(source, where, "must be a table")
+    name = table.get("name")
+    if not isinstance(name, str) or not name:
+        raise _err(source, f"{where} name", f"is required (one of {', '.join(BENCHMARKS)}, or module:function)")
+    where = f"[[benchmarks]] {name!r}"
+    plugin = _is_plugin(name)
+    if not plugin and name not in BENCHMARKS:
+        raise _err(source, f"{where} name", f"unknown benchmark (known: {', '.join(BENCHMARKS)}; or module:function)")
+    meta = BENCHMARKS.get(name, {"subsets": None, "params": None})
+    if "subset" in table and "subsets" in table:
+        raise _err(source, where, "give either subset or subsets, not both")
+    subsets = table.get("subsets", table.get("subset"))
+    if subsets is None:
+        if plugin:
+            subsets = ["default"]
+        else:
+            raise _err(source, f"{where} subsets", f"is required (one of {', '.join(meta['subsets'])})")
+    if isinstance(subsets, str):
+        subsets = [subsets]
+    if not isinstance(subsets, list) or not subsets or not all(isinstance(s, str) for s in subsets):
+        raise _err(source, f"{where} subsets", f"must be a non-empty list of names, got {subsets!r}")
+    if meta["subsets"] is not None:
+        for s in subsets:
+            if s not in meta["subsets"]:
+                raise _err(source, f"{where} subsets", f"unknown subset {s!r} (known: {', '.join(meta['subsets'])})")
+    param_types: dict[str, type] | None = meta["params"]
+    allowed = _BENCH_KEYS | (set(param_types) if param_types is not None else set(table))
+    _check_keys(source, where, table, allowed)
+    params: list[tuple[str, tuple[Any, ...]]] = []
+    for key in sorted(set(table) - _BENCH_KEYS):
+        typ = param_types.get(key) if param_types is not None else None
+        vals = _param_values(source, where, key, table[key], typ)
+        if key == "path":
+            resolved = []
+            for v in vals:
+                # ${VAR} lets a shared config point at data each user keeps elsewhere
+                p = Path(os.path.expandvars(v)).expanduser()
+                p = p if p.is_absolute() else (base / p)
+                if not p.exists() or "$" in str(p):
+                    msg = f"{p} does not exist (the config says {v!r}; give the data file's path)"
+                    raise _err(source, f"{where} path", msg)
+                resolved.append(str(p.resolve()))
+            vals = tuple(resolved)
+        params.append((key, vals))
+    if "arms" in table:
+        arms = _arm_list(source, f"{where} arms", table["arms"])
+    elif default_arms is not None:
+        arms = default_arms
+    else:
+        raise _err(source, f"{where} arms", "no arms: give arms = [...] at the top level or in this table")
+    limit = table.get("limit")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise _err(source, f"{where} limit", f"must be a positive integer, got {limit!r}")
+    return BenchmarkSpec(name=name, subsets=tuple(subsets), params=tuple(params), arms=arms, limit=limit)
+
+
+def _run_options(source: str, table: Any) -> RunOptions:
+    if table is None:
+        return RunOptions()
+    if not isinstance(table, dict):
+        raise _err(source, "[run]", "must be a table")
+    _check_keys(source, "[run]", table, set(_RUN_TYPES))
+    for k, v in table.items():
+        types = _RUN_TYPES[k]
+        if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
+            raise _err(source, f"[run] {k}", f"must be {' or '.join(t.__name__ for t in types)}, got {v!r}")
+    for k in ("runners", "in_flight", "batch", "judge_concurrency", "limit"):
+        if k in table and table[k] < 1:
+            raise _err(source, f"[run] {k}", f"must be >= 1, got {table[k]!r}")
+    if table.get("placement", "driver-node") not in ("driver-node", "spread"):
+        raise _err(source, "[run] placement", f"must be 'driver-node' or 'spread', got {table['placement']!r}")
+    if "max_unit_retries" in table and table["max_unit_retries"] < 0:
+        raise _err(source, "[run] max_unit_retries", "must be >= 0")
+    return RunOptions(**table)
+
+
+def parse_config(data: dict[str, Any], *, source: str = "<config>", base: Path | None = None) -> SweepSpec:
+    """Validate a parsed TOML document into a :class:`SweepSpec`."""
+    base = base or Path.cwd()
+    _check_keys(source, "top level", data, _TOP_KEYS)
+    name = data.get("name", Path(source).stem if source != "<config>" else "sweep")
+    if not isinstance(name, str) or not name or any(c in name for c in "/\\ "):
+        raise _err(source, "name", f"must be a non-empty name without spaces or slashes, got {name!r}")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise _err(source, "description", "must be a string")
+    default_arms = _arm_list(source, "arms", data["arms"]) if "arms" in data else None
+
+    models = data.get("models")
+    if not isinstance(models, dict):
+        raise _err(source, "[models]", "is required, with [models.agent] and [models.embedder]")
+    _check_keys(source, "[models]", models, set(MODEL_ROLES))
+    agent_t = models.get("agent")
+    if agent_t is None:
+        raise _err(source, "[models.agent]", "is required")
+    agents = tuple(_model(source, "agent", t) for t in (agent_t if isinstance(agent_t, list) else [agent_t]))
+    if len({a.model_id for a in agents}) != len(agents):
+        raise _err(source, "[[models.agent]]", "two agents share a model id; give each a distinct `model`")
+    if "embedder" not in models:
+        raise _err(source, "[models.embedder]", "is required")
+    embedder = _model(source, "embedder", models["embedder"])
+    judge = _model(source, "judge", models["judge"]) if "judge" in models else None
+
+    benches_t = data.get("benchmarks")
+    if not isinstance(benches_t, list) or not benches_t:
+        raise _err(source, "[[benchmarks]]", "at least one benchmark table is required")
+    benches = tuple(_benchmark(source, i, t, default_arms, base) for i, t in enumerate(benches_t))
+
+    arm_opts_t = data.get("arm_options", {})
+    if not isinstance(arm_opts_t, dict):
+        raise _err(source, "[arm_options]", "must be a table of [arm_options.ARM] tables")
+    used = {a for b in benches for a in b.arms}
+    arm_options = []
+    for arm, opts in sorted(arm_opts_t.items()):
+        if arm not in used:
+            raise _err(source, f"[arm_options.{arm}]", f"arm {arm!r} is not run by any benchmark")
+        if not isinstance(opts, dict):
+            raise _err(source, f"[arm_options.{arm}]", "must be a table")
+        arm_options.append((arm, tuple(sorted(opts.items()))))
+
+    spec = SweepSpec(
+        name=name,
+        source=source,
+        benchmarks=benches,
+        arms=default_arms or tuple(dict.fromkeys(a for b in benches for a in b.arms)),
+        agents=agents,
+        embedder=embedder,
+        judge=judge,
+        arm_options=tuple(arm_options),
+        run=_run_options(source, data.get("run")),
+        description=description,
+    )
+    labels = [(t.label, t.arms) for t in spec.targets()]
+    seen: set[str] = set()
+    for label, _ in labels:
+        if label in seen:
+            raise _err(source, "[[benchmarks]]", f"{label} is listed twice")
+        seen.add(label)
+    return spec
+
+
+def load_config(path: str | os.PathLike[str]) -> SweepSpec:
+    """Read and validate a sweep config file."""
+    p = Path(path)
+    if not p.is_file():
+        msg = f"{p}: config file not found"
+        raise ConfigError(msg)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"{p}: not valid TOML: {exc}"
+        raise ConfigError(msg) from exc
+    return parse_config(data, source=str(p), base=p.resolve().parent)
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)

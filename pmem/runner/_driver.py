@@ -1,0 +1,514 @@
+"""The sweep driver: expand a config into units, hand them to runner actors, survive their deaths.
+
+The driver keeps a queue of units (history x arm x agent) and feeds each runner a bounded number at a
+time, so work balances across runners and a dead runner loses only what it held. When a runner dies,
+its staging is recovered (committed batches rolled forward, the rest deleted) and its unfinished
+units are queued again on a fresh runner. Nothing the driver holds is needed for resume: a re-run
+reads the commit records and skips complete histories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from pmem.runner import _bindings as B
+from pmem.runner._execute import Unit
+from pmem.runner._identity import config_hash, run_id_for, run_toml, unit_id, write_run_toml
+from pmem.runner._progress import Progress
+from pmem.runner._store import RunStore, atomic_write_bytes
+
+if TYPE_CHECKING:
+    from pmem.bench._types import History
+    from pmem.runner._config import SweepSpec
+
+#: Histories with more events than this are put in Ray's object store once and shared by all arms.
+_PUT_EVENTS = 200
+
+
+@dataclass
+class SweepResult:
+    run_dir: Path
+    run_id: str
+    total: int
+    skipped: int
+    completed: int
+    failed: int
+    redone: int
+    wall_s: float
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    judged: int = 0
+    calls: int = 0
+    tokens: int = 0
+    #: seconds from runners ready to the last commit (0 when nothing ran)
+    exec_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
+
+
+@dataclass
+class Plan:
+    """What a sweep will do: the run directory, its id, and every unit with its history."""
+
+    spec: SweepSpec
+    store: RunStore
+    run_id: str
+    digest: str
+    prompts: dict[str, str]
+    units: list[Unit]
+    histories: dict[str, History]  # history key -> History
+    unit_history: dict[str, str]  # uid -> history key
+    totals: dict[tuple[str, str], int]
+
+
+def resolve_out(spec: SweepSpec, out: str | os.PathLike[str] | None) -> Path:
+    """``--out``, else ``$PMEM_OUT``, else ``[run] out`` (relative to the working directory)."""
+    return Path(out or os.environ.get("PMEM_OUT") or spec.run.out).expanduser().resolve()
+
+
+def plan_sweep(spec: SweepSpec, *, out: str | os.PathLike[str] | None = None, limit: int | None = None) -> Plan:
+    prompts = B.prompt_hashes()
+    digest = config_hash(spec, prompts)
+    run_id = run_id_for(spec, digest)
+    store = RunStore(resolve_out(spec, out) / run_id)
+    limit = limit or spec.run.limit
+    for arm in sorted({a for t in spec.targets() for a in t.arms if ":" in a}):
+        B.load_object(arm)  # a plugin arm that does not import fails the sweep now, not every history
+    units: list[Unit] = []
+    histories: dict[str, History] = {}
+    unit_history: dict[str, str] = {}
+    totals: dict[tuple[str, str], int] = defaultdict(int)
+    seen: set[str] = set()
+    for target in spec.targets():
+        if limit is not None:
+            target = type(target)(target.benchmark, target.subset, target.params, target.arms,
+                                  min(limit, target.limit) if target.limit else limit)
+        try:
+            hs = list(B.iter_target_histories(target))
+        except Exception as exc:
+            msg = f"{spec.source}: benchmark {target.label}: cannot load histories: {exc}"
+            raise RuntimeError(msg) from exc
+        for h in hs:
+            hkey = f"{target.label}|{h.id}"
+            histories[hkey] = h
+            for agent in spec.agents:
+                for arm in target.arms:
+                    uid = unit_id(target, h.id, arm, agent.model_id)
+                    if uid in seen:
+                        msg = f"{spec.source}: {target.label}: history id {h.id!r} occurs twice"
+                        raise RuntimeError(msg)
+                    seen.add(uid)
+                    u = Unit(uid=uid, benchmark=target.benchmark, subset=h.subset or target.subset,
+                             history_id=h.id, arm=arm, model=agent.model_id, params=target.params)
+                    units.append(u)
+                    unit_history[uid] = hkey
+                    totals[u.group] += 1
+    return Plan(spec, store, run_id, digest, prompts, units, histories, unit_history, dict(totals))
+
+
+def _ray_init(address: str | None) -> bool:
+    """Connect to (or start) Ray. Returns True when this call started it (and should shut it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = {"configure_logging": False, "log_to_driver": True}
+    if address:
+        ray.init(address=address, **kwargs)
+    elif os.environ.get("RAY_ADDRESS"):
+        ray.init(**kwargs)  # inside `ray job submit`: the job's cluster
+    else:
+        ray.init(include_dashboard=False, **kwargs)
+    return True
+
+
+class _Runners:
+    """The live runner actors, restarted on death."""
+
+    def __init__(self, plan: Plan, n: int, log: Any) -> None:
+        import ray
+
+        self.ray = ray
+        self.plan = plan
+        self.log = log
+        spec = plan.spec
+        self.opts = spec.run
+        cpus = float(ray.cluster_resources().get("CPU", 1))
+        if self.opts.placement == "driver-node":
+            cpus = float(ray.available_resources().get("CPU", cpus))
+            for node in ray.nodes():
+                if node.get("Alive") and node["NodeID"] == ray.get_runtime_context().get_node_id():
+                    cpus = float(node["Resources"].get("CPU", cpus))
+        fit = max(1, int(cpus // self.opts.runner_cpus)) if self.opts.runner_cpus > 0 else n
+        if n > fit:
+            log(f"[pmem sweep] {n} runners x {self.opts.runner_cpus} CPU do not fit {cpus:g} CPUs: using {fit}")
+            n = fit
+        self.n = n
+        self.actors: list[Any] = [None] * n
+        self.tokens: list[str] = [""] * n
+        self.store = plan.store
+        from pmem.runner._actor import Runner
+
+        self.cls = ray.remote(Runner)
+        from pmem.runner._hosting import HostedModels
+
+        self.hosts = HostedModels()
+        specs = {f"agent:{a.model_id}": a for a in spec.agents} | {"embedder": spec.embedder}
+        if any(m.backend == "vllm" for m in specs.values()):
+            log("[pmem sweep] starting vllm replicas (shared by all runners)")
+        self.hosted = self.hosts.start(specs)
+        for i in range(n):
+            self.start(i)
+        ray.get([a.ready.remote() for a in self.actors])
+
+    def start(self, i: int) -> None:
+        ray = self.ray
+        spec = self.plan.spec
+        token = uuid.uuid4().hex
+        options: dict[str, Any] = {
+            "num_cpus": self.opts.runner_cpus,
+            "max_restarts": 0,
+            "max_concurrency": max(1000, 4 * self.opts.in_flight),
+            "name": f"pmem-runner:{self.plan.run_id}:{i}:{token[:8]}",
+        }
+        env = _plugin_pythonpath(spec)
+        if env:
+            options["runtime_env"] = {"env_vars": {"PYTHONPATH": env}}
+        if self.opts.placement == "driver-node":
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+                node_id=ray.get_runtime_context().get_node_id(), soft=False
+            )
+        cache_path = None
+        if self.opts.cache:
+            cache_path = self.opts.cache_path or str(self.store.root / "cache" / "responses.sqlite")
+            Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
+        self.actors[i] = self.cls.options(**options).remote(
+            run_dir=str(self.store.root),
+            run_id=self.plan.run_id,
+            token=token,
+            index=i,
+            agents=list(spec.agents),
+            embedder=spec.embedder,
+            arm_options={k: dict(v) for k, v in spec.arm_options},
+            in_flight=self.opts.in_flight,
+            batch=self.opts.batch,
+            flush_s=self.opts.flush_s,
+            cache_path=cache_path,
+            hosted=self.hosted,
+        )
+        self.tokens[i] = token
+
+    def stop(self) -> None:
+        for a in self.actors:
+            if a is not None:
+                with contextlib.suppress(Exception):
+                    self.ray.kill(a, no_restart=True)
+        self.hosts.stop()
+
+
+def _plugin_pythonpath(spec: SweepSpec) -> str | None:
+    """Plugin modules (``module:attr`` arms) must import in the runners: put their folders on the path."""
+    import importlib.util
+
+    dirs: list[str] = []
+    for arm in {a for b in spec.benchmarks for a in b.arms if ":" in a}:
+        top = arm.split(":", 1)[0].split(".")[0]
+        found = importlib.util.find_spec(top)
+        if found is None or not found.origin:
+            continue
+        origin = Path(found.origin)
+        folder = origin.parent.parent if origin.name == "__init__.py" else origin.parent
+        if str(folder) not in dirs:
+            dirs.append(str(folder))
+    if not dirs:
+        return None
+    return os.pathsep.join([*dirs, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)])
+
+
+def _is_actor_death(exc: BaseException) -> bool:
+    import ray.exceptions as rex
+
+    kinds = tuple(
+        k for k in (getattr(rex, n, None) for n in ("RayActorError", "ActorDiedError", "ActorUnavailableError"))
+        if k is not None
+    )
+    return isinstance(exc, kinds)
+
+
+def execute(plan: Plan, *, runners: int | None = None, progress: Progress, log: Any) -> tuple[list[dict[str, Any]], int]:
+    """Run every pending unit of ``plan``; returns (summaries of units run, units redone after deaths)."""
+    import ray
+
+    store = plan.store
+    done = store.completed()
+    pending = [u for u in plan.units if u.uid not in done]
+    if not pending:
+        return [], 0
+    pool = _Runners(plan, runners or plan.spec.run.runners, log)
+    progress.restart_clock()
+    progress.note(f"[pmem sweep] {len(pending)} histories to run on {pool.n} runner(s) "
+                  f"({plan.spec.run.in_flight} in flight each)")
+    # Small histories travel with each call; large ones go to the object store once for all arms.
+    refs: dict[str, Any] = {}
+
+    def history_arg(u: Unit) -> Any:
+        hkey = plan.unit_history[u.uid]
+        h = plan.histories[hkey]
+        if len(h.events) <= _PUT_EVENTS:
+            return h
+        if hkey not in refs:
+            refs[hkey] = ray.put(h)
+        return refs[hkey]
+
+    # Longest histories first (by events), config order among equals: a long history started last
+    # would otherwise run alone at the end while the other runners idle.
+    size = {u.uid: len(plan.histories[plan.unit_history[u.uid]].events) for u in pending}
+    ordered = sorted(range(len(pending)), key=lambda i: (-size[pending[i].uid], i))
+    queue = [pending[i] for i in reversed(ordered)]  # pop() from the end
+    inflight: dict[Any, tuple[Unit, int]] = {}
+    per_runner: Counter[int] = Counter()
+    cap = max(1, plan.spec.run.in_flight + min(plan.spec.run.batch, plan.spec.run.in_flight))
+    summaries: list[dict[str, Any]] = []
+    redone = 0
+    max_retries = plan.spec.run.max_unit_retries
+    try:
+        while queue or inflight:
+            for i in range(pool.n):
+                while queue and per_runner[i] < cap:
+                    u = queue.pop()
+                    ref = pool.actors[i].run_unit.remote(u, history_arg(u))
+                    inflight[ref] = (u, i)
+                    per_runner[i] += 1
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=min(1.0, progress.interval))
+            if not ready:
+                progress.tick()
+                continue
+            # collect everything that is ready now, not just one
+            ready, _ = ray.wait(list(inflight), num_returns=len(inflight), timeout=0)
+            dead: set[int] = set()
+            for ref in ready:
+                u, i = inflight.pop(ref)
+                per_runner[i] -= 1
+                try:
+                    s = ray.get(ref)
+                except Exception as exc:
+                    if _is_actor_death(exc):
+                        dead.add(i)
+                        inflight[ref] = (u, i)  # handled with the runner's other units below
+                        per_runner[i] += 1
+                        continue
+                    # An error escaping the runner (e.g. a failed commit): the unit fails, the sweep goes on.
+                    s = {"uid": u.uid, "status": "failed", "error": f"runner error: {exc}"[:2000]}
+                    _record_failure(store, plan, u, s["error"])
+                summaries.append(s)
+                progress.update(u.group, s)
+            for i in sorted(dead):
+                redone += _replace_dead_runner(pool, i, inflight, per_runner, queue, plan, progress, max_retries,
+                                               summaries)
+    finally:
+        progress.exec_s = time.monotonic() - progress.t0
+        try:
+            stats = ray.get([a.stats.remote() for a in pool.actors], timeout=10)
+            lag = max(s["loop_lag_max_s"] for s in stats)
+            blocked = sum(s["loop_blocked_s"] for s in stats)
+            progress.note(f"[pmem sweep] runner event loops: longest stall {1000 * lag:.0f} ms, "
+                          f"{blocked:.1f} s blocked in total (CPU work on the loop)")
+        except Exception:
+            pass  # a runner that just died has no stats to give
+        pool.stop()
+    store.recover()  # every unit has returned, so staging holds only empty runner folders
+    return summaries, redone
+
+
+def _replace_dead_runner(pool: _Runners, i: int, inflight: dict[Any, tuple[Unit, int]], per_runner: Counter[int],
+                         queue: list[Unit], plan: Plan, progress: Progress, max_retries: int,
+                         summaries: list[dict[str, Any]]) -> int:
+    """Recover a dead runner's staging, requeue its uncommitted units, and start a fresh runner."""
+    import ray
+
+    with contextlib.suppress(Exception):
+        ray.kill(pool.actors[i], no_restart=True)
+    lost = [(ref, u) for ref, (u, j) in list(inflight.items()) if j == i]
+    for ref, _ in lost:
+        inflight.pop(ref)
+    per_runner[i] = 0
+    committed = plan.store.recover(pool.tokens[i])
+    redone = 0
+    for _, u in lost:
+        if u.uid in committed:
+            s = {"uid": u.uid, "status": "complete", "error": None}
+            summaries.append(s)
+            progress.update(u.group, s)
+        elif u.attempt >= max_retries:
+            err = f"runner died {u.attempt + 1} times while running this history"
+            _record_failure(plan.store, plan, u, err)
+            s = {"uid": u.uid, "status": "failed", "error": err}
+            summaries.append(s)
+            progress.update(u.group, s)
+        else:
+            queue.append(Unit(**{**u.__dict__, "attempt": u.attempt + 1}))
+            redone += 1
+    progress.note(f"[pmem sweep] runner {i} died: {redone} histories requeued, "
+                  f"{sum(1 for _, u in lost if u.uid in committed)} were already committed; starting a new runner")
+    pool.start(i)
+    return redone
+
+
+def _record_failure(store: RunStore, plan: Plan, u: Unit, error: str) -> None:
+    from pmem.runner._execute import param_columns
+
+    h = plan.histories[plan.unit_history[u.uid]]
+    row = {
+        "run_id": plan.run_id, "unit_id": u.uid, "benchmark": u.benchmark, "subset": u.subset,
+        "history_id": u.history_id, "arm": u.arm, "model": u.model, "status": "failed", "error": error,
+        "attempt": u.attempt, "n_events": len(h.events), "n_questions": len(h.questions),
+        **param_columns(u.benchmark, u.subset, {**h.params, **dict(u.params)}), "finished_at": time.time(),
+    }
+    store.write_failure(u.uid, row)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    address: str | None = None,
+    limit: int | None = None,
+    predict_only: bool | None = None,
+    runners: int | None = None,
+    stream: TextIO | None = None,
+    progress_enabled: bool = True,
+) -> SweepResult:
+    """Run (or resume) a sweep; returns its summary. Raises only for config/data errors."""
+    t0 = time.monotonic()
+    stream = stream or sys.stderr
+
+    def log(text: str) -> None:
+        print(text, file=stream, flush=True)
+
+    plan = plan_sweep(spec, out=out, limit=limit)
+    store = plan.store
+    store.ensure()
+    lock = _lock_run(store.root)
+    started = False
+    unit_ids = {u.uid for u in plan.units}
+    if unit_ids - store.completed():
+        started = _ray_init(address)
+        _kill_orphans(plan.run_id, log)
+    store.recover()  # no runner of this run is alive: finish or discard whatever a crash left
+    model_ids = {"agents": [a.model_id for a in spec.agents], "embedder": spec.embedder.model_id,
+                 "judge": spec.judge.model_id if spec.judge else None}
+    write_run_toml(store.root / "run.toml", run_toml(spec, run_id=plan.run_id, digest=plan.digest,
+                                                      prompts=plan.prompts, model_ids=model_ids, source=spec.source))
+    completed = store.completed()
+    already: dict[tuple[str, str], int] = defaultdict(int)
+    for u in plan.units:
+        if u.uid in completed:
+            already[u.group] += 1
+    skipped = sum(already.values())
+    progress = Progress(plan.totals, already, interval=spec.run.progress_s, stream=stream, enabled=progress_enabled)
+    progress.note(f"[pmem sweep] run {plan.run_id}: {len(plan.units)} histories x arms, {skipped} already complete "
+                  f"-> {store.root}")
+    redone = 0
+    try:
+        if len(plan.units) > skipped:
+            _summaries, redone = execute(plan, runners=runners, progress=progress, log=log)
+    finally:
+        progress.close()
+    judged = 0
+    if not (spec.run.predict_only if predict_only is None else predict_only) and spec.judge is not None:
+        from pmem.runner._judge import judge_pass
+
+        judged = judge_pass(plan, log=log)
+    failures = []
+    failed_now = store.failed()
+    if failed_now:
+        import pyarrow.parquet as pq
+
+        for uid in sorted(failed_now):
+            p = store.root / "histories" / f"failed-{uid}.parquet"
+            try:
+                row = pq.read_table(p).to_pylist()[0]
+            except Exception:
+                continue
+            failures.append({k: row.get(k) for k in ("history_id", "arm", "subset", "error")})
+    res = SweepResult(
+        run_dir=store.root,
+        run_id=plan.run_id,
+        total=len(plan.units),
+        skipped=skipped,
+        completed=len(store.completed() & {u.uid for u in plan.units}),
+        failed=len(failed_now & {u.uid for u in plan.units}),
+        redone=redone,
+        wall_s=time.monotonic() - t0,
+        failures=failures,
+        judged=judged,
+        calls=progress.calls,
+        tokens=progress.tokens,
+        exec_s=progress.exec_s,
+    )
+    summary = {k: v for k, v in res.__dict__.items() if k != "run_dir"}
+    summary["run_dir"] = str(res.run_dir)
+    atomic_write_bytes(store.root / "summary.json", json.dumps(summary, indent=2, default=str).encode())
+    if started:
+        import ray
+
+        ray.shutdown()
+    lock.close()
+    return res
+
+
+def _lock_run(root: Path) -> Any:
+    """An exclusive lock on the run directory for this driver's lifetime (released by the OS on kill)."""
+    import fcntl
+
+    f = open(root / ".lock", "a+")  # noqa: SIM115 - held open until the sweep ends
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        f.close()
+        msg = f"{root} is in use by another `pmem sweep` (lock {root / '.lock'}); wait for it or stop it"
+        raise RuntimeError(msg) from exc
+    return f
+
+
+def _kill_orphans(run_id: str, log: Any) -> None:
+    """Runners of a killed driver may outlive it briefly: make sure none still writes to this run."""
+    import ray
+
+    prefix = f"pmem-runner:{run_id}:"
+    try:
+        named = ray.util.list_named_actors(all_namespaces=True)
+    except Exception:
+        return
+    victims = []
+    for entry in named:
+        name, ns = (entry["name"], entry.get("namespace")) if isinstance(entry, dict) else (entry, None)
+        if name.startswith(prefix):
+            try:
+                actor = ray.get_actor(name, namespace=ns)
+            except ValueError:
+                continue
+            ray.kill(actor, no_restart=True)
+            victims.append(actor)
+    for actor in victims:  # wait until each is gone, so its writes have stopped
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                ray.get(actor.ready.remote(), timeout=1)
+            except Exception:
+                break
+            time.sleep(0.1)
+    if victims:
+        log(f"[pmem sweep] stopped {len(victims)} runner(s) left over from an earlier driver of this run")

@@ -1,0 +1,173 @@
+"""The judging pass: questions that need a model judge are judged after answering, from results/.
+
+Verdicts go to ``judgments/`` (one row per question and judge model) and into ``results/``'s
+``correct`` and ``judge_model`` columns (each affected part is rewritten atomically). Judge calls go
+through the response cache and are logged to ``requests/`` with purpose ``judge``, so a judge can be
+re-run for free or swapped (the judge is not part of the run's identity) without regenerating answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pmem.runner import _bindings as B
+from pmem.runner._schemas import SCHEMAS
+from pmem.runner._store import write_table
+
+if TYPE_CHECKING:
+    from pmem.runner._driver import Plan
+
+
+def _question_from_row(row: dict[str, Any]) -> Any:
+    from pmem.bench._types import Question
+
+    return Question(
+        id=row["question_id"], text=row["question"] or "", gold=tuple(row["gold_all"] or ()),
+        qtype=row["question_type"] or "", after_event=int(row["after_event"] or 0),
+        stale=tuple(row["stale_values"] or ()), needs_judge=True, question_date=row.get("question_date"),
+        answer_class=row.get("answer_class"),
+    )
+
+
+def _existing_judgments(root: Path, judge_model: str) -> dict[tuple[str, str], tuple[bool, str | None, str | None]]:
+    out: dict[tuple[str, str], tuple[bool, str | None, str | None]] = {}
+    for p in sorted((root / "judgments").glob("*.parquet")):
+        t = pq.read_table(p)
+        for r in t.to_pylist():
+            if r["judge_model"] == judge_model and r["error"] is None and r["verdict"] is not None:
+                out[(r["unit_id"], r["question_id"])] = (bool(r["verdict"]), r.get("superseded"), r.get("current"))
+    return out
+
+
+def _evidence(plan: Plan) -> dict[tuple[str, str], str]:
+    """(history id, question id) -> the answer sessions' text, where the benchmark names them
+    (LongMemEval's ``answer_session_ids``): what the judge reads to extract superseded/current values."""
+    out: dict[tuple[str, str], str] = {}
+    for h in plan.histories.values():
+        for q in h.questions:
+            ids = q.params.get("answer_session_ids") if isinstance(q.params, dict) else None
+            if not q.needs_judge or not ids:
+                continue
+            wanted = set(map(str, ids))
+            lines = [f"[{e.time or ''}] {e.role or e.source}: {e.text}" for e in h.events
+                     if e.session_id is not None and str(e.session_id) in wanted]
+            if lines:
+                out[(h.id, q.id)] = "\n".join(lines)
+    return out
+
+
+def judge_pass(plan: Plan, *, log: Any = print) -> int:
+    """Judge every result row with ``needs_judge``; returns how many rows got a new verdict.
+
+    Where the benchmark names the evidence of a question, the judge also extracts the superseded and
+    current values, and ``results.stale`` says whether a wrong answer gave the superseded one."""
+    spec = plan.spec
+    root = plan.store.root
+    if spec.judge is None:
+        return 0
+    parts = sorted((root / "results").glob("*.parquet"))
+    todo: list[tuple[Path, dict[str, Any]]] = []
+    for p in parts:
+        t = pq.read_table(p)
+        if not pa.compute.any(t.column("needs_judge")).as_py():
+            continue
+        for r in t.to_pylist():
+            if r["needs_judge"]:
+                todo.append((p, r))
+    if not todo:
+        return 0
+    judge_model = spec.judge.model_id
+    known = _existing_judgments(root, judge_model)
+    ask = [(p, r) for p, r in todo if (r["unit_id"], r["question_id"]) not in known]
+    log(f"[pmem sweep] judging {len(todo)} answers with {judge_model} ({len(todo) - len(ask)} already judged)")
+    evidence = _evidence(plan) if ask else {}
+    cache_path = None
+    if spec.run.cache:
+        cache_path = spec.run.cache_path or str(root / "cache" / "responses.sqlite")
+    judge = B.build_chat(spec.judge, B.open_cache(cache_path)) if ask else None
+    from pmem.runner._execute import CallRecorder, RecordingChatModel
+
+    async def run_all() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        sem = asyncio.Semaphore(spec.run.judge_concurrency)
+        rows: list[dict[str, Any]] = []
+        reqs: list[dict[str, Any]] = []
+        from pmem.models._types import CallContext
+
+        async def one(r: dict[str, Any]) -> None:
+            rec = CallRecorder({k: r[k] for k in ("run_id", "unit_id", "benchmark", "subset", "history_id", "arm")}
+                               | {"agent_model": r["model"]})
+            model = RecordingChatModel(judge, rec, CallContext(history_id=r["history_id"], arm=r["arm"]))
+            q = _question_from_row(r)
+            verdict, raw, err, sup, cur = None, None, None, None, None
+            async with sem:
+                try:
+                    c = await model.complete(B.judge_prompt(q, r["prediction"] or ""), purpose="judge",
+                                             max_tokens=10, temperature=0.0)
+                    raw, verdict = c.text, B.judge_verdict(c.text)
+                    ev = evidence.get((r["history_id"], r["question_id"]))
+                    if ev is not None:
+                        from pmem.bench import parse_stale_values, stale_extraction_prompt
+
+                        prompt = stale_extraction_prompt(q.text, " | ".join(q.gold), ev)
+                        c2 = await model.complete([{"role": "user", "content": prompt}], purpose="judge",
+                                                  max_tokens=64, temperature=0.0)
+                        vals = parse_stale_values(c2.text)
+                        sup, cur = vals.superseded, vals.current
+                except Exception as exc:
+                    err = f"{type(exc).__name__}: {exc}"[:1000]
+                    verdict = None
+            rows.append({k: r[k] for k in ("run_id", "unit_id", "benchmark", "subset", "history_id", "arm", "model",
+                                           "question_id")}
+                        | {"judge_model": judge_model, "verdict": verdict, "raw": raw, "error": err,
+                           "superseded": sup, "current": cur})
+            reqs.extend(rec.rows)
+
+        await asyncio.gather(*(one(r) for _, r in ask))
+        return rows, reqs
+
+    new_rows, reqs = asyncio.run(run_all()) if ask else ([], [])
+    if judge is not None:
+        stop = getattr(judge, "stop", None) or getattr(getattr(judge, "inner", None), "stop", None)
+        if stop is not None:
+            stop()  # a vllm judge's replicas: the GPUs are not needed any more
+    if new_rows:
+        tag = uuid.uuid4().hex[:12]
+        for name, rows in (("judgments", new_rows), ("requests", reqs)):
+            if rows:
+                tmp = root / "_staging" / f".{name}-{tag}.parquet"
+                write_table(tmp, rows, name)
+                dest = root / name / f"judge-{tag}.parquet"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp, dest)
+        for r in new_rows:
+            if r["error"] is None and r["verdict"] is not None:
+                known[(r["unit_id"], r["question_id"])] = (bool(r["verdict"]), r["superseded"], r["current"])
+    # Fill results' verdict and stale columns, one atomic part rewrite at a time.
+    for p in dict.fromkeys(p for p, _ in todo):
+        rows = pq.read_table(p).to_pylist()
+        changed = False
+        for r in rows:
+            if not r["needs_judge"]:
+                continue
+            j = known.get((r["unit_id"], r["question_id"]))
+            correct = None if j is None else j[0]
+            stale = None
+            if j is not None and (j[1] or j[2]):
+                from pmem.bench import StaleValues, is_stale_prediction
+
+                stale = is_stale_prediction(r["prediction"] or "", j[0], StaleValues(j[1], j[2]))
+            model = judge_model if j is not None else None
+            if (r["correct"], r["stale"], r["judge_model"]) != (correct, stale, model):
+                r["correct"], r["stale"], r["judge_model"], changed = correct, stale, model, True
+        if changed:
+            tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
+            pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS["results"]), tmp, compression="zstd")
+            os.replace(tmp, p)
+    return len(new_rows)

@@ -1,0 +1,92 @@
+"""Shared helpers of the runner tests: config writing, reading a run directory, a poisoning proxy."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+TINY = "runner_plugins:make_tiny"
+
+
+def config(tmp: Path, body: str, name: str = "t") -> Path:
+    models = '\n[models.agent]\nbackend = "heuristic"\n[models.embedder]\nbackend = "hashing"\n'
+    p = tmp / f"{name}.toml"
+    p.write_text(f'name = "{name}"\n' + body + models)
+    return p
+
+
+def read(run_dir: Path, dataset: str) -> pa.Table:
+    files = sorted((run_dir / dataset).glob("*.parquet"))
+    if not files:
+        return pa.table({})
+    return pa.concat_tables([pq.read_table(f) for f in files])
+
+
+def result_keys(run_dir: Path) -> list[tuple[str, str, str]]:
+    t = read(run_dir, "results")
+    return list(zip(t.column("history_id").to_pylist(), t.column("arm").to_pylist(),
+                    t.column("question_id").to_pylist(), strict=True))
+
+
+class PoisonProxy:
+    """A real HTTP server on 127.0.0.1 in front of the local model server: requests whose body
+    contains ``marker`` get HTTP 500, every time (a permanent failure for the client); the rest are
+    forwarded unchanged."""
+
+    def __init__(self, upstream: str, marker: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.marker = marker
+        self.port = 0
+        self.poisoned = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _run(self) -> None:
+        from aiohttp import ClientSession, web
+
+        async def handle(request: web.Request) -> web.Response:
+            body = await request.read()
+            if self.marker.encode() in body:
+                self.poisoned += 1
+                return web.Response(status=500, text="poisoned")
+            async with ClientSession() as s, s.request(request.method, self.upstream + request.path_qs.removeprefix("/v1"),
+                                                        data=body, headers={"Content-Type": "application/json"}) as r:
+                return web.Response(status=r.status, body=await r.read(), content_type="application/json")
+
+        async def main() -> None:
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", handle)
+            runner = web.AppRunner(app)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self._ready.set()
+            while True:
+                await asyncio.sleep(3600)
+
+        self._loop = asyncio.new_event_loop()
+        self._task = self._loop.create_task(main())
+        with contextlib.suppress(asyncio.CancelledError):
+            self._loop.run_until_complete(self._task)
+
+    def __enter__(self) -> PoisonProxy:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+        self._thread.join(5)

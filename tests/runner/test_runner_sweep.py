@@ -1,0 +1,196 @@
+"""End-to-end sweeps on the session's Ray cluster, with a real arm over the real model layer."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from runner_helpers import TINY, PoisonProxy, config, read, result_keys
+
+import pmem
+from pmem.runner import load_config, run_sweep
+from pmem.runner._cli_sweep import run as cli_run
+
+BODY = f"""
+arms = ["{TINY}"]
+[run]
+runners = 2
+in_flight = 4
+batch = 4
+flush_s = 0.2
+progress_s = 1
+[[benchmarks]]
+name = "alfworld-revision"
+subset = "chains"
+L = [1, 2]
+cases = 5
+[[benchmarks]]
+name = "alfworld-revision"
+subset = "retraction"
+d = 0
+cases = 4
+"""
+
+
+def test_sweep_artifacts_then_resume_skips_everything(ray_cluster, tmp_path: Path) -> None:
+    spec = load_config(config(tmp_path, BODY))
+    res = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
+    run = res.run_dir
+    assert (res.total, res.completed, res.failed) == (14, 14, 0)
+    assert run.name == res.run_id and res.run_id.startswith("t-")
+    keys = result_keys(run)
+    assert len(keys) == 10 + 4 * 2 and len(set(keys)) == len(keys)
+    results = read(run, "results")
+    # the tiny arm commits every move, so it answers the chains correctly
+    chains = [c for c, s in zip(results.column("correct").to_pylist(), results.column("subset").to_pylist(),
+                                strict=True) if s == "chains"]
+    assert chains and all(chains)
+    assert set(results.column("L").to_pylist()) == {1, 2, None}
+    assert set(results.column("question_type").to_pylist()) == {"current", "before_retraction", "after_retraction"}
+    hist = read(run, "histories")
+    assert Counter(hist.column("status").to_pylist()) == {"complete": 14}
+    # states load back as graphs, one per history
+    paths = hist.column("state_path").to_pylist()
+    g = pmem.ProvenanceGraph.load(run / paths[0])
+    assert g.frontier()
+    assert all(b > 0 for b in hist.column("state_bytes").to_pylist())
+    reqs = read(run, "requests")
+    assert reqs.num_rows == sum(hist.column("model_calls").to_pylist()) > 0
+    assert set(reqs.column("purpose").to_pylist()) == {"extract", "answer"}
+    assert read(run, "writes").num_rows == sum(hist.column("facts").to_pylist())
+    assert "config_hash" in (run / "run.toml").read_text()
+    parts = sorted(p.name for p in (run / "results").iterdir())
+
+    again = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
+    assert again.run_dir == run
+    assert (again.skipped, again.completed, again.calls) == (14, 14, 0)
+    assert sorted(p.name for p in (run / "results").iterdir()) == parts
+
+
+def test_limit_runs_first_n_per_subset(ray_cluster, tmp_path: Path) -> None:
+    spec = load_config(config(tmp_path, BODY))
+    res = run_sweep(spec, out=tmp_path / "runs", limit=2, progress_enabled=False)
+    hist = read(res.run_dir, "histories")
+    ids = sorted(hist.column("history_id").to_pylist())
+    assert res.total == 6 and len(ids) == 6
+    assert ids == sorted(["alfworld-revision/chains/L1/case000", "alfworld-revision/chains/L1/case001",
+                          "alfworld-revision/chains/L2/case000", "alfworld-revision/chains/L2/case001",
+                          "alfworld-revision/retraction/d0/case000", "alfworld-revision/retraction/d0/case001"])
+
+
+def test_permanently_failing_history_is_recorded_and_sweep_goes_on(ray_cluster, tmp_path: Path) -> None:
+    from runner_plugins import POISON
+
+    from pmem.models.server import ServerThread
+
+    with ServerThread() as srv, PoisonProxy(srv.url, POISON) as proxy:
+        body = f"""
+arms = ["{TINY}"]
+[run]
+runners = 1
+in_flight = 4
+flush_s = 0.2
+[[benchmarks]]
+name = "runner_plugins:poisoned"
+n = 5
+poison_at = 2
+"""
+        p = config(tmp_path, body, name="poison")
+        text = p.read_text().replace('[models.agent]\nbackend = "heuristic"',
+                                     f'[models.agent]\nbackend = "openai"\nurl = "{proxy.url}"\nmodel = "heuristic"\n'
+                                     'max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 10')
+        p.write_text(text)
+        args = argparse.Namespace(config=str(p), out=str(tmp_path / "runs"), address=None, limit=None,
+                                  predict_only=False, fail_on_error=False, runners=None, quiet=True)
+        assert cli_run(args) == 0
+        args.fail_on_error = True
+        assert cli_run(args) == 1  # the re-run retries the failed history, which fails again
+        assert proxy.poisoned >= 2
+    run = next((tmp_path / "runs").iterdir())
+    hist = read(run, "histories")
+    status = dict(zip(hist.column("history_id").to_pylist(), hist.column("status").to_pylist(), strict=True))
+    assert len(status) == 5  # one row per history, even after the retry
+    failed = [h for h, s in status.items() if s == "failed"]
+    assert failed == ["alfworld-revision/chains/L2/case002"]
+    err = [e for e in hist.column("error").to_pylist() if e]
+    assert len(err) == 1 and "500" in err[0]
+    assert {h for h, *_ in result_keys(run)} == set(status) - set(failed)
+
+
+def test_runner_killed_mid_run_is_replaced_without_duplicates(ray_cluster, tmp_path: Path) -> None:
+    ray = ray_cluster
+    body = f"""
+arms = ["{TINY}"]
+[arm_options."{TINY}"]
+event_delay_s = 0.01
+[run]
+runners = 2
+in_flight = 3
+batch = 2
+flush_s = 0.1
+[[benchmarks]]
+name = "alfworld-revision"
+subset = "chains"
+L = 4
+cases = 16
+"""
+    spec = load_config(config(tmp_path, body, name="kill"))
+    killed: list[str] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            runs = list((tmp_path / "runs").glob("kill-*/_commits/*.json"))
+            if runs:
+                for name in ray.util.list_named_actors():
+                    if name.startswith("pmem-runner:kill-") and ":0:" in name:
+                        ray.kill(ray.get_actor(name), no_restart=True)
+                        killed.append(name)
+                        break
+            time.sleep(0.05)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    res = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
+    t.join(5)
+    assert killed, "the runner was not killed mid-run"
+    assert (res.completed, res.failed) == (16, 0)
+    assert res.redone >= 1
+    keys = result_keys(res.run_dir)
+    assert len(keys) == 16 and len(set(keys)) == 16
+    hist = read(res.run_dir, "histories")
+    assert len(set(hist.column("unit_id").to_pylist())) == hist.num_rows == 16
+    assert not any((res.run_dir / "_staging").iterdir())
+
+
+def test_judging_pass_fills_verdicts_and_is_cached(ray_cluster, tmp_path: Path) -> None:
+    body = f"""
+arms = ["{TINY}"]
+[run]
+runners = 1
+flush_s = 0.1
+[[benchmarks]]
+name = "runner_plugins:judged"
+n = 3
+[models.judge]
+backend = "heuristic"
+"""
+    spec = load_config(config(tmp_path, body, name="judge"))
+    res = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
+    assert res.judged == 3
+    results = read(res.run_dir, "results")
+    assert results.column("correct").to_pylist() == [True, True, True]
+    assert set(results.column("judge_model").to_pylist()) == {"heuristic"}
+    j = read(res.run_dir, "judgments")
+    assert j.num_rows == 3 and all(j.column("verdict").to_pylist())
+    # a verdict and a superseded/current extraction (the question names its evidence session) each
+    assert read(res.run_dir, "requests").column("purpose").to_pylist().count("judge") == 6
+    assert "superseded" in j.column_names
+    again = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
+    assert again.judged == 0  # verdicts are kept: nothing is asked twice
+    assert read(res.run_dir, "judgments").num_rows == 3
+    pred_only = run_sweep(spec, out=tmp_path / "runs", predict_only=True, progress_enabled=False)
+    assert pred_only.judged == 0
