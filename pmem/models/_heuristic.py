@@ -28,6 +28,7 @@ Token counts use :func:`pmem.models._tokens.estimate_tokens` and are flagged ``t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -309,6 +310,10 @@ class _Reading:
 _CUE_CHANGE = re.compile(r"\b(?:update[ds]?|moved|has been moved|then put|changed|switched)\b", re.IGNORECASE)
 
 
+#: Prompts longer than this are answered on a worker thread (see HeuristicChatModel.complete).
+_THREAD_ABOVE_CHARS = 20_000
+
+
 def _read(sec: dict[str, str]) -> _Reading | None:
     """The context line that best matches the question, followed through hops while later lines'
     relations explain more of the question's words (``X.spouse = Y``, ``y.citizenship_country = Z``)."""
@@ -525,7 +530,12 @@ class HeuristicChatModel:
         context: CallContext | None = None,
     ) -> Completion:
         t0 = time.perf_counter()
-        text = respond(messages, purpose, schema)
+        if sum(len(m.get("content") or "") for m in messages) > _THREAD_ABOVE_CHARS:
+            # a long-context read costs milliseconds of rules: keep the caller's event loop responsive
+            text = await asyncio.to_thread(respond, messages, purpose, schema)
+        else:
+            text = respond(messages, purpose, schema)
+            await asyncio.sleep(0)  # yield like a real model call, so histories interleave
         parsed, parse_error = None, None
         if schema is not None:
             try:

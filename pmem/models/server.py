@@ -188,6 +188,9 @@ class StandInServer:
             self.inflight -= 1
 
     async def _chat_inner(self, request: web.Request) -> web.StreamResponse:
+        # The fixed latency runs from the request's arrival: the server's own work happens inside it, as
+        # in a batching model server, so the latency a client sees is the configured one.
+        deadline = time.monotonic() + self.faults.latency_s
         self.stats["requests"] += 1
         try:
             body = await request.json()
@@ -195,12 +198,12 @@ class StandInServer:
         except (ValueError, KeyError, TypeError) as exc:
             return web.json_response({"error": {"message": f"bad request: {exc}"}}, status=400)
         kind = self.faults.next()
+        text, prompt, completion = self._reply(messages, request.headers.get("X-Purpose"), body)
         if self.faults.latency_s:
-            await asyncio.sleep(self.faults.latency_s)
+            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
         early = await self._fault(request, kind)
         if early is not None:
             return early
-        text, prompt, completion = self._reply(messages, request.headers.get("X-Purpose"), body)
         if kind == "malformed":
             text = text[: max(1, len(text) // 2)] if text.startswith("{") else '{"' + text
         self.stats["chat"] += 1
