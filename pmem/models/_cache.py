@@ -19,7 +19,8 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,24 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chat (key TEXT PRIMARY KEY, payload TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dim INTEGER NOT NULL, data BLOB NOT NULL);
 """
+
+
+def _ensure_wal(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
+def _retry_locked(step: Callable[[], object], attempts: int = 40) -> None:
+    delay = 0.01
+    for attempt in range(attempts):
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or attempt == attempts - 1:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
 
 
 class ResponseCache:
@@ -48,9 +67,12 @@ class ResponseCache:
             return conn
         conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=60000")
-        conn.execute("PRAGMA journal_mode=WAL")
+        # WAL is a property of the file: set it once. Changing the journal mode, or recovering the WAL
+        # of writers that were killed (a resumed sweep), can report "locked" without waiting on the
+        # busy handler, so setup is retried with backoff instead of failing the caller.
+        _retry_locked(lambda: _ensure_wal(conn))
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(_SCHEMA)
+        _retry_locked(lambda: conn.executescript(_SCHEMA))
         self._local.conn, self._local.pid = conn, os.getpid()
         return conn
 
