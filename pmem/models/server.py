@@ -151,8 +151,17 @@ class StandInServer:
                                    client_max_size=_MAX_BODY)
 
         lowlevel = web.Server(handle, request_factory=factory, access_log=None)
+        self._lowlevel = lowlevel
         loop = asyncio.get_running_loop()
         return await loop.create_server(lowlevel, host, port, reuse_port=reuse_port or None)
+
+    async def stop(self, listener: asyncio.Server, timeout: float = 1.0) -> None:
+        """Stop listening, then close open keep-alive connections and their handler tasks cleanly."""
+        listener.close()
+        lowlevel = getattr(self, "_lowlevel", None)
+        if lowlevel is not None:
+            await lowlevel.shutdown(timeout)
+        await listener.wait_closed()
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -314,7 +323,7 @@ class ServerThread:
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
-        server.close()
+        self._loop.run_until_complete(self.server.stop(server))
         self._loop.close()
 
     def start(self) -> ServerThread:
@@ -389,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.worker_child:
             print(f"serving {args.model} on http://{args.host}:{args.port}/v1", flush=True)
         await stop.wait()
-        listener.close()
+        await server.stop(listener)
 
     from pmem.models._loop import run as run_loop
 
