@@ -18,26 +18,11 @@ import time
 
 import ray
 
+from pmem.arms._prompts import build_messages, template
 from pmem.models import CallContext, make_chat_model, make_embedder
-from pmem.models.sections import format_sections
 
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "facts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"key": {"type": "string"}, "value": {"type": "string"},
-                               "status": {"type": "string", "enum": ["asserted", "hedged", "reported", "withdrawn"]}},
-                "required": ["key", "value", "status"],
-            },
-        }
-    },
-    "required": ["facts"],
-}
-PREAMBLE = ("Extract every fact in TEXT as JSON {\"facts\": [{\"key\", \"value\", \"status\"}]}. Keys are "
-            "value-independent snake_case identifiers `subject.relation`; copy values verbatim.")
+# The smoke test sends the project's real extraction prompt and schema (what a sweep sends).
+EXTRACT = template("extract")
 SUBJECTS = ["Thomas Kyd", "Fatah", "Amy Winehouse", "Hines Ward", "Bengaluru", "apple 1", "mug 2", "Canadair"]
 
 
@@ -45,7 +30,7 @@ def prompt(i: int) -> list[dict[str, str]]:
     s = SUBJECTS[i % len(SUBJECTS)]
     text = (f"{i}. {s} was born in the city of City{i}.\n{i + 1}. The chairperson of {s} is Person {i}.\n"
             f"Update: {s.lower()} has been moved from shelf {i} to table {i + 1}.")
-    return [{"role": "user", "content": format_sections({"TEXT": text}, preamble=PREAMBLE)}]
+    return build_messages("extract", TEXT=text)
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -60,7 +45,7 @@ async def main_async(args: argparse.Namespace) -> int:
           f"embedder {embedder.router.pool.urls}")
     try:
         t0 = time.perf_counter()
-        done = await asyncio.gather(*(agent.complete(prompt(i), purpose="extract", schema=SCHEMA, max_tokens=256,
+        done = await asyncio.gather(*(agent.complete(prompt(i), purpose=EXTRACT.purpose, schema=EXTRACT.schema, max_tokens=EXTRACT.max_tokens,
                                                      context=CallContext(f"h{i % 16}", "smoke"))
                                       for i in range(args.n)))
         el = time.perf_counter() - t0
