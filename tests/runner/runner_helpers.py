@@ -73,8 +73,11 @@ class PoisonProxy:
             await site.start()
             self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
             self._ready.set()
-            while True:
-                await asyncio.sleep(3600)
+            try:
+                while True:
+                    await asyncio.sleep(3600)
+            finally:
+                await runner.cleanup()  # close keep-alive connections and their handler tasks
 
         self._loop = asyncio.new_event_loop()
         self._task = self._loop.create_task(main())
