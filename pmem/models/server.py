@@ -45,6 +45,7 @@ from aiohttp import web
 
 from pmem.models._hashing import HashingEmbedder
 from pmem.models._heuristic import MODEL_ID, respond
+from pmem.models._http import LeanServer, Request
 from pmem.models._tokens import estimate_prompt_tokens, estimate_tokens
 
 _MAX_BODY = 256 * 1024 * 1024  # long-context prompts are large
@@ -102,7 +103,8 @@ class Faults:
 
 
 class StandInServer:
-    """The aiohttp application; one instance per process."""
+    """The stand-in's routes and state; one instance per process (served by :meth:`start`, or mounted
+    in an aiohttp application with :meth:`app`)."""
 
     def __init__(self, model: str = MODEL_ID, embed_model: str | None = None, embed_dim: int = 1024,
                  faults: Faults | None = None) -> None:
@@ -135,33 +137,28 @@ class StandInServer:
         }
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> asyncio.Server:
-        """Listen on host:port with aiohttp's low-level server (no router or middleware per request:
-        the stand-in must cost little next to the client it is used to measure)."""
+        """Listen on host:port with the minimal HTTP layer of :mod:`pmem.models._http` (the stand-in must
+        cost little next to the client it is used to measure)."""
         routes = self._routes()
 
-        async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        async def handle(request: Request) -> web.StreamResponse:
             handler = routes.get((request.method, request.path))
             if handler is None:
                 return web.json_response({"error": {"message": f"no route {request.method} {request.path}"}},
                                          status=404)
             return await handler(request)
 
-        def factory(message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
-            return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
-                                   client_max_size=_MAX_BODY)
-
-        lowlevel = web.Server(handle, request_factory=factory, access_log=None)
-        self._lowlevel = lowlevel
-        loop = asyncio.get_running_loop()
-        return await loop.create_server(lowlevel, host, port, reuse_port=reuse_port or None)
+        self._lean = LeanServer(handle, _MAX_BODY)
+        return await self._lean.start(host, port, reuse_port=reuse_port)
 
     async def stop(self, listener: asyncio.Server, timeout: float = 1.0) -> None:
         """Stop listening, then close open keep-alive connections and their handler tasks cleanly."""
-        listener.close()
-        lowlevel = getattr(self, "_lowlevel", None)
-        if lowlevel is not None:
-            await lowlevel.shutdown(timeout)
-        await listener.wait_closed()
+        lean = getattr(self, "_lean", None)
+        if lean is not None:
+            await lean.stop(timeout)
+        else:
+            listener.close()
+            await listener.wait_closed()
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
