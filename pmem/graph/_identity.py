@@ -180,7 +180,7 @@ class KeyRegistry:
     def _append_vector(self, vec: np.ndarray) -> None:
         self._store.append(vec)
 
-    def _ensure_matrix(self) -> None:
+    def _ensure_vectors(self) -> None:
         # After a restore the vectors are recomputed lazily, on the first lookup that needs them.
         if len(self._store) < len(self._keys):
             self._store = _VectorStore()
@@ -203,7 +203,7 @@ class KeyRegistry:
         """The most similar registered key and its cosine, if at or above the threshold."""
         if not self._keys:
             return None
-        self._ensure_matrix()
+        self._ensure_vectors()
         vec = self._embed_one(candidate) if vector is None else _unit(vector)
         scores = self._store.scores(vec)
         best = int(np.argmax(scores))
@@ -215,7 +215,7 @@ class KeyRegistry:
     def register(self, key: str, vector: np.ndarray | None = None) -> None:
         if key in self._index:
             return
-        self._ensure_matrix()
+        self._ensure_vectors()
         vec = self._embed_one(key) if vector is None else _unit(vector)
         self._append_vector(vec)
         self._index[key] = len(self._keys)

@@ -14,6 +14,26 @@ import pyarrow.parquet as pq
 TINY = "runner_plugins:make_tiny"
 
 
+def tiny_chains_body(cases: int) -> str:
+    """A sweep of the tiny test arm over ``cases`` L=4 chain histories, committed in small batches on
+    two runners, slow enough (10 ms per event) to be interrupted mid-run."""
+    return f"""
+arms = ["{TINY}"]
+[arm_options."{TINY}"]
+event_delay_s = 0.01
+[run]
+runners = 2
+in_flight = 3
+batch = 2
+flush_s = 0.1
+[[benchmarks]]
+name = "alfworld-revision"
+subset = "chains"
+L = 4
+cases = {cases}
+"""
+
+
 def config(tmp: Path, body: str, name: str = "t") -> Path:
     models = '\n[models.agent]\nbackend = "heuristic"\n[models.embedder]\nbackend = "hashing"\n'
     p = tmp / f"{name}.toml"

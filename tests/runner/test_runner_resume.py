@@ -10,28 +10,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from runner_helpers import TINY, config, read, result_keys
+from runner_helpers import config, read, result_keys, tiny_chains_body
 
 from pmem.runner import load_config, run_sweep
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-BODY = f"""
-arms = ["{TINY}"]
-[arm_options."{TINY}"]
-event_delay_s = 0.01
-[run]
-runners = 2
-in_flight = 3
-batch = 2
-flush_s = 0.1
-[[benchmarks]]
-name = "alfworld-revision"
-subset = "chains"
-L = 4
-cases = 20
-"""
+BODY = tiny_chains_body(cases=20)
 
 
 def test_sigkill_driver_then_resume_matches_uninterrupted_run(ray_cluster, tmp_path: Path) -> None:

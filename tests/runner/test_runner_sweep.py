@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from runner_helpers import TINY, PoisonProxy, config, read, result_keys
+from runner_helpers import TINY, PoisonProxy, config, read, result_keys, tiny_chains_body
 
 import pmem
 from pmem.runner import load_config, run_sweep
@@ -122,21 +122,7 @@ poison_at = 2
 
 def test_runner_killed_mid_run_is_replaced_without_duplicates(ray_cluster, tmp_path: Path) -> None:
     ray = ray_cluster
-    body = f"""
-arms = ["{TINY}"]
-[arm_options."{TINY}"]
-event_delay_s = 0.01
-[run]
-runners = 2
-in_flight = 3
-batch = 2
-flush_s = 0.1
-[[benchmarks]]
-name = "alfworld-revision"
-subset = "chains"
-L = 4
-cases = 16
-"""
+    body = tiny_chains_body(cases=16)
     spec = load_config(config(tmp_path, body, name="kill"))
     killed: list[str] = []
 
