@@ -1,7 +1,7 @@
 """The `openai` backend: any OpenAI-compatible endpoint (vLLM, llama.cpp server, Ray Serve LLM).
 
-aiohttp, bounded concurrency, retries with exponential backoff on 429/5xx/timeouts/connection errors
-and non-JSON bodies; after the last retry the call fails with an error naming the endpoint (returned in
+Keep-alive HTTP/1.1 over asyncio (:mod:`pmem.models._transport`), bounded concurrency, retries with
+exponential backoff on 429/5xx/timeouts/connection errors and non-JSON bodies; after the last retry the call fails with an error naming the endpoint (returned in
 ``Completion.error``; embedders raise :class:`ModelCallError`). Structured output goes out as
 ``response_format`` (OpenAI JSON schema) and/or vLLM's ``structured_outputs: {"json": schema}``;
 ``chat_template_kwargs: {"enable_thinking": false}`` keeps Qwen3 out of thinking mode. Token counts
@@ -24,10 +24,10 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import numpy as np
 
 from pmem.models._errors import ModelCallError
+from pmem.models._transport import ConnectionPool, TransportError
 from pmem.models._types import CallContext, Completion
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 
 
 class OpenAIClient:
-    """One endpoint: a pooled aiohttp session per event loop, a concurrency bound and retries."""
+    """One endpoint: a keep-alive connection pool per event loop, a concurrency bound and retries."""
 
     def __init__(
         self,
@@ -57,25 +57,24 @@ class OpenAIClient:
         self.timeout_s = float(timeout_s)
         self.backoff_s = float(backoff_s)
         self.backoff_max_s = float(backoff_max_s)
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        ConnectionPool(self.base_url)  # a malformed URL fails here, not on the first call
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: ConnectionPool | None = None
         self._sem: asyncio.Semaphore | None = None
         self.requests_sent = 0
 
-    def _ensure(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
+    def _ensure(self) -> tuple[ConnectionPool, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop or self._session.closed:
-            # a session is bound to its loop: a new asyncio.run() needs a new one
-            connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=0, ttl_dns_cache=300)
-            timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            # no cookie jar, no decompression: less work per request on the hot path
-            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers,
-                                                  cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False)
+        if self._pool is None or self._loop is not loop:
+            # connections belong to their loop: a new asyncio.run() needs a new pool
+            self._pool = ConnectionPool(self.base_url, limit=self.concurrency, headers=self._headers)
             self._sem = asyncio.Semaphore(self.concurrency)
             self._loop = loop
         assert self._sem is not None
-        return self._session, self._sem
+        return self._pool, self._sem
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after:
@@ -89,9 +88,8 @@ class OpenAIClient:
     async def post_json(self, path: str, payload: dict[str, Any], headers: dict[str, str] | None = None
                         ) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
-        session, sem = self._ensure()
+        pool, sem = self._ensure()
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        send_headers = {"Content-Type": "application/json", "Accept-Encoding": "identity", **(headers or {})}
         last, failover, retry_after = "no attempt made", False, None
         attempts = self.max_retries + 1
         for attempt in range(attempts):
@@ -101,31 +99,34 @@ class OpenAIClient:
             try:
                 async with sem:
                     self.requests_sent += 1
-                    async with session.post(url, data=body, headers=send_headers) as resp:
-                        raw = await resp.read()
-                        if resp.status == 429 or resp.status >= 500:
-                            last = f"HTTP {resp.status}: {raw[:300].decode('utf-8', 'replace')}"
-                            failover = resp.status >= 500
-                            retry_after = resp.headers.get("Retry-After")
-                            continue
-                        if resp.status >= 400:
-                            msg = f"POST {url} rejected the request: HTTP {resp.status}: {raw[:500].decode('utf-8', 'replace')}"
-                            raise ModelCallError(msg, endpoint=url)
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    last, failover = f"response body is not JSON: {raw[:120]!r}", True
+                    resp = await pool.request("POST", path, headers=headers, body=body, timeout_s=self.timeout_s)
             except TimeoutError:
                 last, failover = f"timed out after {self.timeout_s:g} s", True
-            except aiohttp.ClientError as exc:
-                last, failover = f"{type(exc).__name__}: {exc}", True
+                continue
+            except TransportError as exc:
+                last, failover = str(exc), True
+                continue
+            status, raw = resp.status, resp.body
+            if status == 429 or status >= 500:
+                last = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
+                failover = status >= 500
+                retry_after = resp.headers.get("retry-after")
+                continue
+            if status >= 300:
+                where = f" (Location: {resp.headers['location']})" if "location" in resp.headers else ""
+                msg = f"POST {url} rejected the request: HTTP {status}{where}: {raw[:500].decode('utf-8', 'replace')}"
+                raise ModelCallError(msg, endpoint=url)
+            try:
+                return json.loads(raw)
+            except ValueError:
+                last, failover = f"response body is not JSON: {raw[:120]!r}", True
         msg = f"POST {url} failed after {attempts} attempt(s): {last}"
         raise ModelCallError(msg, endpoint=url, failover=failover)
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        pool, self._pool = self._pool, None
+        if pool is not None and self._loop is asyncio.get_running_loop():
+            await pool.aclose()
 
 
 def _client_from_spec(spec: ModelSpec, url: str | None = None) -> OpenAIClient:

@@ -2,7 +2,9 @@
 
 1. Starts the local server (a subprocess, ``--latency-ms 20``) and drives it with the `openai`
    backend from 64 closed-loop workers (starts staggered over one latency period, measured in steady
-   state); prints requests/s against the ideal ``concurrency / latency`` (target >= 90%).
+   state); prints requests/s against the ideal ``concurrency / latency`` (target >= 90%). For
+   reference, the same workers then drive the same server through a bare aiohttp session (the
+   transport the client used before :mod:`pmem.models._transport`; ``--no-aiohttp`` skips it).
 2. Runs the heuristic agent in process over a mix of prompt families; prints calls/s (target >= 5,000)
    and the ratio to a bare loop over the same rule functions (the cost of the async interface).
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import socket
@@ -18,6 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from typing import Any
 
 from pmem.models._heuristic import HeuristicChatModel, respond
 from pmem.models._loop import loop_name
@@ -81,8 +85,39 @@ def _self_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def bench_client(n: int, concurrency: int, latency_ms: float, workers: int) -> tuple[float, float, float]:
-    """Requests/s, and the client's and the server's CPU microseconds per request."""
+def _aiohttp_caller(base: str, concurrency: int) -> tuple[Any, Any]:
+    """A bare aiohttp session posting the same payloads: the reference transport."""
+    import aiohttp
+
+    session: aiohttp.ClientSession | None = None
+    shape = OpenAIChatModel(OpenAIClient(f"{base}/v1"), "heuristic")
+
+    async def call(msgs: list[dict[str, str]], purpose: str) -> None:
+        nonlocal session
+        if session is None:
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency),
+                                            cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False)
+        body = json.dumps(shape.payload(msgs, 64, 0.0, None)).encode()
+        async with session.post(f"{base}/v1/chat/completions", data=body,
+                                headers={"Content-Type": "application/json", "X-Purpose": purpose}) as resp:
+            data = json.loads(await resp.read())
+        if resp.status != 200 or not data["choices"][0]["message"]["content"]:
+            msg = f"reference aiohttp call failed: HTTP {resp.status}"
+            raise RuntimeError(msg)
+
+    async def close() -> None:
+        if session is not None:
+            await session.close()
+
+    return call, close
+
+
+def bench_client(n: int, concurrency: int, latency_ms: float, workers: int, transport: str = "pmem"
+                 ) -> tuple[float, float, float]:
+    """Requests/s, and the client's and the server's CPU microseconds per request.
+
+    ``transport`` is ``pmem`` (the `openai` backend) or ``aiohttp`` (a bare aiohttp session).
+    """
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "pmem.models.server", "--port", str(port), "--latency-ms",
                              str(latency_ms), "--workers", str(workers)], stdout=subprocess.DEVNULL)
@@ -98,6 +133,13 @@ def bench_client(n: int, concurrency: int, latency_ms: float, workers: int) -> t
         model = OpenAIChatModel(OpenAIClient(f"{base}/v1", concurrency=concurrency), "heuristic")
         prompts = _prompts()
 
+        async def call_pmem(msgs: list[dict[str, str]], purpose: str) -> None:
+            c = await model.complete(msgs, purpose=purpose, max_tokens=64)
+            if c.error:
+                raise RuntimeError(c.error)
+
+        call, close = (call_pmem, model.aclose) if transport == "pmem" else _aiohttp_caller(base, concurrency)
+
         async def go() -> tuple[float, float, float]:
             # A closed-loop load generator: `concurrency` workers, each issuing requests back to back.
             # Their starts are staggered over one latency period; started together, with a perfectly fixed
@@ -112,9 +154,7 @@ def bench_client(n: int, concurrency: int, latency_ms: float, workers: int) -> t
                 await asyncio.sleep(w * stagger)
                 for i in range(quota):
                     purpose, msgs = prompts[(w + i) % len(prompts)]
-                    c = await model.complete(msgs, purpose=purpose, max_tokens=64)
-                    if c.error:
-                        raise RuntimeError(c.error)
+                    await call(msgs, purpose)
                     done += 1
                     if done == concurrency * 2:  # steady state reached: open the measuring window
                         window.append(time.perf_counter())
@@ -126,7 +166,7 @@ def bench_client(n: int, concurrency: int, latency_ms: float, workers: int) -> t
             elapsed = time.perf_counter() - window[0]
             c1, s1 = _self_cpu_s(), _proc_cpu_s(proc.pid)
             measured = done - concurrency * 2
-            await model.aclose()
+            await close()
             (c0, s0) = cpu[0]
             return measured / elapsed, (c1 - c0) / measured * 1e6, (s1 - s0) / measured * 1e6
 
@@ -143,6 +183,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-workers", type=int, default=1, help="server processes (SO_REUSEPORT)")
     parser.add_argument("--repeat", type=int, default=3, help="client runs (the machine may be shared)")
     parser.add_argument("--heuristic-calls", type=int, default=50000)
+    parser.add_argument("--no-aiohttp", action="store_true", help="skip the bare-aiohttp reference run")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -162,6 +203,12 @@ def run(args: argparse.Namespace) -> int:
     best, median = max(runs), sorted(runs)[len(runs) // 2]
     print(f"openai client: best {best:,.0f} req/s (ratio {best / ideal:.3f}), median {median:,.0f} req/s "
           f"(ratio {median / ideal:.3f}); target ratio >= 0.90")
+    if not args.no_aiohttp:
+        got, client_us, server_us = bench_client(args.requests, args.concurrency, args.latency_ms,
+                                                 args.server_workers, transport="aiohttp")
+        print(f"reference, bare aiohttp session, same server and workers: {got:,.0f} req/s (ratio {got / ideal:.3f}); "
+              f"CPU per request: client {client_us:.0f} us, server {server_us:.0f} us; "
+              f"openai client median / aiohttp: {median / got:.2f}x")
     return 0
 
 

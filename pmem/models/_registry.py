@@ -1,4 +1,4 @@
-"""Backends by name, imported lazily: `heuristic` never pays for aiohttp, `openai` never for Ray.
+"""Backends by name, imported lazily: `heuristic` never pays for scikit-learn, `openai` never for Ray.
 
 A backend is a class with a ``from_spec(spec) -> instance`` classmethod. Third parties add their own
 with :func:`register_chat_backend` / :func:`register_embedder_backend`.
@@ -29,13 +29,13 @@ class _Entry:
 
 _CHAT: dict[str, _Entry] = {
     "heuristic": _Entry("pmem.models._heuristic:HeuristicChatModel", None),
-    "openai": _Entry("pmem.models._openai:OpenAIChatModel", None, ("aiohttp",)),
-    "vllm": _Entry("pmem.models._vllm:VLLMChatModel", None, ("ray", "aiohttp")),
+    "openai": _Entry("pmem.models._openai:OpenAIChatModel", None),
+    "vllm": _Entry("pmem.models._vllm:VLLMChatModel", None, ("ray",)),
 }
 _EMBED: dict[str, _Entry] = {
     "hashing": _Entry("pmem.models._hashing:HashingEmbedder", None, ("sklearn",)),
-    "openai": _Entry("pmem.models._openai:OpenAIEmbedder", None, ("aiohttp",)),
-    "vllm": _Entry("pmem.models._vllm:VLLMEmbedder", None, ("ray", "aiohttp")),
+    "openai": _Entry("pmem.models._openai:OpenAIEmbedder", None),
+    "vllm": _Entry("pmem.models._vllm:VLLMEmbedder", None, ("ray",)),
     "sentence-transformers": _Entry(
         "pmem.models._st:SentenceTransformerEmbedder", "st", ("sentence_transformers",)
     ),
