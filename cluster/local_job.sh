@@ -28,7 +28,13 @@ DASH=${DASHBOARD_PORT:-8265}
 # A private temp dir: every process of this head carries it in its command line, which is how
 # stop_head finds exactly them (`ray stop` would stop every Ray cluster of this user on the machine).
 TMP=$(mktemp -d /tmp/pmemray-XXXXXX)
-GCS_PORT=$(python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() { python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+GCS_PORT=$(free_port)
+# Ray's fixed default ports (dashboard agent HTTP 52365, Ray Client 10001) belong to whichever cluster
+# took them first: a second cluster on the machine (a notebook's ray.init(), a test session) would leave
+# this head without a job agent, and every submission refused. Free ones are picked instead.
+AGENT_PORT=$(free_port)
+CLIENT_PORT=$(free_port)
 
 stop_head() {
   if [[ "${KEEP:-0}" == 1 ]]; then echo "head left running (temp dir $TMP)"; return; fi
@@ -47,7 +53,8 @@ trap stop_head EXIT
 echo "ray head temp dir: $TMP"
 
 ray start --head --node-ip-address 127.0.0.1 --port "$GCS_PORT" --dashboard-host 127.0.0.1 \
-  --dashboard-port "$DASH" --num-cpus "${NUM_CPUS:-2}" --temp-dir "$TMP" --disable-usage-stats \
+  --dashboard-port "$DASH" --dashboard-agent-listen-port "$AGENT_PORT" --ray-client-server-port "$CLIENT_PORT" \
+  --num-cpus "${NUM_CPUS:-2}" --temp-dir "$TMP" --disable-usage-stats \
   --include-dashboard true >"$TMP/ray-start.log" 2>&1 || { cat "$TMP/ray-start.log"; exit 1; }
 
 # the dashboard (job server) can lag the head by a few seconds
@@ -57,4 +64,16 @@ for _ in $(seq 1 60); do
 done
 
 if [[ $# -eq 0 ]]; then set -- jobs/quickstart.toml; fi
-ray job submit --address "http://127.0.0.1:$DASH" --working-dir . -- pmem sweep "$@"
+# The job server answers before the head's job agent has registered with it; until then it refuses a
+# submission with "No available agent to submit job, please try again later" (HTTP 500) and starts
+# nothing, so sending the same submission again is safe. Any other failure is final.
+for attempt in $(seq 1 30); do
+  set +e
+  ray job submit --address "http://127.0.0.1:$DASH" --working-dir . -- pmem sweep "$@" 2>&1 | tee "$TMP/submit.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  if [[ $rc -eq 0 ]] || ! grep -q "No available agent to submit job" "$TMP/submit.log"; then exit "$rc"; fi
+  echo "job agent not registered yet (attempt $attempt of 30); submitting again in 2 s"
+  sleep 2
+done
+exit "$rc"

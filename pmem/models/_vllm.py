@@ -370,16 +370,23 @@ class VLLMChatModel:
         config, replicas = _config_from_spec(spec, "chat")
         return cls(config, replicas, spec)
 
+    @property
+    def structured(self) -> str:
+        """How replicas are asked for structured output: the spec's ``structured``, else vLLM's own field
+        (``both`` for the stand-in, which reads either)."""
+        default = "structured_outputs" if self.config.resolved_launcher() == "vllm" else "both"
+        return str(self.spec.option("structured", default)) if self.spec is not None else default
+
     def _on_start(self, urls: list[str]) -> None:
-        structured = "structured_outputs" if self.config.resolved_launcher() == "vllm" else "both"
-        opt = self.spec.option if self.spec is not None else (lambda _k, d=None: d)
+        enable_thinking = self.spec.option("enable_thinking", False) if self.spec is not None else False
         self.replicas = [
-            OpenAIChatModel(_client(url, self.spec), self.model_id, structured=str(opt("structured", structured)),
-                            enable_thinking=opt("enable_thinking", False))
+            OpenAIChatModel(_client(url, self.spec), self.model_id, structured=self.structured,
+                            enable_thinking=enable_thinking)
             for url in urls
         ]
 
     async def start(self) -> list[str]:
+        """Launch the replicas (once) and return their base URLs, in ring order."""
         await self.router._ensure_started()
         return list(self.router.pool.urls)
 
@@ -440,6 +447,11 @@ class VLLMEmbedder:
         batch = int(self.spec.option("batch_size", 64)) if self.spec is not None else 64
         self.replicas = [OpenAIEmbedder(_client(url, self.spec), self.model_id, batch_size=batch)
                          for url in urls]
+
+    async def start(self) -> list[str]:
+        """Launch the replicas (once) and return their base URLs, in ring order."""
+        await self.router._ensure_started()
+        return list(self.router.pool.urls)
 
     async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None
                           ) -> tuple[np.ndarray, int, bool]:

@@ -61,8 +61,7 @@ class HostedModels:
             self.models.append(model)
             client = {k: v for k, v in opts.items() if k in _CLIENT_OPTIONS}
             if spec.role != "embedder" and "structured" not in client:
-                launcher = getattr(getattr(model, "config", None), "resolved_launcher", lambda: "vllm")()
-                client["structured"] = "structured_outputs" if launcher == "vllm" else "both"
+                client["structured"] = getattr(model, "structured", "structured_outputs")
             self.hosted[key] = Hosted(spec.role, str(model.model_id), tuple(urls), tuple(sorted(client.items())))
         return self.hosted
 
@@ -76,14 +75,11 @@ class HostedModels:
 
 
 def _start(model: Any) -> list[str] | None:
+    """The replicas' base URLs, or None for a backend that cannot hand its endpoints out."""
     start = getattr(model, "start", None)
-    if start is not None:
-        return list(asyncio.run(start()))
-    # an embedder without start(): one call starts it, then read its replicas' endpoints
-    asyncio.run(model.embed(["warm-up"]))
-    pool = getattr(getattr(model, "router", None), "pool", None)
-    urls = getattr(pool, "urls", None)
-    return list(urls) if urls else None
+    if start is None:
+        return None
+    return list(asyncio.run(start())) or None
 
 
 def _order(key: str, n: int) -> list[int]:
