@@ -1,8 +1,9 @@
 """The `openai` backend: any OpenAI-compatible endpoint (vLLM, llama.cpp server, Ray Serve LLM).
 
 Keep-alive HTTP/1.1 over asyncio (:mod:`pmem.models._transport`), bounded concurrency, retries with
-exponential backoff on 429/5xx/timeouts/connection errors and non-JSON bodies; after the last retry the call fails with an error naming the endpoint (returned in
-``Completion.error``; embedders raise :class:`ModelCallError`). Structured output goes out as
+exponential backoff on 429/5xx/timeouts/connection errors and non-JSON bodies; after the last retry
+the call fails with an error naming the endpoint (returned in ``Completion.error``; embedders raise
+:class:`ModelCallError`). Structured output goes out as
 ``response_format`` (OpenAI JSON schema) and/or vLLM's ``structured_outputs: {"json": schema}``;
 ``chat_template_kwargs: {"enable_thinking": false}`` keeps Qwen3 out of thinking mode. Token counts
 come from the server's ``usage``.
