@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pmem.models._errors import ModelCallError
-from pmem.models._transport import ConnectionPool, TransportError
+from pmem.models._transport import ConnectionPool, TransportError, check_url
 from pmem.models._types import CallContext, Completion
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class OpenAIClient:
         self._headers = {"Content-Type": "application/json"}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        ConnectionPool(self.base_url)  # a malformed URL fails here, not on the first call
+        check_url(self.base_url)  # a malformed URL fails here, not on the first call
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pool: ConnectionPool | None = None
         self._sem: asyncio.Semaphore | None = None

@@ -32,12 +32,12 @@ from __future__ import annotations
 import asyncio
 import ssl
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["ConnectionPool", "Response", "TransportError"]
+__all__ = ["ConnectionPool", "Response", "TransportError", "check_url"]
 
 HEAD_LIMIT = 64 * 1024  # status line plus headers; chunk-size lines and trailers share it
 _HEAD, _BODY, _CHUNK_SIZE, _CHUNK_DATA, _TRAILER, _UNTIL_CLOSE = range(6)
@@ -270,6 +270,15 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
+def check_url(base_url: str) -> SplitResult:
+    """The URL's parts, or ValueError when it is not an ``http``/``https`` URL with a host."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        msg = f"model endpoint URL must be http://host[:port]/... or https://..., got {base_url!r}"
+        raise ValueError(msg)
+    return parts
+
+
 class ConnectionPool:
     """Keep-alive HTTP/1.1 connections to one origin, bound to the event loop that first uses it.
 
@@ -278,10 +287,7 @@ class ConnectionPool:
     """
 
     def __init__(self, base_url: str, *, limit: int = 64, headers: Mapping[str, str] | None = None) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            msg = f"model endpoint URL must be http://host[:port]/... or https://..., got {base_url!r}"
-            raise ValueError(msg)
+        parts = check_url(base_url)
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path.rstrip("/")
