@@ -28,16 +28,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pmem.runner import ConfigError, load_config, run_sweep
+    from pmem.runner import ConfigError, SweepInterrupted, load_config, run_sweep
+    from pmem.runner._cli_sweep import EXIT_INTERRUPTED
     from pmem.runner._summary import print_summary
 
     path = Path(args.config) if args.config else _quickstart()
     try:
         spec = load_config(path)
-    except ConfigError as exc:
+        res = run_sweep(spec, out=args.out, limit=args.limit)
+    except SweepInterrupted as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        print("interrupted before the sweep started; nothing was run", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (ConfigError, RuntimeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    res = run_sweep(spec, out=args.out, limit=args.limit)
     print_summary(res)
     if not args.no_report:
         try:

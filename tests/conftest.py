@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -12,16 +14,30 @@ LOGICAL_GPUS = 4
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """The session's Ray: started once, shut down at the end. Tests must not call ray.init themselves."""
+    """The session's Ray: a new local cluster (never one found on the machine), shut down and its
+    session folder removed at the end. Tests must not call ray.init themselves."""
     ray = pytest.importorskip("ray")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # Ray's sockets live under its temp dir and a Unix socket path is at most 107 bytes: keep it short.
+    temp_dir = tempfile.mkdtemp(prefix="pmem-ray-", dir="/tmp")
     if not ray.is_initialized():
         ray.init(
+            address="local",
             num_cpus=4,
             num_gpus=LOGICAL_GPUS,
             include_dashboard=False,
             log_to_driver=False,
             configure_logging=False,
+            _temp_dir=temp_dir,
         )
     yield ray
     ray.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def private_ray_tmpdir():
+    """A RAY_TMPDIR for subprocesses that start their own Ray, removed afterwards (short path: sockets)."""
+    path = tempfile.mkdtemp(prefix="pmem-rt-", dir="/tmp")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -18,14 +18,17 @@ from pmem.runner._config import (
     load_config,
     parse_config,
 )
-from pmem.runner._driver import SweepResult, plan_sweep, run_sweep
+from pmem.runner._connect import ClusterUnreachable
+from pmem.runner._driver import SweepInterrupted, SweepResult, plan_sweep, run_sweep
 from pmem.runner._store import RunStore
 
 __all__ = [
+    "ClusterUnreachable",
     "ConfigError",
     "ModelSpec",
     "RunOptions",
     "RunStore",
+    "SweepInterrupted",
     "SweepResult",
     "SweepSpec",
     "Target",

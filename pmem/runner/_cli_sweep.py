@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+#: the exit status of a sweep stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
+EXIT_INTERRUPTED = 130
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="sweep config (TOML), e.g. jobs/quickstart.toml")
     parser.add_argument("--out", default=None, help="parent folder of runs/<run-id>/ (default: [run] out, or $PMEM_OUT)")
     parser.add_argument("--address", default=None, help="an existing Ray cluster (default: embedded local Ray)")
+    parser.add_argument("--connect-timeout", type=float, default=None, metavar="S",
+                        help="seconds to wait for the --address cluster (default: [run] connect_timeout_s, 60)")
     parser.add_argument("--limit", type=int, default=None, help="run only the first N histories of each subset")
     parser.add_argument("--predict-only", action="store_true", help="answer only; skip the judging pass")
     parser.add_argument("--fail-on-error", action="store_true", help="exit non-zero when any history failed")
@@ -18,23 +23,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # before the sweep started: nothing to keep
+        print("interrupted before the sweep started; nothing was run", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace) -> int:
     from pmem.runner._config import ConfigError, load_config
-    from pmem.runner._driver import run_sweep
+    from pmem.runner._driver import SweepInterrupted, check_runners, run_sweep
     from pmem.runner._summary import print_summary
 
     try:
         spec = load_config(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    if args.limit is not None and args.limit < 1:
-        print("error: --limit must be >= 1", file=sys.stderr)
-        return 2
-    try:
+        if args.limit is not None and args.limit < 1:
+            msg = f"--limit must be >= 1, got {args.limit}"
+            raise ValueError(msg)
+        check_runners(args.runners)
         res = run_sweep(spec, out=args.out, address=args.address, limit=args.limit,
                         predict_only=True if args.predict_only else None, runners=args.runners,
-                        progress_enabled=not args.quiet)
-    except (RuntimeError, ValueError) as exc:
+                        progress_enabled=not args.quiet, connect_timeout_s=args.connect_timeout)
+    except SweepInterrupted as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (ConfigError, RuntimeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print_summary(res)

@@ -92,6 +92,8 @@ class RunOptions:
     cache_path: str | None = None
     progress_s: float = 10.0
     max_unit_retries: int = 2
+    #: how long to wait for a named Ray cluster (``--address``) before giving up with an error
+    connect_timeout_s: float = 60.0
 
 
 _RUN_TYPES: dict[str, tuple[type, ...]] = {
@@ -110,6 +112,7 @@ _RUN_TYPES: dict[str, tuple[type, ...]] = {
     "cache_path": (str,),
     "progress_s": (int, float),
     "max_unit_retries": (int,),
+    "connect_timeout_s": (int, float),
 }
 
 
@@ -292,6 +295,12 @@ def _model(source: str, role: str, table: Any) -> ModelSpec:
     backend = table.get("backend")
     if not isinstance(backend, str) or not backend:
         raise _err(source, f"{where} backend", "is required (heuristic | hashing | openai | vllm ...)")
+    from pmem.models import chat_backends, embedder_backends
+
+    known = embedder_backends() if role == "embedder" else chat_backends()
+    if backend not in known:
+        kind = "embedder" if role == "embedder" else "chat"
+        raise _err(source, f"{where} backend", f"unknown {kind} backend {backend!r} (known: {', '.join(known)})")
     opts = {k: v for k, v in table.items() if k != "backend"}
     if backend == "openai":
         url = opts.get("url")
@@ -401,6 +410,8 @@ def _run_options(source: str, table: Any) -> RunOptions:
         raise _err(source, "[run] placement", f"must be 'driver-node' or 'spread', got {table['placement']!r}")
     if "max_unit_retries" in table and table["max_unit_retries"] < 0:
         raise _err(source, "[run] max_unit_retries", "must be >= 0")
+    if "connect_timeout_s" in table and not table["connect_timeout_s"] > 0:
+        raise _err(source, "[run] connect_timeout_s", f"must be > 0, got {table['connect_timeout_s']!r}")
     return RunOptions(**table)
 
 
@@ -477,6 +488,12 @@ def load_config(path: str | os.PathLike[str]) -> SweepSpec:
         raise ConfigError(msg)
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        msg = f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files must be UTF-8"
+        raise ConfigError(msg) from exc
+    except OSError as exc:
+        msg = f"{p}: cannot read config: {exc.strerror or exc}"
+        raise ConfigError(msg) from exc
     except tomllib.TOMLDecodeError as exc:
         msg = f"{p}: not valid TOML: {exc}"
         raise ConfigError(msg) from exc

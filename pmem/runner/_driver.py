@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 import uuid
@@ -20,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from pmem._atomic import atomic_write_bytes
 from pmem.runner import _bindings as B
 from pmem.runner._execute import Unit
 from pmem.runner._identity import config_hash, run_id_for, run_toml, unit_id, write_run_toml
 from pmem.runner._progress import Progress
-from pmem.runner._store import RunStore, atomic_write_bytes
+from pmem.runner._store import RunStore
 
 if TYPE_CHECKING:
     from pmem.bench._types import History
@@ -114,22 +116,6 @@ def plan_sweep(spec: SweepSpec, *, out: str | os.PathLike[str] | None = None, li
                     unit_history[uid] = hkey
                     totals[u.group] += 1
     return Plan(spec, store, run_id, digest, prompts, units, histories, unit_history, dict(totals))
-
-
-def _ray_init(address: str | None) -> bool:
-    """Connect to (or start) Ray. Returns True when this call started it (and should shut it down)."""
-    import ray
-
-    if ray.is_initialized():
-        return False
-    kwargs: dict[str, Any] = {"configure_logging": False, "log_to_driver": True}
-    if address:
-        ray.init(address=address, **kwargs)
-    elif os.environ.get("RAY_ADDRESS"):
-        ray.init(**kwargs)  # inside `ray job submit`: the job's cluster
-    else:
-        ray.init(include_dashboard=False, **kwargs)
-    return True
 
 
 class _Runners:
@@ -256,7 +242,7 @@ def execute(plan: Plan, *, runners: int | None = None, progress: Progress, log: 
     pending = [u for u in plan.units if u.uid not in done]
     if not pending:
         return [], 0
-    pool = _Runners(plan, runners or plan.spec.run.runners, log)
+    pool = _Runners(plan, runners if runners is not None else plan.spec.run.runners, log)
     progress.restart_clock()
     progress.note(f"[pmem sweep] {len(pending)} histories to run on {pool.n} runner(s) "
                   f"({plan.spec.run.in_flight} in flight each)")
@@ -283,6 +269,7 @@ def execute(plan: Plan, *, runners: int | None = None, progress: Progress, log: 
     summaries: list[dict[str, Any]] = []
     redone = 0
     max_retries = plan.spec.run.max_unit_retries
+    interrupted = False
     try:
         while queue or inflight:
             for i in range(pool.n):
@@ -317,19 +304,30 @@ def execute(plan: Plan, *, runners: int | None = None, progress: Progress, log: 
             for i in sorted(dead):
                 redone += _replace_dead_runner(pool, i, inflight, per_runner, queue, plan, progress, max_retries,
                                                summaries)
+    except KeyboardInterrupt:
+        interrupted = True
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+        raise
     finally:
         progress.exec_s = time.monotonic() - progress.t0
-        try:
-            stats = ray.get([a.stats.remote() for a in pool.actors], timeout=10)
-            lag = max(s["loop_lag_max_s"] for s in stats)
-            blocked = sum(s["loop_blocked_s"] for s in stats)
-            progress.note(f"[pmem sweep] runner event loops: longest stall {1000 * lag:.0f} ms, "
-                          f"{blocked:.1f} s blocked in total (CPU work on the loop)")
-        except Exception:
-            pass  # a runner that just died has no stats to give
+        if not interrupted:  # after Ctrl-C the user is waiting: stop at once
+            _note_loop_stats(pool, progress)
         pool.stop()
     store.recover()  # every unit has returned, so staging holds only empty runner folders
     return summaries, redone
+
+
+def _note_loop_stats(pool: _Runners, progress: Progress) -> None:
+    import ray
+
+    try:
+        stats = ray.get([a.stats.remote() for a in pool.actors], timeout=10)
+    except Exception:
+        return  # a runner that just died has no stats to give
+    lag = max(s["loop_lag_max_s"] for s in stats)
+    blocked = sum(s["loop_blocked_s"] for s in stats)
+    progress.note(f"[pmem sweep] runner event loops: longest stall {1000 * lag:.0f} ms, "
+                  f"{blocked:.1f} s blocked in total (CPU work on the loop)")
 
 
 def _replace_dead_runner(pool: _Runners, i: int, inflight: dict[Any, tuple[Unit, int]], per_runner: Counter[int],
@@ -379,6 +377,59 @@ def _record_failure(store: RunStore, plan: Plan, u: Unit, error: str) -> None:
     store.write_failure(u.uid, row)
 
 
+class SweepInterrupted(RuntimeError):
+    """The sweep was stopped (Ctrl-C); committed histories are kept. The message says how to resume."""
+
+
+def check_runners(runners: int | None) -> None:
+    if runners is not None and (isinstance(runners, bool) or not isinstance(runners, int) or runners < 1):
+        msg = f"--runners must be a whole number >= 1, got {runners!r}"
+        raise ValueError(msg)
+
+
+def prepare_out(path: Path) -> list[Path]:
+    """Create ``path`` (the run directory) and its parents; returns the folders this call created.
+
+    Fails with one line naming the path when it is a file, lies under a file, or cannot be written.
+    """
+    created: list[Path] = []
+    for p in [*reversed(path.parents), path]:
+        if p.exists():
+            if not p.is_dir():
+                msg = f"{p} is a file, not a folder: choose another --out"
+                raise ValueError(msg)
+            continue
+        try:
+            p.mkdir()
+        except OSError as exc:
+            _remove_created(created)
+            msg = f"cannot create {p}: {exc.strerror or exc}"
+            raise ValueError(msg) from None
+        created.append(p)
+    if not os.access(path, os.W_OK | os.X_OK):
+        _remove_created(created)
+        msg = f"{path} is not writable: choose another --out"
+        raise ValueError(msg)
+    return created
+
+
+def _remove_created(created: list[Path]) -> None:
+    """Undo :func:`prepare_out` when the sweep stops before any work: no empty run folder is left behind."""
+    import shutil
+
+    for p in reversed(created):
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def planned_cells(plan: Plan) -> list[dict[str, Any]]:
+    """Histories planned per (benchmark, subset, arm, agent model): what a complete run holds."""
+    counts: Counter[tuple[str, str, str, str]] = Counter(
+        (u.benchmark, u.subset, u.arm, u.model) for u in plan.units
+    )
+    return [{"benchmark": b, "subset": s, "arm": a, "model": m, "histories": n}
+            for (b, s, a, m), n in sorted(counts.items())]
+
+
 def run_sweep(
     spec: SweepSpec,
     *,
@@ -389,28 +440,76 @@ def run_sweep(
     runners: int | None = None,
     stream: TextIO | None = None,
     progress_enabled: bool = True,
+    connect_timeout_s: float | None = None,
 ) -> SweepResult:
-    """Run (or resume) a sweep; returns its summary. Raises only for config/data errors."""
+    """Run (or resume) a sweep; returns its summary.
+
+    Raises ``ValueError``/``RuntimeError`` for config, data and path errors (before anything starts),
+    :class:`~pmem.runner._connect.ClusterUnreachable` when a named cluster does not answer, and
+    :class:`SweepInterrupted` on Ctrl-C (after keeping every committed history).
+    """
+    from pmem.runner._connect import connect
+
     t0 = time.monotonic()
     stream = stream or sys.stderr
 
     def log(text: str) -> None:
         print(text, file=stream, flush=True)
 
+    check_runners(runners)
+    timeout_s = connect_timeout_s if connect_timeout_s is not None else spec.run.connect_timeout_s
+    if not timeout_s > 0:
+        msg = f"--connect-timeout must be > 0 seconds, got {timeout_s!r}"
+        raise ValueError(msg)
     plan = plan_sweep(spec, out=out, limit=limit)
     store = plan.store
-    store.ensure()
-    lock = _lock_run(store.root)
+    created = prepare_out(store.root)
     started = False
-    unit_ids = {u.uid for u in plan.units}
-    if unit_ids - store.completed():
-        started = _ray_init(address)
-        _kill_orphans(plan.run_id, log)
-    store.recover()  # no runner of this run is alive: finish or discard whatever a crash left
+    lock = None
+    try:
+        store.ensure()
+        lock = _lock_run(store.root)
+        unit_ids = {u.uid for u in plan.units}
+        if unit_ids - store.completed():
+            started = connect(address, timeout_s=timeout_s)
+            _kill_orphans(plan.run_id, log)
+        created = []  # from here on the run folder holds the user's work: never removed
+        store.recover(verify=True)  # no runner of this run is alive: finish or discard what a crash left
+        for problem in store.damaged:
+            log(f"[pmem sweep] damaged batch dropped, its histories run again: {problem}")
+        if unit_ids - store.completed() and not started:
+            started = connect(address, timeout_s=timeout_s)  # recovery dropped a batch: there is work after all
+            _kill_orphans(plan.run_id, log)
+        return _run_planned(plan, spec, runners=runners, predict_only=predict_only, stream=stream,
+                            progress_enabled=progress_enabled, log=log, t0=t0)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+        with contextlib.suppress(Exception):
+            store.recover()
+        done = len(store.completed() & {u.uid for u in plan.units}) if store.root.is_dir() else 0
+        msg = (f"interrupted: {done} of {len(plan.units)} histories are committed in {store.root}; "
+               "run the same command again to resume")
+        raise SweepInterrupted(msg) from None
+    finally:
+        _remove_created(created)
+        if started:
+            import ray
+
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+        if lock is not None:
+            lock.close()
+
+
+def _run_planned(plan: Plan, spec: SweepSpec, *, runners: int | None, predict_only: bool | None,
+                 stream: TextIO, progress_enabled: bool, log: Any, t0: float) -> SweepResult:
+    store = plan.store
     model_ids = {"agents": [a.model_id for a in spec.agents], "embedder": spec.embedder.model_id,
                  "judge": spec.judge.model_id if spec.judge else None}
     write_run_toml(store.root / "run.toml", run_toml(spec, run_id=plan.run_id, digest=plan.digest,
                                                       prompts=plan.prompts, model_ids=model_ids, source=spec.source))
+    atomic_write_bytes(store.root / "plan.json",
+                       json.dumps({"run_id": plan.run_id, "cells": planned_cells(plan)}, indent=1).encode())
     completed = store.completed()
     already: dict[tuple[str, str], int] = defaultdict(int)
     for u in plan.units:
@@ -461,11 +560,6 @@ def run_sweep(
     summary = {k: v for k, v in res.__dict__.items() if k != "run_dir"}
     summary["run_dir"] = str(res.run_dir)
     atomic_write_bytes(store.root / "summary.json", json.dumps(summary, indent=2, default=str).encode())
-    if started:
-        import ray
-
-        ray.shutdown()
-    lock.close()
     return res
 
 

@@ -108,6 +108,6 @@ def run_toml(spec: SweepSpec, *, run_id: str, digest: str, prompts: dict[str, st
 
 
 def write_run_toml(path: Path, text: str) -> None:
-    from pmem.runner._store import atomic_write_bytes
+    from pmem._atomic import atomic_write_bytes
 
     atomic_write_bytes(path, text.encode("utf-8"))

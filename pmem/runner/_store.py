@@ -1,17 +1,24 @@
 """The run directory and its commit protocol.
 
-A batch of completed histories becomes visible in one step: its files are written under
-``_staging/<runner>/<batch>/``, then a commit record ``_commits/<batch>.json`` (the durable record of
-which histories are complete) is written atomically, then the staged files are renamed into the
-datasets. A reader never sees a file that is not committed and never a half-written one (every file
-appears by ``os.replace``); a crash before the record leaves only staging, which recovery deletes; a
-crash after it is rolled forward by recovery. File names are unique per batch, so a history redone
-after a crash cannot produce a second copy of committed rows.
+A batch of completed histories becomes visible in one step:
+
+1. its files are written under ``_staging/<runner>/<batch>/`` and each is fsynced (with its sha256 taken);
+2. the commit record ``_commits/<batch>.json`` (which histories are complete, which files, their sha256s)
+   is written aside, fsynced, renamed into place, and ``_commits/`` is fsynced: the point of no return;
+3. the staged files are renamed into the datasets and their directories fsynced; staging is removed.
+
+A reader never sees a file that is not committed and never a half-written one (every file appears by
+``os.replace``). A crash before step 2 leaves only staging, which recovery deletes; a crash after it is
+rolled forward by recovery. Recovery also checks committed files against the record's checksums: a
+batch with a missing or damaged file is dropped whole (files and record), so its histories run again.
+File names are unique per batch, so a history redone after a crash cannot produce a second copy of
+committed rows. Each step calls :func:`pmem._atomic.checkpoint`, where tests kill the writer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -24,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pmem._atomic import TMP_SUFFIX, atomic_write_bytes, checkpoint, fsync_dir, fsync_file
 from pmem.runner._schemas import SCHEMAS
 
 DATASETS = ("results", "writes", "requests", "histories")
@@ -31,27 +39,17 @@ COMMITS = "_commits"
 STAGING = "_staging"
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def sync_and_hash(path: Path) -> str:
+    """fsync a written file and return its sha256 (the bytes are still in the page cache)."""
+    with open(path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+        os.fsync(f.fileno())
+    return digest
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, fsync: bool = False) -> None:
-    """Write ``data`` to ``path`` so that readers see either nothing or the whole file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if fsync:
-        _fsync_dir(path.parent)
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def write_table(path: Path, rows: list[dict[str, Any]], dataset: str) -> int:
@@ -91,6 +89,8 @@ class RunStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+        #: problems found by :meth:`recover` (a path and what is wrong), in the order found
+        self.damaged: list[str] = []
 
     # -- layout ---------------------------------------------------------------------------------
     def ensure(self) -> None:
@@ -109,38 +109,54 @@ class RunStore:
         return StagedBatch(batch_id=batch_id, root=root, moves=[], units=[], drop=[])
 
     def commit(self, batch: StagedBatch) -> None:
-        """Publish a staged batch: the commit record first (the point of no return), then the files."""
+        """Publish a staged batch: data durable, then the record (the point of no return), then the files."""
+        sums: dict[str, str] = {}
+        for src_rel, dest_rel in batch.moves:
+            sums[dest_rel] = sync_and_hash(batch.root / src_rel)
+        for d in sorted({(batch.root / src).parent for src, _ in batch.moves}):
+            fsync_dir(d)
+        checkpoint("data-synced")
         record = {
             "batch": batch.batch_id,
             "staging": str(batch.root.relative_to(self.root)),
             "units": batch.units,
             "moves": batch.moves,
             "drop": batch.drop,
+            "sha256": sums,
             "time": time.time(),
         }
-        atomic_write_bytes(self.root / COMMITS / f"{batch.batch_id}.json", json.dumps(record).encode(), fsync=True)
+        atomic_write_bytes(self.root / COMMITS / f"{batch.batch_id}.json", json.dumps(record).encode())
+        checkpoint("recorded")
         self._roll_forward(record)
 
     def _roll_forward(self, record: dict[str, Any]) -> None:
         staging = self.root / record["staging"]
-        for src_rel, dest_rel in record["moves"]:
+        dirs: set[Path] = set()
+        for i, (src_rel, dest_rel) in enumerate(record["moves"]):
             src, dest = staging / src_rel, self.root / dest_rel
             if src.exists():
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(src, dest)
+                dirs.add(dest.parent)
+                checkpoint(f"moved:{i}")
+        for d in sorted(dirs):
+            fsync_dir(d)
         for rel in record.get("drop", []):
             with contextlib.suppress(FileNotFoundError):
                 (self.root / rel).unlink()
         shutil.rmtree(staging, ignore_errors=True)
+        checkpoint("cleaned")
 
     def write_failure(self, uid: str, row: dict[str, Any]) -> str:
         """A failed history's status row; its own file, replaced if the history fails again."""
         rel = f"histories/failed-{uid}.parquet"
         tmp = self.root / STAGING / f".failed-{uid}-{uuid.uuid4().hex[:8]}.parquet"
         write_table(tmp, [row], "histories")
+        fsync_file(tmp)
         dest = self.root / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, dest)
+        fsync_dir(dest.parent)
         return rel
 
     # -- reading state ----------------------------------------------------------------------------
@@ -164,11 +180,13 @@ class RunStore:
     def failed(self) -> set[str]:
         return {p.name[len("failed-") : -len(".parquet")] for p in (self.root / "histories").glob("failed-*.parquet")}
 
-    def recover(self, runner_token: str | None = None) -> set[str]:
+    def recover(self, runner_token: str | None = None, *, verify: bool = False) -> set[str]:
         """Roll committed batches forward and delete uncommitted staging (all runners, or one).
 
-        Returns the units of batches that were rolled forward. Must only run while no live runner
-        writes to the staging being recovered.
+        A batch whose files are missing, or (with ``verify``) differ from the sha256s its record holds, is
+        dropped whole, record and files, so its histories run again; :attr:`damaged` names what was wrong.
+        Returns the units of batches that stand. Must only run while no live runner writes to the staging
+        being recovered.
         """
         done: set[str] = set()
         records = {rec["staging"]: rec for rec in self.commit_records()}
@@ -178,15 +196,17 @@ class RunStore:
             staged = self.root / rec["staging"]
             if staged.exists() or any((self.root / r).exists() for r in rec.get("drop", [])):
                 self._roll_forward(rec)
-            missing = [d for _, d in rec["moves"] if not (self.root / d).exists()]
-            if missing:
-                # Data files are not fsynced one by one; after a power loss a record can outlive its
-                # files. Then the batch is not complete: drop the record (and what is left of it) so
-                # its histories run again, rather than trusting a record with holes.
+            problems = self._check_batch(rec, verify=verify)
+            if problems:
+                # After a power loss a record can outlive its files (or their pages); a file can also be
+                # damaged later. The batch is then not complete: drop it whole so its histories run again,
+                # rather than trusting a record with holes.
+                self.damaged.extend(problems)
                 for _, d in rec["moves"]:
                     with contextlib.suppress(FileNotFoundError):
                         (self.root / d).unlink()
                 (self.root / COMMITS / f"{rec['batch']}.json").unlink()
+                fsync_dir(self.root / COMMITS)
                 continue
             done.update(rec["units"])
         sroot = self.root / STAGING
@@ -196,9 +216,26 @@ class RunStore:
                 t.unlink()
             elif t.is_dir():
                 shutil.rmtree(t, ignore_errors=True)
+        if runner_token is None:
+            # a writer killed between writing a file aside and renaming it leaves the temporary file
+            for d in (self.root, self.root / COMMITS):
+                for tmp in d.glob(f".*{TMP_SUFFIX}"):
+                    tmp.unlink(missing_ok=True)
         # failed-* rows of units completed later are stale: a batch drops them, recovery finishes it
         completed = self.completed()
         for uid in self.failed() & completed:
             with contextlib.suppress(FileNotFoundError):
                 (self.root / "histories" / f"failed-{uid}.parquet").unlink()
         return done
+
+    def _check_batch(self, rec: dict[str, Any], *, verify: bool) -> list[str]:
+        """What is wrong with a committed batch's files: missing, or (``verify``) not the bytes recorded."""
+        problems = []
+        sums = rec.get("sha256") or {}
+        for _, dest_rel in rec["moves"]:
+            path = self.root / dest_rel
+            if not path.exists():
+                problems.append(f"{path}: missing (batch {rec['batch']})")
+            elif verify and dest_rel in sums and file_sha256(path) != sums[dest_rel]:
+                problems.append(f"{path}: checksum mismatch (batch {rec['batch']})")
+        return problems

@@ -54,6 +54,38 @@ def result_keys(run_dir: Path) -> list[tuple[str, str, str]]:
                     t.column("question_id").to_pylist(), strict=True))
 
 
+def runner_pids(ray: Any, run_dir: Path) -> dict[tuple[str, str], int]:
+    """The live runner actors of the sweep writing ``run_dir`` (named ``pmem-runner:<run-id>:...``):
+    (name, namespace) -> pid."""
+    prefix = f"pmem-runner:{run_dir.name}:"
+    out = {}
+    for entry in ray.util.list_named_actors(all_namespaces=True):
+        if entry["name"].startswith(prefix):
+            actor = ray.get_actor(entry["name"], namespace=entry["namespace"])
+            out[(entry["name"], entry["namespace"])] = ray.get(actor.ready.remote(), timeout=30)["pid"]
+    assert out, f"no runner of {run_dir.name} is alive"
+    return out
+
+
+def stop_processes(ray: Any, runners: dict[tuple[str, str], int], timeout_s: float = 120) -> None:
+    """Kill the named runner actors and wait until each one's process has exited (bounded)."""
+    import os
+    import time
+
+    for name, namespace in runners:
+        with contextlib.suppress(ValueError):  # Ray may have reaped it already (its driver died)
+            ray.kill(ray.get_actor(name, namespace=namespace), no_restart=True)
+    deadline = time.monotonic() + timeout_s
+    for pid in runners.values():
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            assert time.monotonic() < deadline, f"runner process {pid} still alive after {timeout_s} s"
+            time.sleep(0.05)
+
+
 class PoisonProxy:
     """A real HTTP server on 127.0.0.1 in front of the local model server: requests whose body
     contains ``marker`` get HTTP 500, every time (a permanent failure for the client); the rest are

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,8 +32,20 @@ class TinyArm:
         self.ctx = CallContext()
         # simulated model latency per event (lets tests kill things while histories are in flight)
         self.delay_s = float(options.get("event_delay_s", 0.0))
+        # the first history to start ingesting claims this file (writing its runner's pid) and then waits
+        # to be killed: a test can kill a runner that certainly holds uncommitted work, without timing luck
+        self.hold_once = options.get("hold_once")
 
     async def ingest(self, events: Sequence[Event]) -> None:
+        if self.hold_once:
+            try:
+                fd = os.open(self.hold_once, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+                await asyncio.sleep(600)
         for ev in events:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)

@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from runner_helpers import config, read, result_keys, tiny_chains_body
+from runner_helpers import config, read, result_keys, runner_pids, stop_processes, tiny_chains_body
 
 from pmem.runner import load_config, run_sweep
 
@@ -41,12 +41,16 @@ def test_sigkill_driver_then_resume_matches_uninterrupted_run(ray_cluster, tmp_p
                 break
             time.sleep(0.02)
         assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+        runners = runner_pids(ray, run_dir=next(out_killed.glob("resume-*")))
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
     finally:
         if proc.poll() is None:
             proc.kill()
     run_dir = next(out_killed.glob("resume-*"))
+    # The killed driver's runners outlive it until Ray reaps them and may commit meanwhile: measure what
+    # was complete only once every one of them has exited, so nothing can change under the count.
+    stop_processes(ray, runners)
     before = read(run_dir, "histories")
     done_before = set(before.column("unit_id").to_pylist()) if before.num_rows else set()
     assert 0 < len(done_before) < 20, "the kill must land mid-run"

@@ -8,10 +8,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from runner_helpers import TINY, PoisonProxy, config, read, result_keys, tiny_chains_body
+from runner_helpers import TINY, PoisonProxy, config, read, result_keys, runner_pids, tiny_chains_body
 
 import pmem
 from pmem.runner import load_config, run_sweep
+from pmem.runner._cli_sweep import add_arguments
 from pmem.runner._cli_sweep import run as cli_run
 
 BODY = f"""
@@ -103,8 +104,9 @@ poison_at = 2
                                      f'[models.agent]\nbackend = "openai"\nurl = "{proxy.url}"\nmodel = "heuristic"\n'
                                      'max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 10')
         p.write_text(text)
-        args = argparse.Namespace(config=str(p), out=str(tmp_path / "runs"), address=None, limit=None,
-                                  predict_only=False, fail_on_error=False, runners=None, quiet=True)
+        parser = argparse.ArgumentParser()
+        add_arguments(parser)
+        args = parser.parse_args([str(p), "--out", str(tmp_path / "runs"), "--quiet"])
         assert cli_run(args) == 0
         args.fail_on_error = True
         assert cli_run(args) == 1  # the re-run retries the failed history, which fails again
@@ -122,21 +124,22 @@ poison_at = 2
 
 def test_runner_killed_mid_run_is_replaced_without_duplicates(ray_cluster, tmp_path: Path) -> None:
     ray = ray_cluster
-    body = tiny_chains_body(cases=16)
+    hold = tmp_path / "held.pid"
+    body = tiny_chains_body(cases=16).replace("event_delay_s = 0.01", f'event_delay_s = 0.01\nhold_once = "{hold}"')
     spec = load_config(config(tmp_path, body, name="kill"))
-    killed: list[str] = []
+    killed: list[int] = []
 
     def killer() -> None:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not killed:
-            runs = list((tmp_path / "runs").glob("kill-*/_commits/*.json"))
-            if runs:
-                for name in ray.util.list_named_actors():
-                    if name.startswith("pmem-runner:kill-") and ":0:" in name:
-                        ray.kill(ray.get_actor(name), no_restart=True)
-                        killed.append(name)
-                        break
+        # the runner holding the first history waits (uncommitted) until it is killed
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (hold.exists() and hold.read_text()):
             time.sleep(0.05)
+        pid = int(hold.read_text())
+        run_dir = next((tmp_path / "runs").glob("kill-*"))
+        for (name, namespace), runner_pid in runner_pids(ray, run_dir).items():
+            if runner_pid == pid:
+                ray.kill(ray.get_actor(name, namespace=namespace), no_restart=True)
+                killed.append(pid)
 
     t = threading.Thread(target=killer, daemon=True)
     t.start()

@@ -1,0 +1,97 @@
+"""Crash-consistent file writes: written aside, flushed, fsynced, renamed, directory fsynced.
+
+Shared by the runner (commit records, data files, ``run.toml``) and the report (every output file):
+both must leave a reader with the old bytes or the new, never part of either, even when the writer is
+killed or the disk fills. ``pmem.graph`` keeps its own copy of the rule, since the core imports nothing
+else from ``pmem``.
+
+A fault-injection hook makes "the writer dies here" testable without timing luck: :func:`checkpoint`
+is called at each step of a protocol with the step's name, and tests install a function that kills the
+process at the step they choose (see ``tests/runner/test_runner_crash.py``).
+
+>>> import pathlib, tempfile
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "a.json"
+>>> atomic_write_bytes(p, b"{}")
+>>> p.read_bytes()
+b'{}'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+#: temporary files end with this; readers of a directory ignore them
+TMP_SUFFIX = ".pmem-tmp"
+
+#: called with a step name at each step of a write protocol; tests replace it to kill the writer there
+fault_hook: Callable[[str], None] | None = None
+
+
+def checkpoint(step: str) -> None:
+    """A named point of a write protocol where a test may kill the writer."""
+    if fault_hook is not None:
+        fault_hook(step)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames and creations in ``path`` durable (a no-op where the filesystem cannot)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a file written by someone else (Arrow, Parquet writers) to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_path(path: Path) -> Path:
+    """A fresh name next to ``path`` (same directory, so the rename is atomic)."""
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}{TMP_SUFFIX}")
+
+
+def write_aside(path: Path, data: bytes) -> Path:
+    """Write ``data`` to a new temporary file next to ``path``, flushed and fsynced; return its path.
+
+    The temporary file is removed when writing fails (a full disk), so nothing is left behind.
+    """
+    tmp = temp_path(path)
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """``path`` holds ``data`` entirely or keeps what it held: written aside, fsynced, renamed, dir fsynced.
+
+    The parent directory must exist: a missing folder is the caller's mistake, not something to paper over.
+    """
+    path = Path(path)
+    tmp = write_aside(path, data)
+    checkpoint(f"aside:{path.name}")
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    checkpoint(f"renamed:{path.name}")
+    fsync_dir(path.parent)
