@@ -1,8 +1,9 @@
 """The `openai` backend: any OpenAI-compatible endpoint (vLLM, llama.cpp server, Ray Serve LLM).
 
 Keep-alive HTTP/1.1 over asyncio (:mod:`pmem.models._transport`), bounded concurrency, retries with
-exponential backoff on 429/5xx/timeouts/connection errors and non-JSON bodies; after the last retry
-the call fails with an error naming the endpoint (returned in ``Completion.error``; embedders raise
+exponential backoff on 429/5xx/timeouts/connection errors and non-JSON bodies (never on 401/403: a
+wrong or missing ``api_key`` fails at once); after the last retry the call fails with an error naming
+the endpoint (returned in ``Completion.error``; embedders raise
 :class:`ModelCallError`). Structured output goes out as
 ``response_format`` (OpenAI JSON schema) and/or vLLM's ``structured_outputs: {"json": schema}``;
 ``chat_template_kwargs: {"enable_thinking": false}`` keeps Qwen3 out of thinking mode. Token counts
@@ -86,8 +87,9 @@ class OpenAIClient:
         base = min(self.backoff_max_s, self.backoff_s * (2 ** (attempt - 1)))
         return base * (0.5 + random.random() / 2)  # jitter spreads retries of concurrent callers
 
-    async def post_json(self, path: str, payload: dict[str, Any], headers: dict[str, str] | None = None
-                        ) -> dict[str, Any]:
+    async def post_json(
+        self, path: str, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
         pool, sem = self._ensure()
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
@@ -100,7 +102,9 @@ class OpenAIClient:
             try:
                 async with sem:
                     self.requests_sent += 1
-                    resp = await pool.request("POST", path, headers=headers, body=body, timeout_s=self.timeout_s)
+                    resp = await pool.request(
+                        "POST", path, headers=headers, body=body, timeout_s=self.timeout_s
+                    )
             except TimeoutError:
                 last, failover = f"timed out after {self.timeout_s:g} s", True
                 continue
@@ -113,6 +117,15 @@ class OpenAIClient:
                 failover = status >= 500
                 retry_after = resp.headers.get("retry-after")
                 continue
+            if status in (401, 403):
+                # a credential problem is not transient: retrying (or failing over to a replica that
+                # shares the key) cannot fix it. The message names the URL, never the key.
+                sent = "the configured api_key" if self.api_key else "no api_key"
+                msg = (
+                    f"POST {url} refused the credentials (HTTP {status}; {sent} was sent): "
+                    f"{raw[:300].decode('utf-8', 'replace')}"
+                )
+                raise ModelCallError(msg, endpoint=url)
             if status >= 300:
                 where = f" (Location: {resp.headers['location']})" if "location" in resp.headers else ""
                 msg = f"POST {url} rejected the request: HTTP {status}{where}: {raw[:500].decode('utf-8', 'replace')}"
@@ -186,8 +199,13 @@ class OpenAIChatModel:
             extra_body=dict(spec.option("extra_body", ()) or ()),
         )
 
-    def payload(self, messages: Sequence[dict[str, str]], max_tokens: int, temperature: float,
-                schema: dict[str, Any] | None) -> dict[str, Any]:
+    def payload(
+        self,
+        messages: Sequence[dict[str, str]],
+        max_tokens: int,
+        temperature: float,
+        schema: dict[str, Any] | None,
+    ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model_id,
             "messages": [dict(m) for m in messages],
@@ -220,7 +238,9 @@ class OpenAIChatModel:
         """Like :meth:`complete`, but a failed call raises :class:`ModelCallError` (for routers)."""
         t0 = time.perf_counter()
         data = await self.client.post_json(
-            "/chat/completions", self.payload(messages, max_tokens, temperature, schema), {"X-Purpose": purpose}
+            "/chat/completions",
+            self.payload(messages, max_tokens, temperature, schema),
+            {"X-Purpose": purpose},
         )
         try:
             text = data["choices"][0]["message"].get("content") or ""
@@ -253,12 +273,23 @@ class OpenAIChatModel:
         t0 = time.perf_counter()
         try:
             return await self.complete_or_raise(
-                messages, purpose=purpose, max_tokens=max_tokens, temperature=temperature, schema=schema,
+                messages,
+                purpose=purpose,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                schema=schema,
                 context=context,
             )
         except ModelCallError as exc:
-            return Completion(text="", model=self.model_id, purpose=purpose, prompt_tokens=0, completion_tokens=0,
-                              latency_s=time.perf_counter() - t0, error=str(exc))
+            return Completion(
+                text="",
+                model=self.model_id,
+                purpose=purpose,
+                prompt_tokens=0,
+                completion_tokens=0,
+                latency_s=time.perf_counter() - t0,
+                error=str(exc),
+            )
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -278,8 +309,9 @@ class OpenAIEmbedder:
         return cls(_client_from_spec(spec), spec.model, batch_size=int(spec.option("batch_size", 64)))
 
     async def _batch(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        data = await self.client.post_json("/embeddings", {"model": self.model_id, "input": texts},
-                                           {"X-Purpose": "embed"})
+        data = await self.client.post_json(
+            "/embeddings", {"model": self.model_id, "input": texts}, {"X-Purpose": "embed"}
+        )
         try:
             rows = sorted(data["data"], key=lambda d: d["index"])
             vectors = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
@@ -291,8 +323,9 @@ class OpenAIEmbedder:
             raise ModelCallError(msg, endpoint=self.client.base_url)
         return vectors, int((data.get("usage") or {}).get("prompt_tokens") or 0)
 
-    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None
-                          ) -> tuple[np.ndarray, int, bool]:
+    async def embed_usage(
+        self, texts: Sequence[str], *, context: CallContext | None = None
+    ) -> tuple[np.ndarray, int, bool]:
         texts = list(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32), 0, False

@@ -12,6 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: option names whose values are credentials: shown as ``***`` in reprs and error messages
+SECRET_OPTIONS = frozenset({"api_key"})
+
+
+def redacted(table: Mapping[str, Any]) -> dict[str, Any]:
+    """``table`` with credential values masked, for reprs and error messages."""
+    return {k: "***" if k in SECRET_OPTIONS and v else v for k, v in table.items()}
+
 
 def _freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
@@ -21,7 +29,7 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ModelSpec:
     """``[models.<role>]``: a backend name, a model id (or weights path), an endpoint URL and options.
 
@@ -37,7 +45,7 @@ class ModelSpec:
     @classmethod
     def from_mapping(cls, table: Mapping[str, Any]) -> ModelSpec:
         if "backend" not in table:
-            msg = f"model config {dict(table)!r} has no 'backend' (one of heuristic, hashing, openai, vllm ...)"
+            msg = f"model config {redacted(table)!r} has no 'backend' (one of heuristic, hashing, openai, vllm ...)"
             raise ValueError(msg)
         rest = {k: v for k, v in table.items() if k not in ("backend", "model", "url", "options")}
         rest.update(dict(table.get("options") or {}))
@@ -47,6 +55,11 @@ class ModelSpec:
             url=None if table.get("url") is None else str(table["url"]),
             options=_freeze(rest),
         )
+
+    def __repr__(self) -> str:
+        # a configured api_key must not reach logs or tracebacks through the spec's repr
+        options = tuple(redacted(dict(self.options)).items())
+        return f"ModelSpec(backend={self.backend!r}, model={self.model!r}, url={self.url!r}, options={options!r})"
 
     def option(self, name: str, default: Any = None) -> Any:
         for key, value in self.options:

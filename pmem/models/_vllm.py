@@ -13,10 +13,19 @@ runs on CPU under Ray with logical GPUs; ``auto`` (default) picks ``vllm`` when 
 and an NVIDIA GPU are present, else ``standin``. Weights come from ``model`` (a local path or a
 mounted cache); nothing is downloaded (``HF_HUB_OFFLINE=1`` is set for the child).
 
+Credentials: every replica requires ``Authorization: Bearer <key>``. The key is the ``api_key``
+option when one is configured, else a random one drawn (``secrets``) when the pool starts; the server
+gets it through its environment (``VLLM_API_KEY`` for vLLM, ``PMEM_API_KEY`` for the stand-in), never on
+its command line, and only the pool's own clients are handed it. vLLM checks it on ``/v1`` routes (its
+other routes stay open: see vLLM's security guide); the stand-in on every route but ``/health``.
+
 Options: ``replicas`` (1), ``tensor_parallel`` (1), ``served_model_name`` (default: the path's last
 part), ``vllm_args`` (extra CLI flags, a list), ``gpu_memory_utilization`` (0.9), ``max_model_len``,
 ``launcher``, ``health_timeout_s`` (900 for vllm, 60 for the stand-in), ``latency_ms`` (stand-in
-only), plus the `openai` client options (``concurrency`` is per replica).
+only), ``api_key``, plus the `openai` client options (``concurrency`` is per replica).
+
+Each replica's server log lives in a directory of its own (``tempfile.mkdtemp``) that ``stop()``
+removes; the log's tail is in the error when a server fails to start.
 """
 
 from __future__ import annotations
@@ -24,16 +33,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +57,10 @@ from pmem.models._types import CallContext, Completion
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
+
+#: what the stand-in server reads its key from (``pmem.models.server.API_KEY_ENV``; not imported here,
+#: so that the driver does not load the server's aiohttp stack)
+STANDIN_API_KEY_ENV = "PMEM_API_KEY"
 
 
 @dataclass(frozen=True)
@@ -61,7 +76,9 @@ class ReplicaConfig:
     health_timeout_s: float | None = None
     latency_ms: float = 0.0
     host: str = "auto"  # "auto": loopback when the replica shares the driver's node, else all interfaces
-    env: tuple[tuple[str, str], ...] = field(default=())
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may carry tokens: kept out of reprs
+    # the bearer token every request must carry (set by the pool); never printed, never on a command line
+    api_key: str | None = field(default=None, repr=False)
 
     def resolved_launcher(self) -> str:
         if self.launcher != "auto":
@@ -72,10 +89,21 @@ class ReplicaConfig:
     def command(self, port: int, host: str = "127.0.0.1") -> list[str]:
         """The child process's argv (documented ``vllm serve`` flags only)."""
         if self.resolved_launcher() == "vllm":
-            cmd = ["vllm", "serve", self.model, "--host", host, "--port", str(port),
-                   "--served-model-name", self.served_name,
-                   "--tensor-parallel-size", str(self.tensor_parallel),
-                   "--gpu-memory-utilization", str(self.gpu_memory_utilization)]
+            cmd = [
+                "vllm",
+                "serve",
+                self.model,
+                "--host",
+                host,
+                "--port",
+                str(port),
+                "--served-model-name",
+                self.served_name,
+                "--tensor-parallel-size",
+                str(self.tensor_parallel),
+                "--gpu-memory-utilization",
+                str(self.gpu_memory_utilization),
+            ]
             if self.max_model_len:
                 cmd += ["--max-model-len", str(self.max_model_len)]
             if self.kind == "embed":
@@ -84,8 +112,31 @@ class ReplicaConfig:
                 cmd += ["--enable-prefix-caching"]
             return [*cmd, *self.vllm_args]
         name = ["--embed-model", self.served_name] if self.kind == "embed" else ["--model", self.served_name]
-        return [sys.executable, "-m", "pmem.models.server", "--host", host, "--port", str(port), *name,
-                "--latency-ms", str(self.latency_ms)]
+        return [
+            sys.executable,
+            "-m",
+            "pmem.models.server",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *name,
+            "--latency-ms",
+            str(self.latency_ms),
+        ]
+
+    def key_env(self) -> dict[str, str]:
+        """The environment that hands the server its key (documented: ``VLLM_API_KEY`` for ``vllm serve``;
+        an environment variable, unlike ``--api-key``, is not visible in the process list)."""
+        if not self.api_key:
+            return {}
+        name = "VLLM_API_KEY" if self.resolved_launcher() == "vllm" else STANDIN_API_KEY_ENV
+        return {name: self.api_key}
+
+
+def _new_api_key() -> str:
+    """A fresh random bearer token for one pool's replicas."""
+    return secrets.token_urlsafe(32)
 
 
 def _free_port(host: str) -> int:
@@ -114,7 +165,9 @@ class ReplicaActor:
         self.restarts = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"pmem-replica-{os.getpid()}-{index}.log"
+        # a directory this replica owns, so that stop() can remove its log (and nothing else)
+        self._log_dir = Path(tempfile.mkdtemp(prefix=f"pmem-replica-{index}-"))
+        self._log_path = self._log_dir / "server.log"
 
     def _hosts(self, driver_ip: str | None) -> tuple[str, str]:
         """(bind address, address the driver uses)."""
@@ -134,6 +187,7 @@ class ReplicaActor:
     def _launch(self) -> None:
         env = dict(os.environ)
         env.update(dict(self.config.env))
+        env.update(self.config.key_env())  # after the user's env: the server must expect the clients' key
         env.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a local path, never downloaded
         pkg_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
@@ -141,7 +195,9 @@ class ReplicaActor:
         cmd = self.config.command(self.port, self.bind)
         with open(self._log_path, "ab") as log:
             # its own session, so that stop/restart can signal the server and every worker it spawned
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         default = 900.0 if self.config.resolved_launcher() == "vllm" else 60.0
         deadline = time.monotonic() + (self.config.health_timeout_s or default)
         while time.monotonic() < deadline:
@@ -177,10 +233,16 @@ class ReplicaActor:
     def info(self) -> dict[str, Any]:
         import ray
 
-        return {"index": self.index, "url": f"{self.base}/v1", "pid": self.proc.pid if self.proc else None,
-                "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-                "restarts": self.restarts, "launcher": self.config.resolved_launcher(),
-                "alive": self.proc is not None and self.proc.poll() is None}
+        return {
+            "index": self.index,
+            "url": f"{self.base}/v1",
+            "pid": self.proc.pid if self.proc else None,
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "restarts": self.restarts,
+            "launcher": self.config.resolved_launcher(),
+            "alive": self.proc is not None and self.proc.poll() is None,
+            "log": str(self._log_path),
+        }
 
     def _kill_group(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None:
@@ -196,6 +258,7 @@ class ReplicaActor:
                     self.proc.wait(30)
                 except subprocess.TimeoutExpired:
                     self._kill_group(signal.SIGKILL)
+            shutil.rmtree(self._log_dir, ignore_errors=True)
 
 
 def _ray() -> Any:
@@ -214,7 +277,21 @@ class ReplicaPool:
         self.urls: list[str] = []
         self._pgs: list[Any] = []
 
+    @property
+    def api_key(self) -> str | None:
+        """The key the replicas require (None until start() draws one, unless one was configured)."""
+        return self.config.api_key
+
     def start(self) -> list[str]:
+        if self.config.api_key is None:
+            self.config = replace(self.config, api_key=_new_api_key())
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()  # replicas that did start would otherwise hold their GPUs (and logs) until exit
+            raise
+
+    def _start(self) -> list[str]:
         ray = _ray()
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -258,6 +335,11 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
         msg = "backend 'vllm' needs 'model': a local weights path (or a model id already in a mounted cache)"
         raise ValueError(msg)
     served = str(spec.option("served_model_name") or Path(spec.model.rstrip("/")).name or spec.model)
+    extra = [str(a) for a in spec.option("vllm_args", ()) or ()]
+    if any(a == "--api-key" or a.startswith("--api-key=") for a in extra):
+        # vLLM would require that key while the pool's clients send another (and the flag shows in `ps`)
+        msg = "set the replicas' key with the 'api_key' option, not '--api-key' in vllm_args"
+        raise ValueError(msg)
     env = tuple(sorted((str(k), str(v)) for k, v in dict(spec.option("env", ()) or ()).items()))
     config = ReplicaConfig(
         model=spec.model,
@@ -267,11 +349,12 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
         tensor_parallel=int(spec.option("tensor_parallel", 1)),
         gpu_memory_utilization=float(spec.option("gpu_memory_utilization", 0.9)),
         max_model_len=spec.option("max_model_len"),
-        vllm_args=tuple(str(a) for a in spec.option("vllm_args", ()) or ()),
+        vllm_args=tuple(extra),
         health_timeout_s=spec.option("health_timeout_s"),
         latency_ms=float(spec.option("latency_ms", 0.0)),
         host=str(spec.option("host", "auto")),
         env=env,
+        api_key=str(spec.option("api_key")) if spec.option("api_key") else None,
     )
     if config.resolved_launcher() == "vllm" and shutil.which("vllm") is None:
         msg = "launcher 'vllm' needs the `vllm` command: pip install 'pmem[gpu]'"
@@ -279,11 +362,17 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
     return config, int(spec.option("replicas", 1))
 
 
-def _client(url: str, spec: ModelSpec | None) -> OpenAIClient:
+def _client(url: str, spec: ModelSpec | None, api_key: str | None) -> OpenAIClient:
     opt = spec.option if spec is not None else (lambda _k, d=None: d)
     # few retries per replica: a dead replica should fail over quickly, not back off for long
-    return OpenAIClient(url, concurrency=int(opt("concurrency", 64)), max_retries=int(opt("max_retries", 1)),
-                        timeout_s=float(opt("timeout_s", 300.0)), backoff_s=float(opt("backoff_s", 0.05)))
+    return OpenAIClient(
+        url,
+        api_key=api_key,
+        concurrency=int(opt("concurrency", 64)),
+        max_retries=int(opt("max_retries", 1)),
+        timeout_s=float(opt("timeout_s", 300.0)),
+        backoff_s=float(opt("backoff_s", 0.05)),
+    )
 
 
 def _route_key(context: CallContext | None, fallback: str) -> str:
@@ -371,6 +460,11 @@ class VLLMChatModel:
         return cls(config, replicas, spec)
 
     @property
+    def api_key(self) -> str | None:
+        """The key the replicas require (hand it only to clients of these replicas)."""
+        return self.router.pool.api_key
+
+    @property
     def structured(self) -> str:
         """How replicas are asked for structured output: the spec's ``structured``, else vLLM's own field
         (``both`` for the stand-in, which reads either)."""
@@ -380,8 +474,12 @@ class VLLMChatModel:
     def _on_start(self, urls: list[str]) -> None:
         enable_thinking = self.spec.option("enable_thinking", False) if self.spec is not None else False
         self.replicas = [
-            OpenAIChatModel(_client(url, self.spec), self.model_id, structured=self.structured,
-                            enable_thinking=enable_thinking)
+            OpenAIChatModel(
+                _client(url, self.spec, self.api_key),
+                self.model_id,
+                structured=self.structured,
+                enable_thinking=enable_thinking,
+            )
             for url in urls
         ]
 
@@ -409,15 +507,26 @@ class VLLMChatModel:
 
         async def call(index: int) -> Completion:
             return await self.replicas[index].complete_or_raise(
-                messages, purpose=purpose, max_tokens=max_tokens, temperature=temperature, schema=schema,
+                messages,
+                purpose=purpose,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                schema=schema,
                 context=context,
             )
 
         try:
             completion = await self.router.route(key, call)
         except ModelCallError as exc:
-            return Completion(text="", model=self.model_id, purpose=purpose, prompt_tokens=0, completion_tokens=0,
-                              latency_s=time.perf_counter() - t0, error=str(exc))
+            return Completion(
+                text="",
+                model=self.model_id,
+                purpose=purpose,
+                prompt_tokens=0,
+                completion_tokens=0,
+                latency_s=time.perf_counter() - t0,
+                error=str(exc),
+            )
         return completion
 
     async def aclose(self) -> None:
@@ -443,18 +552,26 @@ class VLLMEmbedder:
         config, replicas = _config_from_spec(spec, "embed")
         return cls(config, replicas, spec)
 
+    @property
+    def api_key(self) -> str | None:
+        """The key the replicas require (hand it only to clients of these replicas)."""
+        return self.router.pool.api_key
+
     def _on_start(self, urls: list[str]) -> None:
         batch = int(self.spec.option("batch_size", 64)) if self.spec is not None else 64
-        self.replicas = [OpenAIEmbedder(_client(url, self.spec), self.model_id, batch_size=batch)
-                         for url in urls]
+        self.replicas = [
+            OpenAIEmbedder(_client(url, self.spec, self.api_key), self.model_id, batch_size=batch)
+            for url in urls
+        ]
 
     async def start(self) -> list[str]:
         """Launch the replicas (once) and return their base URLs, in ring order."""
         await self.router._ensure_started()
         return list(self.router.pool.urls)
 
-    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None
-                          ) -> tuple[np.ndarray, int, bool]:
+    async def embed_usage(
+        self, texts: Sequence[str], *, context: CallContext | None = None
+    ) -> tuple[np.ndarray, int, bool]:
         texts = list(texts)
         key = _route_key(context, texts[0] if texts else "")
 

@@ -21,6 +21,10 @@ drop       the connection is closed without a reply
 
 ``GET /_control/stats`` returns request counters (used by tests to count backend calls).
 
+Credentials: with ``--api-key KEY`` (or the ``PMEM_API_KEY`` environment variable, which keeps the key
+out of the process list) every route but ``/health`` requires ``Authorization: Bearer KEY``, as
+``vllm serve --api-key`` does for ``/v1``; anything else is answered 401 with an OpenAI-style error.
+
 >>> with ServerThread() as srv:  # doctest: +SKIP
 ...     print(srv.url)           # http://127.0.0.1:PORT/v1
 """
@@ -29,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hmac
 import json
+import os
 import random
 import signal
 import subprocess
@@ -50,6 +56,10 @@ from pmem.models._tokens import estimate_prompt_tokens, estimate_tokens
 
 _MAX_BODY = 256 * 1024 * 1024  # long-context prompts are large
 FAULT_KINDS = ("429", "500", "slow", "malformed", "garbage", "drop")
+#: The environment variable the server reads its key from (the launcher sets it for replicas).
+API_KEY_ENV = "PMEM_API_KEY"
+#: Routes open without a key: the launcher's (and any load balancer's) health probe.
+_OPEN_PATHS = frozenset({"/health"})
 
 
 @dataclass
@@ -106,9 +116,17 @@ class StandInServer:
     """The stand-in's routes and state; one instance per process (served by :meth:`start`, or mounted
     in an aiohttp application with :meth:`app`)."""
 
-    def __init__(self, model: str = MODEL_ID, embed_model: str | None = None, embed_dim: int = 1024,
-                 faults: Faults | None = None) -> None:
+    def __init__(
+        self,
+        model: str = MODEL_ID,
+        embed_model: str | None = None,
+        embed_dim: int = 1024,
+        faults: Faults | None = None,
+        api_key: str | None = None,
+    ) -> None:
         self.model = model
+        # kept as the whole expected header value, compared in constant time (no prefix or timing oracle)
+        self._expected_auth = f"Bearer {api_key}".encode() if api_key else None
         self.embed_dim = embed_dim
         self._embedder: HashingEmbedder | None = None  # scikit-learn loads on first use: fast (re)starts
         self.embed_model = embed_model or f"hashing-char24-{embed_dim}"
@@ -120,7 +138,13 @@ class StandInServer:
 
     def app(self) -> web.Application:
         """The routes as an aiohttp Application (for embedding in other aiohttp apps)."""
-        app = web.Application(client_max_size=_MAX_BODY)
+
+        @web.middleware
+        async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
+            refused = self._refuse(request)
+            return refused if refused is not None else await handler(request)
+
+        app = web.Application(client_max_size=_MAX_BODY, middlewares=[auth])
         for (method, path), handler in self._routes().items():
             app.router.add_route(method, path, handler)
         return app
@@ -142,10 +166,14 @@ class StandInServer:
         routes = self._routes()
 
         async def handle(request: Request) -> web.StreamResponse:
+            refused = self._refuse(request)  # before routing: an unknown path tells a caller nothing either
+            if refused is not None:
+                return refused
             handler = routes.get((request.method, request.path))
             if handler is None:
-                return web.json_response({"error": {"message": f"no route {request.method} {request.path}"}},
-                                         status=404)
+                return web.json_response(
+                    {"error": {"message": f"no route {request.method} {request.path}"}}, status=404
+                )
             return await handler(request)
 
         self._lean = LeanServer(handle, _MAX_BODY)
@@ -160,6 +188,23 @@ class StandInServer:
             listener.close()
             await listener.wait_closed()
 
+    def _refuse(self, request: web.Request | Request) -> web.Response | None:
+        """A 401 for a request without the right bearer token (None when it may proceed)."""
+        if self._expected_auth is None or request.path in _OPEN_PATHS:
+            return None
+        got = request.headers.get("Authorization", "").encode("latin-1", "replace")
+        if hmac.compare_digest(got, self._expected_auth):
+            return None
+        self.stats["unauthorized"] += 1
+        # OpenAI's shape and wording; the body never echoes what the caller sent
+        error = {
+            "message": "Incorrect or missing API key: send 'Authorization: Bearer <key>'.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_api_key",
+        }
+        return web.json_response({"error": error}, status=401, headers={"WWW-Authenticate": "Bearer"})
+
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -171,8 +216,11 @@ class StandInServer:
         if kind is not None:
             self.stats[f"fault_{kind}"] += 1
         if kind == "429":
-            return web.json_response({"error": {"message": "rate limited (injected)", "type": "rate_limit"}},
-                                     status=429, headers={"Retry-After": "0"})
+            return web.json_response(
+                {"error": {"message": "rate limited (injected)", "type": "rate_limit"}},
+                status=429,
+                headers={"Retry-After": "0"},
+            )
         if kind == "500":
             return web.json_response({"error": {"message": "internal error (injected)"}}, status=500)
         if kind == "slow":
@@ -218,14 +266,22 @@ class StandInServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model") or self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            },
         }
-        return web.Response(body=json.dumps(payload, ensure_ascii=False).encode("utf-8"),
-                            content_type="application/json")
+        return web.Response(
+            body=json.dumps(payload, ensure_ascii=False).encode("utf-8"), content_type="application/json"
+        )
 
-    def _reply(self, messages: list[dict[str, str]], purpose: str | None, body: dict[str, Any]
-               ) -> tuple[str, int, int]:
+    def _reply(
+        self, messages: list[dict[str, str]], purpose: str | None, body: dict[str, Any]
+    ) -> tuple[str, int, int]:
         # The agent is deterministic, so identical requests are answered from a bounded memo: the server
         # then costs little next to the client it is used to measure.
         schema = _schema_of(body)
@@ -259,8 +315,14 @@ class StandInServer:
         self.stats["embeddings"] += 1
         tokens = sum(estimate_tokens(t) for t in texts)
         data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
-        return web.json_response({"object": "list", "data": data, "model": body.get("model") or self.embed_model,
-                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model") or self.embed_model,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     async def _set_faults(self, request: web.Request) -> web.Response:
         try:
@@ -366,26 +428,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency-ms", type=float, default=0.0, help="fixed added latency per request")
     parser.add_argument("--slow-s", type=float, default=30.0, help="delay of a 'slow' fault")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--api-key",
+        default=None,
+        help=f"require 'Authorization: Bearer KEY' on every route but /health (default: "
+        f"${API_KEY_ENV}; the variable keeps the key out of the process list)",
+    )
     for kind in FAULT_KINDS:
-        parser.add_argument(f"--rate-{kind}", type=float, default=0.0, help=f"probability of a '{kind}' fault")
+        parser.add_argument(
+            f"--rate-{kind}", type=float, default=0.0, help=f"probability of a '{kind}' fault"
+        )
     parser.add_argument("--worker-child", action="store_true", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
     rates = {k: getattr(args, f"rate_{k}") for k in FAULT_KINDS if getattr(args, f"rate_{k}")}
     faults = Faults(latency_s=args.latency_ms / 1000.0, slow_s=args.slow_s, rates=rates, seed=args.seed)
-    server = StandInServer(model=args.model, embed_model=args.embed_model, embed_dim=args.embed_dim, faults=faults)
+    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    server = StandInServer(
+        model=args.model,
+        embed_model=args.embed_model,
+        embed_dim=args.embed_dim,
+        faults=faults,
+        api_key=api_key,
+    )
     children: list[subprocess.Popen[bytes]] = []
+    # worker processes get the key through their environment, never on their command line
+    child_env = {**os.environ, API_KEY_ENV: api_key} if api_key else None
     if args.workers > 1 and not args.worker_child:
-        argv = ["--host", args.host, "--port", str(args.port), "--model", args.model, "--embed-dim",
-                str(args.embed_dim), "--latency-ms", str(args.latency_ms), "--slow-s", str(args.slow_s)]
+        argv = [
+            "--host",
+            args.host,
+            "--port",
+            str(args.port),
+            "--model",
+            args.model,
+            "--embed-dim",
+            str(args.embed_dim),
+            "--latency-ms",
+            str(args.latency_ms),
+            "--slow-s",
+            str(args.slow_s),
+        ]
         if args.embed_model:
             argv += ["--embed-model", args.embed_model]
         for kind, rate in rates.items():
             argv += [f"--rate-{kind}", str(rate)]
         for i in range(args.workers - 1):
             argv_i = [*argv, "--seed", str(args.seed + i + 1)]
-            children.append(subprocess.Popen([sys.executable, "-m", "pmem.models.server", *argv_i, "--worker-child"]))
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "pmem.models.server", *argv_i, "--worker-child"], env=child_env
+                )
+            )
+
     async def serve() -> None:
         listener = await server.start(args.host, args.port, reuse_port=args.workers > 1)
         stop = asyncio.Event()
@@ -393,7 +489,8 @@ def run(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         if not args.worker_child:
-            print(f"serving {args.model} on http://{args.host}:{args.port}/v1", flush=True)
+            auth = " (API key required)" if api_key else ""
+            print(f"serving {args.model} on http://{args.host}:{args.port}/v1{auth}", flush=True)
         await stop.wait()
         await server.stop(listener)
 

@@ -7,6 +7,10 @@ this, every runner would launch its own replicas and ask for ``runners x replica
 
 A call that fails on one replica (after the client's retries) is tried on the next one, so a replica
 that is restarting does not fail a history while others are up.
+
+The replicas require a bearer token (the model's ``api_key``, or one drawn when its pool starts):
+:class:`Hosted` carries it to the runners' clients, outside ``client`` and out of its repr, so it
+reaches no config, log or ``run.toml``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import asyncio
 import contextlib
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pmem.models._types import CallContext, Completion
@@ -25,9 +29,18 @@ if TYPE_CHECKING:
 
     from pmem.runner._config import ModelSpec
 
-#: `openai` client options a hosted model's runners inherit from its `[models.ROLE]` table.
-_CLIENT_OPTIONS = ("api_key", "concurrency", "max_retries", "timeout_s", "backoff_s", "structured",
-                   "enable_thinking", "extra_body", "batch_size")
+#: `openai` client options a hosted model's runners inherit from its `[models.ROLE]` table (the key
+#: travels separately, as :attr:`Hosted.api_key`: the pool may have drawn it).
+_CLIENT_OPTIONS = (
+    "concurrency",
+    "max_retries",
+    "timeout_s",
+    "backoff_s",
+    "structured",
+    "enable_thinking",
+    "extra_body",
+    "batch_size",
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,8 @@ class Hosted:
     model_id: str
     urls: tuple[str, ...]
     client: tuple[tuple[str, Any], ...]
+    #: the bearer token the replicas require; never in a repr
+    api_key: str | None = field(default=None, repr=False)
 
 
 class HostedModels:
@@ -48,6 +63,13 @@ class HostedModels:
         self.hosted: dict[str, Hosted] = {}
 
     def start(self, specs: dict[str, ModelSpec]) -> dict[str, Hosted]:
+        try:
+            return self._start(specs)
+        except BaseException:
+            self.stop()  # the caller gets no handle to stop models that did start: their GPUs come back now
+            raise
+
+    def _start(self, specs: dict[str, ModelSpec]) -> dict[str, Hosted]:
         from pmem.models import make_chat_model, make_embedder
 
         for key, spec in specs.items():
@@ -62,7 +84,10 @@ class HostedModels:
             client = {k: v for k, v in opts.items() if k in _CLIENT_OPTIONS}
             if spec.role != "embedder" and "structured" not in client:
                 client["structured"] = getattr(model, "structured", "structured_outputs")
-            self.hosted[key] = Hosted(spec.role, str(model.model_id), tuple(urls), tuple(sorted(client.items())))
+            api_key = getattr(model, "api_key", None) or opts.get("api_key")
+            self.hosted[key] = Hosted(
+                spec.role, str(model.model_id), tuple(urls), tuple(sorted(client.items())), api_key=api_key
+            )
         return self.hosted
 
     def stop(self) -> None:
@@ -94,17 +119,40 @@ class RoutedChat:
         from pmem.models import make_chat_model
 
         self.model_id = hosted.model_id
-        self.replicas = [make_chat_model({"backend": "openai", "url": u, "model": hosted.model_id,
-                                          **dict(hosted.client)}) for u in hosted.urls]
+        self.replicas = [
+            make_chat_model(
+                {
+                    "backend": "openai",
+                    "url": u,
+                    "model": hosted.model_id,
+                    **dict(hosted.client),
+                    "api_key": hosted.api_key,
+                }
+            )
+            for u in hosted.urls
+        ]
 
-    async def complete(self, messages: Sequence[dict[str, str]], *, purpose: str, max_tokens: int = 256,
-                       temperature: float = 0.0, schema: dict[str, Any] | None = None,
-                       context: CallContext | None = None) -> Completion:
+    async def complete(
+        self,
+        messages: Sequence[dict[str, str]],
+        *,
+        purpose: str,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        schema: dict[str, Any] | None = None,
+        context: CallContext | None = None,
+    ) -> Completion:
         key = (context.history_id if context and context.history_id else None) or str(messages[:1])
         last: Completion | None = None
         for i in _order(key, len(self.replicas)):
-            c = await self.replicas[i].complete(messages, purpose=purpose, max_tokens=max_tokens,
-                                                temperature=temperature, schema=schema, context=context)
+            c = await self.replicas[i].complete(
+                messages,
+                purpose=purpose,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                schema=schema,
+                context=context,
+            )
             if c.error is None:
                 return c
             last = c
@@ -117,8 +165,18 @@ class RoutedEmbedder:
         from pmem.models import make_embedder
 
         self.model_id = hosted.model_id
-        self.replicas = [make_embedder({"backend": "openai", "url": u, "model": hosted.model_id,
-                                        **dict(hosted.client)}) for u in hosted.urls]
+        self.replicas = [
+            make_embedder(
+                {
+                    "backend": "openai",
+                    "url": u,
+                    "model": hosted.model_id,
+                    **dict(hosted.client),
+                    "api_key": hosted.api_key,
+                }
+            )
+            for u in hosted.urls
+        ]
 
     async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
         key = (context.history_id if context and context.history_id else None) or (texts[0] if texts else "")

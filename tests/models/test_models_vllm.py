@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
+from auth_helpers import MSG, assert_refused, check_auth, cmdlines, http
 
 from pmem.models import CallContext, make_chat_model, make_embedder
 from pmem.models._vllm import ReplicaConfig
@@ -15,22 +18,51 @@ from pmem.models.sections import format_sections
 
 
 def _msg(i: int) -> list[dict[str, str]]:
-    return [{"role": "user", "content": format_sections({"TEXT": f"Update: obj {i} has been moved from a 1 to b {i}."})}]
+    return [
+        {
+            "role": "user",
+            "content": format_sections({"TEXT": f"Update: obj {i} has been moved from a 1 to b {i}."}),
+        }
+    ]
 
 
 def test_vllm_command_uses_documented_flags() -> None:
     cfg = ReplicaConfig(model="/models/Qwen3-4B", served_name="qwen", launcher="vllm", max_model_len=8192)
     cmd = cfg.command(8001)
     assert cmd[:3] == ["vllm", "serve", "/models/Qwen3-4B"]
-    assert {"--port", "--served-model-name", "--tensor-parallel-size", "--gpu-memory-utilization",
-            "--max-model-len", "--enable-prefix-caching"} <= set(cmd)
+    assert {
+        "--port",
+        "--served-model-name",
+        "--tensor-parallel-size",
+        "--gpu-memory-utilization",
+        "--max-model-len",
+        "--enable-prefix-caching",
+    } <= set(cmd)
     embed = ReplicaConfig(model="/models/emb", served_name="emb", kind="embed", launcher="vllm").command(8002)
     assert embed[-2:] == ["--runner", "pooling"]
 
 
+def test_api_key_in_vllm_args_is_refused() -> None:
+    for args in (["--api-key", "k3y"], ["--api-key=k3y"]):
+        with pytest.raises(ValueError, match="'api_key' option") as info:
+            make_chat_model(
+                {"backend": "vllm", "model": "heuristic", "launcher": "standin", "vllm_args": args}
+            )
+        assert "k3y" not in str(info.value)
+
+
 def test_replicas_route_and_recover(ray_cluster) -> None:
-    model = make_chat_model({"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 2,
-                             "latency_ms": 30, "max_retries": 0, "timeout_s": 20})
+    model = make_chat_model(
+        {
+            "backend": "vllm",
+            "model": "heuristic",
+            "launcher": "standin",
+            "replicas": 2,
+            "latency_ms": 30,
+            "max_retries": 0,
+            "timeout_s": 20,
+        }
+    )
     try:
         urls = asyncio.run(model.start())
         assert len(urls) == 2 and all(u.startswith("http://127.0.0.1:") for u in urls)
@@ -42,7 +74,10 @@ def test_replicas_route_and_recover(ray_cluster) -> None:
         assert set(owners.values()) == {0, 1}
 
         async def history(h: str, n: int):
-            return [await model.complete(_msg(i), purpose="extract", context=CallContext(h, "pmem")) for i in range(n)]
+            return [
+                await model.complete(_msg(i), purpose="extract", context=CallContext(h, "pmem"))
+                for i in range(n)
+            ]
 
         async def sweep(n: int):
             return await asyncio.gather(*(history(h, n) for h in owners))
@@ -101,8 +136,9 @@ def test_vllm_launcher_requires_the_command() -> None:
 
 
 def test_tensor_parallel_replica_gets_its_gpus(ray_cluster) -> None:
-    model = make_chat_model({"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 1,
-                             "tensor_parallel": 2})
+    model = make_chat_model(
+        {"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 1, "tensor_parallel": 2}
+    )
     try:
         asyncio.run(model.start())
         (info,) = model.router.pool.info()
@@ -111,3 +147,84 @@ def test_tensor_parallel_replica_gets_its_gpus(ray_cluster) -> None:
         assert c.error is None and "obj_1.location" in c.text
     finally:
         model.stop()
+
+
+def test_replicas_require_the_pools_key(ray_cluster) -> None:
+    """Every replica refuses a request without its pool's key (a random one unless configured); the
+    pool's own clients carry it; it shows on no command line, in no repr and not in the server log."""
+    user_key = "user-configured-key-7f3a9c1e5b2d8f4a"
+    chat = make_chat_model({"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 2})
+    other = make_chat_model({"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 1})
+    emb = make_embedder({"backend": "vllm", "model": "hashing", "launcher": "standin", "api_key": user_key})
+    try:
+
+        async def start_all() -> tuple[list[str], list[str], list[str]]:
+            return await asyncio.gather(chat.start(), other.start(), emb.start())
+
+        urls, (other_url,), (emb_url,) = asyncio.run(start_all())  # in parallel: each actor is a new process
+        key = chat.api_key
+        assert key is not None and len(key) >= 32
+        for url in urls:
+            check_auth(url.removesuffix("/v1"), key)
+        c = asyncio.run(chat.complete(MSG, purpose="identity", context=CallContext("h", "a")))
+        assert c.error is None and c.text == "same"
+        assert not any(key.encode() in line for line in cmdlines())
+        assert key not in repr(chat.config) + repr(chat.router.pool.config)
+        for info in chat.router.pool.info():
+            assert key.encode() not in Path(info["log"]).read_bytes()
+
+        # another pool draws another key: one pool's key does not open another's replicas
+        assert other.api_key not in (None, key)
+        assert_refused(*http(f"{other_url}/chat/completions", key=key, body={"messages": MSG}))
+
+        # a configured key is the one the replicas require
+        assert emb.api_key == user_key
+        body = {"model": "hashing", "input": ["apple 1"]}
+        assert_refused(*http(f"{emb_url}/embeddings", body=body))
+        assert http(f"{emb_url}/embeddings", key=user_key, body=body)[0] == 200
+        assert asyncio.run(emb.embed(["apple 1"], context=CallContext("h", "a"))).shape == (1, 1024)
+    finally:
+        chat.stop()
+        other.stop()
+        emb.stop()
+
+
+def test_replica_logs_are_removed_on_stop(ray_cluster) -> None:
+    tmp = Path(tempfile.gettempdir())
+    before = set(tmp.glob("pmem-replica-*"))
+    model = make_chat_model({"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 2})
+    try:
+        asyncio.run(model.start())
+        logs = [Path(i["log"]) for i in model.router.pool.info()]
+        assert all(p.is_file() and p.parent.name.startswith("pmem-replica-") for p in logs)
+        # the actors' temp dir is this process's (so the glob here sees what they create)
+        assert {p.parent.parent for p in logs} == {tmp}
+    finally:
+        model.stop()
+    assert not any(p.parent.exists() for p in logs)
+    assert set(tmp.glob("pmem-replica-*")) <= before
+
+
+def test_failed_start_reports_the_log_tail_and_cleans_up(ray_cluster) -> None:
+    tmp = Path(tempfile.gettempdir())
+    before = set(tmp.glob("pmem-replica-*"))
+    gpus = ray_cluster.cluster_resources().get("GPU", 0)
+    # a Python that cannot find its standard library exits at once, saying so on stderr
+    model = make_chat_model(
+        {
+            "backend": "vllm",
+            "model": "heuristic",
+            "launcher": "standin",
+            "env": {"PYTHONHOME": "/nonexistent-pmem-home"},
+        }
+    )
+    with pytest.raises(Exception, match="exited with") as info:
+        asyncio.run(model.start())
+    assert "No module named 'encodings'" in str(info.value)  # the tail of the server's log
+    assert model.api_key is not None and model.api_key not in str(info.value)
+    assert set(tmp.glob("pmem-replica-*")) <= before
+    # the pool was stopped: its GPU comes back, as all others (killing actors is asynchronous)
+    deadline = time.monotonic() + 30
+    while ray_cluster.available_resources().get("GPU", 0) < gpus and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray_cluster.available_resources().get("GPU", 0) == gpus

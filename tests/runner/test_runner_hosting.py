@@ -2,15 +2,48 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from runner_helpers import TINY, config, read
 
+from pmem.models import _vllm
+from pmem.models.server import ServerThread
 from pmem.runner import load_config, run_sweep
+from pmem.runner._hosting import Hosted, RoutedChat, RoutedEmbedder
+
+SECRET = "hosted-test-key-4b9e2d7c1a6f3e8b"
 
 
-def test_runners_share_the_drivers_replicas(ray_cluster, tmp_path: Path) -> None:
+def test_routed_clients_send_the_key_and_hide_it() -> None:
+    """Runners reach hosted replicas with the Hosted key; without it they are refused; reprs hide it."""
+    with ServerThread(api_key=SECRET) as srv:
+        for role, cls in (("agent", RoutedChat), ("embedder", RoutedEmbedder)):
+            model = "heuristic" if role == "agent" else "hashing"
+            hosted = Hosted(
+                role, model, (srv.url, srv.url), (("max_retries", 3), ("backoff_s", 0.01)), api_key=SECRET
+            )
+            assert SECRET not in repr(hosted) and SECRET not in str(hosted)
+            routed = cls(hosted)
+            keyless = cls(Hosted(role, model, (srv.url,), (("max_retries", 3),)))
+            if role == "agent":
+                msg = [{"role": "user", "content": "### KEY_A\na.b\n### KEY_B\na.b"}]
+                assert asyncio.run(routed.complete(msg, purpose="identity")).error is None
+                c = asyncio.run(keyless.complete(msg, purpose="identity"))
+                assert c.error is not None and "HTTP 401" in c.error
+            else:
+                assert asyncio.run(routed.embed(["apple 1"])).shape == (1, 1024)
+                with pytest.raises(Exception, match="HTTP 401"):
+                    asyncio.run(keyless.embed(["apple 1"]))
+        assert srv.stats["unauthorized"] == 2  # one each: a refused key is not retried
+
+
+def test_runners_share_the_drivers_replicas(
+    ray_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     gpus = int(ray_cluster.cluster_resources().get("GPU", 0))
     assert gpus >= 3
     # 3 replicas x 1 GPU, 2 runners: only sharing fits the session's 4 logical GPUs (unshared needs 6)
@@ -26,16 +59,43 @@ subset = "chains"
 L = 2
 cases = 6
 """
+    # record the key the pool draws, and each replica's log just before the pool removes it
+    keys: list[str] = []
+    logs: dict[str, bytes] = {}
+    draw, stop = _vllm._new_api_key, _vllm.ReplicaPool.stop
+
+    def recorded_draw() -> str:
+        keys.append(draw())
+        return keys[-1]
+
+    def recorded_stop(pool: Any) -> None:
+        for info in pool.info() if pool.actors else []:
+            logs[info["log"]] = Path(info["log"]).read_bytes()
+        stop(pool)
+
+    monkeypatch.setattr(_vllm, "_new_api_key", recorded_draw)
+    monkeypatch.setattr(_vllm.ReplicaPool, "stop", recorded_stop)
     p = config(tmp_path, body, name="hosted")
-    p.write_text(p.read_text().replace(
-        '[models.agent]\nbackend = "heuristic"',
-        '[models.agent]\nbackend = "vllm"\nmodel = "heuristic"\nlauncher = "standin"\nreplicas = 3\n'
-        'health_timeout_s = 60'))
+    p.write_text(
+        p.read_text().replace(
+            '[models.agent]\nbackend = "heuristic"',
+            '[models.agent]\nbackend = "vllm"\nmodel = "heuristic"\nlauncher = "standin"\nreplicas = 3\n'
+            "health_timeout_s = 60",
+        )
+    )
     res = run_sweep(load_config(p), out=tmp_path / "runs", progress_enabled=False)
     assert (res.completed, res.failed) == (6, 0), res.failures
     reqs = read(res.run_dir, "requests")
     assert set(reqs.column("model").to_pylist()) >= {"heuristic"}
     assert all(read(res.run_dir, "results").column("correct").to_pylist())
+    # the replicas required a key drawn for this sweep, which reached no file of the run, nor their logs
+    assert len(keys) == 1 and len(logs) == 3 and all(b"serving" in log for log in logs.values())
+    key = keys[0].encode()
+    assert (res.run_dir / "run.toml").is_file() and key not in (res.run_dir / "run.toml").read_bytes()
+    files = [f for f in Path(res.run_dir).rglob("*") if f.is_file()]
+    assert files and not [f for f in files if key in f.read_bytes()]
+    assert not any(key in log for log in logs.values())
+    assert not any(Path(log).exists() for log in logs)  # removed with the pool
     # the replicas were stopped with the sweep: their GPUs come back (killing actors is asynchronous)
     deadline = time.monotonic() + 30
     while ray_cluster.available_resources().get("GPU", 0) < gpus and time.monotonic() < deadline:
