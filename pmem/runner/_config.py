@@ -125,7 +125,23 @@ class ModelSpec:
     options: tuple[tuple[str, Any], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
+        """Every option, credentials included: what the model layer is built from (never written out)."""
         return {"backend": self.backend, **dict(self.options)}
+
+    def public_dict(self) -> dict[str, Any]:
+        """The options with credentials masked: what ``run.toml`` and messages may show."""
+        from pmem.models._spec import redacted
+
+        return redacted(self.as_dict())
+
+    def identity(self) -> dict[str, Any]:
+        """The options that change answers: credentials do not, so a rotated key keeps the run id."""
+        from pmem.models._spec import SECRET_OPTIONS
+
+        return {k: v for k, v in self.as_dict().items() if k not in SECRET_OPTIONS}
+
+    def __repr__(self) -> str:
+        return f"ModelSpec(role={self.role!r}, backend={self.backend!r}, options={self.public_dict()!r})"
 
     @property
     def model_id(self) -> str:
@@ -214,17 +230,18 @@ class SweepSpec:
                 {"name": t.benchmark, "subset": t.subset, "params": dict(t.params), "arms": list(t.arms)}
                 for t in self.targets()
             ],
-            "agents": [a.as_dict() for a in self.agents],
-            "embedder": self.embedder.as_dict(),
+            "agents": [a.identity() for a in self.agents],
+            "embedder": self.embedder.identity(),
             "arm_options": {k: dict(v) for k, v in self.arm_options},
         }
 
     def resolved(self) -> dict[str, Any]:
         """The whole config as plain data (for run.toml)."""
-        models: dict[str, Any] = {"embedder": self.embedder.as_dict()}
-        models["agent"] = self.agents[0].as_dict() if len(self.agents) == 1 else [a.as_dict() for a in self.agents]
+        models: dict[str, Any] = {"embedder": self.embedder.public_dict()}
+        agents = [a.public_dict() for a in self.agents]
+        models["agent"] = agents[0] if len(agents) == 1 else agents
         if self.judge is not None:
-            models["judge"] = self.judge.as_dict()
+            models["judge"] = self.judge.public_dict()
         benches = []
         for b in self.benchmarks:
             d: dict[str, Any] = {"name": b.name, "subsets": list(b.subsets), "arms": list(b.arms)}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pmem.runner._config import ConfigError, load_config, parse_config
+from pmem.runner._config import ConfigError, SweepSpec, load_config, parse_config
 from pmem.runner._identity import config_hash, run_toml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,3 +123,21 @@ def test_shipped_job_configs_validate(path: Path, monkeypatch: pytest.MonkeyPatc
     for m in (*spec.agents, *([spec.judge] if spec.judge else [])):
         assert make_chat_model(m.as_dict()).model_id == m.model_id
     assert make_embedder(spec.embedder.as_dict()).model_id == spec.embedder.model_id
+
+
+def test_configured_api_key_never_written_and_not_in_the_run_identity() -> None:
+    def spec_with(key: str | None) -> SweepSpec:
+        agent = {"backend": "openai", "url": "http://127.0.0.1:9/v1", "model": "m"}
+        if key is not None:
+            agent["api_key"] = key
+        return parse_config({"arms": ["pmem"], "models": {"agent": agent, "embedder": {"backend": "hashing"}},
+                             "benchmarks": [{"name": "factconsolidation", "subset": "sh_6k"}]})
+
+    secret = "USER-SECRET-KEY-123"
+    spec = spec_with(secret)
+    text = run_toml(spec, run_id="r", digest="d", prompts={}, model_ids={}, source="x.toml")
+    assert secret not in text and "***" in text
+    assert secret not in repr(spec)
+    assert spec.agents[0].as_dict()["api_key"] == secret  # the model layer still gets it
+    # a rotated key is the same run: resume must not start over
+    assert config_hash(spec, {}) == config_hash(spec_with("another"), {}) == config_hash(spec_with(None), {})
