@@ -12,6 +12,7 @@ from pmem.graph._identity import HashingKeyEmbedding, IdentityDecision, KeyRegis
 from pmem.graph._patch import Lowering, Patch, PatchController
 from pmem.graph._state import StateFileError
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
+from pmem.graph._validate import key_problem
 
 __all__ = [
     "DISCLOSURES",
@@ -31,5 +32,6 @@ __all__ = [
     "ProvenanceGraph",
     "StateFileError",
     "Version",
+    "key_problem",
     "rule_confirm",
 ]

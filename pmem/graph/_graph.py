@@ -42,6 +42,7 @@ from pmem.graph._codes import (
     SUPERSEDED,
 )
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
+from pmem.graph._validate import check_key, check_text, preview
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
@@ -145,15 +146,20 @@ class ProvenanceGraph:
     # ------------------------------------------------------------------ writing
 
     def observe(self, text: str, source: str = "user", time: str | None = None) -> str:
-        """Admit an observation as an evidence node and return its id."""
-        if type(text) is not str:
-            msg = f"observe: text must be a string, got {type(text).__name__}"
-            raise ValueError(msg)
-        code = self._source_code.get(source)
+        """Admit an observation as an evidence node and return its id.
+
+        Every argument is checked before anything is written: a refused call leaves no trace.
+        """
+        if type(text) is not str or not text.isascii():
+            check_text(text, "text", "observe")
+        code = self._source_code.get(source) if type(source) is str else None
+        if code is None:  # a source not seen before
+            check_text(source, "source", "observe", non_empty=True)
+        if time is not None:
+            time = time if type(time) is str else _format_time(time)
+            check_text(time, "time", "observe")
+        # nothing below can fail
         if code is None:
-            if type(source) is not str or not source:
-                msg = "observe: source must be a non-empty string"
-                raise ValueError(msg)
             code = self._source_code[source] = len(self._sources)
             self._sources.append(source)
         self._seq = seq = self._seq + 1
@@ -162,7 +168,7 @@ class ProvenanceGraph:
         self._ev_source.append(code)
         self._ev_seq.append(seq)
         if time is not None:
-            self._ev_time[n] = time if type(time) is str else _format_time(time)
+            self._ev_time[n] = time
         self._last_eid = eid = f"e{n}"
         self._last_ev = n
         return eid
@@ -171,15 +177,26 @@ class ProvenanceGraph:
         """Apply one typed operation to ``key``.
 
         A failed precondition is recorded in the operation log as a noop with its reason and changes no
-        status. Invalid arguments (unknown op, missing or ill-typed value, unknown evidence id) raise
-        ``ValueError`` and record nothing.
+        status. Invalid arguments (unknown op, a key that is empty or holds control characters, a missing
+        or ill-typed value, a string with a lone surrogate, an unknown evidence id) raise ``ValueError``
+        naming the argument and record nothing (see ``pmem.graph._validate``).
         """
-        if type(key) is not str or not key:
-            msg = f"{op}: key must be a non-empty string, got {key!r}"
-            raise ValueError(msg)
-        if value is not None and type(value) is not str:
-            msg = f"{op} {key}: value must be a string or None, got {type(value).__name__}"
-            raise ValueError(msg)
+        # Every argument is checked before anything is written (a refused call leaves no trace). The
+        # cheap tests in front only skip the full checks for the common, obviously valid case.
+        if op != "accept":
+            code = OP_CODES.get(op) if type(op) is str else None
+            if code is None:
+                msg = f"apply: unknown operation {preview(op)}; op must be one of {', '.join(OPS)}"
+                raise ValueError(msg)
+        rec = self._cells.get(key) if type(key) is str else None
+        if rec is None:  # a key admitted before is valid: only new keys need the full check
+            check_key(key, f"apply {op}")
+        if value is None:
+            if op == "accept" or op == "contest" or op == "resolve":
+                msg = f"{op} {key}: a value is required"
+                raise ValueError(msg)
+        elif type(value) is not str or not value.isascii():
+            check_text(value, "value", f"apply {op} {key}", optional=True)
         if evidence is None:
             ev = NONE
         elif evidence is self._last_eid:
@@ -187,16 +204,8 @@ class ProvenanceGraph:
         else:
             ev = self._evidence_index(evidence, op, key)
         if op != "accept":
-            code = OP_CODES.get(op)
-            if code is None:
-                msg = f"unknown operation {op!r}; expected one of {', '.join(OPS)}"
-                raise ValueError(msg)
             return self._handlers[code](key, value, ev)
         # accept is ~90% of a write stream, so it is inlined here (see `pmem perf core`)
-        if value is None:
-            msg = f"accept {key}: a value is required"
-            raise ValueError(msg)
-        rec = self._cells.get(key)
         if rec is None:
             rec = self._new_key(key)
         kid, head = rec.kid, rec.head
@@ -232,7 +241,7 @@ class ProvenanceGraph:
             n = int(evidence[1:])
             if n < len(self._ev_seq) and evidence == f"e{n}":
                 return n
-        msg = f"{op} {key}: unknown evidence id {evidence!r} (use the id returned by observe)"
+        msg = f"{op} {key}: unknown evidence id {preview(evidence)} (evidence must be an id returned by observe)"
         raise ValueError(msg)
 
     _new_state = staticmethod(_KeyState)
@@ -359,9 +368,6 @@ class ProvenanceGraph:
         self._set_head(rec, p)
 
     def _contest(self, key: str, value: str | None, ev: int) -> OpResult:
-        if value is None:
-            msg = f"contest {key}: a value is required"
-            raise ValueError(msg)
         rec = self._head_of(key)
         if rec is None:
             kid = (self._cells.get(key) or self._new_key(key)).kid
@@ -382,9 +388,6 @@ class ProvenanceGraph:
         return _APPLIED["contest"]
 
     def _resolve(self, key: str, value: str | None, ev: int) -> OpResult:
-        if value is None:
-            msg = f"resolve {key}: a value is required"
-            raise ValueError(msg)
         rec = self._head_of(key)
         if rec is None:
             kid = (self._cells.get(key) or self._new_key(key)).kid
@@ -424,6 +427,10 @@ class ProvenanceGraph:
     def _noop(self, key: str, value: str | None, ev: int) -> OpResult:
         rec = self._cells.get(key) or self._new_key(key)
         kid, head = rec.kid, rec.head
+        if head != NONE and value is not None and value != rec.value:
+            # evidence for another value is no support for the head: a failed precondition, like revoke's
+            reason = f"noop names {value!r} but the current head is {rec.value!r}: not counted as support"
+            return self._fail(NOOP, kid, value, ev, reason)
         self._seq = seq = self._seq + 1
         if head == NONE:
             self._log(seq, NOOP, NOOP, kid, ev, True, NONE, value)
@@ -641,7 +648,10 @@ class ProvenanceGraph:
     # ------------------------------------------------------------------ state
 
     def save(self, path: str | Path) -> None:
-        """Write the whole graph to ``path`` as Arrow IPC, atomically (write aside, then rename)."""
+        """Write the whole graph to ``path`` as Arrow IPC, atomically (write aside, then rename).
+
+        The directory must exist (``FileNotFoundError`` otherwise); the file gets the default permissions.
+        """
         from pmem.graph._state import save_graph
 
         save_graph(self, path)
@@ -678,7 +688,8 @@ def _parse_id(text: str, prefix: str, bound: int) -> int:
 
 def _format_time(time: object) -> str:
     iso = getattr(time, "isoformat", None)
-    if iso is None:
-        msg = f"observe: time must be a string or a datetime, got {type(time).__name__}"
+    text = iso() if callable(iso) else None
+    if type(text) is not str:
+        msg = f"observe: time must be a string or a datetime, got {type(time).__name__} {preview(time)}"
         raise ValueError(msg)
-    return iso()
+    return text

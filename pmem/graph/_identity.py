@@ -24,11 +24,15 @@ same/different call instead; async callers use :meth:`KeyRegistry.shortlist` and
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from pmem.graph._validate import check_key, preview
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -137,9 +141,7 @@ class KeyRegistry:
         confirm: Callable[[str, str], bool] | None = None,
         threshold: float = DEFAULT_THRESHOLD,
     ) -> None:
-        if not 0.0 < threshold <= 1.0:
-            msg = f"KeyRegistry: threshold must be in (0, 1], got {threshold}"
-            raise ValueError(msg)
+        threshold = _checked_threshold(threshold, "KeyRegistry")
         self._embed = embed
         self._confirm = confirm or rule_confirm
         self.threshold = float(threshold)
@@ -213,10 +215,16 @@ class KeyRegistry:
         return self._keys[best], score
 
     def register(self, key: str, vector: np.ndarray | None = None) -> None:
+        check_key(key, "KeyRegistry.register")
+        self._register(key, None if vector is None else self._checked_vector(vector, "KeyRegistry.register"))
+
+    def _register(self, key: str, vec: np.ndarray | None) -> None:
+        """Register a checked key with its checked unit vector (embedded when None)."""
         if key in self._index:
             return
         self._ensure_vectors()
-        vec = self._embed_one(key) if vector is None else _unit(vector)
+        if vec is None:
+            vec = self._embed_one(key)
         self._append_vector(vec)
         self._index[key] = len(self._keys)
         self._keys.append(key)
@@ -230,42 +238,108 @@ class KeyRegistry:
         vector: np.ndarray | None = None,
     ) -> str:
         """Record a verdict on ``candidate`` vs ``shortlisted`` and return the canonical key."""
+        where = "KeyRegistry.decide"
+        check_key(candidate, where, "candidate")
+        if shortlisted is not None:
+            check_key(shortlisted, where, "shortlisted")
+            if shortlisted not in self._index:
+                # a verdict against a key the registry never held could not be replayed on load
+                msg = f"{where}: shortlisted key {shortlisted!r} is not registered (use shortlist())"
+                raise ValueError(msg)
+        if not isinstance(score, numbers.Real) or isinstance(score, bool) or not math.isfinite(score):
+            msg = f"{where}: score must be a finite number, got {preview(score)}"
+            raise ValueError(msg)
+        if not isinstance(same, (bool, np.bool_)):
+            msg = f"{where}: same must be True or False, got {preview(same)}"
+            raise ValueError(msg)
+        vec = None if vector is None else self._checked_vector(vector, where)
+        return self._decide(candidate, shortlisted, float(score), bool(same), vec)
+
+    def _decide(
+        self, candidate: str, shortlisted: str | None, score: float, same: bool, vec: np.ndarray | None
+    ) -> str:
+        """Record a verdict whose arguments are already checked (nothing here can fail half-way)."""
         if shortlisted is not None and same:
             canonical, verdict = shortlisted, "same"
             self._aliases[candidate] = shortlisted
         else:
             canonical, verdict = candidate, "new" if shortlisted is None else "different"
-            self.register(candidate, vector)
-        self._decisions.append(IdentityDecision(candidate, shortlisted, float(score), verdict, canonical))
+            self._register(candidate, vec)
+        self._decisions.append(IdentityDecision(candidate, shortlisted, score, verdict, canonical))
         return canonical
 
     def resolve(self, candidate: str, vector: np.ndarray | None = None) -> str:
         """Exact match, else shortlist by cosine and merge only if the key-only check says same."""
-        if type(candidate) is not str or not candidate:
-            msg = f"KeyRegistry.resolve: candidate key must be a non-empty string, got {candidate!r}"
-            raise ValueError(msg)
+        check_key(candidate, "KeyRegistry.resolve", "candidate")
+        vec = None if vector is None else self._checked_vector(vector, "KeyRegistry.resolve")
         known = self.canonical(candidate)
         if known is not None:
             self.exact_hits += 1
             return known
-        vec = self._embed_one(candidate) if vector is None else _unit(vector)
+        if vec is None:
+            vec = self._embed_one(candidate)
         hit = self.shortlist(candidate, vec)
         if hit is None:
-            return self.decide(candidate, None, 0.0, False, vec)
+            return self._decide(candidate, None, 0.0, False, vec)
         registered, score = hit
-        return self.decide(candidate, registered, score, bool(self._confirm(candidate, registered)), vec)
+        return self._decide(candidate, registered, score, bool(self._confirm(candidate, registered)), vec)
 
     def restore(
         self, keys: list[str], decisions: list[dict[str, Any]], config: dict[str, Any] | None
     ) -> None:
-        """Reinstate saved state (used by ``ProvenanceGraph.load``); vectors are recomputed lazily."""
-        if config and "threshold" in config:
-            self.threshold = float(config["threshold"])
+        """Reinstate saved state (used by ``ProvenanceGraph.load``); vectors are recomputed lazily.
+
+        Everything is checked and built first, then swapped in: a refused restore changes nothing.
+        """
+        where = "KeyRegistry.restore"
+        if not isinstance(keys, (list, tuple)) or any(type(k) is not str for k in keys):
+            msg = f"{where}: keys must be a list of strings, got {preview(keys)}"
+            raise ValueError(msg)
+        threshold = self.threshold
+        if config is not None:
+            if not isinstance(config, dict):
+                msg = f"{where}: config must be a dict or None, got {preview(config)}"
+                raise ValueError(msg)
+            if "threshold" in config:
+                threshold = _checked_threshold(config["threshold"], where)
+        try:
+            restored = [IdentityDecision(**d) for d in decisions]
+        except TypeError as exc:
+            msg = f"{where}: decisions must be a list of IdentityDecision fields ({exc})"
+            raise ValueError(msg) from None
+        self.threshold = threshold
         self._keys = list(keys)
         self._index = {k: i for i, k in enumerate(self._keys)}
         self._store = _VectorStore()
-        self._decisions = [IdentityDecision(**d) for d in decisions]
-        self._aliases = {d.candidate: d.canonical for d in self._decisions if d.verdict == "same"}
+        self._decisions = restored
+        self._aliases = {d.candidate: d.canonical for d in restored if d.verdict == "same"}
+
+    def _checked_vector(self, vector: object, where: str) -> np.ndarray:
+        """``vector`` as a unit float32 row, refused if not finite or not the stored vectors' length."""
+        try:
+            vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+        except (TypeError, ValueError):
+            msg = f"{where}: vector must be a numeric array, got {preview(vector)}"
+            raise ValueError(msg) from None
+        if not np.isfinite(vec).all():
+            msg = f"{where}: vector must be finite (no NaN or infinity)"
+            raise ValueError(msg)
+        dim = self._store.dim
+        if dim is None and self._keys:
+            self._ensure_vectors()
+            dim = self._store.dim
+        if dim is not None and vec.shape[0] != dim:
+            msg = f"{where}: vector has {vec.shape[0]} dimensions, the registered keys' vectors have {dim}"
+            raise ValueError(msg)
+        return _unit(vec)
+
+
+def _checked_threshold(threshold: object, where: str) -> float:
+    ok = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
+    if not ok or not 0.0 < float(threshold) <= 1.0:
+        msg = f"{where}: threshold must be in (0, 1], got {preview(threshold)}"
+        raise ValueError(msg)
+    return float(threshold)
 
 
 class _VectorStore:
@@ -289,6 +363,11 @@ class _VectorStore:
 
     def __len__(self) -> int:
         return self._n
+
+    @property
+    def dim(self) -> int | None:
+        """Length of the stored vectors (None while empty)."""
+        return None if self._tail is None else self._tail.shape[1]
 
     def append(self, vec: np.ndarray) -> None:
         if self._tail is None:

@@ -1,8 +1,15 @@
-"""`pmem inspect STATE [--key KEY]`: print a saved graph's cells, or one key's full history."""
+"""`pmem inspect STATE [--key KEY]`: print a saved graph's cells, or one key's full history.
+
+Values and evidence are escaped as in ``render`` (one line each). Errors go to stderr with exit status 2:
+an unreadable state file, or a ``--key`` the file does not hold.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
+
+from pmem.graph._render import escape
 
 if TYPE_CHECKING:
     import argparse
@@ -17,18 +24,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ops", action="store_true", help="with --key: also print the operation log")
 
 
+def _shown(value: str | None) -> str:
+    return "(no current value)" if value is None else escape(value)
+
+
 def describe_key(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> list[str]:
     cell = graph.cell(key)
     if cell is None:
         return [f"{key}: no such key"]
-    lines = [f"{key} = {cell.value if cell.value is not None else '(no current value)'}  [{cell.status}]"]
+    lines = [f"{key} = {_shown(cell.value)}  [{cell.status}]"]
     if cell.alternatives:
-        lines.append(f"  alternatives: {'; '.join(cell.alternatives)}")
+        lines.append(f"  alternatives: {'; '.join(map(escape, cell.alternatives))}")
     lines.append("  versions (newest first):")
     for v in reversed(graph.versions(key)):
         end = "open" if v.valid_to is None else str(v.valid_to)
         lines.append(
-            f"    {v.id:>8}  {v.status:<12} t={v.valid_from}..{end:<6} support={v.support}  {v.value}"
+            f"    {v.id:>8}  {v.status:<12} t={v.valid_from}..{end:<6} support={v.support}  {escape(v.value)}"
         )
         links = []
         if v.supersedes:
@@ -39,15 +50,16 @@ def describe_key(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> li
             lines.append(f"              {', '.join(links)}")
         if v.evidence is not None:
             ev = graph.evidence(v.evidence)
-            when = f" @ {ev.time}" if ev.time else ""
-            lines.append(f"              evidence {ev.id} ({ev.source}{when}): {ev.text}")
+            when = f" @ {escape(ev.time)}" if ev.time else ""
+            lines.append(f"              evidence {ev.id} ({escape(ev.source)}{when}): {escape(ev.text)}")
     if with_ops:
         lines.append("  operations:")
         for op in graph.operations(key):
             status = "applied" if op.applied else "not applied"
             shown = op.op if op.op == op.requested else f"{op.requested} -> {op.op}"
-            why = f" ({op.reason})" if op.reason else ""
-            lines.append(f"    seq {op.seq:>6}  {shown:<16} {op.value!s:<20} {status}{why}")
+            why = f" ({escape(op.reason)})" if op.reason else ""
+            value = "None" if op.value is None else escape(op.value)
+            lines.append(f"    seq {op.seq:>6}  {shown:<16} {value:<20} {status}{why}")
     return lines
 
 
@@ -58,9 +70,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         graph = ProvenanceGraph.load(args.state)
     except StateFileError as exc:
-        print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.key:
+        # refuse before printing anything, so that a typo is never mistaken for an answer
+        missing = [key for key in dict.fromkeys(args.key) if graph.cell(key) is None]
+        if missing:
+            names = ", ".join(repr(key) for key in missing)
+            noun = "key" if len(missing) == 1 else "keys"
+            print(f"error: no such {noun} {names} in {args.state}", file=sys.stderr)
+            return 2
         for key in args.key:
             print("\n".join(describe_key(graph, key, args.ops)))
         return 0
@@ -72,8 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.all:
         for key in graph:
             cell = graph.cell(key)
-            value = cell.value if cell.value is not None else "(no current value)"
-            print(f"{key} = {value}  [{cell.status}]")
+            print(f"{key} = {_shown(cell.value)}  [{cell.status}]")
     else:
         print(graph.render(disclose=("support", "alternatives")))
     return 0

@@ -14,11 +14,13 @@ no value, not marked wrong                     revoke (rollback)
 otherwise                                      accept (supersession)
 ============================================  =====================================
 
-An explicit ``op`` is honoured when its precondition holds against the head; otherwise it is kept
+An explicit ``op`` is honoured when its precondition holds against the head (an explicit ``noop`` naming a
+value other than the head's fails its precondition: it would not count as support); otherwise it is kept
 (and the graph records it as a noop with its reason), unless ``hard_commit`` is set, in which case the
 controller falls back to the default lowering above so a structured correction is never dropped. An
 ``old_value`` that names something other than the current head makes the patch stale: it lowers to a
-noop with that reason unless ``hard_commit`` is set.
+noop with that reason unless ``hard_commit`` is set (the graph records that noop as not applied when its
+value is not the head's: a stale patch is no support for the head).
 
 >>> from pmem.graph import ProvenanceGraph
 >>> g = ProvenanceGraph()
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pmem.graph._codes import OP_CODES, OPS
+from pmem.graph._validate import check_flag, check_key, check_text, preview
 
 if TYPE_CHECKING:
     from pmem.graph._graph import ProvenanceGraph
@@ -52,12 +55,15 @@ class Patch:
     hard_commit: bool = False
 
     def __post_init__(self) -> None:
-        if type(self.key) is not str or not self.key:
-            msg = f"Patch: key must be a non-empty string, got {self.key!r}"
+        # a patch is checked whole when it is made, so that lowering and applying it cannot fail half-way
+        check_key(self.key, "Patch")
+        check_text(self.new_value, "new_value", f"Patch {self.key}", optional=True)
+        check_text(self.old_value, "old_value", f"Patch {self.key}", optional=True)
+        if self.op is not None and (type(self.op) is not str or self.op not in OP_CODES):
+            msg = f"Patch {self.key}: unknown op {preview(self.op)}; op must be one of {', '.join(OPS)}"
             raise ValueError(msg)
-        if self.op is not None and self.op not in OP_CODES:
-            msg = f"Patch {self.key}: unknown op {self.op!r}; expected one of {', '.join(OPS)}"
-            raise ValueError(msg)
+        check_flag(self.marks_old_wrong, "marks_old_wrong", f"Patch {self.key}")
+        check_flag(self.hard_commit, "hard_commit", f"Patch {self.key}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,7 @@ class PatchController:
     """Deterministic patch -> typed operation lowering (no model, no state of its own)."""
 
     def lower(self, graph: ProvenanceGraph, patch: Patch) -> Lowering:
+        _check_arguments(graph, patch, "PatchController.lower")
         key, new = patch.key, patch.new_value
         cell = graph.cell(key)
         head = cell.value if cell is not None else None
@@ -98,8 +105,21 @@ class PatchController:
         return Lowering("accept", key, new, "supersession")
 
     def apply(self, graph: ProvenanceGraph, patch: Patch, evidence: str | None = None) -> OpResult:
+        _check_arguments(graph, patch, "PatchController.apply")
         low = self.lower(graph, patch)
+        # graph.apply checks evidence before it writes anything
         return graph.apply(low.op, low.key, low.value, evidence=evidence)
+
+
+def _check_arguments(graph: object, patch: object, where: str) -> None:
+    from pmem.graph._graph import ProvenanceGraph
+
+    if not isinstance(graph, ProvenanceGraph):
+        msg = f"{where}: graph must be a ProvenanceGraph, got {type(graph).__name__}"
+        raise ValueError(msg)
+    if not isinstance(patch, Patch):
+        msg = f"{where}: patch must be a Patch, got {type(patch).__name__} {preview(patch)}"
+        raise ValueError(msg)
 
 
 def _value_for(op: str, value: str | None) -> str | None:
@@ -111,6 +131,8 @@ def _precondition(
 ) -> tuple[bool, str]:
     if op in ("accept", "contest", "resolve") and new is None:
         return False, f"{op} needs a value"
+    if op == "noop" and new is not None and head is not None and new != head:
+        return False, f"noop: {new!r} is not the head's value {head!r}"
     if op == "accept" or op == "noop":
         return True, ""
     if head is None:

@@ -19,7 +19,7 @@ import gc
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -203,22 +203,57 @@ def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+def _create_aside(path: Path) -> tuple[int, Path]:
+    """Create a fresh temporary file next to ``path``, with the permissions any new file gets.
+
+    ``tempfile.mkstemp`` would force mode 0600; a state file is an ordinary file, so it is created with
+    0666 and the process umask decides, as for ``open(path, "w")``.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:  # pragma: no cover - 64 random bits
+            continue
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (POSIX: the new directory entry survives a crash)."""
+    if not hasattr(os, "O_DIRECTORY"):  # pragma: no cover - Windows cannot open directories
+        return
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def save_graph(graph: ProvenanceGraph, path: str | Path) -> None:
     path = Path(path)
+    parent = path.parent
+    # A missing directory is the caller's mistake (a typo in a run directory, say): creating it silently
+    # would scatter state files where nobody looks for them.
+    if not parent.exists():
+        msg = f"save: the directory {parent} of {path.name!r} does not exist (create it first)"
+        raise FileNotFoundError(msg)
+    if not parent.is_dir():
+        msg = f"save: {parent} is not a directory"
+        raise NotADirectoryError(msg)
     outer = _outer_table(graph)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    sink = pa.BufferOutputStream()
+    _write(outer, sink)
+    fd, tmp = _create_aside(path)
     try:
-        sink = pa.BufferOutputStream()
-        _write(outer, sink)
         with os.fdopen(fd, "wb") as f:
             f.write(memoryview(sink.getvalue()))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    _fsync_directory(parent)
 
 
 def _refuse(path: Path, why: str) -> StateFileError:

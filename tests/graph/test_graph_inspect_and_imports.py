@@ -28,7 +28,7 @@ def test_inspect_refuses_damaged_state(tmp_path, capsys):
     bad = tmp_path / "bad.arrow"
     bad.write_bytes(b"junk")
     assert main(["inspect", str(bad)]) == 2
-    assert "bad.arrow" in capsys.readouterr().out
+    assert "bad.arrow" in capsys.readouterr().err
 
 
 def test_core_imports_no_other_pmem_package_ray_or_http():
@@ -43,3 +43,45 @@ def test_core_imports_no_other_pmem_package_ray_or_http():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+def test_inspect_missing_key_fails_naming_key_and_file(tmp_path, capsys):
+    g = ProvenanceGraph()
+    g.apply("accept", "budget", "$30k")
+    g.apply("accept", "gone", "x")
+    g.apply("revoke", "gone")  # an emptied cell is still a key: inspect shows its history
+    path = tmp_path / "s.arrow"
+    g.save(path)
+    assert main(["inspect", str(path), "--key", "gone"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(path), "--key", "budget", "--key", "no.such.key"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1
+    assert "no.such.key" in lines[0] and str(path) in lines[0]
+    assert "budget" not in captured.out  # refused before printing anything
+
+
+def test_inspect_missing_key_exit_status_from_a_real_process(tmp_path):
+    path = tmp_path / "s.arrow"
+    ProvenanceGraph().save(path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pmem.cli", "inspect", str(path), "--key", "nope"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "nope" in proc.stderr and "s.arrow" in proc.stderr
+
+
+def test_inspect_escapes_values_like_render(tmp_path, capsys):
+    g = ProvenanceGraph()
+    g.apply("accept", "k", "x\nforged = 1", evidence=g.observe("said\nforged = 2"))
+    g.apply("accept", "k", "y")
+    path = tmp_path / "s.arrow"
+    g.save(path)
+    for args in ([], ["--all"], ["--key", "k", "--ops"]):
+        assert main(["inspect", str(path), *args]) == 0
+        out = capsys.readouterr().out
+        assert not any(line.startswith("forged") for line in out.splitlines()), args

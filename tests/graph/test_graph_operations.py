@@ -251,3 +251,34 @@ def test_frontier_sorted_non_empty_only(g):
     assert list(g.frontier()) == ["a", "b"]
     assert g.frontier_items() == [("a", "A"), ("b", "B")]
     assert g.cell("missing") is None and g.versions("missing") == []
+
+
+def test_noop_naming_another_value_is_a_failed_precondition_not_support(g):
+    g.apply("accept", "k", "a", evidence=g.observe("k is a"))
+    e = g.observe("k is zzz")
+    edges = set(g.edges())
+    r = g.apply("noop", "k", "zzz", evidence=e)
+    assert (r.applied, r.op) == (False, "noop") and "zzz" in r.reason and "'a'" in r.reason
+    assert g.cell("k").support == 1 and g.versions("k")[0].support == 1
+    assert set(g.edges()) == edges  # no supported-by edge from e
+    last = list(g.operations("k"))[-1]
+    assert (last.requested, last.op, last.applied, last.value, last.reason) == (
+        "noop",
+        "noop",
+        False,
+        "zzz",
+        r.reason,
+    )
+    assert g.stats()["failed_operations"] == 1
+    # the head's own value, or no value at all, still count as support
+    assert g.apply("noop", "k", "a", evidence=g.observe("k is a again")).applied
+    assert g.apply("noop", "k").applied
+    assert g.cell("k").support == 3
+
+
+def test_noop_naming_an_alternative_is_not_support_for_the_head(g):
+    g.apply("accept", "k", "a")
+    g.apply("contest", "k", "b")
+    r = g.apply("noop", "k", "b")
+    assert not r.applied and r.op == "noop"
+    assert g.cell("k").support == 1 and g.versions("k")[1].support == 1

@@ -35,6 +35,9 @@ C = PatchController()
         (Patch("k", "b", op="resolve", hard_commit=True), "accept", "b"),
         (Patch("new", "x", op="contest", hard_commit=True), "accept", "x"),
         (Patch("k", "a", op="revoke"), "revoke", None),
+        (Patch("k", "a", op="noop"), "noop", "a"),
+        (Patch("k", "b", op="noop"), "noop", "b"),
+        (Patch("k", "b", op="noop", hard_commit=True), "accept", "b"),
     ],
 )
 def test_lowering_table(g, patch, op, value):
@@ -64,3 +67,9 @@ def test_invalid_patch_raises():
         Patch("k", "v", op="delete")
     with pytest.raises(ValueError, match="key"):
         Patch("", "v")
+
+
+def test_stale_patch_is_not_counted_as_support_for_the_head(g):
+    r = C.apply(g, Patch("k", "b", old_value="zzz"))
+    assert (r.applied, r.op) == (False, "noop")
+    assert g.cell("k").support == 1

@@ -68,7 +68,8 @@ class ReferenceGraph:
             self.head[key] = self._new(key, value, "active", prev=h)
             return True
         if op == "noop":
-            return True
+            # a value other than the head's is no support for the head: a failed precondition
+            return h is None or value is None or value == hv
         if h is None:
             return False
         if op == "reject":

@@ -82,3 +82,29 @@ def test_one_open_head_after_rollbacks():
     g.apply("reject", "k")
     open_heads = [v for v in g.versions("k") if v.valid_to is None and v.status in ("active", "contested")]
     assert [v.value for v in open_heads] == ["b"]
+
+
+def test_valid_to_is_the_newest_superseders_arrival():
+    """One version superseded three times (rollback and re-accept between): valid_to is the last one's."""
+    g = ProvenanceGraph()
+    a = g.apply("accept", "k", "a", evidence=g.observe("k is a", time="2024-01-01"))  # seq 2
+    g.apply("accept", "k", "b", evidence=g.observe("k is b", time="2024-02-01"))  # seq 4
+    g.apply("reject", "k")  # seq 5: b contradicted, a reopened
+    g.apply("accept", "k", "c", evidence=g.observe("k is c", time="2024-03-01"))  # seq 7
+    g.apply("revoke", "k")  # seq 8: c revoked, a reopened
+    g.apply("accept", "k", "d", evidence=g.observe("k is d", time="2024-04-01"))  # seq 10
+    assert a.applied
+    expected = [
+        ("a", "superseded", 2, 10),
+        ("b", "contradicted", 4, 5),
+        ("c", "revoked", 7, 8),
+        ("d", "active", 10, None),
+    ]
+    assert [(v.value, v.status, v.valid_from, v.valid_to) for v in g.versions("k")] == expected
+    assert [(v.value, v.valid_to) for v in g.cell("k").history] == [("c", 8), ("b", 5), ("a", 10)]
+    h = ProvenanceGraph.from_bytes(g.to_bytes())
+    assert [(v.value, v.status, v.valid_from, v.valid_to) for v in h.versions("k")] == expected
+    # and a rollback now reopens it, closing it again when re-superseded
+    g.apply("reject", "k")  # seq 11
+    g.apply("accept", "k", "e")  # seq 12
+    assert (g.versions("k")[0].value, g.versions("k")[0].valid_to) == ("a", 12)

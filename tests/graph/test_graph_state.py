@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import stat
 
 import pyarrow as pa
 import pytest
@@ -106,3 +109,86 @@ def test_custom_registry_survives_load(tmp_path):
     g.save(tmp_path / "s")
     h = ProvenanceGraph.load(tmp_path / "s")
     assert h.registry.threshold == 0.9 and h.registry.keys == ["a.b"]
+
+
+# ---------------------------------------------------------------- issue 11: files like any other file
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_saved_file_gets_the_default_permissions(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        sample().save(tmp_path / "s")
+        sample().save(tmp_path / "s")  # replacing an existing state too
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "s").stat().st_mode) == 0o666 & ~umask
+
+
+def test_save_refuses_a_missing_parent_directory(tmp_path):
+    target = tmp_path / "missing" / "deeper" / "s.arrow"
+    with pytest.raises(FileNotFoundError, match=re.escape(str(target.parent))):
+        sample().save(target)
+    assert not (tmp_path / "missing").exists()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match="file"):
+        sample().save(tmp_path / "file" / "s.arrow")
+
+
+def test_save_fsyncs_the_directory_after_the_rename(tmp_path, monkeypatch):
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append(("fsync", "dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file"))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", os.path.basename(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    sample().save(tmp_path / "s")
+    assert events == [("fsync", "file"), ("replace", "s"), ("fsync", "dir")]
+
+
+def _file_versions(path) -> list[tuple[str, int | None]]:
+    """(status, valid_to) of every version as a plain Arrow reader sees the file (the documented layout)."""
+    outer = pa.ipc.open_file(path).read_all()
+    names = json.loads(outer.schema.metadata[b"statuses"])
+    tables = dict(zip(outer["table"].to_pylist(), outer["payload"].to_pylist(), strict=True))
+    versions = pa.ipc.open_stream(tables["versions"]).read_all().to_pydict()
+    return [
+        (names[s], None if t == -1 else t)
+        for s, t in zip(versions["status"], versions["valid_to"], strict=True)
+    ]
+
+
+def test_superseded_status_is_materialized_in_the_file(tmp_path):
+    g = ProvenanceGraph()
+    for v in ("a", "b", "c"):  # seqs 1, 2, 3: a and b are closed lazily by the next accept
+        g.apply("accept", "plain", v)
+    g.apply("accept", "back", "x")  # 4
+    g.apply("accept", "back", "y")  # 5
+    g.apply("reject", "back")  # 6: y contradicted, x reopened
+    g.apply("accept", "back", "z")  # 7: x closed lazily again
+    g.apply("accept", "room", "A")  # 8
+    g.apply("contest", "room", "B")  # 9
+    g.apply("accept", "room", "C")  # 10: a contested head is closed eagerly
+    expected = {
+        "plain": [("superseded", 2), ("superseded", 3), ("active", None)],
+        "back": [("superseded", 7), ("contradicted", 6), ("active", None)],
+        "room": [("superseded", 10), ("alternative", 10), ("active", None)],
+    }
+    memory = {k: [(v.status, v.valid_to) for v in g.versions(k)] for k in expected}
+    assert memory == expected  # the in-memory view is the naive expectation
+    path = tmp_path / "s.arrow"
+    g.save(path)
+    ids = {k: [int(v.id[1:]) for v in g.versions(k)] for k in expected}
+    on_disk = _file_versions(path)
+    assert {k: [on_disk[i] for i in vids] for k, vids in ids.items()} == expected
+    h = ProvenanceGraph.load(path)
+    assert {k: [(v.status, v.valid_to) for v in h.versions(k)] for k in expected} == expected
+    # no version is stored as active unless it is its key's head
+    assert [s for s, _ in on_disk].count("active") == len(h.frontier())

@@ -1,0 +1,94 @@
+r"""What the core admits: the one definition of a valid key and of a valid text.
+
+The graph keeps everything it admits forever and must be able to write it to disk and render it, so it
+refuses at the door what it could not keep:
+
+- *text* (evidence text, source, time, values, ...) must be a ``str`` that UTF-8 can encode, i.e. without
+  lone surrogates such as ``"\udc80"`` (Python strings can hold them, Arrow files cannot);
+- a *key* must be a non-empty text without control characters (Unicode category ``Cc``: ``\n``, ``\r``,
+  ``\t``, ``\x00``, ``\x85``, ...) and without the line and paragraph separators U+2028/U+2029, because
+  a key is printed verbatim at the start of a rendered line and must never be able to start another one.
+
+Values may hold any text: rendering escapes them (see ``pmem.graph._render.escape``).
+
+Every check raises ``ValueError`` naming the argument and the call it was passed to.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+#: Line-breaking characters outside category Cc (which covers \n \r \t \x00 \x1c-\x1f \x7f \x85 ...).
+_SEPARATORS = frozenset("\u2028\u2029")
+
+
+def is_control(ch: str) -> bool:
+    """A character no key may hold and rendering escapes: category Cc or a line/paragraph separator.
+
+    Together these are every character ``str.splitlines`` breaks at, and every terminal control code.
+    """
+    return ch in _SEPARATORS or unicodedata.category(ch) == "Cc"
+
+
+def preview(value: object, limit: int = 60) -> str:
+    """A short, single-line, encodable rendering of a refused argument for an error message."""
+    text = repr(value)  # repr escapes control characters and lone surrogates
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _encodable(text: str) -> bool:
+    if text.isascii():  # O(1) in CPython: the common case costs nothing
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_text(
+    value: object, name: str, where: str, *, optional: bool = False, non_empty: bool = False
+) -> None:
+    """Raise ValueError unless ``value`` is a str UTF-8 can encode (or None when ``optional``)."""
+    if value is None and optional:
+        return
+    if type(value) is not str:
+        kind = "a string or None" if optional else "a string"
+        msg = f"{where}: {name} must be {kind}, got {type(value).__name__} {preview(value)}"
+        raise ValueError(msg)
+    if non_empty and not value:
+        msg = f"{where}: {name} must be a non-empty string"
+        raise ValueError(msg)
+    if not _encodable(value):
+        msg = f"{where}: {name} contains a lone surrogate and cannot be stored as UTF-8: {preview(value)}"
+        raise ValueError(msg)
+
+
+def key_problem(key: object) -> str | None:
+    """Why ``key`` is not a valid key, or None when it is. The single definition of a valid key."""
+    if type(key) is not str:
+        return f"must be a non-empty string, got {type(key).__name__}"
+    if not key:
+        return "must be a non-empty string"
+    if key.isprintable():  # printable excludes Cc, Zl, Zp and surrogates: nothing more to check
+        return None
+    for ch in key:
+        if is_control(ch):
+            return f"must not contain control characters or line separators (found {ch!r})"
+    if not _encodable(key):
+        return "contains a lone surrogate and cannot be stored as UTF-8"
+    return None  # other non-printables (no-break spaces, zero-width joiners, ...) are harmless
+
+
+def check_key(key: object, where: str, name: str = "key") -> None:
+    """Raise ValueError unless ``key`` is a valid key (see the module docstring)."""
+    problem = key_problem(key)
+    if problem is not None:
+        msg = f"{where}: {name} {problem}; got {preview(key)}"
+        raise ValueError(msg)
+
+
+def check_flag(value: object, name: str, where: str) -> None:
+    if type(value) is not bool:
+        msg = f"{where}: {name} must be True or False, got {preview(value)}"
+        raise ValueError(msg)
