@@ -151,7 +151,12 @@ class PMemArm(ArmBase):
         if self._store is not None:
             r = self._store.apply(op, key, value)
         else:
-            res = self._graph.apply(op, key, value, evidence=evidence)
+            try:
+                res = self._graph.apply(op, key, value, evidence=evidence)
+            except ValueError as exc:
+                # An annotation the core refuses becomes a noop with its reason, as the design says, never
+                # a failed history; the core checks every argument before it changes anything.
+                return _Result(False, "noop", f"invalid annotation: {exc}")
             r = _Result(res.applied, res.op, res.reason)
         self._dirty.add(key)
         return r

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from pmem.arms._common import completion_json, event_line
 from pmem.arms._prompts import ASSERTION_STATUSES
+from pmem.graph import key_problem
 
 if TYPE_CHECKING:
     from pmem.arms._common import ArmBase
@@ -66,6 +67,14 @@ def attribute(unit: list[Event], value: str, used: set[int]) -> int:
     return hits[-1] if hits else -1
 
 
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_extraction(unit: list[Event], payload: dict | None) -> tuple[list[Fact], str | None]:
     if payload is None:
         return [], "extract: reply is not a JSON object"
@@ -82,8 +91,8 @@ def parse_extraction(unit: list[Event], payload: dict | None) -> tuple[list[Fact
         key = normalize_key(str(item.get("key") or ""))
         value = item.get("value")
         value = "" if value is None else str(value).strip()
-        if not key or not value:
-            dropped += 1
+        if not key or not value or key_problem(key) or not _storable(value):
+            dropped += 1  # a JSON "\udc80" escape decodes to a lone surrogate, which no file can hold
             continue
         status = str(item.get("status") or "asserted").strip().lower()
         if status not in ASSERTION_STATUSES:

@@ -62,3 +62,29 @@ def test_normalize_key_and_templates():
         ("mug_1.location", "sinkbasin 1", "reported", "conflict_report"),
         ("thomas_kyd.birthplace", "London", "asserted", "fact"),
     ]
+
+
+def test_extraction_drops_values_no_state_file_could_hold():
+    """JSON's "\\udc80" escape decodes to a lone surrogate: the core refuses it, so the write path drops the
+    fact (counted, with its reason) instead of failing the history; a line break in a value is kept."""
+    import json
+
+    payload = json.loads('{"facts": [{"key": "fatah.chair", "value": "Abb\\udc80as"},'
+                         ' {"key": "kyd.birthplace", "value": "Lon\\ndon"}]}')
+    facts, error = parse_extraction(UNIT, payload)
+    assert [(f.key, f.value) for f in facts] == [("kyd.birthplace", "Lon\ndon")]
+    assert error == "extract: dropped 1 malformed fact(s)"
+
+
+def test_annotation_the_core_refuses_is_a_noop_with_its_reason():
+    import asyncio
+
+    from arms_helpers import models
+
+    from pmem.arms import make_arm
+
+    arm = make_arm("pmem", models(), {})
+    r = arm._apply("accept", "room\nfake = value", "kitchen", None)
+    assert (r.applied, r.op) == (False, "noop") and "invalid annotation" in (r.reason or "")
+    assert arm.graph().frontier() == {}
+    asyncio.run(arm.ingest([]))  # the arm is still usable
