@@ -11,28 +11,47 @@ import time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", default=None,
-                        help="a run directory (run.toml, results/, writes/, ...)")
-    parser.add_argument("--compare", metavar="RUN", nargs="+", default=None,
-                        help="RUN_B (or RUN_A RUN_B): also write RUN_A/report/compare-<run B>/ with both runs' "
-                             "tables and B − A")
+    parser.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        nargs="?",
+        default=None,
+        help="a run directory (run.toml, results/, writes/, ...)",
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="RUN",
+        nargs="+",
+        default=None,
+        help="RUN_B (or RUN_A RUN_B): also write RUN_A/report/compare-<run B>/ with both runs' "
+        "tables and B − A",
+    )
     parser.add_argument("--out", default=None, help="output directory (default RUN_DIR/report)")
-    parser.add_argument("--reference", default="pmem", help="arm the paired comparisons are made against")
+    parser.add_argument(
+        "--reference",
+        default=None,
+        help="arm the paired comparisons are made against (default pmem); must be in the results",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from pmem.report._build import build_compare, build_report
-    from pmem.report._load import RunError
+    from pmem.report._load import RunError, one_line
 
     t0 = time.perf_counter()
     run_dir, compare = args.run_dir, args.compare
     if compare and len(compare) == 2 and run_dir is None:
         run_dir, compare = compare[0], compare[1:]
     if run_dir is None or (compare and len(compare) != 1):
-        print("usage: pmem report RUN_DIR [--compare RUN_B] | pmem report --compare RUN_A RUN_B", file=sys.stderr)
+        print(
+            "usage: pmem report RUN_DIR [--compare RUN_B] | pmem report --compare RUN_A RUN_B",
+            file=sys.stderr,
+        )
         return 2
     try:
         paths = build_report(run_dir, args.out, reference=args.reference)
+        for w in paths.warnings:
+            print(f"pmem report: warning: {w}", file=sys.stderr)
         print(f"report: {paths.markdown}")
         print(f"report: {paths.html}")
         print(f"{len(paths.tables)} tables, {len(paths.figures)} figures in {time.perf_counter() - t0:.1f} s")
@@ -42,6 +61,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"compare: {c.markdown}")
             print(f"compare: {c.html}")
     except RunError as exc:
-        print(f"pmem report: {exc}", file=sys.stderr)
+        print(f"pmem report: {one_line(exc)}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # a full disk, a quota, a permission: nothing was renamed into place (see pmem.report._atomic)
+        print(f"pmem report: {one_line(exc)} (the previous report is left as it was)", file=sys.stderr)
+        return 1
     return 0

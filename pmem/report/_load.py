@@ -2,18 +2,28 @@
 
 A dataset is a directory of Parquet files (any depth). Files written by different histories may carry
 different columns (a FactConsolidation file has no ``L``), so the scan uses the union of the files'
-schemas and inserts nulls where a file lacks a column. A dataset directory that is absent or empty is
-recorded in :attr:`Run.missing` and its frame is ``None``: callers report it as missing, never as zeros.
+schemas and inserts nulls where a file lacks an optional column; every file must carry its dataset's
+:data:`REQUIRED` columns (a file that does not is foreign to the run and named in the error). A dataset
+directory that is absent or empty is recorded in :attr:`Run.missing` and its frame is ``None``: callers
+report it as missing, never as zeros. Files whose bytes differ from the checksum the runner recorded
+(see :mod:`pmem.report._integrity`) are left out and listed in :attr:`Run.damaged`.
+
+``plan.json``, when the runner wrote one, says how many histories the latest invocation asked for per
+(benchmark, subset, arm, agent model): coverage is counted against it.
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+
+from pmem.report._integrity import Damaged, verify_commits
 
 #: The datasets the report reads (DESIGN.md run directory contract; ``histories`` is the per-(history, arm)
 #: status dataset the report asks the runner for).
@@ -30,8 +40,19 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 #: Benchmark parameters that become grouping columns when present.
 PARAM_COLUMNS = ("L", "d", "length")
 
-_NUMERIC_RANK = {pl.Boolean: 0, pl.Int8: 1, pl.Int16: 2, pl.Int32: 3, pl.Int64: 4, pl.UInt8: 1, pl.UInt16: 2,
-                 pl.UInt32: 3, pl.UInt64: 4, pl.Float32: 5, pl.Float64: 6}
+_NUMERIC_RANK = {
+    pl.Boolean: 0,
+    pl.Int8: 1,
+    pl.Int16: 2,
+    pl.Int32: 3,
+    pl.Int64: 4,
+    pl.UInt8: 1,
+    pl.UInt16: 2,
+    pl.UInt32: 3,
+    pl.UInt64: 4,
+    pl.Float32: 5,
+    pl.Float64: 6,
+}
 
 
 class RunError(ValueError):
@@ -52,10 +73,23 @@ def _merge_dtype(a: pl.DataType, b: pl.DataType, column: str, path: Path) -> pl.
     raise RunError(msg)
 
 
-def _scan(directory: Path) -> tuple[pl.LazyFrame | None, tuple[Path, ...]]:
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (some readers' messages span several)."""
+    return " ".join(str(exc).split())
+
+
+def _scan(
+    directory: Path, required: tuple[str, ...], exclude: Collection[Path] = ()
+) -> tuple[pl.LazyFrame | None, tuple[Path, ...]]:
     if not directory.is_dir():
         return None, ()
-    files = tuple(sorted(p for p in directory.rglob("*.parquet") if p.is_file() and not p.name.startswith(".")))
+    files = tuple(
+        sorted(
+            p
+            for p in directory.rglob("*.parquet")
+            if p.is_file() and not p.name.startswith(".") and p not in exclude
+        )
+    )
     if not files:
         return None, ()
     schema: dict[str, pl.DataType] = {}
@@ -63,8 +97,17 @@ def _scan(directory: Path) -> tuple[pl.LazyFrame | None, tuple[Path, ...]]:
         try:
             file_schema = pl.read_parquet_schema(f)
         except Exception as exc:
-            msg = f"{f}: not a readable Parquet file ({exc})"
+            msg = f"{f}: not a readable Parquet file ({one_line(exc)})"
             raise RunError(msg) from exc
+        lacking = [c for c in required if c not in file_schema]
+        if lacking:
+            # nulls would stand in for its rows' keys: a foreign file must not pass as part of the run
+            have = ", ".join(list(file_schema)[:8]) + (", ..." if len(file_schema) > 8 else "")
+            msg = (
+                f"{f}: not a {directory.name}/ file of this run: lacks column(s) {', '.join(lacking)} "
+                f"(has: {have or 'no columns'})"
+            )
+            raise RunError(msg)
         for name, dtype in file_schema.items():
             schema[name] = _merge_dtype(schema[name], dtype, name, f) if name in schema else dtype
     lf = pl.scan_parquet(
@@ -87,6 +130,12 @@ class Run:
     frames: dict[str, pl.LazyFrame | None]
     files: dict[str, tuple[Path, ...]]
     missing: list[str] = field(default_factory=list)
+    #: committed files that are missing or fail their recorded checksum (left out of ``frames``)
+    damaged: list[Damaged] = field(default_factory=list)
+    #: plan.json's cells (benchmark, subset, arm, model, histories), or None for a run without one
+    plan: list[dict[str, Any]] | None = None
+    #: True when ``arm`` reads ``arm@model`` (several agent models in one run, see _label_arms_by_agent)
+    arms_by_agent: bool = False
     #: intermediate frames shared by several tables (filled by pmem.report._metrics)
     cache: dict[str, Any] = field(default_factory=dict)
 
@@ -133,7 +182,9 @@ class Run:
 
     @property
     def heuristic_agent(self) -> bool:
-        return any(str(s.get("backend")) == "heuristic" for r, s in self.models.items() if r.startswith("agent"))
+        return any(
+            str(s.get("backend")) == "heuristic" for r, s in self.models.items() if r.startswith("agent")
+        )
 
     @staticmethod
     def model_label(spec: dict[str, Any]) -> str:
@@ -180,37 +231,84 @@ def open_run(path: str | Path) -> Run:
             raise RunError(msg) from exc
     else:
         missing.append("run.toml")
+    plan = _read_plan(root / PLAN)
+    damaged = verify_commits(root)
+    bad = {root / d.path for d in damaged}
     frames: dict[str, pl.LazyFrame | None] = {}
     files: dict[str, tuple[Path, ...]] = {}
     for name in DATASETS:
-        lf, fs = _scan(root / name)
-        if lf is not None:
-            have = set(lf.collect_schema().names())
-            lacking = [c for c in REQUIRED[name] if c not in have]
-            if lacking:
-                msg = f"{root / name}: dataset lacks column(s) {', '.join(lacking)}"
-                raise RunError(msg)
-        else:
+        lf, fs = _scan(root / name, REQUIRED[name], bad)
+        if lf is None:
             missing.append(f"{name}/")
         frames[name] = lf
         files[name] = fs
-    _label_arms_by_agent(frames)
-    return Run(path=root, doc=doc, frames=frames, files=files, missing=missing)
+    plan_models = {c["model"] for c in plan} if plan else set()
+    by_agent = _label_arms_by_agent(frames, plan_models)
+    return Run(
+        path=root,
+        doc=doc,
+        frames=frames,
+        files=files,
+        missing=missing,
+        damaged=damaged,
+        plan=plan,
+        arms_by_agent=by_agent,
+    )
+
+
+#: the runner's record of what the latest invocation planned (see the module docstring)
+PLAN = "plan.json"
+_PLAN_FIELDS = {"benchmark": str, "subset": str, "arm": str, "model": str, "histories": int}
+
+
+def _read_plan(path: Path) -> list[dict[str, Any]] | None:
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        msg = f"{path}: unreadable plan ({one_line(exc)})"
+        raise RunError(msg) from exc
+    cells = doc.get("cells") if isinstance(doc, dict) else None
+    if not isinstance(cells, list):
+        msg = f'{path}: expected an object with a list "cells"'
+        raise RunError(msg)
+    for i, c in enumerate(cells):
+        ok = isinstance(c, dict) and all(
+            isinstance(c.get(k), t) and not isinstance(c.get(k), bool) for k, t in _PLAN_FIELDS.items()
+        )
+        if not ok:
+            want = ", ".join(f"{k} ({t.__name__})" for k, t in _PLAN_FIELDS.items())
+            msg = f"{path}: cell {i} is not an object with {want}"
+            raise RunError(msg)
+    return [{k: c[k] for k in _PLAN_FIELDS} for c in cells]
 
 
 #: the column naming the answering model, per dataset (in requests/, ``model`` is the model called)
 _AGENT_COLUMN = {"results": "model", "writes": "model", "histories": "model", "requests": "agent_model"}
 
 
-def _label_arms_by_agent(frames: dict[str, pl.LazyFrame | None]) -> None:
+#: joins an arm and its agent model in ``arm`` labels of a run over several agent models
+AGENT_SEP = "@"
+
+
+def agent_arm(arm: str, model: str) -> str:
+    """The ``arm`` label of ``arm`` answered by agent ``model`` in a run over several agent models."""
+    return f"{arm}{AGENT_SEP}{model}"
+
+
+def _label_arms_by_agent(frames: dict[str, pl.LazyFrame | None], plan_models: set[str]) -> bool:
     """A sweep over several agent models: ``arm`` becomes ``arm@model`` everywhere, so every table keeps
-    the agents apart without a model column in each group key."""
+    the agents apart without a model column in each group key. The plan counts too: an agent whose every
+    history failed still gets its own (missing) cells. Returns whether arms were relabelled."""
     res = frames.get("results")
     if res is None or "model" not in res.collect_schema().names():
-        return
-    if res.select(pl.col("model").n_unique()).collect().item() <= 1:
-        return
+        return False
+    if len(plan_models) <= 1 and res.select(pl.col("model").n_unique()).collect().item() <= 1:
+        return False
     for name, col in _AGENT_COLUMN.items():
         lf = frames.get(name)
         if lf is not None and col in lf.collect_schema().names():
-            frames[name] = lf.with_columns(pl.concat_str([pl.col("arm"), pl.lit("@"), pl.col(col).fill_null("?")]).alias("arm"))
+            label = pl.concat_str([pl.col("arm"), pl.lit(AGENT_SEP), pl.col(col).fill_null("?")])
+            frames[name] = lf.with_columns(label.alias("arm"))
+    return True

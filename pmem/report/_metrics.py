@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from pmem.report._load import Run
+from pmem.report._load import AGENT_SEP, PLAN, Run, agent_arm
 from pmem.report._stats import cluster_bootstrap, mcnemar_exact, seed_for, wilson
 from pmem.report._table import Table, ci, num, pct
 
@@ -50,6 +50,7 @@ class Metrics:
 
 # -- per-history counts ------------------------------------------------------------------------------------
 
+
 def group_keys(params: Sequence[str]) -> list[str]:
     return ["benchmark", "subset", "arm", *params, "question_type"]
 
@@ -62,8 +63,17 @@ def history_counts(run: Run) -> pl.DataFrame:
     keys = [*group_keys(params), "history_id"]
     if lf is None:
         schema = {k: pl.String for k in keys}
-        return pl.DataFrame(schema=schema | {"n": pl.UInt32, "k": pl.Int64, "sn": pl.UInt32, "sk": pl.Int64,
-                                              "tok": pl.Float64, "chars": pl.Float64})
+        return pl.DataFrame(
+            schema=schema
+            | {
+                "n": pl.UInt32,
+                "k": pl.Int64,
+                "sn": pl.UInt32,
+                "sk": pl.Int64,
+                "tok": pl.Float64,
+                "chars": pl.Float64,
+            }
+        )
     stale = pl.col("stale") if "stale" in cols else pl.lit(None, dtype=pl.Boolean)
     tok = pl.col("read_tokens").cast(pl.Float64) if "read_tokens" in cols else pl.lit(None, dtype=pl.Float64)
     chars = pl.col("read_chars").cast(pl.Float64) if "read_chars" in cols else pl.lit(None, dtype=pl.Float64)
@@ -72,7 +82,9 @@ def history_counts(run: Run) -> pl.DataFrame:
     small = ["history_id", "arm", "question_type"]
     carried = [k for k in keys if k not in small]
     return (
-        lf.with_columns(pl.col("correct").fill_null(False), stale.alias("stale"), tok.alias("tok"), chars.alias("chars"))
+        lf.with_columns(
+            pl.col("correct").fill_null(False), stale.alias("stale"), tok.alias("tok"), chars.alias("chars")
+        )
         .group_by(small)
         .agg(
             *[pl.col(c).first() for c in carried],
@@ -96,11 +108,18 @@ def summarize(hist: pl.DataFrame, keys: Sequence[str], *, bootstrap: bool = True
     agg = (
         hist.group_by(keys)
         .agg(
-            n=pl.col("n").sum(), correct=pl.col("k").sum(), histories=pl.len(),
-            stale_n=pl.col("sn").sum(), stale_k=pl.col("sk").sum(),
-            tok=pl.col("tok").sum(), chars=pl.col("chars").sum(), tok_n=pl.col("tok_n").sum(),
+            n=pl.col("n").sum(),
+            correct=pl.col("k").sum(),
+            histories=pl.len(),
+            stale_n=pl.col("sn").sum(),
+            stale_k=pl.col("sk").sum(),
+            tok=pl.col("tok").sum(),
+            chars=pl.col("chars").sum(),
+            tok_n=pl.col("tok_n").sum(),
         )
-        .with_columns(read_tokens=pl.col("tok") / pl.col("tok_n"), read_chars=pl.col("chars") / pl.col("tok_n"))
+        .with_columns(
+            read_tokens=pl.col("tok") / pl.col("tok_n"), read_chars=pl.col("chars") / pl.col("tok_n")
+        )
         .sort(keys, nulls_last=True)
     )
     acc_lo, acc_hi, st_lo, st_hi, b_lo, b_hi, sb_lo, sb_hi = ([] for _ in range(8))
@@ -119,11 +138,15 @@ def summarize(hist: pl.DataFrame, keys: Sequence[str], *, bootstrap: bool = True
         b_lo = b_hi = sb_lo = sb_hi = [math.nan] * agg.height
     return agg.with_columns(
         accuracy=pl.col("correct") / pl.col("n"),
-        acc_wilson_lo=pl.Series(acc_lo, dtype=pl.Float64), acc_wilson_hi=pl.Series(acc_hi, dtype=pl.Float64),
-        acc_boot_lo=pl.Series(b_lo, dtype=pl.Float64), acc_boot_hi=pl.Series(b_hi, dtype=pl.Float64),
+        acc_wilson_lo=pl.Series(acc_lo, dtype=pl.Float64),
+        acc_wilson_hi=pl.Series(acc_hi, dtype=pl.Float64),
+        acc_boot_lo=pl.Series(b_lo, dtype=pl.Float64),
+        acc_boot_hi=pl.Series(b_hi, dtype=pl.Float64),
         stale_rate=pl.when(pl.col("stale_n") > 0).then(pl.col("stale_k") / pl.col("stale_n")),
-        stale_wilson_lo=pl.Series(st_lo, dtype=pl.Float64), stale_wilson_hi=pl.Series(st_hi, dtype=pl.Float64),
-        stale_boot_lo=pl.Series(sb_lo, dtype=pl.Float64), stale_boot_hi=pl.Series(sb_hi, dtype=pl.Float64),
+        stale_wilson_lo=pl.Series(st_lo, dtype=pl.Float64),
+        stale_wilson_hi=pl.Series(st_hi, dtype=pl.Float64),
+        stale_boot_lo=pl.Series(sb_lo, dtype=pl.Float64),
+        stale_boot_hi=pl.Series(sb_hi, dtype=pl.Float64),
     )
 
 
@@ -148,7 +171,9 @@ def _bootstrap_by_group(hist: pl.DataFrame, keys: list[str], agg: pl.DataFrame) 
             continue
         for gkey, sub in pats.partition_by(keys, as_dict=True, maintain_order=True).items():
             out[label][tuple(gkey)] = cluster_bootstrap(
-                sub[num_col].to_numpy(), sub[den_col].to_numpy(), sub["c"].to_numpy(),
+                sub[num_col].to_numpy(),
+                sub[den_col].to_numpy(),
+                sub["c"].to_numpy(),
                 seed=seed_for(label, *gkey),
             )
     nan = (math.nan, math.nan)
@@ -158,6 +183,7 @@ def _bootstrap_by_group(hist: pl.DataFrame, keys: list[str], agg: pl.DataFrame) 
 
 
 # -- formatting helpers ------------------------------------------------------------------------------------
+
 
 def acc_cell(r: dict[str, Any]) -> str:
     if not r.get("n"):
@@ -201,14 +227,24 @@ def expected_cells(run: Run) -> list[tuple[str, str | None, str]]:
 
 
 def _expected_arms(run: Run, benchmark: str, subset: str | None = None) -> list[str]:
-    return [a for b, s, a in expected_cells(run) if b == benchmark and (subset is None or s in (None, subset))]
+    return [
+        a for b, s, a in expected_cells(run) if b == benchmark and (subset is None or s in (None, subset))
+    ]
 
 
 def _pivot(
-    df: pl.DataFrame, row_keys: list[str], arms: list[str], cell: Any, row_label: Any = None,
+    df: pl.DataFrame,
+    row_keys: list[str],
+    arms: list[str],
+    cell: Any,
+    row_label: Any = None,
 ) -> pl.DataFrame:
     """Rows = distinct ``row_keys`` values, one column per arm; cells formatted by ``cell(row_dict)``."""
-    rows = df.select(row_keys).unique().sort(row_keys, nulls_last=True).iter_rows(named=True) if row_keys else [{}]
+    rows = (
+        df.select(row_keys).unique().sort(row_keys, nulls_last=True).iter_rows(named=True)
+        if row_keys
+        else [{}]
+    )
     index = {}
     for r in df.iter_rows(named=True):
         index[(*[r[k] for k in row_keys], r["arm"])] = r
@@ -224,6 +260,7 @@ def _pivot(
 
 # -- benchmark views ---------------------------------------------------------------------------------------
 
+
 def _view(acc: pl.DataFrame, benchmark: str, subset: str | None = None) -> pl.DataFrame:
     if acc.height == 0:
         return acc
@@ -233,63 +270,126 @@ def _view(acc: pl.DataFrame, benchmark: str, subset: str | None = None) -> pl.Da
     return acc.filter(f)
 
 
-ACC_COLS = ("n", "histories", "correct", "accuracy", "acc_wilson_lo", "acc_wilson_hi", "acc_boot_lo", "acc_boot_hi")
-STALE_COLS = ("stale_n", "stale_k", "stale_rate", "stale_wilson_lo", "stale_wilson_hi", "stale_boot_lo", "stale_boot_hi")
+ACC_COLS = (
+    "n",
+    "histories",
+    "correct",
+    "accuracy",
+    "acc_wilson_lo",
+    "acc_wilson_hi",
+    "acc_boot_lo",
+    "acc_boot_hi",
+)
+STALE_COLS = (
+    "stale_n",
+    "stale_k",
+    "stale_rate",
+    "stale_wilson_lo",
+    "stale_wilson_hi",
+    "stale_boot_lo",
+    "stale_boot_hi",
+)
 
 
 def table6(m: Metrics) -> Table:
     v = _view(m.accuracy, "alfworld-revision", "chains")
     seen = v["arm"].to_list() if v.height else []
-    configured = [] if any("@" in a for a in seen) else _expected_arms(m.run, "alfworld-revision", "chains")
+    configured = [] if m.run.arms_by_agent else _expected_arms(m.run, "alfworld-revision", "chains")
     arms = _order_arms([*configured, *seen])
-    data = v.select("L", "arm", *ACC_COLS, *STALE_COLS, "read_tokens", "read_chars") if v.height else pl.DataFrame()
-    notes = ["Current-value accuracy on revision chains, by number of revisions L. Cells: accuracy % "
-             "[Wilson 95% CI] (n); a history-clustered bootstrap interval is added where histories hold "
-             "several questions. Read size: mean characters shown to the reader per query."]
+    data = (
+        v.select("L", "arm", *ACC_COLS, *STALE_COLS, "read_tokens", "read_chars")
+        if v.height
+        else pl.DataFrame()
+    )
+    notes = [
+        "Current-value accuracy on revision chains, by number of revisions L. Cells: accuracy % "
+        "[Wilson 95% CI] (n); a history-clustered bootstrap interval is added where histories hold "
+        "several questions. Read size: mean characters shown to the reader per query."
+    ]
     display = None
     if v.height:
         display = _pivot(v, ["L"], arms, acc_cell, lambda r: f"L={r['L']}")
-        chars = _pivot(v.group_by("arm").agg(read_chars=(pl.col("read_chars") * pl.col("n")).sum() / pl.col("n").sum(),
-                                             n=pl.col("n").sum()), [], arms,
-                       lambda r: f"{num(r['read_chars'])} chars", lambda r: "mean read size")
+        chars = _pivot(
+            v.group_by("arm").agg(
+                read_chars=(pl.col("read_chars") * pl.col("n")).sum() / pl.col("n").sum(), n=pl.col("n").sum()
+            ),
+            [],
+            arms,
+            lambda r: f"{num(r['read_chars'])} chars",
+            lambda r: "mean read size",
+        )
         display = pl.concat([display, chars], how="diagonal_relaxed")
-    return Table("table6_chains", "Table 6 view: ALFWorld-Revision chains, accuracy vs revisions L", data,
-                 display, notes, keys=("L", "arm"), values=("accuracy", "read_chars"), section="alfworld")
+    return Table(
+        "table6_chains",
+        "Table 6 view: ALFWorld-Revision chains, accuracy vs revisions L",
+        data,
+        display,
+        notes,
+        keys=("L", "arm"),
+        values=("accuracy", "read_chars"),
+        section="alfworld",
+    )
 
 
 def table8(m: Metrics) -> Table:
     """Recovery after retraction over committed cases: recovered = v1, wrong = v2 (stale), lost = neither."""
     lf = m.run.frame("results")
-    notes = ["Retraction probe: after an erroneous update v1->v2 and d distractors, a retraction names v2 as "
-             "wrong. Outcomes over committed cases (the arm's before_retraction answer was the erroneous "
-             "value, i.e. that question is correct): recovered = answers v1 (after_retraction correct), "
-             "wrong = answers v2 (stale), lost = neither. Arms without a before_retraction question count "
-             "every case as committed."]
-    empty = Table("table8_retraction", "Table 8 view: ALFWorld-Revision retraction, recovery per arm and distance",
-                  pl.DataFrame(), None, notes, keys=("d", "arm"), values=("recovered",), section="alfworld")
+    notes = [
+        "Retraction probe: after an erroneous update v1->v2 and d distractors, a retraction names v2 as "
+        "wrong. Outcomes over committed cases (the arm's before_retraction answer was the erroneous "
+        "value, i.e. that question is correct): recovered = answers v1 (after_retraction correct), "
+        "wrong = answers v2 (stale), lost = neither. Arms without a before_retraction question count "
+        "every case as committed."
+    ]
+    empty = Table(
+        "table8_retraction",
+        "Table 8 view: ALFWorld-Revision retraction, recovery per arm and distance",
+        pl.DataFrame(),
+        None,
+        notes,
+        keys=("d", "arm"),
+        values=("recovered",),
+        section="alfworld",
+    )
     if lf is None or "d" not in m.params:
         return empty
     cols = set(m.run.columns("results"))
     stale = pl.col("stale").fill_null(False) if "stale" in cols else pl.lit(False)
     rows = (
         lf.filter((pl.col("benchmark") == "alfworld-revision") & (pl.col("subset") == "retraction"))
-        .select("history_id", "arm", "d", "question_type", pl.col("correct").fill_null(False), stale.alias("stale"))
+        .select(
+            "history_id",
+            "arm",
+            "d",
+            "question_type",
+            pl.col("correct").fill_null(False),
+            stale.alias("stale"),
+        )
         .collect()
     )
     if rows.height == 0:
         return empty
-    before = rows.filter(pl.col("question_type") == "before_retraction").group_by("history_id", "arm", "d").agg(
-        committed=pl.col("correct").all())
-    after = rows.filter(pl.col("question_type") == "after_retraction").group_by("history_id", "arm", "d").agg(
-        recovered=pl.col("correct").all(), wrong=(~pl.col("correct").all()) & pl.col("stale").any())
+    before = (
+        rows.filter(pl.col("question_type") == "before_retraction")
+        .group_by("history_id", "arm", "d")
+        .agg(committed=pl.col("correct").all())
+    )
+    after = (
+        rows.filter(pl.col("question_type") == "after_retraction")
+        .group_by("history_id", "arm", "d")
+        .agg(recovered=pl.col("correct").all(), wrong=(~pl.col("correct").all()) & pl.col("stale").any())
+    )
     has_before = before.select("arm").unique()
     j = after.join(before, on=["history_id", "arm", "d"], how="left").with_columns(
-        committed=pl.when(pl.col("arm").is_in(has_before["arm"].implode())).then(pl.col("committed").fill_null(False))
-        .otherwise(pl.lit(True)))
+        committed=pl.when(pl.col("arm").is_in(has_before["arm"].implode()))
+        .then(pl.col("committed").fill_null(False))
+        .otherwise(pl.lit(True))
+    )
     data = (
         j.group_by("d", "arm")
         .agg(
-            cases=pl.len(), committed=pl.col("committed").sum(),
+            cases=pl.len(),
+            committed=pl.col("committed").sum(),
             recovered_n=(pl.col("committed") & pl.col("recovered")).sum(),
             wrong_n=(pl.col("committed") & pl.col("wrong")).sum(),
             recovered_all_n=pl.col("recovered").sum(),
@@ -304,32 +404,53 @@ def table8(m: Metrics) -> Table:
         .sort("d", "arm")
     )
     wl = [wilson(r, c) for r, c in data.select("recovered_n", "committed").iter_rows()]
-    data = data.with_columns(recovered_wilson_lo=pl.Series([x[0] for x in wl]),
-                             recovered_wilson_hi=pl.Series([x[1] for x in wl]))
+    data = data.with_columns(
+        recovered_wilson_lo=pl.Series([x[0] for x in wl]), recovered_wilson_hi=pl.Series([x[1] for x in wl])
+    )
     arms = _order_arms(data["arm"].to_list())
 
     def cell(r: dict[str, Any]) -> str:
         if not r["committed"]:
             return f"no committed cases (of {r['cases']})"
-        return (f"{pct(r['recovered'])} {ci(r['recovered_wilson_lo'], r['recovered_wilson_hi'])} "
-                f"wrong {pct(r['wrong'])} lost {pct(r['lost'])} (committed {r['committed']}/{r['cases']})")
+        return (
+            f"{pct(r['recovered'])} {ci(r['recovered_wilson_lo'], r['recovered_wilson_hi'])} "
+            f"wrong {pct(r['wrong'])} lost {pct(r['lost'])} (committed {r['committed']}/{r['cases']})"
+        )
 
-    return Table(empty.name, empty.title, data, _pivot(data, ["d"], arms, cell, lambda r: f"d={r['d']}"), notes,
-                 keys=("d", "arm"), values=("recovered", "wrong", "lost"), section="alfworld")
+    return Table(
+        empty.name,
+        empty.title,
+        data,
+        _pivot(data, ["d"], arms, cell, lambda r: f"d={r['d']}"),
+        notes,
+        keys=("d", "arm"),
+        values=("recovered", "wrong", "lost"),
+        section="alfworld",
+    )
 
 
 def conflict_table(m: Metrics) -> Table:
     v = _view(m.accuracy, "alfworld-revision", "conflict")
-    notes = ["Conflict probe: two reports disagree with no precedence cue; before_settle asks while the "
-             "conflict stands (scored by the benchmark: the answer must surface the conflict), after_settle "
-             "asks once a later event settles it. Stale after settling = the losing report."]
+    notes = [
+        "Conflict probe: two reports disagree with no precedence cue; before_settle asks while the "
+        "conflict stands (scored by the benchmark: the answer must surface the conflict), after_settle "
+        "asks once a later event settles it. Stale after settling = the losing report."
+    ]
     data = v.select("question_type", "arm", *ACC_COLS, *STALE_COLS) if v.height else pl.DataFrame()
     display = None
     if v.height:
         arms = _order_arms(v["arm"].to_list())
         display = _pivot(v, ["question_type"], arms, acc_cell, lambda r: r["question_type"])
-    return Table("conflict_probe", "Conflict probe (RQ5 view): accuracy before and after settling", data, display,
-                 notes, keys=("question_type", "arm"), values=("accuracy",), section="alfworld")
+    return Table(
+        "conflict_probe",
+        "Conflict probe (RQ5 view): accuracy before and after settling",
+        data,
+        display,
+        notes,
+        keys=("question_type", "arm"),
+        values=("accuracy",),
+        section="alfworld",
+    )
 
 
 def two_step_table(m: Metrics) -> Table:
@@ -337,10 +458,19 @@ def two_step_table(m: Metrics) -> Table:
     data = v.select("question_type", "arm", *ACC_COLS, "read_chars") if v.height else pl.DataFrame()
     display = None
     if v.height:
-        display = _pivot(v, ["question_type"], _order_arms(v["arm"].to_list()), acc_cell, lambda r: r["question_type"])
-    return Table("two_step", "Single revision, two-step phrasing (Table 6 side note)", data, display,
-                 ["One revision described as a two-step move; accuracy % [Wilson 95% CI] (n)."],
-                 keys=("question_type", "arm"), values=("accuracy",), section="alfworld")
+        display = _pivot(
+            v, ["question_type"], _order_arms(v["arm"].to_list()), acc_cell, lambda r: r["question_type"]
+        )
+    return Table(
+        "two_step",
+        "Single revision, two-step phrasing (Table 6 side note)",
+        data,
+        display,
+        ["One revision described as a two-step move; accuracy % [Wilson 95% CI] (n)."],
+        keys=("question_type", "arm"),
+        values=("accuracy",),
+        section="alfworld",
+    )
 
 
 _FC_SUBSET = re.compile(r"^(sh|mh)_(\d+k)$")
@@ -355,28 +485,45 @@ def _length_order(length: str) -> int:
 
 def table7(m: Metrics) -> Table:
     v = _view(m.accuracy, "factconsolidation")
-    notes = ["FactConsolidation: accuracy % [Wilson 95% CI] (n) per hop and stream length; bootstrap "
-             "intervals resample whole histories (one stream holds many questions). Stale rate over "
-             "identifiable update chains, shown with its denominator (stale/denominator). "
-             f"Stale definition: {STALE_DEFINITIONS['factconsolidation']}."]
-    empty = Table("table7_factconsolidation", "Table 7 view: FactConsolidation single-/multi-hop accuracy and stale rate",
-                  pl.DataFrame(), None, notes, keys=("hop", "length", "arm"), values=("accuracy", "stale_rate"),
-                  section="factconsolidation")
+    notes = [
+        "FactConsolidation: accuracy % [Wilson 95% CI] (n) per hop and stream length; bootstrap "
+        "intervals resample whole histories (one stream holds many questions). Stale rate over "
+        "identifiable update chains, shown with its denominator (stale/denominator). "
+        f"Stale definition: {STALE_DEFINITIONS['factconsolidation']}."
+    ]
+    empty = Table(
+        "table7_factconsolidation",
+        "Table 7 view: FactConsolidation single-/multi-hop accuracy and stale rate",
+        pl.DataFrame(),
+        None,
+        notes,
+        keys=("hop", "length", "arm"),
+        values=("accuracy", "stale_rate"),
+        section="factconsolidation",
+    )
     if v.height == 0:
         return empty
     keys = ["hop", "length", "arm"]
     # one row per (hop, length, arm): question types within a subset are pooled
     hist = m.hist.filter(pl.col("benchmark") == "factconsolidation").with_columns(
         hop=pl.col("subset").str.extract(_FC_SUBSET.pattern, 1).fill_null("?"),
-        length=pl.coalesce(pl.col("subset").str.extract(_FC_SUBSET.pattern, 2), pl.col("subset")))
-    hist = hist.group_by([*keys, "history_id"]).agg(pl.col("n", "k", "sn", "sk", "tok", "chars", "tok_n").sum())
+        length=pl.coalesce(pl.col("subset").str.extract(_FC_SUBSET.pattern, 2), pl.col("subset")),
+    )
+    hist = hist.group_by([*keys, "history_id"]).agg(
+        pl.col("n", "k", "sn", "sk", "tok", "chars", "tok_n").sum()
+    )
     data = summarize(hist, keys)
-    data = data.with_columns(_lo=pl.col("length").map_elements(_length_order, return_dtype=pl.Int64)).sort(
-        "hop", "_lo", "arm").drop("_lo")
+    data = (
+        data.with_columns(_lo=pl.col("length").map_elements(_length_order, return_dtype=pl.Int64))
+        .sort("hop", "_lo", "arm")
+        .drop("_lo")
+    )
     if (data["histories"] < 2).any():
-        notes.append("Some cells hold a single stream (one history): its questions are not independent, the "
-                     "Wilson interval treats them as if they were, and a history-clustered interval needs "
-                     "several histories per cell.")
+        notes.append(
+            "Some cells hold a single stream (one history): its questions are not independent, the "
+            "Wilson interval treats them as if they were, and a history-clustered interval needs "
+            "several histories per cell."
+        )
     arms = _order_arms(data["arm"].to_list())
     lengths = sorted(data["length"].unique().to_list(), key=_length_order)
     out = []
@@ -391,8 +538,16 @@ def table7(m: Metrics) -> Table:
             r = idx.get(("sh", ln, a))
             line[f"stale (sh) {ln}"] = stale_cell(r) if r else "missing (no rows)"
         out.append(line)
-    return Table(empty.name, empty.title, data.select(*keys, *ACC_COLS, *STALE_COLS, "read_tokens", "read_chars"),
-                 pl.DataFrame(out), notes, keys=tuple(keys), values=("accuracy", "stale_rate"), section="factconsolidation")
+    return Table(
+        empty.name,
+        empty.title,
+        data.select(*keys, *ACC_COLS, *STALE_COLS, "read_tokens", "read_chars"),
+        pl.DataFrame(out),
+        notes,
+        keys=tuple(keys),
+        values=("accuracy", "stale_rate"),
+        section="factconsolidation",
+    )
 
 
 def accuracy_table(m: Metrics) -> Table:
@@ -401,17 +556,35 @@ def accuracy_table(m: Metrics) -> Table:
     display = None
     if data.height:
         display = data.select(
-            "benchmark", "subset", "arm",
-            pl.concat_str([pl.lit(f"{p}=") + pl.col(p).cast(pl.String) for p in m.params], separator=" ",
-                          ignore_nulls=True).alias("params") if m.params else pl.lit("").alias("params"),
+            "benchmark",
+            "subset",
+            "arm",
+            pl.concat_str(
+                [pl.lit(f"{p}=") + pl.col(p).cast(pl.String) for p in m.params],
+                separator=" ",
+                ignore_nulls=True,
+            ).alias("params")
+            if m.params
+            else pl.lit("").alias("params"),
             "question_type",
-            pl.struct(data.columns).map_elements(lambda r: acc_cell(r), return_dtype=pl.String).alias("accuracy % [Wilson] (n)"),
+            pl.struct(data.columns)
+            .map_elements(lambda r: acc_cell(r), return_dtype=pl.String)
+            .alias("accuracy % [Wilson] (n)"),
             pl.col("histories"),
         )
-    return Table("accuracy", "Accuracy per benchmark, subset, arm, parameters and question type", data, display,
-                 ["Wilson 95% interval for every proportion; where a history contributes several questions the "
-                  "bootstrap interval (2,000 resamples of whole histories) is the one to read."],
-                 keys=tuple(keys), values=("accuracy",), section="accuracy")
+    return Table(
+        "accuracy",
+        "Accuracy per benchmark, subset, arm, parameters and question type",
+        data,
+        display,
+        [
+            "Wilson 95% interval for every proportion; where a history contributes several questions the "
+            "bootstrap interval (2,000 resamples of whole histories) is the one to read."
+        ],
+        keys=tuple(keys),
+        values=("accuracy",),
+        section="accuracy",
+    )
 
 
 def stale_table(m: Metrics) -> Table:
@@ -423,33 +596,65 @@ def stale_table(m: Metrics) -> Table:
     display = None
     if data.height:
         display = data.select(
-            "benchmark", "subset", "arm", "question_type",
+            "benchmark",
+            "subset",
+            "arm",
+            "question_type",
             *[pl.col(p).cast(pl.String) for p in m.params],
             pl.col("stale_n").alias("denominator"),
-            pl.struct(data.columns).map_elements(lambda r: stale_cell(r), return_dtype=pl.String).alias("stale % [Wilson] (k/denominator)"),
-            pl.struct("stale_boot_lo", "stale_boot_hi", "histories").map_elements(
-                lambda r: ci(r["stale_boot_lo"], r["stale_boot_hi"]) or (
-                    "n/a (one history)" if r["histories"] < 2 else "= Wilson (one question per history)"),
-                return_dtype=pl.String).alias("bootstrap CI"),
+            pl.struct(data.columns)
+            .map_elements(lambda r: stale_cell(r), return_dtype=pl.String)
+            .alias("stale % [Wilson] (k/denominator)"),
+            pl.struct("stale_boot_lo", "stale_boot_hi", "histories")
+            .map_elements(
+                lambda r: (
+                    ci(r["stale_boot_lo"], r["stale_boot_hi"])
+                    or ("n/a (one history)" if r["histories"] < 2 else "= Wilson (one question per history)")
+                ),
+                return_dtype=pl.String,
+            )
+            .alias("bootstrap CI"),
         )
     present = m.accuracy["benchmark"].unique().to_list() if m.accuracy.height else []
-    notes = ["Stale-answer rate: share of stale-eligible questions (stale not null in results/) answered with a "
-             "superseded value. Denominators differ by benchmark:"]
-    notes += [f"{b}: {STALE_DEFINITIONS.get(b, 'as the benchmark scorer defines it')}" for b in sorted(present)]
-    return Table("stale_rate", "Stale-answer rate with its denominator", data, display, notes,
-                 keys=tuple(keys), values=("stale_rate",), section="stale")
+    notes = [
+        "Stale-answer rate: share of stale-eligible questions (stale not null in results/) answered with a "
+        "superseded value. Denominators differ by benchmark:"
+    ]
+    notes += [
+        f"{b}: {STALE_DEFINITIONS.get(b, 'as the benchmark scorer defines it')}" for b in sorted(present)
+    ]
+    return Table(
+        "stale_rate",
+        "Stale-answer rate with its denominator",
+        data,
+        display,
+        notes,
+        keys=tuple(keys),
+        values=("stale_rate",),
+        section="stale",
+    )
 
 
 def paired_table(m: Metrics, reference: str = "pmem") -> Table:
     """Each arm against ``reference`` on the same questions: paired bootstrap difference and exact McNemar."""
     lf = m.run.frame("results")
-    notes = [f"Paired comparisons against `{reference}` on the questions both arms answered. diff = "
-             f"accuracy({reference}) − accuracy(other), with a paired bootstrap 95% CI resampling histories. "
-             f"fixed-broken: questions {reference} gets right and the other arm wrong, and the reverse. "
-             "McNemar: exact two-sided binomial test on those discordant counts."]
+    notes = [
+        f"Paired comparisons against `{reference}` on the questions both arms answered. diff = "
+        f"accuracy({reference}) − accuracy(other), with a paired bootstrap 95% CI resampling histories. "
+        f"fixed-broken: questions {reference} gets right and the other arm wrong, and the reverse. "
+        "McNemar: exact two-sided binomial test on those discordant counts."
+    ]
     keys = [k for k in group_keys(m.params) if k != "arm"]
-    empty = Table("paired", f"Paired comparisons against {reference}", pl.DataFrame(), None, notes,
-                  keys=(*keys, "arm_b"), values=("diff",), section="paired")
+    empty = Table(
+        "paired",
+        f"Paired comparisons against {reference}",
+        pl.DataFrame(),
+        None,
+        notes,
+        keys=(*keys, "arm_b"),
+        values=("diff",),
+        section="paired",
+    )
     if lf is None:
         return empty
     correct = pl.col("correct").fill_null(False).cast(pl.Int8)
@@ -457,17 +662,28 @@ def paired_table(m: Metrics, reference: str = "pmem") -> Table:
     agent = pl.col("arm").str.extract(r"@(.*)$", 1).fill_null("")
     is_ref = pl.col("arm").str.replace(r"@.*$", "") == reference
     # a question is identified by (history_id, question_id); the group keys ride along from the reference
-    ref = lf.filter(is_ref).select(*keys, "history_id", "question_id", agent.alias("_agent"),
-                                   pl.col("arm").alias("arm_a"), correct.alias("a"))
-    other = lf.filter(~is_ref).select("history_id", "question_id", agent.alias("_agent"),
-                                      pl.col("arm").alias("arm_b"), correct.alias("b"))
+    ref = lf.filter(is_ref).select(
+        *keys,
+        "history_id",
+        "question_id",
+        agent.alias("_agent"),
+        pl.col("arm").alias("arm_a"),
+        correct.alias("a"),
+    )
+    other = lf.filter(~is_ref).select(
+        "history_id", "question_id", agent.alias("_agent"), pl.col("arm").alias("arm_b"), correct.alias("b")
+    )
     joined = ref.join(other, on=["history_id", "question_id", "_agent"], how="inner")
     per_hist = (
         joined.group_by([*keys, "arm_a", "arm_b", "history_id"])
-        .agg(m_=pl.len(), d_=(pl.col("a") - pl.col("b")).cast(pl.Int64).sum(),
-             fixed=((pl.col("a") == 1) & (pl.col("b") == 0)).sum(),
-             broken=((pl.col("a") == 0) & (pl.col("b") == 1)).sum(),
-             ka=pl.col("a").cast(pl.Int64).sum(), kb=pl.col("b").cast(pl.Int64).sum())
+        .agg(
+            m_=pl.len(),
+            d_=(pl.col("a") - pl.col("b")).cast(pl.Int64).sum(),
+            fixed=((pl.col("a") == 1) & (pl.col("b") == 0)).sum(),
+            broken=((pl.col("a") == 0) & (pl.col("b") == 1)).sum(),
+            ka=pl.col("a").cast(pl.Int64).sum(),
+            kb=pl.col("b").cast(pl.Int64).sum(),
+        )
         .collect()
     )
     if per_hist.height == 0:
@@ -475,26 +691,49 @@ def paired_table(m: Metrics, reference: str = "pmem") -> Table:
     gkeys = [*keys, "arm_a", "arm_b"]
     agg = (
         per_hist.group_by(gkeys)
-        .agg(n=pl.col("m_").sum(), histories=pl.len(), fixed=pl.col("fixed").sum(), broken=pl.col("broken").sum(),
-             acc_a=pl.col("ka").sum() / pl.col("m_").sum(), acc_b=pl.col("kb").sum() / pl.col("m_").sum())
+        .agg(
+            n=pl.col("m_").sum(),
+            histories=pl.len(),
+            fixed=pl.col("fixed").sum(),
+            broken=pl.col("broken").sum(),
+            acc_a=pl.col("ka").sum() / pl.col("m_").sum(),
+            acc_b=pl.col("kb").sum() / pl.col("m_").sum(),
+        )
         .with_columns(diff=pl.col("acc_a") - pl.col("acc_b"))
         .sort(gkeys, nulls_last=True)
     )
     pats = per_hist.group_by([*gkeys, "d_", "m_"]).agg(c=pl.len())
     boot = {}
     for gkey, sub in pats.partition_by(gkeys, as_dict=True, maintain_order=True).items():
-        boot[tuple(gkey)] = cluster_bootstrap(sub["d_"].to_numpy(), sub["m_"].to_numpy(), sub["c"].to_numpy(),
-                                              seed=seed_for("paired", *gkey))
+        boot[tuple(gkey)] = cluster_bootstrap(
+            sub["d_"].to_numpy(), sub["m_"].to_numpy(), sub["c"].to_numpy(), seed=seed_for("paired", *gkey)
+        )
     los, his, ps = [], [], []
     for r in agg.iter_rows(named=True):
         lo, hi = boot.get(tuple(r[k] for k in gkeys), (math.nan, math.nan))
         los.append(lo)
         his.append(hi)
         ps.append(mcnemar_exact(r["fixed"], r["broken"]))
-    data = agg.with_columns(diff_boot_lo=pl.Series(los, dtype=pl.Float64),
-                            diff_boot_hi=pl.Series(his, dtype=pl.Float64), mcnemar_p=pl.Series(ps, dtype=pl.Float64))
-    data = data.select(*keys, "arm_a", "arm_b", "n", "histories", "acc_a", "acc_b", "diff", "diff_boot_lo",
-                       "diff_boot_hi", "fixed", "broken", "mcnemar_p")
+    data = agg.with_columns(
+        diff_boot_lo=pl.Series(los, dtype=pl.Float64),
+        diff_boot_hi=pl.Series(his, dtype=pl.Float64),
+        mcnemar_p=pl.Series(ps, dtype=pl.Float64),
+    )
+    data = data.select(
+        *keys,
+        "arm_a",
+        "arm_b",
+        "n",
+        "histories",
+        "acc_a",
+        "acc_b",
+        "diff",
+        "diff_boot_lo",
+        "diff_boot_hi",
+        "fixed",
+        "broken",
+        "mcnemar_p",
+    )
 
     def fmt_diff(r: dict[str, Any]) -> str:
         lo, hi = r["diff_boot_lo"], r["diff_boot_hi"]
@@ -502,44 +741,90 @@ def paired_table(m: Metrics, reference: str = "pmem") -> Table:
         return f"{100 * r['diff']:+.1f}{band}"
 
     display = data.select(
-        "benchmark", "subset", *[pl.col(p).cast(pl.String) for p in m.params], "question_type",
-        pl.concat_str([pl.col("arm_a"), pl.lit(" vs "), pl.col("arm_b")]).alias("pair"), "n",
-        pl.concat_str([(pl.col("acc_a") * 100).round(1).cast(pl.String), pl.lit(" / "),
-                       (pl.col("acc_b") * 100).round(1).cast(pl.String)]).alias("acc a / b"),
-        pl.struct(data.columns).map_elements(fmt_diff, return_dtype=pl.String).alias("diff pp [paired boot CI]"),
-        pl.concat_str([pl.col("fixed").cast(pl.String), pl.lit("-"), pl.col("broken").cast(pl.String)]).alias("fixed-broken"),
+        "benchmark",
+        "subset",
+        *[pl.col(p).cast(pl.String) for p in m.params],
+        "question_type",
+        pl.concat_str([pl.col("arm_a"), pl.lit(" vs "), pl.col("arm_b")]).alias("pair"),
+        "n",
+        pl.concat_str(
+            [
+                (pl.col("acc_a") * 100).round(1).cast(pl.String),
+                pl.lit(" / "),
+                (pl.col("acc_b") * 100).round(1).cast(pl.String),
+            ]
+        ).alias("acc a / b"),
+        pl.struct(data.columns)
+        .map_elements(fmt_diff, return_dtype=pl.String)
+        .alias("diff pp [paired boot CI]"),
+        pl.concat_str([pl.col("fixed").cast(pl.String), pl.lit("-"), pl.col("broken").cast(pl.String)]).alias(
+            "fixed-broken"
+        ),
         pl.col("mcnemar_p").map_elements(lambda p: f"{p:.3g}", return_dtype=pl.String).alias("McNemar p"),
     )
-    return Table(empty.name, empty.title, data, display, notes, keys=(*keys, "arm_b"),
-                 values=("diff", "fixed", "broken"), section="paired")
+    return Table(
+        empty.name,
+        empty.title,
+        data,
+        display,
+        notes,
+        keys=(*keys, "arm_b"),
+        values=("diff", "fixed", "broken"),
+        section="paired",
+    )
 
 
 # -- cost ------------------------------------------------------------------------------------------------
 
+
 def read_cost_table(m: Metrics) -> Table:
     keys = ["benchmark", "subset", "arm"]
-    notes = ["Read cost per query: context tokens and characters shown to the reader (results.read_tokens / "
-             "read_chars), accuracy, and accuracy points per 1k context tokens (Table 5 convention)."]
+    notes = [
+        "Read cost per query: context tokens and characters shown to the reader (results.read_tokens / "
+        "read_chars), accuracy, and accuracy points per 1k context tokens (Table 5 convention)."
+    ]
     if m.accuracy.height == 0:
         return Table("read_cost", "Read cost per query", pl.DataFrame(), None, notes, section="cost")
     data = (
         m.accuracy.group_by(keys)
-        .agg(n=pl.col("n").sum(), correct=pl.col("correct").sum(), tok=pl.col("tok").sum(), chars=pl.col("chars").sum(),
-             tok_n=pl.col("tok_n").sum())
-        .with_columns(accuracy=pl.col("correct") / pl.col("n"),
-                      read_tokens=pl.col("tok") / pl.col("tok_n"), read_chars=pl.col("chars") / pl.col("tok_n"))
-        .with_columns(acc_per_1k_tokens=pl.when(pl.col("read_tokens") > 0)
-                      .then(100 * pl.col("accuracy") / (pl.col("read_tokens") / 1000)))
+        .agg(
+            n=pl.col("n").sum(),
+            correct=pl.col("correct").sum(),
+            tok=pl.col("tok").sum(),
+            chars=pl.col("chars").sum(),
+            tok_n=pl.col("tok_n").sum(),
+        )
+        .with_columns(
+            accuracy=pl.col("correct") / pl.col("n"),
+            read_tokens=pl.col("tok") / pl.col("tok_n"),
+            read_chars=pl.col("chars") / pl.col("tok_n"),
+        )
+        .with_columns(
+            acc_per_1k_tokens=pl.when(pl.col("read_tokens") > 0).then(
+                100 * pl.col("accuracy") / (pl.col("read_tokens") / 1000)
+            )
+        )
         .select(*keys, "n", "accuracy", "read_tokens", "read_chars", "acc_per_1k_tokens")
         .sort(keys)
     )
     display = data.select(
-        *keys, "n", (pl.col("accuracy") * 100).round(1).alias("accuracy %"),
-        pl.col("read_tokens").round(1).alias("tokens/query"), pl.col("read_chars").round(1).alias("chars/query"),
+        *keys,
+        "n",
+        (pl.col("accuracy") * 100).round(1).alias("accuracy %"),
+        pl.col("read_tokens").round(1).alias("tokens/query"),
+        pl.col("read_chars").round(1).alias("chars/query"),
         pl.col("acc_per_1k_tokens").round(2).alias("acc points per 1k tokens"),
     )
-    return Table("read_cost", "Read cost per query", data, display, notes, keys=tuple(keys),
-                 values=("read_tokens", "read_chars", "acc_per_1k_tokens"), section="cost")
+    return Table(
+        "read_cost",
+        "Read cost per query",
+        data,
+        display,
+        notes,
+        keys=tuple(keys),
+        values=("read_tokens", "read_chars", "acc_per_1k_tokens"),
+        section="cost",
+    )
 
 
 def history_status(run: Run) -> pl.LazyFrame | None:
@@ -558,9 +843,11 @@ def history_status(run: Run) -> pl.LazyFrame | None:
     base = hs.select("history_id", "arm", "benchmark", "subset", "status", err.alias("error"))
     complete = base.filter(pl.col("status") == "complete").unique(["history_id", "arm"], keep="first")
     # only the (few) rows that are not complete need deduplicating against the complete ones
-    rest = (base.filter(pl.col("status") != "complete")
-            .join(complete.select("history_id", "arm"), on=["history_id", "arm"], how="anti")
-            .unique(["history_id", "arm"], keep="last", maintain_order=True))
+    rest = (
+        base.filter(pl.col("status") != "complete")
+        .join(complete.select("history_id", "arm"), on=["history_id", "arm"], how="anti")
+        .unique(["history_id", "arm"], keep="last", maintain_order=True)
+    )
     out = pl.concat([complete.with_columns(error=pl.lit(None, dtype=pl.String)), rest]).collect().lazy()
     run.cache["history_status"] = out
     return out
@@ -574,7 +861,11 @@ def _history_index(run: Run) -> pl.LazyFrame | None:
     res = run.frame("results")
     if res is None:
         return None
-    return res.select("history_id", "arm", "benchmark", "subset").unique().with_columns(status=pl.lit("complete"))
+    return (
+        res.select("history_id", "arm", "benchmark", "subset")
+        .unique()
+        .with_columns(status=pl.lit("complete"))
+    )
 
 
 def write_cost_table(m: Metrics) -> Table:
@@ -588,8 +879,14 @@ def write_cost_table(m: Metrics) -> Table:
     ]
     idx = _history_index(run)
     if idx is None:
-        return Table("write_cost", "Write cost per history", pl.DataFrame(), None,
-                     [*notes, "No results/ or histories/: nothing to attribute costs to."], section="cost")
+        return Table(
+            "write_cost",
+            "Write cost per history",
+            pl.DataFrame(),
+            None,
+            [*notes, "No results/ or histories/: nothing to attribute costs to."],
+            section="cost",
+        )
     # one row per (history, arm) already (history_status dedups; the results fallback is unique())
     done = idx.filter(pl.col("status") == "complete").select("history_id", "arm", "benchmark", "subset")
     base = done.group_by(keys).agg(histories=pl.len())
@@ -608,24 +905,38 @@ def write_cost_table(m: Metrics) -> Table:
         per_w = (
             wr.with_columns(value_op.alias("vop"), key.alias("key"))
             .group_by("history_id", "arm")
-            .agg(committed_facts=pl.col("vop").sum(), cells=pl.col("key").filter(pl.col("vop")).n_unique(),
-                 write_ops=pl.len(), applied_ops=pl.col("applied").fill_null(False).sum())
+            .agg(
+                committed_facts=pl.col("vop").sum(),
+                cells=pl.col("key").filter(pl.col("vop")).n_unique(),
+                write_ops=pl.len(),
+                applied_ops=pl.col("applied").fill_null(False).sum(),
+            )
         )
         ops = wr.group_by("history_id", "arm", "op").agg(c=pl.len()).collect()
         ops_cols = sorted(ops["op"].drop_nulls().unique().to_list())
         ops_w = ops.pivot(on="op", index=["history_id", "arm"], values="c").lazy() if ops.height else None
         agg_w = done.join(per_w, on=["history_id", "arm"], how="inner")
         if ops_w is not None:
-            agg_w = agg_w.join(ops_w.rename({o: f"op_{o}" for o in ops_cols}), on=["history_id", "arm"], how="left")
-        frames.append(agg_w.group_by(keys).agg(
-            pl.col("committed_facts", "cells", "write_ops", "applied_ops", *[f"op_{o}" for o in ops_cols]).sum(),
-            writes_histories=pl.len()))
+            agg_w = agg_w.join(
+                ops_w.rename({o: f"op_{o}" for o in ops_cols}), on=["history_id", "arm"], how="left"
+            )
+        frames.append(
+            agg_w.group_by(keys).agg(
+                pl.col(
+                    "committed_facts", "cells", "write_ops", "applied_ops", *[f"op_{o}" for o in ops_cols]
+                ).sum(),
+                writes_histories=pl.len(),
+            )
+        )
     hs = run.frame("histories")
     hcols = set(run.columns("histories"))
     extra = [c for c in ("wall_s", "state_bytes", "embedding_bytes") if c in hcols]
     if hs is not None and extra and {"benchmark", "subset"} <= hcols:
-        frames.append(hs.filter(pl.col("status") == "complete").group_by(keys).agg(
-            *[pl.col(c).mean().alias(f"{c}_mean") for c in extra]))
+        frames.append(
+            hs.filter(pl.col("status") == "complete")
+            .group_by(keys)
+            .agg(*[pl.col(c).mean().alias(f"{c}_mean") for c in extra])
+        )
     out = frames[0]
     for f in frames[1:]:
         out = out.join(f, on=keys, how="left", nulls_equal=True)
@@ -637,7 +948,9 @@ def write_cost_table(m: Metrics) -> Table:
             (pl.col("write_calls") / h).alias("write_calls_per_history"),
             (pl.col("write_prompt_tokens") / h).alias("write_prompt_tokens_per_history"),
             (pl.col("write_completion_tokens") / h).alias("write_completion_tokens_per_history"),
-            ((pl.col("write_prompt_tokens") + pl.col("write_completion_tokens")) / h).alias("write_tokens_per_history"),
+            ((pl.col("write_prompt_tokens") + pl.col("write_completion_tokens")) / h).alias(
+                "write_tokens_per_history"
+            ),
             (pl.col("read_calls") / h).alias("read_calls_per_history"),
             (pl.col("errors") / h).alias("errors_per_history"),
         ]
@@ -647,43 +960,89 @@ def write_cost_table(m: Metrics) -> Table:
         per_hist += [
             (pl.col("committed_facts") / pl.col("writes_histories")).alias("committed_facts_per_history"),
             (pl.col("cells") / pl.col("writes_histories")).alias("cells_per_history"),
-            pl.when(pl.col("cells") > 0).then(pl.col("committed_facts") / pl.col("cells")).alias("facts_per_cell"),
-            *[(pl.col(f"op_{o}") / pl.col("writes_histories")).alias(f"op_{o}_per_history") for o in ops_cols],
+            pl.when(pl.col("cells") > 0)
+            .then(pl.col("committed_facts") / pl.col("cells"))
+            .alias("facts_per_cell"),
+            *[
+                (pl.col(f"op_{o}") / pl.col("writes_histories")).alias(f"op_{o}_per_history")
+                for o in ops_cols
+            ],
         ]
         if req is not None:
-            per_hist.append(pl.when(pl.col("committed_facts") > 0).then(pl.col("write_calls") / pl.col("committed_facts"))
-                            .alias("calls_per_committed_fact"))
+            per_hist.append(
+                pl.when(pl.col("committed_facts") > 0)
+                .then(pl.col("write_calls") / pl.col("committed_facts"))
+                .alias("calls_per_committed_fact")
+            )
     else:
         notes.append("writes/ is missing: committed facts, cells and operations are not reported (not zero).")
     absent = [c for c in ("wall_s", "state_bytes", "embedding_bytes") if c not in extra]
     if absent:
         notes.append(f"histories/ has no {', '.join(absent)}: not reported (not zero).")
     df = df.with_columns(per_hist)
-    value_cols = [c for c in df.columns if c.endswith("_per_history") or c in (
-        "calls_per_committed_fact", "facts_per_cell", "wall_s_mean", "state_bytes_mean", "embedding_bytes_mean")]
+    value_cols = [
+        c
+        for c in df.columns
+        if c.endswith("_per_history")
+        or c
+        in (
+            "calls_per_committed_fact",
+            "facts_per_cell",
+            "wall_s_mean",
+            "state_bytes_mean",
+            "embedding_bytes_mean",
+        )
+    ]
     data = df.select(*keys, "histories", *value_cols)
     show = {
-        "write_calls_per_history": "write calls", "calls_per_committed_fact": "calls/committed fact",
-        "write_prompt_tokens_per_history": "write prompt tok", "write_completion_tokens_per_history": "write compl. tok",
-        "committed_facts_per_history": "committed facts", "cells_per_history": "cells", "facts_per_cell": "facts/cell",
-        "wall_s_mean": "wall s", "state_bytes_mean": "state bytes", "embedding_bytes_mean": "embedding bytes",
-        "read_calls_per_history": "read calls", "errors_per_history": "errors",
+        "write_calls_per_history": "write calls",
+        "calls_per_committed_fact": "calls/committed fact",
+        "write_prompt_tokens_per_history": "write prompt tok",
+        "write_completion_tokens_per_history": "write compl. tok",
+        "committed_facts_per_history": "committed facts",
+        "cells_per_history": "cells",
+        "facts_per_cell": "facts/cell",
+        "wall_s_mean": "wall s",
+        "state_bytes_mean": "state bytes",
+        "embedding_bytes_mean": "embedding bytes",
+        "read_calls_per_history": "read calls",
+        "errors_per_history": "errors",
     }
     disp_cols = [pl.col(c).round(2).alias(lbl) for c, lbl in show.items() if c in data.columns]
     op_cols = [c for c in data.columns if c.startswith("op_")]
     if op_cols:
+
         def ops_text(r: dict[str, Any]) -> str:
             parts = [f"{c[3:-12]} {r[c]:.1f}" for c in op_cols if r[c]]
             return ", ".join(parts)
 
-        disp_cols.append(pl.struct(op_cols).map_elements(ops_text, return_dtype=pl.String).alias("ops per history"))
+        disp_cols.append(
+            pl.struct(op_cols).map_elements(ops_text, return_dtype=pl.String).alias("ops per history")
+        )
     display = data.select(*keys, "histories", *disp_cols)
-    return Table("write_cost", "Write cost per history", data, display, notes, keys=tuple(keys),
-                 values=tuple(value_cols), section="cost")
+    return Table(
+        "write_cost",
+        "Write cost per history",
+        data,
+        display,
+        notes,
+        keys=tuple(keys),
+        values=tuple(value_cols),
+        section="cost",
+    )
 
 
-_REQ_SUMS = ("write_calls", "write_prompt_tokens", "write_completion_tokens", "read_calls", "read_call_tokens",
-             "harness_calls", "errors", "cached", "calls")
+_REQ_SUMS = (
+    "write_calls",
+    "write_prompt_tokens",
+    "write_completion_tokens",
+    "read_calls",
+    "read_call_tokens",
+    "harness_calls",
+    "errors",
+    "cached",
+    "calls",
+)
 
 
 def _request_sums(run: Run, req: pl.LazyFrame, idx: pl.LazyFrame, keys: list[str]) -> pl.LazyFrame:
@@ -696,23 +1055,40 @@ def _request_sums(run: Run, req: pl.LazyFrame, idx: pl.LazyFrame, keys: list[str
     """
     rcols = set(run.columns("requests"))
     code = pl.col("purpose").replace_strict(
-        {**dict.fromkeys(READ_PURPOSES, 1), **dict.fromkeys(HARNESS_PURPOSES, 2)}, default=0, return_dtype=pl.Int8)
+        {**dict.fromkeys(READ_PURPOSES, 1), **dict.fromkeys(HARNESS_PURPOSES, 2)},
+        default=0,
+        return_dtype=pl.Int8,
+    )
     err = pl.col("error").is_not_null() if "error" in rcols else pl.lit(False)
     cached = pl.col("cached").fill_null(False) if "cached" in rcols else pl.lit(False)
-    pt, ct = pl.col("prompt_tokens").fill_null(0).cast(pl.Int64), pl.col("completion_tokens").fill_null(0).cast(pl.Int64)
+    pt, ct = (
+        pl.col("prompt_tokens").fill_null(0).cast(pl.Int64),
+        pl.col("completion_tokens").fill_null(0).cast(pl.Int64),
+    )
     w, r = (pl.col("_c") == 0).cast(pl.Int64), (pl.col("_c") == 1).cast(pl.Int64)
-    sums = [w.alias("write_calls"), (w * pt).alias("write_prompt_tokens"), (w * ct).alias("write_completion_tokens"),
-            r.alias("read_calls"), (r * (pt + ct)).alias("read_call_tokens"),
-            (pl.col("_c") == 2).cast(pl.Int64).alias("harness_calls"), err.cast(pl.Int64).alias("errors"),
-            cached.cast(pl.Int64).alias("cached"), pl.lit(1, dtype=pl.Int64).alias("calls")]
+    sums = [
+        w.alias("write_calls"),
+        (w * pt).alias("write_prompt_tokens"),
+        (w * ct).alias("write_completion_tokens"),
+        r.alias("read_calls"),
+        (r * (pt + ct)).alias("read_call_tokens"),
+        (pl.col("_c") == 2).cast(pl.Int64).alias("harness_calls"),
+        err.cast(pl.Int64).alias("errors"),
+        cached.cast(pl.Int64).alias("cached"),
+        pl.lit(1, dtype=pl.Int64).alias("calls"),
+    ]
     not_done = idx.filter(pl.col("status") != "complete").select("history_id", "arm")
     if {"benchmark", "subset"} <= rcols:
         failed = not_done.collect()
         lf = req if failed.height == 0 else req.join(failed.lazy(), on=["history_id", "arm"], how="anti")
-        return (lf.with_columns(code.alias("_c")).select(*keys, *sums).group_by(keys).agg(pl.all().sum()))
+        return lf.with_columns(code.alias("_c")).select(*keys, *sums).group_by(keys).agg(pl.all().sum())
     done = idx.filter(pl.col("status") == "complete").select("history_id", "arm", "benchmark", "subset")
-    per = (req.with_columns(code.alias("_c")).select("history_id", "arm", *sums)
-           .group_by("history_id", "arm").agg(pl.all().sum()))
+    per = (
+        req.with_columns(code.alias("_c"))
+        .select("history_id", "arm", *sums)
+        .group_by("history_id", "arm")
+        .agg(pl.all().sum())
+    )
     return done.join(per, on=["history_id", "arm"], how="inner").group_by(keys).agg(pl.col(*_REQ_SUMS).sum())
 
 
@@ -729,10 +1105,19 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
     ]
     keys = ["benchmark", "subset"]
     if read.empty or write.empty or "write_tokens_per_history" not in write.data.columns:
-        return Table("break_even", "Break-even queries per history", pl.DataFrame(), None,
-                     [*notes, "Not computable: needs results/ and requests/."], section="cost")
-    j = read.data.join(write.data.select(*keys, "arm", "write_tokens_per_history", "histories"), on=[*keys, "arm"],
-                       how="left").with_columns(pl.col("write_tokens_per_history").fill_null(0.0))
+        return Table(
+            "break_even",
+            "Break-even queries per history",
+            pl.DataFrame(),
+            None,
+            [*notes, "Not computable: needs results/ and requests/."],
+            section="cost",
+        )
+    j = read.data.join(
+        write.data.select(*keys, "arm", "write_tokens_per_history", "histories"),
+        on=[*keys, "arm"],
+        how="left",
+    ).with_columns(pl.col("write_tokens_per_history").fill_null(0.0))
     rows = []
     for gkey, sub in j.partition_by(keys, as_dict=True, maintain_order=True).items():
         recs = sub.to_dicts()
@@ -751,28 +1136,55 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
                     n_star = extra / saved
                     verdict = f"{n_star:,.1f}"
                 qph = (w["n"] / w["histories"]) if w.get("histories") else None
-                rows.append({"benchmark": gkey[0], "subset": gkey[1], "write_arm": w["arm"], "read_arm": r["arm"],
-                             "extra_write_tokens_per_history": extra, "read_tokens_saved_per_query": saved,
-                             "break_even_queries": n_star, "queries_per_history_here": qph,
-                             "verdict": verdict})
+                rows.append(
+                    {
+                        "benchmark": gkey[0],
+                        "subset": gkey[1],
+                        "write_arm": w["arm"],
+                        "read_arm": r["arm"],
+                        "extra_write_tokens_per_history": extra,
+                        "read_tokens_saved_per_query": saved,
+                        "break_even_queries": n_star,
+                        "queries_per_history_here": qph,
+                        "verdict": verdict,
+                    }
+                )
     data = pl.DataFrame(rows) if rows else pl.DataFrame()
     display = None
     if data.height:
         display = data.select(
-            "benchmark", "subset", "write_arm", "read_arm",
+            "benchmark",
+            "subset",
+            "write_arm",
+            "read_arm",
             pl.col("extra_write_tokens_per_history").round(0).alias("extra write tok/history"),
             pl.col("read_tokens_saved_per_query").round(1).alias("read tok saved/query"),
             pl.col("verdict").alias("break-even queries"),
             pl.col("queries_per_history_here").round(1).alias("queries/history in this run"),
         )
-    return Table("break_even", "Break-even queries per history (write-time vs read-time arms)", data, display, notes,
-                 keys=("benchmark", "subset", "write_arm", "read_arm"), values=("break_even_queries",), section="cost")
+    return Table(
+        "break_even",
+        "Break-even queries per history (write-time vs read-time arms)",
+        data,
+        display,
+        notes,
+        keys=("benchmark", "subset", "write_arm", "read_arm"),
+        values=("break_even_queries",),
+        section="cost",
+    )
 
 
 # -- write-path audit -----------------------------------------------------------------------------------
 
+
 def _norm(s: pl.Expr) -> pl.Expr:
-    return s.cast(pl.String).str.to_lowercase().str.replace_all(r"[^\w\s]", " ").str.replace_all(r"\s+", " ").str.strip_chars()
+    return (
+        s.cast(pl.String)
+        .str.to_lowercase()
+        .str.replace_all(r"[^\w\s]", " ")
+        .str.replace_all(r"\s+", " ")
+        .str.strip_chars()
+    )
 
 
 def _active_values(run: Run, keep: pl.DataFrame) -> pl.DataFrame:
@@ -813,21 +1225,27 @@ def _active_values(run: Run, keep: pl.DataFrame) -> pl.DataFrame:
             else:
                 st.append(value)
     out = [(h, a, k, st[-1]) for (h, a, k), st in stacks.items() if st]
-    return pl.DataFrame(out, schema={"history_id": pl.String, "arm": pl.String, "key": pl.String, "value": pl.String},
-                        orient="row")
+    return pl.DataFrame(
+        out,
+        schema={"history_id": pl.String, "arm": pl.String, "key": pl.String, "value": pl.String},
+        orient="row",
+    )
 
 
 def audit_table(m: Metrics) -> Table:
     run = m.run
     lf = run.frame("results")
     cols = set(run.columns("results"))
-    notes = ["Write-path audit (FactConsolidation arms with a write path). gold in active cell: the gold value "
-             "is the current value of some active cell; in matching cell: of the cell whose key is the "
-             "question's key; stale sibling: among questions whose key was overwritten, another active cell "
-             "still holds an earlier value. Wrong answers split into write-path (gold absent from every active "
-             "cell) and read-path (the store held the answer)."]
-    empty = Table("write_audit", "Write-path audit (FactConsolidation)", pl.DataFrame(), None, notes,
-                  section="audit")
+    notes = [
+        "Write-path audit (FactConsolidation arms with a write path). gold in active cell: the gold value "
+        "is the current value of some active cell; in matching cell: of the cell whose key is the "
+        "question's key; stale sibling: among questions whose key was overwritten, another active cell "
+        "still holds an earlier value. Wrong answers split into write-path (gold absent from every active "
+        "cell) and read-path (the store held the answer)."
+    ]
+    empty = Table(
+        "write_audit", "Write-path audit (FactConsolidation)", pl.DataFrame(), None, notes, section="audit"
+    )
     if lf is None:
         return empty
     fc = lf.filter(pl.col("benchmark") == "factconsolidation")
@@ -835,34 +1253,64 @@ def audit_table(m: Metrics) -> Table:
     writers = None
     if run.frame("writes") is not None:
         writers = run.frame("writes").select("history_id", "arm").unique().collect()
-    audit_struct = pl.Struct({"gold_in_active_cell": pl.Boolean, "gold_in_matching_cell": pl.Boolean,
-                              "stale_sibling": pl.Boolean})
+    audit_struct = pl.Struct(
+        {"gold_in_active_cell": pl.Boolean, "gold_in_matching_cell": pl.Boolean, "stale_sibling": pl.Boolean}
+    )
     if "gold_in_active_cell" in cols:
-        q = fc.filter(pl.col("gold_in_active_cell").is_not_null()).select(
-            "subset", "history_id", "arm", pl.col("correct").fill_null(False), *have).collect()
+        q = (
+            fc.filter(pl.col("gold_in_active_cell").is_not_null())
+            .select("subset", "history_id", "arm", pl.col("correct").fill_null(False), *have)
+            .collect()
+        )
         notes.append("Source: audit columns written by the runner in results/ (" + ", ".join(have) + ").")
         missing_cols = [c for c in ("gold_in_matching_cell", "stale_sibling") if c not in cols]
         if missing_cols:
             notes.append("Not in results/: " + ", ".join(missing_cols) + " (not reported).")
     elif "audit" in cols and fc.filter(pl.col("audit").is_not_null()).select(pl.len()).collect().item():
         # the runner's per-question audit (pmem.arms._audit.audit_question) as a JSON column
-        q = (fc.filter(pl.col("audit").is_not_null())
-             .select("subset", "history_id", "arm", pl.col("correct").fill_null(False),
-                     pl.col("audit").str.json_decode(audit_struct).alias("_a"))
-             .unnest("_a").collect())
+        q = (
+            fc.filter(pl.col("audit").is_not_null())
+            .select(
+                "subset",
+                "history_id",
+                "arm",
+                pl.col("correct").fill_null(False),
+                pl.col("audit").str.json_decode(audit_struct).alias("_a"),
+            )
+            .unnest("_a")
+            .collect()
+        )
         q = q.filter(pl.col("gold_in_active_cell").is_not_null())
-        notes.append("Source: the per-question audit JSON written by the runner in results/ (column `audit`, "
-                     "from the benchmark's template parser). 'in matching cell' and 'stale sibling' are defined "
-                     "for stale-scoreable questions only (their key is identifiable).")
-    elif "gold_in_state" in cols and fc.filter(pl.col("gold_in_state").is_not_null()).select(pl.len()).collect().item():
-        q = fc.filter(pl.col("gold_in_state").is_not_null()).select(
-            "subset", "history_id", "arm", pl.col("correct").fill_null(False),
-            pl.col("gold_in_state").alias("gold_in_active_cell")).collect()
-        notes.append("Source: results/ column gold_in_state (the gold is the value of an active cell when the "
-                     "question is asked). 'in matching cell' and 'stale sibling' are not in this run's files.")
+        notes.append(
+            "Source: the per-question audit JSON written by the runner in results/ (column `audit`, "
+            "from the benchmark's template parser). 'in matching cell' and 'stale sibling' are defined "
+            "for stale-scoreable questions only (their key is identifiable)."
+        )
+    elif (
+        "gold_in_state" in cols
+        and fc.filter(pl.col("gold_in_state").is_not_null()).select(pl.len()).collect().item()
+    ):
+        q = (
+            fc.filter(pl.col("gold_in_state").is_not_null())
+            .select(
+                "subset",
+                "history_id",
+                "arm",
+                pl.col("correct").fill_null(False),
+                pl.col("gold_in_state").alias("gold_in_active_cell"),
+            )
+            .collect()
+        )
+        notes.append(
+            "Source: results/ column gold_in_state (the gold is the value of an active cell when the "
+            "question is asked). 'in matching cell' and 'stale sibling' are not in this run's files."
+        )
     elif writers is not None and writers.height:
-        q = fc.join(writers.lazy(), on=["history_id", "arm"], how="semi").select(
-            "subset", "history_id", "arm", pl.col("correct").fill_null(False), "gold").collect()
+        q = (
+            fc.join(writers.lazy(), on=["history_id", "arm"], how="semi")
+            .select("subset", "history_id", "arm", pl.col("correct").fill_null(False), "gold")
+            .collect()
+        )
         if q.height == 0:
             return empty
         active = _active_values(run, q.select("history_id", "arm").unique())
@@ -873,13 +1321,26 @@ def audit_table(m: Metrics) -> Table:
         else:
             q = q.with_row_index("_i")
         q = q.with_columns(v=_norm(gold))
-        hit = q.join(act, on=["history_id", "arm", "v"], how="semi").select("_i").unique().with_columns(_hit=pl.lit(True))
-        q = (q.join(hit, on="_i", how="left").group_by("_i").agg(
-            pl.col("subset", "history_id", "arm", "correct").first(), gold_in_active_cell=pl.col("_hit").any().fill_null(False)))
-        notes.append("Source: computed from writes/ by replaying each history's operations (results/ carries no "
-                     "audit columns). Only 'gold in active cell' and the write/read split can be derived this "
-                     "way: 'in matching cell' and 'stale sibling' need the question's gold key, which results/ "
-                     "does not carry (ask the runner for gold_in_matching_cell / stale_sibling).")
+        hit = (
+            q.join(act, on=["history_id", "arm", "v"], how="semi")
+            .select("_i")
+            .unique()
+            .with_columns(_hit=pl.lit(True))
+        )
+        q = (
+            q.join(hit, on="_i", how="left")
+            .group_by("_i")
+            .agg(
+                pl.col("subset", "history_id", "arm", "correct").first(),
+                gold_in_active_cell=pl.col("_hit").any().fill_null(False),
+            )
+        )
+        notes.append(
+            "Source: computed from writes/ by replaying each history's operations (results/ carries no "
+            "audit columns). Only 'gold in active cell' and the write/read split can be derived this "
+            "way: 'in matching cell' and 'stale sibling' need the question's gold key, which results/ "
+            "does not carry (ask the runner for gold_in_matching_cell / stale_sibling)."
+        )
     else:
         notes.append("Not computable: results/ has no audit columns and writes/ is missing.")
         return Table(empty.name, empty.title, pl.DataFrame(), None, notes, section="audit")
@@ -893,87 +1354,199 @@ def audit_table(m: Metrics) -> Table:
         ((~pl.col("correct")) & pl.col("gold_in_active_cell")).sum().alias("wrong_read_path"),
     ]
     if "gold_in_matching_cell" in q.columns:
-        aggs += [pl.col("gold_in_matching_cell").is_not_null().sum().alias("matching_defined"),
-                 pl.col("gold_in_matching_cell").mean().alias("gold_in_matching_cell")]
+        aggs += [
+            pl.col("gold_in_matching_cell").is_not_null().sum().alias("matching_defined"),
+            pl.col("gold_in_matching_cell").mean().alias("gold_in_matching_cell"),
+        ]
     if "stale_sibling" in q.columns:
-        aggs += [pl.col("stale_sibling").is_not_null().sum().alias("overwritten_keys"),
-                 pl.col("stale_sibling").mean().alias("stale_sibling_rate")]
+        aggs += [
+            pl.col("stale_sibling").is_not_null().sum().alias("overwritten_keys"),
+            pl.col("stale_sibling").mean().alias("stale_sibling_rate"),
+        ]
     data = q.group_by("subset", "arm").agg(aggs).sort("subset", "arm")
-    disp = [pl.col("subset"), pl.col("arm"), pl.col("questions"),
-            (pl.col("gold_in_active_cell") * 100).round(1).alias("gold in active cell %")]
+    disp = [
+        pl.col("subset"),
+        pl.col("arm"),
+        pl.col("questions"),
+        (pl.col("gold_in_active_cell") * 100).round(1).alias("gold in active cell %"),
+    ]
     if "gold_in_matching_cell" in data.columns:
-        disp.append(pl.when(pl.col("matching_defined") > 0).then(
-            pl.concat_str([(pl.col("gold_in_matching_cell") * 100).round(1).cast(pl.String), pl.lit(" (of "),
-                           pl.col("matching_defined").cast(pl.String), pl.lit(")")]))
-            .otherwise(pl.lit("n/a (no identifiable key)")).alias("in matching cell %"))
+        disp.append(
+            pl.when(pl.col("matching_defined") > 0)
+            .then(
+                pl.concat_str(
+                    [
+                        (pl.col("gold_in_matching_cell") * 100).round(1).cast(pl.String),
+                        pl.lit(" (of "),
+                        pl.col("matching_defined").cast(pl.String),
+                        pl.lit(")"),
+                    ]
+                )
+            )
+            .otherwise(pl.lit("n/a (no identifiable key)"))
+            .alias("in matching cell %")
+        )
     else:
         disp.append(pl.lit("not derivable").alias("in matching cell %"))
     if "stale_sibling_rate" in data.columns:
-        disp.append(pl.when(pl.col("overwritten_keys") > 0).then(
-            pl.concat_str([(pl.col("stale_sibling_rate") * 100).round(1).cast(pl.String), pl.lit(" ("),
-                           pl.col("overwritten_keys").cast(pl.String), pl.lit(" overwritten)")]))
-            .otherwise(pl.lit("n/a (no overwritten key)")).alias("stale sibling %"))
+        disp.append(
+            pl.when(pl.col("overwritten_keys") > 0)
+            .then(
+                pl.concat_str(
+                    [
+                        (pl.col("stale_sibling_rate") * 100).round(1).cast(pl.String),
+                        pl.lit(" ("),
+                        pl.col("overwritten_keys").cast(pl.String),
+                        pl.lit(" overwritten)"),
+                    ]
+                )
+            )
+            .otherwise(pl.lit("n/a (no overwritten key)"))
+            .alias("stale sibling %")
+        )
     else:
         disp.append(pl.lit("not derivable").alias("stale sibling %"))
-    disp.append(pl.concat_str([pl.col("wrong_write_path").cast(pl.String), pl.lit(" write / "),
-                               pl.col("wrong_read_path").cast(pl.String), pl.lit(" read (of "),
-                               pl.col("wrong").cast(pl.String), pl.lit(" wrong)")]).alias("wrong answers traced to"))
-    return Table(empty.name, empty.title, data, data.select(disp), notes, keys=("subset", "arm"),
-                 values=tuple(c for c in data.columns if c not in ("subset", "arm")), section="audit")
+    disp.append(
+        pl.concat_str(
+            [
+                pl.col("wrong_write_path").cast(pl.String),
+                pl.lit(" write / "),
+                pl.col("wrong_read_path").cast(pl.String),
+                pl.lit(" read (of "),
+                pl.col("wrong").cast(pl.String),
+                pl.lit(" wrong)"),
+            ]
+        ).alias("wrong answers traced to")
+    )
+    return Table(
+        empty.name,
+        empty.title,
+        data,
+        data.select(disp),
+        notes,
+        keys=("subset", "arm"),
+        values=tuple(c for c in data.columns if c not in ("subset", "arm")),
+        section="audit",
+    )
 
 
 # -- coverage --------------------------------------------------------------------------------------------
 
+
+def _planned(run: Run) -> pl.DataFrame | None:
+    """Histories planned per (benchmark, subset, arm label), from plan.json; None for a run without one."""
+    if run.plan is None:
+        return None
+    rows = [
+        {
+            "benchmark": c["benchmark"],
+            "subset": c["subset"],
+            "arm": agent_arm(c["arm"], c["model"]) if run.arms_by_agent else c["arm"],
+            "planned": c["histories"],
+        }
+        for c in run.plan
+    ]
+    schema = {"benchmark": pl.String, "subset": pl.String, "arm": pl.String, "planned": pl.Int64}
+    # arms not labelled by agent: results/ cannot tell agents apart (one model, or no model column), and a
+    # history id counts once however many agents answered it, so a cell needs the largest agent's share
+    return (
+        pl.DataFrame(rows, schema=schema).group_by("benchmark", "subset", "arm").agg(pl.col("planned").max())
+    )
+
+
+def _cell_status(r: dict[str, Any], planned: bool) -> str:
+    """A coverage cell's status; with a plan, complete histories (distinct ones in results/) are counted
+    against the planned number, so a cell short of even one history is partial, never ok."""
+    done = r.get("result_histories") or 0
+    rows = r.get("result_rows") or 0
+    failed = r.get("failed") or 0
+    why = f" ({failed} failed)" if failed else ""
+    if planned and r.get("planned") is not None:
+        want = r["planned"]
+        if done == 0:
+            return f"failed: 0 of {want} histories{why}" if failed else f"missing: 0 of {want} histories"
+        if done < want:
+            return f"partial: {done} of {want} histories{why}"
+        return "ok"
+    if rows == 0 and failed:
+        return f"failed: all {failed} histories failed"
+    if rows == 0:
+        return "missing: no rows"
+    if failed:
+        return f"partial: {failed} of {failed + (r.get('complete') or 0)} histories failed"
+    return "ok"
+
+
 def coverage_table(m: Metrics) -> Table:
     run = m.run
     keys = ["benchmark", "subset", "arm"]
-    notes = ["What the run holds against what its config asked for. A cell with no result rows is reported "
-             "as missing, never as zero; failed histories are counted from histories/."]
-    observed = (m.hist.group_by(keys).agg(result_rows=pl.col("n").sum(), result_histories=pl.col("history_id").n_unique())
-                if m.hist.height else pl.DataFrame(schema={**{k: pl.String for k in keys}, "result_rows": pl.UInt32,
-                                                            "result_histories": pl.UInt32}))
+    notes = [
+        "What the run holds against what its config asked for. A cell with no result rows is reported "
+        "as missing, never as zero; failed histories are counted from histories/."
+    ]
+    observed = (
+        m.hist.group_by(keys).agg(
+            result_rows=pl.col("n").sum(), result_histories=pl.col("history_id").n_unique()
+        )
+        if m.hist.height
+        else pl.DataFrame(
+            schema={**{k: pl.String for k in keys}, "result_rows": pl.UInt32, "result_histories": pl.UInt32}
+        )
+    )
     hst = history_status(run)
     if hst is not None:
-        st = hst.group_by(keys).agg(
-            complete=(pl.col("status") == "complete").sum(), failed=(pl.col("status") == "failed").sum(),
-            other=(~pl.col("status").is_in(["complete", "failed"])).sum(),
-            first_error=pl.col("error").drop_nulls().first()).collect()
+        st = (
+            hst.group_by(keys)
+            .agg(
+                complete=(pl.col("status") == "complete").sum(),
+                failed=(pl.col("status") == "failed").sum(),
+                other=(~pl.col("status").is_in(["complete", "failed"])).sum(),
+                first_error=pl.col("error").drop_nulls().first(),
+            )
+            .collect()
+        )
     else:
         st = None
         notes.append("histories/ is missing (or lacks benchmark/subset): failed histories cannot be counted.")
-    expected: list[dict[str, str]] = []
-    for bench, subset, arm in expected_cells(run):
-        subsets = [subset] if subset is not None else (
-            observed.filter(pl.col("benchmark") == bench)["subset"].unique().to_list() or ["(any)"])
-        expected += [{"benchmark": bench, "subset": s, "arm": arm} for s in subsets]
-    if observed.height and observed["arm"].str.contains("@").any():
-        # several agents: each configured arm is expected once per agent model seen in the results
-        models = sorted({a.split("@", 1)[1] for a in observed["arm"].to_list() if "@" in a})
-        expected = [{**e, "arm": f"{e['arm']}@{mo}"} for e in expected for mo in models]
-    exp = pl.DataFrame(expected, schema={k: pl.String for k in keys}).with_columns(in_config=pl.lit(True))
-    allk = pl.concat([exp.select(keys), observed.select(keys), *([st.select(keys)] if st is not None else [])]).unique()
+    plan = _planned(run)
+    if plan is not None:
+        notes.append(
+            f"Counted against {PLAN}: the histories the latest invocation planned per cell; a cell "
+            "whose results hold fewer distinct complete histories is partial."
+        )
+        exp = plan.select(keys).with_columns(in_config=pl.lit(True))
+    else:
+        expected: list[dict[str, str]] = []
+        for bench, subset, arm in expected_cells(run):
+            subsets = (
+                [subset]
+                if subset is not None
+                else (observed.filter(pl.col("benchmark") == bench)["subset"].unique().to_list() or ["(any)"])
+            )
+            expected += [{"benchmark": bench, "subset": s, "arm": arm} for s in subsets]
+        if run.arms_by_agent and observed.height:
+            # several agents: each configured arm is expected once per agent model seen in the results
+            models = sorted({a.split(AGENT_SEP, 1)[1] for a in observed["arm"].to_list() if AGENT_SEP in a})
+            expected = [{**e, "arm": agent_arm(e["arm"], mo)} for e in expected for mo in models]
+        exp = pl.DataFrame(expected, schema={k: pl.String for k in keys}).with_columns(in_config=pl.lit(True))
+    allk = pl.concat(
+        [exp.select(keys), observed.select(keys), *([st.select(keys)] if st is not None else [])]
+    ).unique()
     df = allk.join(exp, on=keys, how="left").join(observed, on=keys, how="left")
     if st is not None:
         df = df.join(st, on=keys, how="left")
+    if plan is not None:
+        df = df.join(plan, on=keys, how="left")
     df = df.with_columns(pl.col("in_config").fill_null(False)).sort(keys)
     status = []
     for r in df.iter_rows(named=True):
-        rows = r.get("result_rows") or 0
-        failed = r.get("failed") or 0
-        if rows == 0 and failed:
-            s = f"failed: all {failed} histories failed"
-        elif rows == 0:
-            s = "missing: no rows"
-        elif failed:
-            s = f"partial: {failed} of {failed + (r.get('complete') or 0)} histories failed"
-        else:
-            s = "ok"
+        s = _cell_status(r, plan is not None)
         if not r["in_config"] and exp.height:
-            s += " (not in config)"
+            s += " (not in plan)" if plan is not None else " (not in config)"
         status.append(s)
     df = df.with_columns(status=pl.Series(status, dtype=pl.String))
     data = df
-    cols = [*keys, "status", "result_rows", "result_histories"]
+    cols = [*keys, "status", *(["planned"] if plan is not None else []), "result_rows", "result_histories"]
     if st is not None:
         cols += ["complete", "failed", "first_error"]
     n_missing = sum(1 for s in status if s.startswith(("missing", "failed")))
@@ -981,13 +1554,26 @@ def coverage_table(m: Metrics) -> Table:
     notes.append(f"{n_missing} cell(s) with no rows, {n_partial} partial cell(s).")
     if run.missing:
         notes.append("Missing from the run directory: " + ", ".join(run.missing) + ".")
+    if run.damaged:
+        notes.append(
+            f"{len(run.damaged)} damaged or missing committed file(s) left out (see Integrity warnings)."
+        )
     # problems first: a reader should not have to scan a long list of "ok" rows to find them
     shown = data.with_columns(_ok=pl.col("status") == "ok").sort("_ok", *keys).select(cols)
-    return Table("coverage", "Coverage: missing and partial cells", data, shown, notes,
-                 keys=tuple(keys), values=("result_rows",), section="coverage")
+    return Table(
+        "coverage",
+        "Coverage: missing and partial cells",
+        data,
+        shown,
+        notes,
+        keys=tuple(keys),
+        values=("result_rows",),
+        section="coverage",
+    )
 
 
 # -- entry point -----------------------------------------------------------------------------------------
+
 
 def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     params = run.params()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 from typing import TYPE_CHECKING
 
 import matplotlib
@@ -18,13 +18,14 @@ if TYPE_CHECKING:
 
 def _arm_style(arms: list[str]) -> dict[str, dict[str, object]]:
     """One colour and marker per arm, the same in every figure (indexed by the canonical arm order)."""
+    from pmem.report._load import AGENT_SEP
     from pmem.report._published import ARM_ORDER
 
     cmap = plt.get_cmap("tab20")
     markers = "osD^v<>phX*P"
     out = {}
     for i, a in enumerate(arms):
-        base = a.split("@", 1)[0]
+        base = a.split(AGENT_SEP, 1)[0]
         j = ARM_ORDER.index(base) if base in ARM_ORDER else len(ARM_ORDER) + i
         out[a] = {"color": cmap(j % 20), "marker": markers[j % len(markers)]}
     return out
@@ -36,20 +37,24 @@ def _err(df: pl.DataFrame, val: str, lo: str, hi: str) -> list[list[float]]:
     return [list(np.clip(v - lo_, 0, None)), list(np.clip(hi_ - v, 0, None))]
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
+def _png(fig: plt.Figure) -> bytes:
+    # rendered in memory: the report's writer puts the bytes on disk with the other files, all or nothing
     fig.tight_layout(rect=(0, 0, 0.86, 1) if fig.legends else (0, 0, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format="png", dpi=110)
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
 
 
 def _title(m: Metrics, text: str) -> str:
     return f"{text}\nagent: {m.run.agent_label} · run {m.run.run_id}"
 
 
-def plot_all(m: Metrics, out: Path) -> dict[str, Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    figs: dict[str, Path] = {}
+def plot_all(m: Metrics) -> dict[str, bytes]:
+    """Every figure of the report as PNG bytes, by name."""
+    figs: dict[str, bytes] = {}
     from pmem.report._metrics import _order_arms
 
     t6 = m.tables["table6_chains"].data
@@ -60,16 +65,24 @@ def plot_all(m: Metrics, out: Path) -> dict[str, Path]:
         for i, a in enumerate(arms):
             d = t6.filter(pl.col("arm") == a).sort("L")
             x = [v * (1 + 0.025 * (i - len(arms) / 2)) for v in d["L"].to_list()]
-            ax.errorbar(x, d["accuracy"] * 100, yerr=_err(d, "accuracy", "acc_wilson_lo", "acc_wilson_hi"),
-                        label=a, capsize=3, **style[a])
+            ax.errorbar(
+                x,
+                d["accuracy"] * 100,
+                yerr=_err(d, "accuracy", "acc_wilson_lo", "acc_wilson_hi"),
+                label=a,
+                capsize=3,
+                **style[a],
+            )
         ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(t6["L"].unique().to_list()), [str(x) for x in sorted(t6["L"].unique().to_list())])
+        ax.set_xticks(
+            sorted(t6["L"].unique().to_list()), [str(x) for x in sorted(t6["L"].unique().to_list())]
+        )
         ax.set_xlabel("revisions per fact (L)")
         ax.set_ylabel("current-value accuracy (%)")
         ax.set_ylim(-3, 103)
         ax.set_title(_title(m, "ALFWorld-Revision chains (Table 6 view), Wilson 95% CI"), fontsize=9)
         ax.legend(fontsize=7, loc="lower left")
-        figs["table6_chains"] = _save(fig, out / "table6_chains.png")
+        figs["table6_chains"] = _png(fig)
 
     t8 = m.tables["table8_retraction"].data
     if t8.height:
@@ -81,17 +94,21 @@ def plot_all(m: Metrics, out: Path) -> dict[str, Path]:
             sub = {r["arm"]: r for r in t8.filter(pl.col("d") == d).iter_rows(named=True)}
             xs = [i + (j - (len(ds) - 1) / 2) * width for i in range(len(arms))]
             vals = [100 * (sub[a]["recovered"] or 0) if a in sub and sub[a]["committed"] else 0 for a in arms]
-            lo = [max(0.0, v - 100 * sub[a]["recovered_wilson_lo"]) if a in sub and sub[a]["committed"] else 0
-                  for a, v in zip(arms, vals, strict=True)]
-            hi = [max(0.0, 100 * sub[a]["recovered_wilson_hi"] - v) if a in sub and sub[a]["committed"] else 0
-                  for a, v in zip(arms, vals, strict=True)]
+            lo = [
+                max(0.0, v - 100 * sub[a]["recovered_wilson_lo"]) if a in sub and sub[a]["committed"] else 0
+                for a, v in zip(arms, vals, strict=True)
+            ]
+            hi = [
+                max(0.0, 100 * sub[a]["recovered_wilson_hi"] - v) if a in sub and sub[a]["committed"] else 0
+                for a, v in zip(arms, vals, strict=True)
+            ]
             ax.bar(xs, vals, width=width, yerr=[lo, hi], capsize=3, label=f"d={d}")
         ax.set_xticks(range(len(arms)), arms, rotation=25, ha="right", fontsize=8)
         ax.set_ylabel("recovered after retraction (%)\nover committed cases")
         ax.set_ylim(0, 105)
         ax.set_title(_title(m, "Retraction recovery per arm and distance (Table 8 view)"), fontsize=9)
         ax.legend(fontsize=8)
-        figs["table8_retraction"] = _save(fig, out / "table8_retraction.png")
+        figs["table8_retraction"] = _png(fig)
 
     t7 = m.tables["table7_factconsolidation"].data
     if t7.height:
@@ -104,9 +121,11 @@ def plot_all(m: Metrics, out: Path) -> dict[str, Path]:
         # one stream length: arms along x (lines over lengths would all sit on one x and hide each other)
         by_arm = len(lengths) == 1
         fig, axes = plt.subplots(1, 3, figsize=(13, 4.6))
-        panels = (("sh", "accuracy", "acc", "single-hop accuracy (%)"),
-                  ("mh", "accuracy", "acc", "multi-hop accuracy (%)"),
-                  ("sh", "stale_rate", "stale", "single-hop stale rate (%)"))
+        panels = (
+            ("sh", "accuracy", "acc", "single-hop accuracy (%)"),
+            ("mh", "accuracy", "acc", "multi-hop accuracy (%)"),
+            ("sh", "stale_rate", "stale", "single-hop stale rate (%)"),
+        )
         for ax, (hop, col, pre, label) in zip(axes, panels, strict=True):
             for a in arms:
                 d = t7.filter((pl.col("arm") == a) & (pl.col("hop") == hop))
@@ -116,8 +135,15 @@ def plot_all(m: Metrics, out: Path) -> dict[str, Path]:
                     continue
                 d = d.with_columns(_x=pl.col("length").replace_strict(pos, return_dtype=pl.Int64)).sort("_x")
                 xs = [arms.index(a)] * d.height if by_arm else d["_x"].to_list()
-                ax.errorbar(xs, d[col] * 100, yerr=_err(d, col, f"{pre}_wilson_lo", f"{pre}_wilson_hi"),
-                            label=a, capsize=3, linestyle="none" if by_arm else "-", **style[a])
+                ax.errorbar(
+                    xs,
+                    d[col] * 100,
+                    yerr=_err(d, col, f"{pre}_wilson_lo", f"{pre}_wilson_hi"),
+                    label=a,
+                    capsize=3,
+                    linestyle="none" if by_arm else "-",
+                    **style[a],
+                )
             if by_arm:
                 ax.set_xticks(range(len(arms)), arms, rotation=60, ha="right", fontsize=7)
                 ax.set_xlabel(f"arm (stream length {lengths[0]})")
@@ -129,7 +155,7 @@ def plot_all(m: Metrics, out: Path) -> dict[str, Path]:
         if not by_arm:
             axes[0].legend(fontsize=7)
         fig.suptitle(_title(m, "FactConsolidation (Table 7 view), Wilson 95% CI"), fontsize=9)
-        figs["table7_factconsolidation"] = _save(fig, out / "table7_factconsolidation.png")
+        figs["table7_factconsolidation"] = _png(fig)
 
     rc = m.tables["read_cost"].data
     if rc.height and rc["read_tokens"].drop_nulls().len():
@@ -138,19 +164,32 @@ def plot_all(m: Metrics, out: Path) -> dict[str, Path]:
         style = _arm_style(arms)
         fig, axes = plt.subplots(1, len(benches), figsize=(5.5 * len(benches), 4.2), squeeze=False)
         for ax, b in zip(axes[0], benches, strict=True):
-            d = rc.filter((pl.col("benchmark") == b) & pl.col("read_tokens").is_not_null() & (pl.col("read_tokens") > 0))
-            zero = sorted(set(rc.filter((pl.col("benchmark") == b) & (pl.col("read_tokens") <= 0))["arm"].to_list()))
+            d = rc.filter(
+                (pl.col("benchmark") == b) & pl.col("read_tokens").is_not_null() & (pl.col("read_tokens") > 0)
+            )
+            zero = sorted(
+                set(rc.filter((pl.col("benchmark") == b) & (pl.col("read_tokens") <= 0))["arm"].to_list())
+            )
             for a in arms:
                 da = d.filter(pl.col("arm") == a)
                 if da.height:
-                    ax.scatter(da["read_tokens"], da["accuracy"] * 100, label=a, s=28, color=style[a]["color"],
-                               marker=style[a]["marker"])
+                    ax.scatter(
+                        da["read_tokens"],
+                        da["accuracy"] * 100,
+                        label=a,
+                        s=28,
+                        color=style[a]["color"],
+                        marker=style[a]["marker"],
+                    )
             ax.set_xscale("log")
             ax.set_xlabel("context tokens per query (log)")
             ax.set_ylabel("accuracy (%)")
             ax.set_ylim(-3, 103)
-            ax.set_title(f"{b} (one point per subset)" + (f"\nnot on the log axis (0 tokens): {', '.join(zero)}"
-                                                           if zero else ""), fontsize=8)
+            ax.set_title(
+                f"{b} (one point per subset)"
+                + (f"\nnot on the log axis (0 tokens): {', '.join(zero)}" if zero else ""),
+                fontsize=8,
+            )
         handles, labels = [], []
         for ax in axes[0]:
             for h, lbl in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -161,7 +200,7 @@ def plot_all(m: Metrics, out: Path) -> dict[str, Path]:
         fig.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, loc="center right")
         fig.subplots_adjust(right=0.85)
         fig.suptitle(_title(m, "Accuracy vs read tokens (Table 5 style)"), fontsize=9)
-        figs["accuracy_vs_read_tokens"] = _save(fig, out / "accuracy_vs_read_tokens.png")
+        figs["accuracy_vs_read_tokens"] = _png(fig)
 
     cp = m.tables["conflict_probe"].data
     if cp.height:
@@ -178,5 +217,5 @@ def plot_all(m: Metrics, out: Path) -> dict[str, Path]:
         ax.set_ylim(0, 105)
         ax.set_title(_title(m, "Conflict probe: before / after settling"), fontsize=9)
         ax.legend(fontsize=8)
-        figs["conflict_probe"] = _save(fig, out / "conflict_probe.png")
+        figs["conflict_probe"] = _png(fig)
     return figs

@@ -23,8 +23,22 @@ from pmem.report._table import Table
 if TYPE_CHECKING:
     from pmem.report._metrics import Metrics
 
-ARM_ORDER = ("pmem", "pmem-iterative", "pmem-turn-prune", "pmem-no-retention", "pmem-no-identity", "pmem-oracle",
-             "no-memory", "long-context", "raw", "raw-ordered", "chunks", "crud", "add-only", "bitemporal")
+ARM_ORDER = (
+    "pmem",
+    "pmem-iterative",
+    "pmem-turn-prune",
+    "pmem-no-retention",
+    "pmem-no-identity",
+    "pmem-oracle",
+    "no-memory",
+    "long-context",
+    "raw",
+    "raw-ordered",
+    "chunks",
+    "crud",
+    "add-only",
+    "bitemporal",
+)
 
 #: published arm -> (our arm, what differs beyond the shared setup notes)
 ARM_MAP: dict[str, tuple[str | None, str]] = {
@@ -60,7 +74,11 @@ ARM_MAP: dict[str, tuple[str | None, str]] = {
     "stream": (None, "stream statistics, not an arm"),
 }
 
-_BENCH = {"alfworld_revision": "alfworld-revision", "factconsolidation": "factconsolidation", "longmemeval": "longmemeval"}
+_BENCH = {
+    "alfworld_revision": "alfworld-revision",
+    "factconsolidation": "factconsolidation",
+    "longmemeval": "longmemeval",
+}
 _SUBSET = {"single_revision_two_step": "two-step"}
 _WRITE_METRICS = {
     "extraction_calls_per_history": ("write_calls_per_history", 1.0),
@@ -96,7 +114,9 @@ def setup_differences(m: Metrics) -> list[str]:
         "design-corner counterparts, not the published systems.",
     ]
     if "longmemeval" not in benches:
-        notes.append("LongMemEval: not run (no official data supplied), so its published rows have no value of ours.")
+        notes.append(
+            "LongMemEval: not run (no official data supplied), so its published rows have no value of ours."
+        )
     return notes
 
 
@@ -116,7 +136,9 @@ def _filter_param(param: str, params: list[str], cols: list[str]) -> tuple[pl.Ex
     return None, False
 
 
-def _ours(m: Metrics, row: dict[str, str], arm: str, cache: dict[str, Any]) -> tuple[float | None, int | None, str]:
+def _ours(
+    m: Metrics, row: dict[str, str], arm: str, cache: dict[str, Any]
+) -> tuple[float | None, int | None, str]:
     """Our value for a published cell (percent units where the paper's are), its n, and a note."""
     bench = _BENCH.get(row["benchmark"], row["benchmark"])
     subset = _SUBSET.get(row["subset"], row["subset"])
@@ -137,26 +159,47 @@ def _ours(m: Metrics, row: dict[str, str], arm: str, cache: dict[str, Any]) -> t
     if metric in _WRITE_METRICS or metric == "write_ops":
         col, scale = _WRITE_METRICS[metric]
         wc = t["write_cost"].data
-        subsets = [s for s in (wc["subset"].unique().to_list() if wc.height else [])
-                   if s == subset or s.endswith("_" + subset)]
+        subsets = [
+            s
+            for s in (wc["subset"].unique().to_list() if wc.height else [])
+            if s == subset or s.endswith("_" + subset)
+        ]
         if wc.height == 0 or col not in wc.columns or not subsets:
             return None, None, "not measured"
-        sel = wc.filter((pl.col("benchmark") == bench) & pl.col("subset").is_in(subsets) & (pl.col("arm") == arm))
+        sel = wc.filter(
+            (pl.col("benchmark") == bench) & pl.col("subset").is_in(subsets) & (pl.col("arm") == arm)
+        )
         if sel.height == 0 or sel[col].drop_nulls().len() == 0:
             return None, None, "not measured"
         return float(sel[col].mean()) * scale, int(sel["histories"].sum()), ""
     if metric in ("current_value_survives", "stale_sibling_rate"):
         au = t["write_audit"].data
-        col = "gold_in_active_cell" if metric == "current_value_survives" else "stale_sibling_rate"
+        # each rate is pooled over sh/mh with its own denominator as the weight: the stale-sibling rate is
+        # defined over overwritten keys only, and a row without one (multi-hop) has no rate to pool
+        col, weight, unit = (
+            ("gold_in_active_cell", "questions", "question")
+            if metric == "current_value_survives"
+            else ("stale_sibling_rate", "overwritten_keys", "overwritten key")
+        )
         if au.height == 0 or col not in au.columns:
             return None, None, "not derivable from this run's files"
         sel = au.filter(pl.col("subset").str.ends_with("_" + subset) & (pl.col("arm") == arm))
         if sel.height == 0:
             return None, None, "no audit rows"
-        w = sel["questions"]
-        return 100 * float((sel[col] * w).sum() / w.sum()), int(w.sum()), "per question, pooled over sh/mh"
-    if metric not in ("accuracy", "stale_rate", "read_chars", "context_tokens", "acc_per_1k_tokens",
-                      "accuracy_post", "conflict_flagged_pre"):
+        sel = sel.filter(pl.col(col).is_not_null() & pl.col(col).is_not_nan() & (pl.col(weight) > 0))
+        if sel.height == 0:
+            return None, 0, f"undefined (no {unit}s)"
+        w = sel[weight]
+        return 100 * float((sel[col] * w).sum() / w.sum()), int(w.sum()), f"per {unit}, pooled over sh/mh"
+    if metric not in (
+        "accuracy",
+        "stale_rate",
+        "read_chars",
+        "context_tokens",
+        "acc_per_1k_tokens",
+        "accuracy_post",
+        "conflict_flagged_pre",
+    ):
         return None, None, "not measured"
     key = "results_cols"
     if key not in cache:
@@ -168,7 +211,9 @@ def _ours(m: Metrics, row: dict[str, str], arm: str, cache: dict[str, Any]) -> t
     f = (pl.col("benchmark") == bench) & (pl.col("arm") == arm)
     if bench == "longmemeval" and subset.startswith("ku_"):
         base = subset[3:]
-        f &= (pl.col("subset") == subset) | ((pl.col("subset") == base) & pl.col("question_type").str.contains("knowledge"))
+        f &= (pl.col("subset") == subset) | (
+            (pl.col("subset") == base) & pl.col("question_type").str.contains("knowledge")
+        )
     else:
         f &= pl.col("subset") == subset
     if metric == "accuracy_post":
@@ -182,13 +227,20 @@ def _ours(m: Metrics, row: dict[str, str], arm: str, cache: dict[str, Any]) -> t
         # per-class cells (Table 4) come from the question rows: the history counts do not keep the class
         if "by_class" not in cache:
             cache["by_class"] = (
-                m.run.frame("results").filter(pl.col("answer_class").is_not_null())
+                m.run.frame("results")
+                .filter(pl.col("answer_class").is_not_null())
                 .group_by("benchmark", "subset", "arm", "question_type", "answer_class")
-                .agg(n=pl.len(), correct=pl.col("correct").fill_null(False).sum(),
-                     stale_n=pl.col("stale").is_not_null().sum(), stale_k=pl.col("stale").fill_null(False).sum(),
-                     tok=pl.col("read_tokens").cast(pl.Float64).sum(), chars=pl.col("read_chars").cast(pl.Float64).sum(),
-                     tok_n=pl.col("read_tokens").is_not_null().sum())
-                .collect())
+                .agg(
+                    n=pl.len(),
+                    correct=pl.col("correct").fill_null(False).sum(),
+                    stale_n=pl.col("stale").is_not_null().sum(),
+                    stale_k=pl.col("stale").fill_null(False).sum(),
+                    tok=pl.col("read_tokens").cast(pl.Float64).sum(),
+                    chars=pl.col("read_chars").cast(pl.Float64).sum(),
+                    tok_n=pl.col("read_tokens").is_not_null().sum(),
+                )
+                .collect()
+            )
         hist = cache["by_class"]
     sel = hist.filter(f & pf)
     if sel.height == 0:
@@ -222,22 +274,59 @@ def published_table(m: Metrics) -> Table:
             note = "; ".join(x for x in (arm_note, note) if x)
         pub = float(r["value"])
         diff = None if ours is None or math.isnan(ours) else ours - pub
-        rows.append({"table": r["table"], "benchmark": r["benchmark"], "subset": r["subset"], "param": r["param"],
-                     "metric": r["metric"], "paper_arm": r["arm"], "our_arm": arm, "published": pub,
-                     "unit": r["unit"], "ours": ours, "n_ours": n, "diff": diff,
-                     "published_note": r["note"], "note": note})
+        rows.append(
+            {
+                "table": r["table"],
+                "benchmark": r["benchmark"],
+                "subset": r["subset"],
+                "param": r["param"],
+                "metric": r["metric"],
+                "paper_arm": r["arm"],
+                "our_arm": arm,
+                "published": pub,
+                "unit": r["unit"],
+                "ours": ours,
+                "n_ours": n,
+                "diff": diff,
+                "published_note": r["note"],
+                "note": note,
+            }
+        )
     data = pl.DataFrame(rows, schema_overrides={"ours": pl.Float64, "diff": pl.Float64, "n_ours": pl.Int64})
     display = data.select(
-        "table", "benchmark", "subset", "param", "metric", "paper_arm", pl.col("our_arm").fill_null("—"),
-        pl.concat_str([pl.col("published").round(2).cast(pl.String), pl.lit(" "), pl.col("unit")]).alias("published"),
-        pl.when(pl.col("ours").is_null()).then(pl.lit("not run / n.a.")).otherwise(
-            pl.col("ours").round(2).cast(pl.String)).alias("ours"),
+        "table",
+        "benchmark",
+        "subset",
+        "param",
+        "metric",
+        "paper_arm",
+        pl.col("our_arm").fill_null("—"),
+        pl.concat_str([pl.col("published").round(2).cast(pl.String), pl.lit(" "), pl.col("unit")]).alias(
+            "published"
+        ),
+        pl.when(pl.col("ours").is_null())
+        .then(pl.lit("not run / n.a."))
+        .otherwise(pl.col("ours").round(2).cast(pl.String))
+        .alias("ours"),
         pl.col("n_ours").cast(pl.String).fill_null(""),
-        pl.when(pl.col("diff").is_null()).then(pl.lit("")).otherwise(pl.col("diff").round(2).cast(pl.String)).alias("ours − published"),
+        pl.when(pl.col("diff").is_null())
+        .then(pl.lit(""))
+        .otherwise(pl.col("diff").round(2).cast(pl.String))
+        .alias("ours − published"),
         pl.col("note"),
     )
-    notes = ["Published = the paper's reported figure (labelled as such; never an expected value). "
-             "Setup differences:", *setup_differences(m)]
-    return Table("published_vs_ours", "Published (paper) vs ours", data, display, notes,
-                 keys=("table", "benchmark", "subset", "param", "metric", "paper_arm"), values=("ours", "diff"),
-                 section="published")
+    notes = [
+        "Published = the paper's reported figure (labelled as such; never an expected value). "
+        "Setup differences:",
+        *setup_differences(m),
+    ]
+    return Table(
+        "published_vs_ours",
+        "Published (paper) vs ours",
+        data,
+        display,
+        notes,
+        keys=("table", "benchmark", "subset", "param", "metric", "paper_arm"),
+        values=("ours", "diff"),
+        section="published",
+    )

@@ -17,11 +17,24 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--disable-extensions")
-INSTALL_HINT = ("Chromium was not found. Install Debian's package: `sudo apt-get update && sudo apt-get install -y "
-                "chromium` (it provides /usr/bin/chromium), or set PMEM_CHROMIUM=/path/to/chromium.")
+from pmem._atomic import atomic_write_bytes
+
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--disable-extensions",
+)
+INSTALL_HINT = (
+    "Chromium was not found. Install Debian's package: `sudo apt-get update && sudo apt-get install -y "
+    "chromium` (it provides /usr/bin/chromium), or set PMEM_CHROMIUM=/path/to/chromium."
+)
 
 
 class BrowserMissing(RuntimeError):
@@ -51,12 +64,16 @@ def find_chromium() -> str:
     raise BrowserMissing(INSTALL_HINT)
 
 
-def _run(browser: str, profile: Path, extra: list[str], url: str, timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(
+    browser: str, profile: Path, extra: list[str], url: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
     cmd = [browser, *FLAGS, f"--user-data-dir={profile}", *extra, url]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def render_html(html: Path, png: Path, *, width: int = 1500, height: int = 2400, timeout: float = 120.0) -> Rendered:
+def render_html(
+    html: Path, png: Path, *, width: int = 1500, height: int = 2400, timeout: float = 120.0
+) -> Rendered:
     """Screenshot ``html`` into ``png`` and return the loaded DOM (for checks) and Chromium's stderr.
 
     Raises RuntimeError when Chromium exits non-zero, writes no PNG, or logs a page error.
@@ -67,13 +84,28 @@ def render_html(html: Path, png: Path, *, width: int = 1500, height: int = 2400,
     png.parent.mkdir(parents=True, exist_ok=True)
     url = html.as_uri()
     with tempfile.TemporaryDirectory(prefix="pmem-chromium-") as tmp:
-        shot = _run(browser, Path(tmp) / "profile-shot", [f"--window-size={width},{height}", f"--screenshot={png}",
-                                                         "--enable-logging=stderr", "--v=0"], url, timeout)
+        # Chromium writes where it likes; the PNG reaches its place whole or not at all
+        shot_png = Path(tmp) / "shot.png"
+        shot = _run(
+            browser,
+            Path(tmp) / "profile-shot",
+            [
+                f"--window-size={width},{height}",
+                f"--screenshot={shot_png}",
+                "--enable-logging=stderr",
+                "--v=0",
+            ],
+            url,
+            timeout,
+        )
         dom = _run(browser, Path(tmp) / "profile-dom", ["--dump-dom"], url, timeout)
-    if shot.returncode != 0 or not png.is_file() or png.stat().st_size == 0:
-        msg = f"chromium failed to screenshot {html} (exit {shot.returncode}): {shot.stderr[-2000:]}"
-        raise RuntimeError(msg)
-    page_errors = [ln for ln in shot.stderr.splitlines() if "CONSOLE" in ln and ("Uncaught" in ln or "Error" in ln)]
+        if shot.returncode != 0 or not shot_png.is_file() or shot_png.stat().st_size == 0:
+            msg = f"chromium failed to screenshot {html} (exit {shot.returncode}): {shot.stderr[-2000:]}"
+            raise RuntimeError(msg)
+        atomic_write_bytes(png, shot_png.read_bytes())
+    page_errors = [
+        ln for ln in shot.stderr.splitlines() if "CONSOLE" in ln and ("Uncaught" in ln or "Error" in ln)
+    ]
     if page_errors:
         msg = f"{html}: the page logged errors in Chromium: " + " | ".join(page_errors[:5])
         raise RuntimeError(msg)
@@ -92,8 +124,13 @@ def _default_run() -> Path | None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", default=None,
-                        help="run directory (default: newest under runs/, else a synthetic fixture run)")
+    parser.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        nargs="?",
+        default=None,
+        help="run directory (default: newest under runs/, else a synthetic fixture run)",
+    )
     parser.add_argument("--out", default=None, help="PNG path (default RUN_DIR/report/screenshot.png)")
     parser.add_argument("--width", type=int, default=1500)
     parser.add_argument("--height", type=int, default=2400)
@@ -119,7 +156,11 @@ def run(args: argparse.Namespace) -> int:
     html = run_dir / "report" / "report.html"
     if args.rebuild or not html.is_file():
         html = build_report(run_dir).html
-    out = Path(args.out) if args.out else (Path("runs/report-screenshot.png") if tmp else run_dir / "report" / "screenshot.png")
+    out = (
+        Path(args.out)
+        if args.out
+        else (Path("runs/report-screenshot.png") if tmp else run_dir / "report" / "screenshot.png")
+    )
     try:
         r = render_html(html, out, width=args.width, height=args.height)
     except RuntimeError as exc:

@@ -74,3 +74,47 @@ def test_cluster_bootstrap_matches_naive_history_resampling() -> None:
     assert lo == pytest.approx(nlo, abs=0.01)
     assert hi == pytest.approx(nhi, abs=0.01)
     assert lo < hist_num.sum() / hist_den.sum() < hi
+
+
+def test_cluster_bootstrap_multinomial_branch_matches_binomial_closed_form() -> None:
+    """Histories that are all-right or all-wrong (4 questions each): a resample's ratio is X/h with
+    X ~ Binomial(h, share of right histories), whose 2.5% and 97.5% quantiles are known exactly."""
+    h, right = 400, 120
+    num, den, count = np.array([0, 4]), np.array([4, 4]), np.array([h - right, right])
+    assert not (h <= 256 and h < 8 * len(count))  # the multinomial branch, not direct resampling
+
+    def binom_quantile(q: float) -> int:
+        p, cdf = right / h, 0.0
+        for x in range(h + 1):
+            cdf += math.comb(h, x) * p**x * (1 - p) ** (h - x)
+            if cdf >= q:
+                return x
+        return h
+
+    lo, hi = cluster_bootstrap(num, den, count, seed=5, b=20000)
+    # the percentile of B draws may fall one atom (1/h) either side of the exact quantile
+    assert lo == pytest.approx(binom_quantile(0.025) / h, abs=1.01 / h)
+    assert hi == pytest.approx(binom_quantile(0.975) / h, abs=1.01 / h)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_cluster_bootstrap_multinomial_branch_matches_plain_multinomial(seed: int) -> None:
+    """Many histories over few patterns: the chain of conditional binomials is one multinomial draw of
+    how many copies of each pattern a resample holds, computed here plainly, one resample at a time."""
+    num = np.array([0, 1, 3, 2, 6])
+    den = np.array([4, 2, 5, 3, 6])
+    count = np.array([60, 90, 40, 70, 40])
+    h, b = int(count.sum()), 20000
+    assert not (h <= 256 and h < 8 * len(count))
+    lo, hi = cluster_bootstrap(num, den, count, seed=seed, b=b)
+    rng = np.random.default_rng(100 + seed)
+    ratios = []
+    for _ in range(b):
+        copies = rng.multinomial(h, count / h)
+        ratios.append(float(copies @ num) / float(copies @ den))
+    ref_lo, ref_hi = np.quantile(ratios, [0.025, 0.975])
+    sd = float(np.std(ratios))
+    # both are Monte Carlo estimates of the same quantiles: they agree to a small fraction of the spread
+    assert lo == pytest.approx(ref_lo, abs=0.1 * sd)
+    assert hi == pytest.approx(ref_hi, abs=0.1 * sd)
+    assert lo < float(count @ num) / float(count @ den) < hi
