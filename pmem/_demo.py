@@ -46,14 +46,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print_summary(res)
+    status = 0 if res.failed == 0 else 1
     if not args.no_report:
+        from pmem.report import RunError, build_report
+
         try:
-            from pmem.report import build_report
-        except ImportError:
-            build_report = None
-        if build_report is not None:
             paths = build_report(res.run_dir)
-            where = getattr(paths, "markdown", None) or getattr(paths, "md", None) or res.run_dir / "report"
-            print(f"report: {where}")
+        except RunError as exc:  # e.g. every history failed: the summary above says which and why
+            print(f"error: no report: {exc}", file=sys.stderr)
+            status = 1
+        else:
+            print(f"report: {paths.markdown}")
     print(res.run_dir, flush=True)
-    return 0 if res.failed == 0 else 1
+    return status
