@@ -32,7 +32,38 @@ def ray_cluster():
         )
     yield ray
     ray.shutdown()
-    shutil.rmtree(temp_dir, ignore_errors=True)
+    remove_ray_temp_dir(temp_dir)
+
+
+def _processes_naming(needle: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if needle.encode() in f.read():
+                        pids.append(int(entry))
+            except OSError:
+                continue
+    return pids
+
+
+def remove_ray_temp_dir(temp_dir: str, timeout_s: float = 60) -> None:
+    """Remove a Ray temp dir once the processes of its cluster are gone (bounded).
+
+    ``ray.shutdown()`` returns while the head's processes are still exiting and writing their logs, so a
+    plain rmtree right after it can leave a half-removed folder behind.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while _processes_naming(temp_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for _ in range(20):
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        if not os.path.exists(temp_dir):
+            return
+        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -40,4 +71,4 @@ def private_ray_tmpdir():
     """A RAY_TMPDIR for subprocesses that start their own Ray, removed afterwards (short path: sockets)."""
     path = tempfile.mkdtemp(prefix="pmem-rt-", dir="/tmp")
     yield path
-    shutil.rmtree(path, ignore_errors=True)
+    remove_ray_temp_dir(path)
