@@ -281,14 +281,8 @@ class OpenAIChatModel:
                 context=context,
             )
         except ModelCallError as exc:
-            return Completion(
-                text="",
-                model=self.model_id,
-                purpose=purpose,
-                prompt_tokens=0,
-                completion_tokens=0,
-                latency_s=time.perf_counter() - t0,
-                error=str(exc),
+            return Completion.failed(
+                model=self.model_id, purpose=purpose, latency_s=time.perf_counter() - t0, error=str(exc)
             )
 
     async def aclose(self) -> None:

@@ -41,6 +41,19 @@ class Completion:
     parse_error: str | None = None
     tokens_estimated: bool = False
 
+    @classmethod
+    def failed(cls, *, model: str, purpose: str, latency_s: float, error: str) -> Completion:
+        """A call that got no reply: empty text, no tokens, and why."""
+        return cls(
+            text="",
+            model=model,
+            purpose=purpose,
+            prompt_tokens=0,
+            completion_tokens=0,
+            latency_s=latency_s,
+            error=error,
+        )
+
 
 @dataclass(frozen=True)
 class RequestRecord:

@@ -1232,6 +1232,20 @@ def _active_values(run: Run, keep: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _percent_of(rate: str, count: str, count_note: str, undefined: str) -> pl.Expr:
+    """``rate`` as a percentage followed by ``count_note`` filled with ``count``; ``undefined`` when it is 0."""
+    before, after = count_note.split("{}")
+    text = pl.concat_str(
+        [
+            (pl.col(rate) * 100).round(1).cast(pl.String),
+            pl.lit(before),
+            pl.col(count).cast(pl.String),
+            pl.lit(after),
+        ]
+    )
+    return pl.when(pl.col(count) > 0).then(text).otherwise(pl.lit(undefined))
+
+
 def audit_table(m: Metrics) -> Table:
     run = m.run
     lf = run.frame("results")
@@ -1372,37 +1386,17 @@ def audit_table(m: Metrics) -> Table:
     ]
     if "gold_in_matching_cell" in data.columns:
         disp.append(
-            pl.when(pl.col("matching_defined") > 0)
-            .then(
-                pl.concat_str(
-                    [
-                        (pl.col("gold_in_matching_cell") * 100).round(1).cast(pl.String),
-                        pl.lit(" (of "),
-                        pl.col("matching_defined").cast(pl.String),
-                        pl.lit(")"),
-                    ]
-                )
-            )
-            .otherwise(pl.lit("n/a (no identifiable key)"))
-            .alias("in matching cell %")
+            _percent_of(
+                "gold_in_matching_cell", "matching_defined", " (of {})", "n/a (no identifiable key)"
+            ).alias("in matching cell %")
         )
     else:
         disp.append(pl.lit("not derivable").alias("in matching cell %"))
     if "stale_sibling_rate" in data.columns:
         disp.append(
-            pl.when(pl.col("overwritten_keys") > 0)
-            .then(
-                pl.concat_str(
-                    [
-                        (pl.col("stale_sibling_rate") * 100).round(1).cast(pl.String),
-                        pl.lit(" ("),
-                        pl.col("overwritten_keys").cast(pl.String),
-                        pl.lit(" overwritten)"),
-                    ]
-                )
-            )
-            .otherwise(pl.lit("n/a (no overwritten key)"))
-            .alias("stale sibling %")
+            _percent_of(
+                "stale_sibling_rate", "overwritten_keys", " ({} overwritten)", "n/a (no overwritten key)"
+            ).alias("stale sibling %")
         )
     else:
         disp.append(pl.lit("not derivable").alias("stale sibling %"))
