@@ -7,6 +7,7 @@ import os
 import signal
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -191,7 +192,6 @@ def test_replicas_require_the_pools_key(ray_cluster) -> None:
 
 def test_replica_logs_are_removed_on_stop(ray_cluster) -> None:
     tmp = Path(tempfile.gettempdir())
-    before = set(tmp.glob("pmem-replica-*"))
     model = make_chat_model({"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 2})
     try:
         asyncio.run(model.start())
@@ -201,28 +201,41 @@ def test_replica_logs_are_removed_on_stop(ray_cluster) -> None:
         assert {p.parent.parent for p in logs} == {tmp}
     finally:
         model.stop()
+    # only this pool's folders: other processes on the machine (a parallel test run) make their own
     assert not any(p.parent.exists() for p in logs)
-    assert set(tmp.glob("pmem-replica-*")) <= before
+
+
+def _replica_dirs_mentioning(tmp: Path, marker: str) -> list[Path]:
+    """Replica log folders under ``tmp`` whose log names ``marker`` (other runs' folders do not)."""
+    found = []
+    for d in tmp.glob("pmem-replica-*"):
+        try:
+            if marker in (d / "server.log").read_text(errors="replace"):
+                found.append(d)
+        except OSError:
+            continue  # removed meanwhile, or not a replica's folder
+    return found
 
 
 def test_failed_start_reports_the_log_tail_and_cleans_up(ray_cluster) -> None:
     tmp = Path(tempfile.gettempdir())
-    before = set(tmp.glob("pmem-replica-*"))
     gpus = ray_cluster.cluster_resources().get("GPU", 0)
-    # a Python that cannot find its standard library exits at once, saying so on stderr
+    # a Python that cannot find its standard library exits at once, saying so (and its PYTHONHOME) on stderr
+    home = f"/nonexistent-pmem-home-{uuid.uuid4().hex}"
     model = make_chat_model(
         {
             "backend": "vllm",
             "model": "heuristic",
             "launcher": "standin",
-            "env": {"PYTHONHOME": "/nonexistent-pmem-home"},
+            "env": {"PYTHONHOME": home},
         }
     )
     with pytest.raises(Exception, match="exited with") as info:
         asyncio.run(model.start())
     assert "No module named 'encodings'" in str(info.value)  # the tail of the server's log
+    assert home in str(info.value)  # (what identifies this test's folders below)
     assert model.api_key is not None and model.api_key not in str(info.value)
-    assert set(tmp.glob("pmem-replica-*")) <= before
+    assert _replica_dirs_mentioning(tmp, home) == []
     # the pool was stopped: its GPU comes back, as all others (killing actors is asynchronous)
     deadline = time.monotonic() + 30
     while ray_cluster.available_resources().get("GPU", 0) < gpus and time.monotonic() < deadline:
