@@ -139,6 +139,30 @@ def _new_api_key() -> str:
     return secrets.token_urlsafe(32)
 
 
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` by which the kernel SIGKILLs the server when the thread that launched it ends,
+    so that no server outlives its replica's process, however that process ends (killed with its owner,
+    SIGKILLed, or while its monitor was restarting the server Ray had just killed). Linux only (None
+    elsewhere). The launching threads live as long as the actor: Ray's executor threads, and the monitor
+    thread, which waits for ``stop()`` to finish before it ends."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before the call above: no signal would come
+            os._exit(1)
+
+    return hook
+
+
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -165,6 +189,7 @@ class ReplicaActor:
         self.restarts = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._stopped = threading.Event()
         # a directory this replica owns, so that stop() can remove its log (and nothing else)
         self._log_dir = Path(tempfile.mkdtemp(prefix=f"pmem-replica-{index}-"))
         self._log_path = self._log_dir / "server.log"
@@ -196,7 +221,12 @@ class ReplicaActor:
         with open(self._log_path, "ab") as log:
             # its own session, so that stop/restart can signal the server and every worker it spawned
             self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent(),
             )
         default = 900.0 if self.config.resolved_launcher() == "vllm" else 60.0
         deadline = time.monotonic() + (self.config.health_timeout_s or default)
@@ -221,6 +251,8 @@ class ReplicaActor:
     def _monitor(self) -> None:
         while not self._stop.wait(0.5):
             self.ensure()
+        # the servers this thread restarted die with it (_die_with_parent): let stop() end them first
+        self._stopped.wait()
 
     def ensure(self) -> str:
         """Restart the server if its process died; returns the (unchanged) URL."""
@@ -259,6 +291,7 @@ class ReplicaActor:
                 except subprocess.TimeoutExpired:
                     self._kill_group(signal.SIGKILL)
             shutil.rmtree(self._log_dir, ignore_errors=True)
+        self._stopped.set()
 
 
 def _ray() -> Any:
@@ -518,14 +551,8 @@ class VLLMChatModel:
         try:
             completion = await self.router.route(key, call)
         except ModelCallError as exc:
-            return Completion(
-                text="",
-                model=self.model_id,
-                purpose=purpose,
-                prompt_tokens=0,
-                completion_tokens=0,
-                latency_s=time.perf_counter() - t0,
-                error=str(exc),
+            return Completion.failed(
+                model=self.model_id, purpose=purpose, latency_s=time.perf_counter() - t0, error=str(exc)
             )
         return completion
 
