@@ -16,8 +16,10 @@ and a random delay later, one victim is SIGKILLed:
 Every trial must then hold the reference's result keys (no more, no fewer, no duplicates), the same
 completed histories, and byte-identical state files under ``states/`` (same relative paths). A kill
 that did not land mid-run (the run had committed everything already) is not counted as a fault: the
-trial is tried again, killing as early as possible. Every wait polls a condition under a bound; the
-outcome never depends on how long something took. Prints ``faults survived: k/N``.
+trial is tried again, killing as early as possible. After every sweep, no runner actor, no replica server
+(orphans included: a server whose replica process is gone) and no held GPU may be left. Every wait polls
+a condition under a bound; the outcome never depends on how long something took. Prints
+``faults survived: k/N``.
 
 Choices (victim, moment) come from ``random.Random(PMEM_CHAOS_SEED)`` (default fixed, printed).
 """
