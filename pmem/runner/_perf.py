@@ -69,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
 
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="pmem-perf-sweep-"))
     root.mkdir(parents=True, exist_ok=True)
-    started = not ray.is_initialized()
-    if started:
-        ray.init(include_dashboard=False, configure_logging=False, log_to_driver=True)
+    from pmem.runner._connect import connect
+
+    started = connect(None)  # the embedded mode's own local Ray, never a cluster found on the machine
     cpus = int(ray.cluster_resources().get("CPU", 1))
     n_hist = 8 * args.cases
     print(f"perf sweep: {n_hist:,} ALFWorld-Revision chain histories (L=1..8) through '{args.arm}', heuristic agent, "
