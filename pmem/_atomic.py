@@ -37,23 +37,23 @@ def checkpoint(step: str) -> None:
         fault_hook(step)
 
 
-def fsync_dir(path: Path) -> None:
-    """Make renames and creations in ``path`` durable (a no-op where the filesystem cannot)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def fsync_file(path: Path) -> None:
-    """Flush a file written by someone else (Arrow, Parquet writers) to stable storage."""
+def _fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make renames and creations in ``path`` durable (a no-op where the filesystem cannot)."""
+    with contextlib.suppress(OSError):
+        _fsync_path(path)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a file written by someone else (Arrow, Parquet writers) to stable storage."""
+    _fsync_path(path)
 
 
 def temp_path(path: Path) -> Path:

@@ -21,7 +21,7 @@ def ray_cluster():
     # Ray's sockets live under its temp dir and a Unix socket path is at most 107 bytes: keep it short.
     temp_dir = tempfile.mkdtemp(prefix="pmem-ray-", dir="/tmp")
     if not ray.is_initialized():
-        ray.init(
+        ray.init(  # address="local": a new cluster, never one found on the machine
             address="local",
             num_cpus=4,
             num_gpus=LOGICAL_GPUS,

@@ -46,7 +46,7 @@ def connect(address: str | None, *, timeout_s: float = 60.0, **init_kwargs: Any)
         check_reachable(address, timeout_s=timeout_s)
         ray.init(address=address, **kwargs)
     elif os.environ.get("RAY_ADDRESS"):
-        ray.init(**kwargs)  # inside `ray job submit`: the job's cluster
+        ray.init(address=os.environ["RAY_ADDRESS"], **kwargs)  # inside `ray job submit`: the job's cluster
     else:
         ray.init(address=LOCAL, include_dashboard=False, **kwargs)
     return True
