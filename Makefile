@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-browser screenshot chromium perf lint contract clean
+.PHONY: demo test test-slow test-browser screenshot chromium perf lint format example-report contract clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH (Python >= 3.11 is required; set PYTHON=...)"; exit 2; }
@@ -31,7 +31,7 @@ test-browser: $(STAMP) chromium
 	$(PY) -m pytest -q -m "browser" tests
 
 screenshot: $(STAMP) chromium
-	$(VENV)/bin/pmem report-screenshot
+	$(VENV)/bin/pmem report-screenshot --html reports/quickstart/report.html
 
 perf: $(STAMP)
 	$(VENV)/bin/pmem perf core
@@ -41,8 +41,22 @@ perf: $(STAMP)
 	$(VENV)/bin/pmem perf sweep
 	$(VENV)/bin/pmem perf report
 
+# ruff (lint + format) and mypy (strict on pmem/graph, basic elsewhere; see [tool.mypy] in pyproject.toml)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+# The committed example report: the quickstart swept into a scratch folder, its report written to reports/quickstart/.
+example-report: $(STAMP)
+	rm -rf .example-run
+	$(VENV)/bin/pmem sweep jobs/quickstart.toml --out .example-run --quiet
+	$(VENV)/bin/pmem report .example-run/quickstart-* --out reports/quickstart
+	rm -rf .example-run
 
 contract: $(STAMP)
 	$(PY) -m pytest -q ../shared/contract

@@ -28,42 +28,74 @@ SUBJECTS = ["Thomas Kyd", "Fatah", "Amy Winehouse", "Hines Ward", "Bengaluru", "
 
 def prompt(i: int) -> list[dict[str, str]]:
     s = SUBJECTS[i % len(SUBJECTS)]
-    text = (f"{i}. {s} was born in the city of City{i}.\n{i + 1}. The chairperson of {s} is Person {i}.\n"
-            f"Update: {s.lower()} has been moved from shelf {i} to table {i + 1}.")
+    text = (
+        f"{i}. {s} was born in the city of City{i}.\n{i + 1}. The chairperson of {s} is Person {i}.\n"
+        f"Update: {s.lower()} has been moved from shelf {i} to table {i + 1}."
+    )
     return build_messages("extract", TEXT=text)
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    common = {"launcher": args.launcher, "replicas": 1, "concurrency": args.concurrency,
-              "gpu_memory_utilization": args.gpu_memory_utilization, "max_model_len": args.max_model_len}
+    common = {
+        "launcher": args.launcher,
+        "replicas": 1,
+        "concurrency": args.concurrency,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "max_model_len": args.max_model_len,
+    }
     agent = make_chat_model({"backend": "vllm", "model": args.agent, "served_model_name": "agent", **common})
-    embedder = make_embedder({"backend": "vllm", "model": args.embedder, "served_model_name": "embedder",
-                              **{**common, "gpu_memory_utilization": args.embed_gpu_memory_utilization}})
+    embedder = make_embedder(
+        {
+            "backend": "vllm",
+            "model": args.embedder,
+            "served_model_name": "embedder",
+            **{**common, "gpu_memory_utilization": args.embed_gpu_memory_utilization},
+        }
+    )
     t0 = time.perf_counter()
     await asyncio.gather(agent.start(), embedder.router._ensure_started())
-    print(f"replicas healthy after {time.perf_counter() - t0:.1f} s: agent {agent.router.pool.urls}, "
-          f"embedder {embedder.router.pool.urls}")
+    print(
+        f"replicas healthy after {time.perf_counter() - t0:.1f} s: agent {agent.router.pool.urls}, "
+        f"embedder {embedder.router.pool.urls}"
+    )
     try:
         t0 = time.perf_counter()
-        done = await asyncio.gather(*(agent.complete(prompt(i), purpose=EXTRACT.purpose, schema=EXTRACT.schema, max_tokens=EXTRACT.max_tokens,
-                                                     context=CallContext(f"h{i % 16}", "smoke"))
-                                      for i in range(args.n)))
+        done = await asyncio.gather(
+            *(
+                agent.complete(
+                    prompt(i),
+                    purpose=EXTRACT.purpose,
+                    schema=EXTRACT.schema,
+                    max_tokens=EXTRACT.max_tokens,
+                    context=CallContext(f"h{i % 16}", "smoke"),
+                )
+                for i in range(args.n)
+            )
+        )
         el = time.perf_counter() - t0
         errors = [c.error for c in done if c.error]
         parsed = sum(1 for c in done if c.parsed is not None)
         pt, ct = sum(c.prompt_tokens for c in done), sum(c.completion_tokens for c in done)
-        print(f"chat: {args.n} structured extraction calls in {el:.2f} s: {args.n / el:.1f} req/s, "
-              f"{pt / el:,.0f} prompt tok/s, {ct / el:,.0f} completion tok/s; parsed {parsed}/{args.n}; "
-              f"errors {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
+        print(
+            f"chat: {args.n} structured extraction calls in {el:.2f} s: {args.n / el:.1f} req/s, "
+            f"{pt / el:,.0f} prompt tok/s, {ct / el:,.0f} completion tok/s; parsed {parsed}/{args.n}; "
+            f"errors {len(errors)}" + (f" (first: {errors[0]})" if errors else "")
+        )
         print(f"example: {done[0].text[:200]!r}")
         texts = [[f"{SUBJECTS[i % len(SUBJECTS)]}.relation_{i}: value {i}"] * 8 for i in range(args.n)]
         t0 = time.perf_counter()
-        results = await asyncio.gather(*(embedder.embed_usage(t, context=CallContext(f"h{i % 16}", "smoke"))
-                                         for i, t in enumerate(texts)))
+        results = await asyncio.gather(
+            *(
+                embedder.embed_usage(t, context=CallContext(f"h{i % 16}", "smoke"))
+                for i, t in enumerate(texts)
+            )
+        )
         el = time.perf_counter() - t0
         tokens = sum(r[1] for r in results)
-        print(f"embeddings: {args.n} requests x 8 texts in {el:.2f} s: {args.n / el:.1f} req/s, "
-              f"{tokens / el:,.0f} prompt tok/s; dim {results[0][0].shape[1]}")
+        print(
+            f"embeddings: {args.n} requests x 8 texts in {el:.2f} s: {args.n / el:.1f} req/s, "
+            f"{tokens / el:,.0f} prompt tok/s; dim {results[0][0].shape[1]}"
+        )
         return 1 if errors else 0
     finally:
         await agent.aclose()

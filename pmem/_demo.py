@@ -23,7 +23,9 @@ def _quickstart() -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default=None, help="sweep config (default: jobs/quickstart.toml)")
     parser.add_argument("--out", default=None, help="parent folder of the run directory (default: runs/)")
-    parser.add_argument("--limit", type=int, default=None, help="first N histories per subset (a quicker look)")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="first N histories per subset (a quicker look)"
+    )
     parser.add_argument("--no-report", action="store_true", help="skip the report")
 
 

@@ -1,4 +1,4 @@
-"""The `pmem` command.
+"""The `pmem` command: Provenant Memory and the harness that compares agent memories.
 
 Each subcommand lives next to the code it drives, in a module exposing
 ``add_arguments(parser)`` and ``run(args) -> int``; this file only maps names to modules and imports
@@ -10,33 +10,80 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+#: What `pmem --help` says before the command list.
+DESCRIPTION = """\
+P-Mem keeps an agent's facts as a typed provenance graph: the current value of each fact is committed
+on arrival and what it displaces is kept. This command runs the evaluation harness that compares agent
+memory designs on benchmarks (sweeps on an embedded Ray or a cluster, reports), and inspects saved graphs.
+"""
+
+#: Shown under the command list: where a newcomer starts.
+EPILOG = """\
+start here:
+  pmem demo                        a real sweep of the quickstart config, then its report
+  pmem sweep jobs/quickstart.toml  run a sweep config; prints the run directory
+  pmem report RUN_DIR              tables and plots of a run (RUN_DIR/report/)
+  pmem COMMAND --help              the options of one command
+"""
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "sweep": ("pmem.runner._cli_sweep", "run a sweep config (embedded Ray, or --address)"),
-    "report": ("pmem.report._cli", "write RUN_DIR/report/ from a run's Parquet files"),
-    "inspect": ("pmem.graph._inspect", "print a saved P-Mem graph's cells and history"),
-    "bench": ("pmem.bench._cli", "list benchmarks, check data, print parser coverage"),
-    "arms": ("pmem.arms._cli", "run the memory arms' acceptance measurements"),
-    "demo": ("pmem._demo", "the quickstart: a real sweep with the embedded defaults"),
-    "report-screenshot": ("pmem.report._screenshot", "render a report in headless Chromium to PNG"),
-    "serve": ("pmem.models.server", "serve the heuristic agent and hashing embedder over the OpenAI protocol"),
+    "sweep": (
+        "pmem.runner._cli_sweep",
+        "run memory arms over benchmarks as a config says (embedded Ray, or --address)",
+    ),
+    "report": (
+        "pmem.report._cli",
+        "accuracy, stale-answer, cost and audit tables and plots of a run (RUN_DIR/report/)",
+    ),
+    "inspect": (
+        "pmem.graph._inspect",
+        "print a saved P-Mem graph: current values, or one key's versions and evidence",
+    ),
+    "bench": ("pmem.bench._cli", "list the benchmarks, check their data files, print parser coverage"),
+    "arms": ("pmem.arms._cli", "measure the memory arms on their acceptance workloads"),
+    "demo": ("pmem._demo", "the quickstart: a real sweep with the embedded defaults, then its report"),
+    "report-screenshot": (
+        "pmem.report._screenshot",
+        "render a run's report.html in headless Chromium to a PNG",
+    ),
+    "serve": (
+        "pmem.models.server",
+        "an OpenAI-compatible server on 127.0.0.1 (deterministic heuristic agent, hashing embedder)",
+    ),
 }
 
 PERF: dict[str, tuple[str, str]] = {
-    "core": ("pmem.graph._perf", "1M operations over 100k keys vs a bare loop; save/load"),
-    "client": ("pmem.models._perf", "OpenAI client throughput vs ideal; heuristic calls/s"),
-    "bench": ("pmem.bench._perf", "load and build the 262k FactConsolidation histories"),
-    "arms": ("pmem.arms._perf", "262k stream through P-Mem's template write path; state-read latency"),
-    "sweep": ("pmem.runner._perf", "5,000 ALFWorld-Revision histories on local Ray, 1 vs 2 runners"),
-    "report": ("pmem.report._perf", "aggregations over 1M result rows and 5M request rows"),
+    "core": ("benchmarks.core", "1M operations over 100k keys vs a bare loop; save/load"),
+    "client": ("benchmarks.client", "OpenAI client throughput vs ideal; heuristic calls/s"),
+    "bench": ("benchmarks.bench", "load and build the 262k FactConsolidation histories"),
+    "arms": ("benchmarks.arms", "262k stream through P-Mem's template write path; state-read latency"),
+    "sweep": ("benchmarks.sweep", "5,000 ALFWorld-Revision histories on local Ray, 1 vs 2 runners"),
+    "report": ("benchmarks.report", "aggregations over 1M result rows and 5M request rows"),
 }
 
 
-def _load(module: str):
+def _version() -> str:
+    from pmem import __version__
+
+    return __version__
+
+
+def _load(module: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "benchmarks":  # tooling of a source checkout, not product
+            msg = (
+                f"{module} is not importable: it is tooling of a P-Mem source checkout; there, run "
+                f"`python -m {module}` or install it with `pip install -e .`"
+            )
+            raise SystemExit(msg) from exc
         if exc.name and exc.name.startswith("pmem"):
             msg = f"this command is not available in this build ({module} is missing)"
             raise SystemExit(msg) from exc
@@ -44,10 +91,17 @@ def _load(module: str):
         raise SystemExit(msg) from exc
 
 
-def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, object]]:
-    parser = argparse.ArgumentParser(prog="pmem", description=__doc__.splitlines()[0])
+def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
+    parser = argparse.ArgumentParser(
+        prog="pmem",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    targets: dict[str, object] = {}
+    # each module exposes add_arguments(parser) and run(args) -> int (see the module docstring)
+    targets: dict[str, ModuleType] = {}
     wanted = argv[0] if argv else None
     for name, (module, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_)

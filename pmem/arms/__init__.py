@@ -14,65 +14,43 @@
 >>> ans.prediction, ans.read.text
 ('countertop 2', 'apple_1.location = countertop 2')
 
-Arm names (DESIGN.md): see :data:`ARM_NAMES`; docs/arms.md describes each one and its options.
+Arm names (DESIGN.md): see :data:`ARM_NAMES`; docs/arms.md describes each one and its options. The
+registry (:mod:`pmem.arms._registry`) is the one list of arms, with their factories, fixed options,
+labels and display order; ``register_arm`` and ``module:attr`` names add plugins to it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from pmem.arms._base import Answer, Arm, ModelSet, ReadResult, WriteRecord, WriteStats
 from pmem.arms._prompts import TEMPLATES, build_messages, prompt_hashes, prompt_templates_hash
-
-#: name -> (module:class, fixed options). User options override nothing fixed here.
-_ARMS: dict[str, tuple[str, dict[str, Any]]] = {
-    "pmem": ("_pmem:PMemArm", {}),
-    "pmem-iterative": ("_pmem:PMemArm", {"read": "iterative"}),
-    "pmem-turn-prune": ("_pmem:PMemArm", {"read": "turns"}),
-    "pmem-no-retention": ("_pmem:PMemArm", {"retention": False}),
-    "pmem-no-identity": ("_pmem:PMemArm", {"identity": False}),
-    "pmem-oracle": ("_pmem:PMemArm", {"write": "oracle"}),
-    "no-memory": ("_baselines:NoMemoryArm", {}),
-    "long-context": ("_baselines:LongContextArm", {}),
-    "raw": ("_baselines:RawArm", {}),
-    "raw-ordered": ("_baselines:RawArm", {"ordered": True}),
-    "chunks": ("_baselines:ChunksArm", {}),
-    "crud": ("_baselines:CrudArm", {}),
-    "add-only": ("_baselines:AddOnlyArm", {}),
-    "bitemporal": ("_baselines:BitemporalArm", {}),
-}
-
-#: Every arm name, in DESIGN.md's order.
-ARM_NAMES: tuple[str, ...] = tuple(_ARMS)
-
-
-def make_arm(name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> Arm:
-    """A fresh arm (one per history). ``options`` are the arm's ``[arm_options.NAME]`` table."""
-    import importlib
-
-    try:
-        target, fixed = _ARMS[name]
-    except KeyError:
-        msg = f"unknown arm {name!r}; known: {', '.join(ARM_NAMES)}"
-        raise ValueError(msg) from None
-    module, cls = target.split(":")
-    klass = getattr(importlib.import_module(f"pmem.arms.{module}"), cls)
-    merged = {**dict(options or {}), **fixed}
-    return klass(name, models, merged)
-
+from pmem.arms._registry import (
+    ARM_NAMES,
+    ArmEntry,
+    arm_label,
+    arm_names,
+    make_arm,
+    register_arm,
+    resolve_arm,
+    sort_arms,
+)
 
 __all__ = [
     "ARM_NAMES",
     "TEMPLATES",
     "Answer",
     "Arm",
+    "ArmEntry",
     "ModelSet",
     "ReadResult",
     "WriteRecord",
     "WriteStats",
+    "arm_label",
+    "arm_names",
     "build_messages",
     "make_arm",
     "prompt_hashes",
     "prompt_templates_hash",
+    "register_arm",
+    "resolve_arm",
+    "sort_arms",
 ]

@@ -55,8 +55,9 @@ def _norm(text: str) -> str:
     return normalize_answer(text)
 
 
-def _index(facts: Sequence[tuple[str, str, frozenset[int]]], gold: Gold
-           ) -> tuple[set[str], dict[str, set[str]]]:
+def _index(
+    facts: Sequence[tuple[str, str, frozenset[int]]], gold: Gold
+) -> tuple[set[str], dict[str, set[str]]]:
     active = set()
     by_key: dict[str, set[str]] = defaultdict(set)
     for _key, value, events in facts:
@@ -131,6 +132,7 @@ def audit_store(events: Sequence[Event], facts: Sequence[tuple[str, str, frozens
     return AuditIndex(events, facts).summary()
 
 
-def audit_question(events: Sequence[Event], facts: Sequence[tuple[str, str, frozenset[int]]],
-                   question: Question) -> dict[str, Any]:
+def audit_question(
+    events: Sequence[Event], facts: Sequence[tuple[str, str, frozenset[int]]], question: Question
+) -> dict[str, Any]:
     return AuditIndex(events, facts).question(question)

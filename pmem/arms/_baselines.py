@@ -136,11 +136,12 @@ class RawArm(_ItemStore):
 
     OPTIONS = (*ArmBase.OPTIONS, "items", "ordered")
 
-    def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None,
-                 ordered: bool = False) -> None:
+    def __init__(
+        self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None, ordered: bool = False
+    ) -> None:
         super().__init__(name, models, options)
         self.ordered = bool(self.options.get("ordered", ordered))
-        self.items_mode = self.options.get("items", "auto")
+        self.items_mode = str(self.options.get("items", "auto"))
 
     def _items_are_events(self) -> bool:
         if self.items_mode == "auto":
@@ -246,8 +247,9 @@ class _FactMemory(_ItemStore):
 
     async def read(self, question: Question) -> ReadResult:
         slots = await self._top(question.text, self._k())
-        return self.make_read([f"{self._items[s].key}: {self._items[s].value}" for s in slots],
-                              [str(s) for s in slots])
+        return self.make_read(
+            [f"{self._items[s].key}: {self._items[s].value}" for s in slots], [str(s) for s in slots]
+        )
 
 
 class CrudArm(_FactMemory):
@@ -267,8 +269,14 @@ class CrudArm(_FactMemory):
         event = str((payload or {}).get("event") or "").upper()
         ev = frozenset({fact.event}) if fact.event >= 0 else frozenset()
         if payload is None or event not in CRUD_EVENTS:
-            self.record("none", fact.key, fact.value, False, f"crud: invalid decision {c.text[:80]!r}",
-                        event=first_event)
+            self.record(
+                "none",
+                fact.key,
+                fact.value,
+                False,
+                f"crud: invalid decision {c.text[:80]!r}",
+                event=first_event,
+            )
             return
         if event == "ADD":
             self._add(_Item(text, t, ev, fact.key, fact.value), vec)
@@ -279,16 +287,30 @@ class CrudArm(_FactMemory):
             return
         slot = self._slot_of(payload.get("id"), shown)
         if slot is None:
-            self.record(event.lower(), fact.key, fact.value, False,
-                        f"crud: {event} names no shown memory ({payload.get('id')!r})", event=first_event)
+            self.record(
+                event.lower(),
+                fact.key,
+                fact.value,
+                False,
+                f"crud: {event} names no shown memory ({payload.get('id')!r})",
+                event=first_event,
+            )
             return
         old = self._items[slot]
         if event == "UPDATE":
             new_value = payload.get("value") or fact.value
-            self._items[slot] = _Item(f"{fact.key}: {new_value}", t, old.events | ev, fact.key, str(new_value))
+            self._items[slot] = _Item(
+                f"{fact.key}: {new_value}", t, old.events | ev, fact.key, str(new_value)
+            )
             self._index.set(slot, vec)
-            self.record("update", fact.key, str(new_value), True, f"overwrote {old.key}: {old.value}",
-                        event=first_event)
+            self.record(
+                "update",
+                fact.key,
+                str(new_value),
+                True,
+                f"overwrote {old.key}: {old.value}",
+                event=first_event,
+            )
         else:
             self._items[slot] = _Item("", old.t, old.events, None, None)
             self._index.clear(slot)
@@ -333,26 +355,43 @@ class BitemporalArm(_FactMemory):
 
     async def _write(self, fact: Fact, text: str, vec: Any, t: int, first_event: int) -> None:
         shown = self._memories(vec)
-        c = await self.call("dedupe", FACT=f"{text}\nstatus: {fact.status}", MEMORIES=self._memory_lines(shown))
+        c = await self.call(
+            "dedupe", FACT=f"{text}\nstatus: {fact.status}", MEMORIES=self._memory_lines(shown)
+        )
         payload = completion_json(c)
         ev = frozenset({fact.event}) if fact.event >= 0 else frozenset()
         if payload is None:
-            self.record("noop", fact.key, fact.value, False, f"dedupe: reply is not JSON {c.text[:80]!r}",
-                        event=first_event)
+            self.record(
+                "noop",
+                fact.key,
+                fact.value,
+                False,
+                f"dedupe: reply is not JSON {c.text[:80]!r}",
+                event=first_event,
+            )
             return
-        dups = [s for s in (self._slot_of(x, shown) for x in payload.get("duplicates") or []) if s is not None]
-        cons = [s for s in (self._slot_of(x, shown) for x in payload.get("contradictions") or [])
-                if s is not None and s not in dups]
+        dups = [
+            s for s in (self._slot_of(x, shown) for x in payload.get("duplicates") or []) if s is not None
+        ]
+        cons = [
+            s
+            for s in (self._slot_of(x, shown) for x in payload.get("contradictions") or [])
+            if s is not None and s not in dups
+        ]
         for s in cons:
             it = self._items[s]
             if it.invalid_at is None:
                 it.invalid_at = t
                 self._index.clear(s)
-                self.record("invalidate", it.key, it.value, True, f"contradicted by {text}", event=first_event)
+                self.record(
+                    "invalidate", it.key, it.value, True, f"contradicted by {text}", event=first_event
+                )
         if dups:
             for s in dups:
                 self._items[s].events = self._items[s].events | ev
-            self.record("duplicate", fact.key, fact.value, True, f"duplicate of m{dups[0]}", event=first_event)
+            self.record(
+                "duplicate", fact.key, fact.value, True, f"duplicate of m{dups[0]}", event=first_event
+            )
             return
         self._add(_Item(text, t, ev, fact.key, fact.value, valid_at=t), vec)
         self.record("add", fact.key, fact.value, True, event=first_event)
@@ -360,8 +399,9 @@ class BitemporalArm(_FactMemory):
     async def read(self, question: Question) -> ReadResult:
         slots = await self._top(question.text, self._k())
         slots = sorted(slots, key=lambda s: (-(self._items[s].valid_at or 0), s))  # recency first
-        return self.make_read([f"{self._items[s].key}: {self._items[s].value}" for s in slots],
-                              [str(s) for s in slots])
+        return self.make_read(
+            [f"{self._items[s].key}: {self._items[s].value}" for s in slots], [str(s) for s in slots]
+        )
 
     def stored_values(self, key: str) -> list[str]:
         """Every value ever stored for ``key``, invalidated edges included."""

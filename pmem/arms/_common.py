@@ -164,8 +164,15 @@ class ArmBase:
 
     # ------------------------------------------------------------------ writes
 
-    def record(self, op: str, key: str | None, value: str | None, applied: bool, reason: str | None = None,
-               **extra: Any) -> None:
+    def record(
+        self,
+        op: str,
+        key: str | None,
+        value: str | None,
+        applied: bool,
+        reason: str | None = None,
+        **extra: Any,
+    ) -> None:
         self._log.append(WriteRecord(len(self._log), op, key, value, applied, reason, **extra))
         if applied:
             self._stats.ops[op] = self._stats.ops.get(op, 0) + 1

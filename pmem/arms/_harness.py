@@ -35,21 +35,34 @@ async def run_history(arm: Arm, history: History, probe: Probe | None = None) ->
             extra = probe(arm, q) if probe is not None else {}
             ans = await arm.answer(q)
             s = score_question(history.benchmark, q, ans.prediction)
-            rows.append({
-                "history": history.id, "question": q.id, "qtype": q.qtype, "prediction": ans.prediction,
-                "correct": s.correct, "stale": s.stale, "read_chars": ans.read.chars,
-                "read_tokens": ans.read.tokens, **history.params, **extra,
-            })
+            rows.append(
+                {
+                    "history": history.id,
+                    "question": q.id,
+                    "qtype": q.qtype,
+                    "prediction": ans.prediction,
+                    "correct": s.correct,
+                    "stale": s.stale,
+                    "read_chars": ans.read.chars,
+                    "read_tokens": ans.read.tokens,
+                    **history.params,
+                    **extra,
+                }
+            )
     if pos < len(events):
         await arm.ingest(events[pos:])
     return rows
 
 
-async def run_many(arm_name: str, models_for: Callable[[], ModelSet], histories: Iterable[History],
-                   options: dict[str, Any] | None = None, probe: Probe | None = None,
-                   concurrency: int = 32,
-                   after: Callable[[Any, History], Awaitable[None] | None] | None = None
-                   ) -> list[dict[str, Any]]:
+async def run_many(
+    arm_name: str,
+    models_for: Callable[[], ModelSet],
+    histories: Iterable[History],
+    options: dict[str, Any] | None = None,
+    probe: Probe | None = None,
+    concurrency: int = 32,
+    after: Callable[[Any, History], Awaitable[None] | None] | None = None,
+) -> list[dict[str, Any]]:
     """Every history through a fresh arm, ``concurrency`` histories at a time on one event loop."""
     from pmem.arms import make_arm
 

@@ -64,7 +64,9 @@ class OverwriteStore:
         cur = self.values.get(key)
         if op == "noop":
             return _Result(True, "noop", None)
-        if op in ("accept",) or (op in ("contest", "resolve", "reject") and value is not None and cur is not None):
+        if op in ("accept",) or (
+            op in ("contest", "resolve", "reject") and value is not None and cur is not None
+        ):
             if value is None:
                 return _Result(False, "noop", f"{op} needs a value")
             if cur == value:
@@ -85,8 +87,21 @@ class OverwriteStore:
 
 
 class PMemArm(ArmBase):
-    OPTIONS = (*ArmBase.OPTIONS, "read", "retention", "identity", "write", "annotate", "disclose",
-               "lookup_k", "max_lookups", "prune_threshold", "gate", "gate_examples", "identity_threshold")
+    OPTIONS = (
+        *ArmBase.OPTIONS,
+        "read",
+        "retention",
+        "identity",
+        "write",
+        "annotate",
+        "disclose",
+        "lookup_k",
+        "max_lookups",
+        "prune_threshold",
+        "gate",
+        "gate_examples",
+        "identity_threshold",
+    )
 
     def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(name, models, options)
@@ -161,14 +176,30 @@ class PMemArm(ArmBase):
         self._dirty.add(key)
         return r
 
-    def _commit(self, fact: Fact, key: str, op: str, value: str | None, evidence: str | None,
-                requested: str | None, reason: str | None, first_event: int) -> None:
+    def _commit(
+        self,
+        fact: Fact,
+        key: str,
+        op: str,
+        value: str | None,
+        evidence: str | None,
+        requested: str | None,
+        reason: str | None,
+        first_event: int,
+    ) -> None:
         r = self._apply(op, key, None if op == "revoke" else value, evidence)
         if fact.event >= 0:
             self._key_events.setdefault(key, set()).add(fact.event)
-        self.record(r.op, key, value, r.applied, r.reason or reason,
-                    requested=requested if requested != r.op else None,
-                    source_key=fact.key if fact.key != key else None, event=first_event)
+        self.record(
+            r.op,
+            key,
+            value,
+            r.applied,
+            r.reason or reason,
+            requested=requested if requested != r.op else None,
+            source_key=fact.key if fact.key != key else None,
+            event=first_event,
+        )
 
     # ------------------------------------------------------------------ write path
 
@@ -194,7 +225,9 @@ class PMemArm(ArmBase):
             keys = await self._route_all([f.key for f in ex.facts])
             for fact, key in zip(ex.facts, keys, strict=True):
                 self._stats.facts += 1
-                await self._write_fact(fact, key, ex.text, by_event.get(fact.event, evidence[0]), ex.unit[0].index)
+                await self._write_fact(
+                    fact, key, ex.text, by_event.get(fact.event, evidence[0]), ex.unit[0].index
+                )
         self._stats.cells = self._cell_count()
 
     def _oracle_commit(self, fact: Fact, evidence: str, first_event: int) -> None:
@@ -249,6 +282,7 @@ class PMemArm(ArmBase):
 
     async def _write_fact(self, fact: Fact, key: str, text: str, evidence: str, first_event: int) -> None:
         head = self._head(key)
+        reason: str | None  # the controller always gives a reason; a valid model annotation gives none
         if not self._use_model_annotation():
             if fact.status == "withdrawn":
                 patch = Patch(key, None, old_value=fact.value)
@@ -274,8 +308,15 @@ class PMemArm(ArmBase):
             # a failing annotation changes nothing: logged as a noop with its reason, not applied
             if fact.event >= 0:
                 self._key_events.setdefault(key, set()).add(fact.event)
-            self.record("noop", key, value, False, reason, source_key=fact.key if fact.key != key else None,
-                        event=first_event)
+            self.record(
+                "noop",
+                key,
+                value,
+                False,
+                reason,
+                source_key=fact.key if fact.key != key else None,
+                event=first_event,
+            )
             return
         self._commit(fact, key, op, value, evidence, op, None, first_event)
 
@@ -359,7 +400,9 @@ class PMemArm(ArmBase):
             text = (c.text or "").strip()
             if not text or first_word(text) == "answer":
                 break
-            query = text.split(":", 1)[1].strip() if text.lower().startswith("lookup") and ":" in text else text
+            query = (
+                text.split(":", 1)[1].strip() if text.lower().startswith("lookup") and ":" in text else text
+            )
             if not query:
                 break
             q = (await self.embed([query]))[0]
@@ -395,14 +438,21 @@ class PMemArm(ArmBase):
                     # the earlier-dated turn is TURN_A: the date fixes direction, the model only says
                     # whether the two turns disagree about the queried attribute
                     first, second = (a, b) if _date_rank(ea) < _date_rank(eb) else (b, a)
-                    c = await self.call("prune", ATTRIBUTE=question.text, TURN_A=event_line(self._turns[first]),
-                                        TURN_B=event_line(self._turns[second]))
+                    c = await self.call(
+                        "prune",
+                        ATTRIBUTE=question.text,
+                        TURN_A=event_line(self._turns[first]),
+                        TURN_B=event_line(self._turns[second]),
+                    )
                     if first_word(c.text) == "yes":
                         dropped.add(first)
         kept = [s for s in slots if s not in dropped]
-        self._prune_log.append({"question": question.id, "retrieved": len(slots), "dropped": len(dropped),
-                                "gated": not prune})
-        return self.make_read([event_line(self._turns[s]) for s in kept], [f"e{self._turns[s].index}" for s in kept])
+        self._prune_log.append(
+            {"question": question.id, "retrieved": len(slots), "dropped": len(dropped), "gated": not prune}
+        )
+        return self.make_read(
+            [event_line(self._turns[s]) for s in kept], [f"e{self._turns[s].index}" for s in kept]
+        )
 
     # ------------------------------------------------------------------ reporting
 
@@ -421,9 +471,14 @@ class PMemArm(ArmBase):
 
     def extra(self) -> dict[str, Any]:
         out = super().extra()
-        out["arm_config"] = {"read": self.read_mode, "retention": self.retention, "identity": self.identity,
-                             "write": self.write_mode, "annotate": self.annotate_mode,
-                             "disclose": list(self.disclose)}
+        out["arm_config"] = {
+            "read": self.read_mode,
+            "retention": self.retention,
+            "identity": self.identity,
+            "write": self.write_mode,
+            "annotate": self.annotate_mode,
+            "disclose": list(self.disclose),
+        }
         if self.identity and self.read_mode != "turns":
             decisions = self._registry.decisions
             out["identity"] = {
@@ -457,8 +512,9 @@ def _lower_plain(patch: Patch, head: tuple[str, str, list[str]] | None) -> tuple
     return "accept", patch.new_value, "supersession"
 
 
-def _validate_annotation(payload: dict | None, fact: Fact, head: tuple[str, str, list[str]] | None
-                         ) -> tuple[str, str | None, str | None]:
+def _validate_annotation(
+    payload: dict[str, Any] | None, fact: Fact, head: tuple[str, str, list[str]] | None
+) -> tuple[str, str | None, str | None]:
     """(op, value, reason): reason is None for a valid annotation, else why it became a noop."""
     if payload is None:
         return "noop", fact.value, "annotation: reply is not a JSON object"
@@ -466,7 +522,9 @@ def _validate_annotation(payload: dict | None, fact: Fact, head: tuple[str, str,
     if op not in ANNOTATION_OPS:
         return "noop", fact.value, f"annotation: unknown op {op!r}"
     value = payload.get("value")
-    value = None if value is None or str(value).strip().lower() in ("", "null", "none") else str(value).strip()
+    value = (
+        None if value is None or str(value).strip().lower() in ("", "null", "none") else str(value).strip()
+    )
     if op in ("accept", "contest", "resolve") and value is None:
         value = fact.value
     if op == "contest" and (head is None or head[1] != "active"):

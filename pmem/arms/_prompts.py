@@ -45,8 +45,13 @@ class PromptTemplate:
 
     def fingerprint(self) -> dict[str, Any]:
         return {
-            "name": self.name, "version": self.version, "purpose": self.purpose, "preamble": self.preamble,
-            "sections": list(self.sections), "optional": list(self.optional), "schema": self.schema,
+            "name": self.name,
+            "version": self.version,
+            "purpose": self.purpose,
+            "preamble": self.preamble,
+            "sections": list(self.sections),
+            "optional": list(self.optional),
+            "schema": self.schema,
             "max_tokens": self.max_tokens,
         }
 
@@ -57,7 +62,7 @@ _EXTRACT = PromptTemplate(
     purpose="extract",
     preamble=(
         "You write an agent's long-term memory. Read the text under TEXT and list every fact it states.\n"
-        "Return JSON: {\"facts\": [{\"key\": ..., \"value\": ..., \"status\": ...}, ...]}.\n"
+        'Return JSON: {"facts": [{"key": ..., "value": ..., "status": ...}, ...]}.\n'
         "- key: a snake_case identifier of the subject and the attribute, joined by a dot, for example "
         "apple_1.location or marie_curie.spouse. A key never contains the value: the same attribute of the "
         "same subject always gets the same key, whatever value it holds.\n"
@@ -66,7 +71,7 @@ _EXTRACT = PromptTemplate(
         "sign that it is newer or more reliable than what was known), or withdrawn (the text says an earlier "
         "statement was wrong; the value is the one declared wrong).\n"
         "Keep the facts in the order of the text. Do not merge, drop or deduplicate them. If the text states "
-        "no fact, return {\"facts\": []}."
+        'no fact, return {"facts": []}.'
     ),
     sections=("TEXT",),
     schema={
@@ -105,7 +110,7 @@ _ANNOTATE = PromptTemplate(
         "until something settles them (only when HEAD is active).\n"
         "- resolve: HEAD is contested and the fact settles it; value = the winning value.\n"
         "- noop: the fact repeats the current value or changes nothing.\n"
-        "Return JSON: {\"op\": ..., \"key\": ..., \"value\": ...}."
+        'Return JSON: {"op": ..., "key": ..., "value": ...}.'
     ),
     sections=("FACT", "HEAD", "TEXT"),
     schema={
@@ -196,7 +201,7 @@ _CRUD = PromptTemplate(
         "id).\n"
         "- DELETE: the fact says a stored memory is wrong or no longer true; it is removed (give its id).\n"
         "- NONE: already stored, or nothing to do.\n"
-        "Return JSON: {\"event\": ..., \"id\": ..., \"key\": ..., \"value\": ...}."
+        'Return JSON: {"event": ..., "id": ..., "key": ..., "value": ...}.'
     ),
     sections=("FACT", "MEMORIES"),
     schema={
@@ -220,7 +225,7 @@ _DEDUPE = PromptTemplate(
         "You maintain a knowledge graph whose facts carry validity intervals. For the new fact (FACT), list "
         "the ids of the stored facts (MEMORIES, each [id] key: value) that are duplicates of it (the same "
         "information) and the ids of those it contradicts (same subject and attribute, a different value: "
-        "they stop being valid now). Return JSON: {\"duplicates\": [...], \"contradictions\": [...]}."
+        'they stop being valid now). Return JSON: {"duplicates": [...], "contradictions": [...]}.'
     ),
     sections=("FACT", "MEMORIES"),
     schema={

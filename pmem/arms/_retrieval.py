@@ -40,6 +40,12 @@ def _unit(vec: np.ndarray) -> np.ndarray:
     return vec / norm if norm > 0 else vec
 
 
+def _matvec(matrix: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    """``matrix @ vec`` as a single-threaded einsum (see the module docstring)."""
+    out: np.ndarray = np.einsum("ij,j->i", matrix, vec)  # numpy types einsum's result as Any
+    return out
+
+
 class VectorIndex:
     """Slots of unit vectors searched by cosine similarity (deterministic tie-break: lower slot first)."""
 
@@ -108,20 +114,21 @@ class VectorIndex:
 
     def vector(self, slot: int) -> np.ndarray:
         assert self._dense is not None
-        return self._dense[slot]
+        row: np.ndarray = self._dense[slot]
+        return row
 
     def _scores(self, query: np.ndarray) -> np.ndarray:
         assert self._dense is not None
         n = self._n
         dense = self._dense[:n]
         if n < _SPARSE_MIN_ROWS or self._sparse is False:
-            return np.einsum("ij,j->i", dense, query)
+            return _matvec(dense, query)
         pending = (n - self._csr_n) + len(self._stale)
         if self._csr is None or pending > max(_REBUILD_MIN, n // 8):
             if self._sparse is None:
                 self._sparse = bool(np.count_nonzero(dense) / dense.size <= _SPARSE_MAX_DENSITY)
                 if not self._sparse:
-                    return np.einsum("ij,j->i", dense, query)
+                    return _matvec(dense, query)
             import scipy.sparse as sp
 
             self._csr = sp.csr_matrix(dense)
@@ -131,9 +138,9 @@ class VectorIndex:
         out[: self._csr_n] = self._csr @ query
         if self._stale:
             idx = np.fromiter(self._stale, dtype=np.int64)
-            out[idx] = np.einsum("ij,j->i", self._dense[idx], query)
+            out[idx] = _matvec(self._dense[idx], query)
         if n > self._csr_n:
-            out[self._csr_n :] = np.einsum("ij,j->i", dense[self._csr_n :], query)
+            out[self._csr_n :] = _matvec(dense[self._csr_n :], query)
         return out
 
     def search(self, query: np.ndarray, k: int, exclude: Iterable[int] = ()) -> list[tuple[int, float]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pmem.arms._common import completion_json, event_line
 from pmem.arms._prompts import ASSERTION_STATUSES
@@ -75,7 +75,7 @@ def _storable(text: str) -> bool:
     return True
 
 
-def parse_extraction(unit: list[Event], payload: dict | None) -> tuple[list[Fact], str | None]:
+def parse_extraction(unit: list[Event], payload: dict[str, Any] | None) -> tuple[list[Fact], str | None]:
     if payload is None:
         return [], "extract: reply is not a JSON object"
     raw = payload.get("facts")
@@ -134,8 +134,12 @@ def template_facts(unit: list[Event]) -> list[Fact]:
             name, f = ev
             key = location_key(f["obj"])
             value = {
-                "stale_record": f.get("loc"), "update": f.get("b"), "update_no_origin": f.get("loc"),
-                "two_step": f.get("b"), "retraction": f.get("v2"), "conflict_report": f.get("loc"),
+                "stale_record": f.get("loc"),
+                "update": f.get("b"),
+                "update_no_origin": f.get("loc"),
+                "two_step": f.get("b"),
+                "retraction": f.get("v2"),
+                "conflict_report": f.get("loc"),
                 "confirmation": f.get("loc"),
             }[name]
             status = {"retraction": "withdrawn", "conflict_report": "reported"}.get(name, "asserted")

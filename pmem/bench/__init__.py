@@ -5,6 +5,8 @@
 >>> h.id, len(h.events), len(h.questions)
 ('factconsolidation/sh_6k', 455, 100)
 
+The benchmark registry (:mod:`pmem.bench._registry`: names, subsets, parameter types, iterators;
+``register_benchmark`` and ``module:attr`` names for plugins) is the one list of benchmarks.
 Templates of ALFWorld-Revision live in :mod:`pmem.bench.alfworld_templates` (importable alone).
 """
 
@@ -33,7 +35,16 @@ if TYPE_CHECKING:
         parse_stale_values,
         stale_extraction_prompt,
     )
-    from pmem.bench._registry import Benchmark, BenchmarkInfo, iter_histories, list_benchmarks, load_benchmark
+    from pmem.bench._registry import (
+        Benchmark,
+        BenchmarkInfo,
+        benchmark_info,
+        benchmark_names,
+        iter_histories,
+        list_benchmarks,
+        load_benchmark,
+        register_benchmark,
+    )
     from pmem.bench._scoring import (
         Score,
         exact_match,
@@ -47,17 +58,43 @@ if TYPE_CHECKING:
 
 # name -> module: imported on first use so `import pmem.bench` stays cheap (no pyarrow until needed).
 _LAZY: dict[str, str] = {
-    "histories_to_arrow": "_arrow", "histories_from_arrow": "_arrow", "read_histories": "_arrow",
-    "write_histories": "_arrow", "chunk_events": "_chunks", "DataError": "_data", "verify_all": "_data",
-    "RELATION_TEMPLATES": "_facts", "fact_key": "_facts", "parse_fact": "_facts",
-    "JUDGE_MAX_TOKENS": "_judge", "JUDGE_TEMPERATURE": "_judge", "StaleValues": "_judge",
-    "answer_class_prompt": "_judge", "is_stale_prediction": "_judge", "judge_kind": "_judge",
-    "judge_messages": "_judge", "judge_prompt": "_judge", "judge_verdict": "_judge",
-    "parse_answer_class": "_judge", "parse_stale_values": "_judge", "stale_extraction_prompt": "_judge",
-    "Benchmark": "_registry", "BenchmarkInfo": "_registry", "iter_histories": "_registry",
-    "list_benchmarks": "_registry", "load_benchmark": "_registry",
-    "Score": "_scoring", "exact_match": "_scoring", "normalize_answer": "_scoring", "parse_output": "_scoring",
-    "score_question": "_scoring", "score_strings": "_scoring", "substring_exact_match": "_scoring",
+    "histories_to_arrow": "_arrow",
+    "histories_from_arrow": "_arrow",
+    "read_histories": "_arrow",
+    "write_histories": "_arrow",
+    "chunk_events": "_chunks",
+    "DataError": "_data",
+    "verify_all": "_data",
+    "RELATION_TEMPLATES": "_facts",
+    "fact_key": "_facts",
+    "parse_fact": "_facts",
+    "JUDGE_MAX_TOKENS": "_judge",
+    "JUDGE_TEMPERATURE": "_judge",
+    "StaleValues": "_judge",
+    "answer_class_prompt": "_judge",
+    "is_stale_prediction": "_judge",
+    "judge_kind": "_judge",
+    "judge_messages": "_judge",
+    "judge_prompt": "_judge",
+    "judge_verdict": "_judge",
+    "parse_answer_class": "_judge",
+    "parse_stale_values": "_judge",
+    "stale_extraction_prompt": "_judge",
+    "Benchmark": "_registry",
+    "BenchmarkInfo": "_registry",
+    "iter_histories": "_registry",
+    "list_benchmarks": "_registry",
+    "load_benchmark": "_registry",
+    "benchmark_info": "_registry",
+    "benchmark_names": "_registry",
+    "register_benchmark": "_registry",
+    "Score": "_scoring",
+    "exact_match": "_scoring",
+    "normalize_answer": "_scoring",
+    "parse_output": "_scoring",
+    "score_question": "_scoring",
+    "score_strings": "_scoring",
+    "substring_exact_match": "_scoring",
     "token_f1": "_scoring",
 }
 
@@ -74,6 +111,8 @@ __all__ = [
     "Score",
     "StaleValues",
     "answer_class_prompt",
+    "benchmark_info",
+    "benchmark_names",
     "chunk_events",
     "exact_match",
     "fact_key",
@@ -93,6 +132,7 @@ __all__ = [
     "parse_output",
     "parse_stale_values",
     "read_histories",
+    "register_benchmark",
     "score_question",
     "score_strings",
     "stale_extraction_prompt",

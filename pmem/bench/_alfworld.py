@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pmem.bench import alfworld_templates as T
 from pmem.bench._data import verified_path
@@ -74,16 +75,17 @@ def _name(type_name: str, n: int = 1) -> str:
 
 
 @lru_cache(maxsize=4)
-def _vocab(path: str, mtime_ns: int) -> dict:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+def _vocab(path: str, mtime_ns: int) -> dict[str, Any]:
+    vocab: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    return vocab
 
 
-def load_vocab() -> dict:
+def load_vocab() -> dict[str, Any]:
     path = verified_path(VOCAB_FILE)
     return _vocab(str(path), path.stat().st_mtime_ns)
 
 
-def _legal_locations(vocab: dict, scene: dict) -> dict[str, tuple[str, ...]]:
+def _legal_locations(vocab: dict[str, Any], scene: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     """object type -> receptacle instance names in the scene that may hold it."""
     allowed: dict[str, list[str]] = vocab["VAL_RECEPTACLE_OBJECTS"]
     movable = set(vocab["MOVABLE_RECEPTACLES"])
@@ -120,11 +122,11 @@ def generate_cases(seed: int = SEED, n_cases: int = N_CASES) -> list[Case]:
     for index, p in enumerate(picked):
         scene, target, legal = pool[p]
         others = [o for o in legal if o != target]
-        distractors = tuple(random.Random(f"{seed}/case{index:03d}/distractors").sample(others, N_DISTRACTORS))
-        locations = {_name(o): legal[o] for o in (target, *distractors)}
-        cases.append(
-            Case(index, scene, _name(target), locations, tuple(_name(d) for d in distractors))
+        distractors = tuple(
+            random.Random(f"{seed}/case{index:03d}/distractors").sample(others, N_DISTRACTORS)
         )
+        locations = {_name(o): legal[o] for o in (target, *distractors)}
+        cases.append(Case(index, scene, _name(target), locations, tuple(_name(d) for d in distractors)))
     return cases
 
 
@@ -143,8 +145,14 @@ def _merge(rng: random.Random, queues: list[list[str]]) -> list[str]:
     return out
 
 
-def _chain(rng: random.Random, obj: str, locs: tuple[str, ...], moves: int, two_step: bool,
-           avoid: frozenset[str] = frozenset()) -> tuple[list[str], list[str], list[str]]:
+def _chain(
+    rng: random.Random,
+    obj: str,
+    locs: tuple[str, ...],
+    moves: int,
+    two_step: bool,
+    avoid: frozenset[str] = frozenset(),
+) -> tuple[list[str], list[str], list[str]]:
     """(events, visited locations, intermediates) of a stale record plus ``moves`` moves."""
     usable = [loc for loc in locs if loc not in avoid]
     if moves + 1 <= len(usable):
@@ -186,8 +194,8 @@ def _history_chains(case: Case, seed: int, L: int, two_step: bool) -> History:
     rng = random.Random(f"{seed}/{case.id}/{subset}/L{L}")
     queues, target_path, inter = [], [], []
     for obj in (case.target, *case.distractors):
-        events, visited, mids = _chain(rng, obj, case.locations[obj], L, two_step)
-        queues.append(events)
+        chain, visited, mids = _chain(rng, obj, case.locations[obj], L, two_step)
+        queues.append(chain)
         if obj == case.target:
             target_path, inter = visited, mids
     events = _events(_merge(rng, queues))
@@ -197,13 +205,22 @@ def _history_chains(case: Case, seed: int, L: int, two_step: bool) -> History:
     stale = tuple(dict.fromkeys(x for x in target_path[:-1] if x != gold))
     params = {"L": L}
     q = Question(
-        id=f"{case.id}-q0", text=T.QUERY.format(obj=case.target), gold=(gold,), qtype="current",
-        after_event=len(events) - 1, stale=stale, params=dict(params),
+        id=f"{case.id}-q0",
+        text=T.QUERY.format(obj=case.target),
+        gold=(gold,),
+        qtype="current",
+        after_event=len(events) - 1,
+        stale=stale,
+        params=dict(params),
         stale_key=T.location_key(case.target),
     )
     return History(
-        id=f"{NAME}/{subset}/L{L}/{case.id}", benchmark=NAME, subset=subset, events=events,
-        questions=(q,), params={**params, "case": case.index, "scene": case.scene, "seed": seed},
+        id=f"{NAME}/{subset}/L{L}/{case.id}",
+        benchmark=NAME,
+        subset=subset,
+        events=events,
+        questions=(q,),
+        params={**params, "case": case.index, "scene": case.scene, "seed": seed},
     )
 
 
@@ -218,15 +235,34 @@ def _history_retraction(case: Case, seed: int, d: int) -> History:
     params = {"d": d}
     key = T.location_key(obj)
     qs = (
-        Question(id=f"{case.id}-before", text=T.QUERY.format(obj=obj), gold=(v2,), qtype="before_retraction",
-                 after_event=len(events) - 2, stale=(v1,), params=dict(params), stale_key=key),
-        Question(id=f"{case.id}-after", text=T.QUERY.format(obj=obj), gold=(v1,), qtype="after_retraction",
-                 after_event=len(events) - 1, stale=(v2,), params=dict(params), stale_key=key),
+        Question(
+            id=f"{case.id}-before",
+            text=T.QUERY.format(obj=obj),
+            gold=(v2,),
+            qtype="before_retraction",
+            after_event=len(events) - 2,
+            stale=(v1,),
+            params=dict(params),
+            stale_key=key,
+        ),
+        Question(
+            id=f"{case.id}-after",
+            text=T.QUERY.format(obj=obj),
+            gold=(v1,),
+            qtype="after_retraction",
+            after_event=len(events) - 1,
+            stale=(v2,),
+            params=dict(params),
+            stale_key=key,
+        ),
     )
     return History(
-        id=f"{NAME}/retraction/d{d}/{case.id}", benchmark=NAME, subset="retraction", events=events,
-        questions=qs, params={**params, "case": case.index, "scene": case.scene, "seed": seed,
-                              "v1": v1, "v2": v2},
+        id=f"{NAME}/retraction/d{d}/{case.id}",
+        benchmark=NAME,
+        subset="retraction",
+        events=events,
+        questions=qs,
+        params={**params, "case": case.index, "scene": case.scene, "seed": seed, "v1": v1, "v2": v2},
     )
 
 
@@ -243,20 +279,40 @@ def _history_conflict(case: Case, seed: int) -> History:
     params = {"confirmed": confirmed}
     key = T.location_key(obj)
     qs = (
-        Question(id=f"{case.id}-before", text=T.QUERY.format(obj=obj), gold=(first, second),
-                 qtype="before_settle", after_event=len(events) - 2, params=dict(params), match="all",
-                 stale_key=key),
-        Question(id=f"{case.id}-after", text=T.QUERY.format(obj=obj), gold=(winner,), qtype="after_settle",
-                 after_event=len(events) - 1, stale=(loser,), params=dict(params), stale_key=key),
+        Question(
+            id=f"{case.id}-before",
+            text=T.QUERY.format(obj=obj),
+            gold=(first, second),
+            qtype="before_settle",
+            after_event=len(events) - 2,
+            params=dict(params),
+            match="all",
+            stale_key=key,
+        ),
+        Question(
+            id=f"{case.id}-after",
+            text=T.QUERY.format(obj=obj),
+            gold=(winner,),
+            qtype="after_settle",
+            after_event=len(events) - 1,
+            stale=(loser,),
+            params=dict(params),
+            stale_key=key,
+        ),
     )
     return History(
-        id=f"{NAME}/conflict/{case.id}", benchmark=NAME, subset="conflict", events=events, questions=qs,
+        id=f"{NAME}/conflict/{case.id}",
+        benchmark=NAME,
+        subset="conflict",
+        events=events,
+        questions=qs,
         params={**params, "case": case.index, "scene": case.scene, "seed": seed},
     )
 
 
-def iter_alfworld(subset: str, *, seed: int = SEED, cases: int = N_CASES, L: int | None = None,
-                  d: int | None = None) -> Iterator[History]:
+def iter_alfworld(
+    subset: str, *, seed: int = SEED, cases: int = N_CASES, L: int | None = None, d: int | None = None
+) -> Iterator[History]:
     """Histories of one subset, case by case (all L or d values unless one is given)."""
     if subset not in SUBSETS:
         msg = f"unknown alfworld-revision subset {subset!r} (known: {', '.join(SUBSETS)})"

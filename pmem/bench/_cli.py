@@ -1,5 +1,7 @@
 """``pmem bench``: list benchmarks, verify data, print the FactConsolidation parser coverage.
 
+Usage::
+
     pmem bench list [--longmemeval PATH]
     pmem bench verify [--longmemeval PATH]
     pmem bench coverage [--subset sh_6k ...] [--show-misses N]
@@ -62,10 +64,14 @@ def _list(args: argparse.Namespace) -> int:
                 ku = sum(1 for h in hs if h.questions[0].qtype == "knowledge-update")
                 note = f"knowledge-update: {ku}"
             rows.append((info.name, subset, f"{len(hs):,}", f"{nq:,}", note))
-    widths = [max(len(r[i]) for r in [*rows, ("benchmark", "subset", "histories", "questions", "")])
-              for i in range(4)]
-    print(f"{'benchmark':<{widths[0]}}  {'subset':<{widths[1]}}  {'histories':>{widths[2]}}  "
-          f"{'questions':>{widths[3]}}  notes")
+    widths = [
+        max(len(r[i]) for r in [*rows, ("benchmark", "subset", "histories", "questions", "")])
+        for i in range(4)
+    ]
+    print(
+        f"{'benchmark':<{widths[0]}}  {'subset':<{widths[1]}}  {'histories':>{widths[2]}}  "
+        f"{'questions':>{widths[3]}}  notes"
+    )
     for r in rows:
         print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:>{widths[3]}}  {r[4]}")
     print("\ndata sources:")
@@ -112,8 +118,10 @@ def _coverage(args: argparse.Namespace) -> int:
 
     subsets = args.subset or list(SUBSETS)
     worst = 1.0
-    print(f"{'subset':<9} {'facts':>7} {'parsed':>7} {'coverage':>9} {'keys':>7} {'overwritten':>11} "
-          f"{'stale-denominator':>17}")
+    print(
+        f"{'subset':<9} {'facts':>7} {'parsed':>7} {'coverage':>9} {'keys':>7} {'overwritten':>11} "
+        f"{'stale-denominator':>17}"
+    )
     details: list[str] = []
     for subset in subsets:
         stream = analyze_subset(subset)
@@ -122,8 +130,10 @@ def _coverage(args: argparse.Namespace) -> int:
         worst = min(worst, stream.coverage)
         den = f"{denom}/{len(hist.questions)}" if subset.startswith("sh") else "n/a (mh)"
         ow = f"{stream.overwritten:,} ({stream.overwritten / max(stream.keys, 1):.0%})"
-        print(f"{subset:<9} {stream.total:>7,} {len(stream.facts):>7,} {stream.coverage:>9.2%} "
-              f"{stream.keys:>7,} {ow:>11} {den:>17}")
+        print(
+            f"{subset:<9} {stream.total:>7,} {len(stream.facts):>7,} {stream.coverage:>9.2%} "
+            f"{stream.keys:>7,} {ow:>11} {den:>17}"
+        )
         for number, text in stream.misses[: args.show_misses]:
             details.append(f"  miss {subset} #{number}: {text}")
         if len(stream.misses) > args.show_misses:
@@ -131,20 +141,26 @@ def _coverage(args: argparse.Namespace) -> int:
         if subset.startswith("sh"):
             for q, gold, key, values in gold_not_final(stream, load_raw(subset)):
                 details.append(f"  note {subset}: gold {gold!r} is an earlier value of {key} {values}: {q}")
-    print(f"\nrelation templates: see pmem/bench/_facts.py; coverage target {COVERAGE_TARGET:.0%}: "
-          f"{'met' if worst >= COVERAGE_TARGET else 'NOT met'} (lowest {worst:.2%})")
+    print(
+        f"\nrelation templates: see pmem/bench/_facts.py; coverage target {COVERAGE_TARGET:.0%}: "
+        f"{'met' if worst >= COVERAGE_TARGET else 'NOT met'} (lowest {worst:.2%})"
+    )
     misses = [d for d in details if not d.startswith("  note")]
     notes = [d for d in details if d.startswith("  note")]
     print("misses: none" if not misses else "misses:")
     for d in misses:
         print(d)
     if notes:
-        print("data notes (single-hop gold equals an EARLIER value of the key the question names; these "
-              "questions are outside the stale denominator):")
+        print(
+            "data notes (single-hop gold equals an EARLIER value of the key the question names; these "
+            "questions are outside the stale denominator):"
+        )
         for d in notes:
             print(d)
-    print("stale-rate denominator: single-hop questions whose gold equals the final value of an "
-          "overwritten key named in the question")
+    print(
+        "stale-rate denominator: single-hop questions whose gold equals the final value of an "
+        "overwritten key named in the question"
+    )
     return 0 if worst >= COVERAGE_TARGET else 1
 
 

@@ -50,10 +50,11 @@ def load_manifest(root: Path | None = None) -> dict[str, Any]:
         )
         raise DataError(msg)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         msg = f"{path} is not valid JSON: {exc}"
         raise DataError(msg) from exc
+    return manifest
 
 
 @lru_cache(maxsize=64)

@@ -176,8 +176,9 @@ class StaleTarget:
     earlier: tuple[str, ...]
 
 
-def stale_targets(stream: FactStream, questions: tuple[str, ...], answers: tuple[tuple[str, ...], ...]
-                  ) -> list[StaleTarget | None]:
+def stale_targets(
+    stream: FactStream, questions: tuple[str, ...], answers: tuple[tuple[str, ...], ...]
+) -> list[StaleTarget | None]:
     """Per question, the overwritten key it asks about (see the module docstring), else None."""
     by_final: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for (s, r), values in stream.sequences.items():
@@ -226,8 +227,9 @@ def build_history(subset: str) -> History:
     params: dict[str, Any] = {"length": length, "hops": kind}
     targets: list[StaleTarget | None]
     if kind == "sh":
-        targets = stale_targets(_analyze_cached(str(raw.path), raw.path.stat().st_mtime_ns, subset),
-                                raw.questions, raw.answers)
+        targets = stale_targets(
+            _analyze_cached(str(raw.path), raw.path.stat().st_mtime_ns, subset), raw.questions, raw.answers
+        )
     else:
         targets = [None] * len(raw.questions)
     qtype = "single-hop" if kind == "sh" else "multi-hop"
@@ -246,6 +248,10 @@ def build_history(subset: str) -> History:
         for qid, q, golds, t in zip(raw.qa_ids, raw.questions, raw.answers, targets, strict=True)
     )
     return History(
-        id=f"{NAME}/{subset}", benchmark=NAME, subset=subset, events=events, questions=questions,
+        id=f"{NAME}/{subset}",
+        benchmark=NAME,
+        subset=subset,
+        events=events,
+        questions=questions,
         params=params,
     )

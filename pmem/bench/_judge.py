@@ -95,10 +95,12 @@ def judge_prompt(question_type: str, question_id: str, question: str, reference:
     )
 
 
-def judge_messages(question_type: str, question_id: str, question: str, reference: str,
-                   response: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": judge_prompt(question_type, question_id, question, reference,
-                                                    response)}]
+def judge_messages(
+    question_type: str, question_id: str, question: str, reference: str, response: str
+) -> list[dict[str, str]]:
+    return [
+        {"role": "user", "content": judge_prompt(question_type, question_id, question, reference, response)}
+    ]
 
 
 def judge_verdict(reply: str) -> bool:
@@ -116,10 +118,13 @@ STALE_PREAMBLE = (
 )
 
 
+def _evidence_prompt(preamble: str, question: str, reference: str, evidence: str) -> str:
+    return format_sections({"QUESTION": question, "REFERENCE": reference, "CONTEXT": evidence}, preamble)
+
+
 def stale_extraction_prompt(question: str, reference: str, evidence: str) -> str:
     """Ask the judge for the superseded and current values (sections QUESTION, REFERENCE, CONTEXT)."""
-    return format_sections({"QUESTION": question, "REFERENCE": reference, "CONTEXT": evidence},
-                           STALE_PREAMBLE)
+    return _evidence_prompt(STALE_PREAMBLE, question, reference, evidence)
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,8 @@ class StaleValues:
         from pmem.bench._scoring import normalize_answer
 
         return bool(self.superseded and self.current) and normalize_answer(
-            self.superseded or "") != normalize_answer(self.current or "")
+            self.superseded or ""
+        ) != normalize_answer(self.current or "")
 
 
 _LINE = re.compile(r"^\s*(SUPERSEDED|CURRENT)\s*:\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
@@ -172,8 +178,7 @@ CLASS_PREAMBLE = (
 
 
 def answer_class_prompt(question: str, reference: str, evidence: str) -> str:
-    return format_sections({"QUESTION": question, "REFERENCE": reference, "CONTEXT": evidence},
-                           CLASS_PREAMBLE)
+    return _evidence_prompt(CLASS_PREAMBLE, question, reference, evidence)
 
 
 def parse_answer_class(reply: str) -> str | None:

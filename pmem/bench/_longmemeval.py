@@ -119,14 +119,18 @@ def validate_records(records: Any, where: str) -> None:
                 msg = f"{at}: haystack_sessions[{s}] is not a list of turns"
                 raise DataError(msg)
             for t, turn in enumerate(session):
-                if (not isinstance(turn, dict) or turn.get("role") not in ("user", "assistant")
-                        or not isinstance(turn.get("content"), str)):
+                if (
+                    not isinstance(turn, dict)
+                    or turn.get("role") not in ("user", "assistant")
+                    or not isinstance(turn.get("content"), str)
+                ):
                     msg = f"{at}: haystack_sessions[{s}][{t}] is not a turn {{role: user|assistant, content: str}}"
                     raise DataError(msg)
 
 
-def load_longmemeval(path: str | Path, subset: str | None = None, *, expected_sha256: str | None = None,
-                     verify: bool = True) -> LongMemEvalFile:
+def load_longmemeval(
+    path: str | Path, subset: str | None = None, *, expected_sha256: str | None = None, verify: bool = True
+) -> LongMemEvalFile:
     """Load and check an official LongMemEval file.
 
     ``expected_sha256`` overrides the official hash (for tests with synthetic fixtures);
@@ -180,26 +184,49 @@ def _date_key(date: str) -> tuple[int, str]:
         return 1, date
 
 
-def record_to_history(record: dict[str, Any], subset: str, *, verified: bool = True,
-                      answer_class: str | None = None) -> History:
-    order = sorted(range(len(record["haystack_sessions"])),
-                   key=lambda i: _date_key(record["haystack_dates"][i]))  # stable: ties keep file order
+def record_to_history(
+    record: dict[str, Any], subset: str, *, verified: bool = True, answer_class: str | None = None
+) -> History:
+    order = sorted(
+        range(len(record["haystack_sessions"])), key=lambda i: _date_key(record["haystack_dates"][i])
+    )  # stable: ties keep file order
     events: list[Event] = []
     for s in order:
         sid, date = record["haystack_session_ids"][s], record["haystack_dates"][s]
         for turn in record["haystack_sessions"][s]:
-            events.append(Event(index=len(events), text=turn["content"], time=date, source=turn["role"],
-                                session_id=sid, role=turn["role"]))
+            events.append(
+                Event(
+                    index=len(events),
+                    text=turn["content"],
+                    time=date,
+                    source=turn["role"],
+                    session_id=sid,
+                    role=turn["role"],
+                )
+            )
     qid = record["question_id"]
     params: dict[str, Any] = {"abstention": is_abstention(qid)}
     q = Question(
-        id=qid, text=record["question"], gold=(str(record["answer"]),), qtype=record["question_type"],
-        after_event=len(events) - 1, params=params, needs_judge=True,
-        question_date=record["question_date"], answer_class=answer_class,
+        id=qid,
+        text=record["question"],
+        gold=(str(record["answer"]),),
+        qtype=record["question_type"],
+        after_event=len(events) - 1,
+        params=params,
+        needs_judge=True,
+        question_date=record["question_date"],
+        answer_class=answer_class,
     )
     return History(
-        id=f"{NAME}/{subset}/{qid}", benchmark=NAME, subset=subset, events=tuple(events), questions=(q,),
-        params={"data_verified": verified, "answer_session_ids": list(map(str, record["answer_session_ids"]))},
+        id=f"{NAME}/{subset}/{qid}",
+        benchmark=NAME,
+        subset=subset,
+        events=tuple(events),
+        questions=(q,),
+        params={
+            "data_verified": verified,
+            "answer_session_ids": list(map(str, record["answer_session_ids"])),
+        },
     )
 
 
@@ -209,20 +236,28 @@ def evidence_text(record: dict[str, Any]) -> str:
     lines: list[str] = []
     answer_sessions = set(map(str, record["answer_session_ids"]))
     for want_flag in (True, False):
-        for sid, date, session in zip(record["haystack_session_ids"], record["haystack_dates"],
-                                      record["haystack_sessions"], strict=True):
+        for sid, date, session in zip(
+            record["haystack_session_ids"], record["haystack_dates"], record["haystack_sessions"], strict=True
+        ):
             for turn in session:
-                if (turn.get("has_answer") if want_flag else str(sid) in answer_sessions):
+                if turn.get("has_answer") if want_flag else str(sid) in answer_sessions:
                     lines.append(f"[{date}] {turn['role']}: {turn['content']}")
         if lines:
             break
     return "\n".join(lines)
 
 
-def iter_longmemeval(subset: str, *, path: str | Path | None = None, ku: bool = False,
-                     question_types: tuple[str, ...] | None = None, answer_class: str | None = None,
-                     answer_classes: str | Path | Mapping[str, str] | None = None,
-                     expected_sha256: str | None = None, verify: bool = True) -> Iterator[History]:
+def iter_longmemeval(
+    subset: str,
+    *,
+    path: str | Path | None = None,
+    ku: bool = False,
+    question_types: tuple[str, ...] | None = None,
+    answer_class: str | None = None,
+    answer_classes: str | Path | Mapping[str, str] | None = None,
+    expected_sha256: str | None = None,
+    verify: bool = True,
+) -> Iterator[History]:
     if path is None:
         msg = f"longmemeval: not run: data not provided (pass path=...; {OBTAIN})"
         raise DataError(msg)

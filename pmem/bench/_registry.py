@@ -1,32 +1,69 @@
-"""The benchmark registry: ``load_benchmark(name, **params)`` and ``iter_histories(name, subset, ...)``.
+"""The benchmark registry: every benchmark's name, subsets, parameters (with types) and iterator.
+
+This is the one list of benchmarks: ``pmem bench list`` prints it, the runner validates sweep configs
+against it (subset names, parameter names and types) and iterates histories through it.
 
 Names (contract): ``alfworld-revision`` (subsets chains [L], retraction [d], conflict, two-step [L]),
 ``factconsolidation`` (sh_6k ... mh_262k), ``longmemeval`` (oracle, s; ``ku=True`` or the aliases
 ``oracle-ku`` / ``s-ku`` select the knowledge-update questions).
 
+Plugins go through the same registry: ``register_benchmark(name, iterate, ...)`` adds one in this
+process, and a ``module:attr`` name imports ``module`` and takes ``attr``: a :class:`BenchmarkInfo` that
+``register_benchmark`` returned, or a function ``iterate(subset=..., **params) -> Iterable[History]``
+(any subset, ``default`` when none is named; any scalar parameters).
+
 >>> h = next(iter_histories("alfworld-revision", "chains", L=4))
 >>> h.id, h.questions[0].qtype
 ('alfworld-revision/chains/L4/case000', 'current')
+>>> benchmark_info("alfworld-revision").params["L"].__name__
+'int'
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
+from pmem._plugins import Registry
 from pmem.bench._scoring import Score, score_question
 from pmem.bench._types import History, Question
+
+#: ``iterate(subset=..., **params)``: the histories of one subset, in a stable order
+Iterate = Callable[..., Iterable[History]]
+
+
+def _no_iterator(subset: str, **params: Any) -> Iterable[History]:
+    msg = "this benchmark entry has no iterator"
+    raise NotImplementedError(msg)
 
 
 @dataclass(frozen=True)
 class BenchmarkInfo:
+    """One registered benchmark."""
+
     name: str
+    #: the subsets ``pmem bench list`` shows and a run of every subset iterates; empty: any name goes
     subsets: tuple[str, ...]
-    source: str
-    params: tuple[str, ...]
-    description: str
+    source: str = ""
+    #: the parameters a config may set, with their types; None: any scalar parameters (a plain plugin)
+    params: Mapping[str, type] | None = field(default_factory=lambda: MappingProxyType({}))
+    description: str = ""
+    #: further subset names accepted: selections of the listed subsets (LongMemEval's ``oracle-ku``)
+    aliases: tuple[str, ...] = ()
+    #: the subset a config that names none runs; None: a config must name its subsets
+    default_subset: str | None = None
+    iterate: Iterate = field(default=_no_iterator, repr=False, compare=False)
+
+    @property
+    def accepted_subsets(self) -> tuple[str, ...]:
+        """Every subset name a config may give (empty: any)."""
+        return (*self.subsets, *self.aliases)
+
+    def accepts(self, subset: str) -> bool:
+        return not self.subsets or subset in self.accepted_subsets
 
 
 def _alfworld_iter(subset: str, **params: Any) -> Iterator[History]:
@@ -52,40 +89,101 @@ def _lme_iter(subset: str, **params: Any) -> Iterator[History]:
     return iter_longmemeval(subset, **params)
 
 
-def _infos() -> dict[str, tuple[BenchmarkInfo, Callable[..., Iterator[History]]]]:
+@functools.cache
+def _builtin() -> dict[str, BenchmarkInfo]:
+    # built on first use: the subset lists live next to each benchmark's loader
     from pmem.bench import _alfworld, _factconsolidation, _longmemeval
 
-    return {
-        "alfworld-revision": (
-            BenchmarkInfo("alfworld-revision", _alfworld.SUBSETS, _alfworld.SOURCE, ("seed", "cases", "L", "d"),
-                          "revision chains, retraction and conflict probes over object locations"),
-            _alfworld_iter,
+    infos = (
+        BenchmarkInfo(
+            "alfworld-revision",
+            _alfworld.SUBSETS,
+            _alfworld.SOURCE,
+            MappingProxyType({"L": int, "d": int, "cases": int, "seed": int}),
+            "revision chains, retraction and conflict probes over object locations",
+            iterate=_alfworld_iter,
         ),
-        "factconsolidation": (
-            BenchmarkInfo("factconsolidation", _factconsolidation.SUBSETS, _factconsolidation.SOURCE, (),
-                          "MemoryAgentBench conflict resolution: numbered fact stream, 100 questions"),
-            _fc_iter,
+        BenchmarkInfo(
+            "factconsolidation",
+            _factconsolidation.SUBSETS,
+            _factconsolidation.SOURCE,
+            MappingProxyType({}),
+            "MemoryAgentBench conflict resolution: numbered fact stream, 100 questions",
+            iterate=_fc_iter,
         ),
-        "longmemeval": (
-            BenchmarkInfo("longmemeval", _longmemeval.SUBSETS, _longmemeval.SOURCE,
-                          tuple(p for p in inspect.signature(_longmemeval.iter_longmemeval).parameters
-                                if p != "subset"),
-                          "chat-history QA judged by an LLM; knowledge-update and answer-class selections"),
-            _lme_iter,
+        BenchmarkInfo(
+            "longmemeval",
+            _longmemeval.SUBSETS,
+            _longmemeval.SOURCE,
+            MappingProxyType(
+                {
+                    "path": str,
+                    "ku": bool,
+                    "answer_class": str,
+                    "answer_classes": str,
+                    "expected_sha256": str,
+                    "verify": bool,
+                }
+            ),
+            "chat-history QA judged by an LLM; knowledge-update and answer-class selections",
+            aliases=tuple(f"{s}-ku" for s in _longmemeval.SUBSETS),
+            iterate=_lme_iter,
         ),
-    }
+    )
+    return {info.name: info for info in infos}
+
+
+_REGISTRY: Registry[BenchmarkInfo] = Registry(
+    "benchmark",
+    BenchmarkInfo,
+    _builtin,
+    lambda ref, iterate: BenchmarkInfo(ref, (), params=None, default_subset="default", iterate=iterate),
+    "a BenchmarkInfo (what register_benchmark returns) or a function iterate(subset=..., **params)",
+)
+
+
+def register_benchmark(
+    name: str,
+    iterate: Iterate,
+    *,
+    subsets: Iterable[str] = (),
+    params: Mapping[str, type] | None = None,
+    source: str = "",
+    description: str = "",
+    default_subset: str | None = None,
+) -> BenchmarkInfo:
+    """Add (or replace) a plugin benchmark; returns its entry, which a ``module:attr`` name may point at.
+
+    ``iterate(subset=..., **params)`` yields the histories of one subset. ``subsets`` lists the subset
+    names a config may give (empty: any); ``params`` the parameters and their types (None: any scalars).
+    """
+    if not callable(iterate):
+        msg = f"benchmark {name!r}: iterate must be callable as iterate(subset=..., **params)"
+        raise TypeError(msg)
+    info = BenchmarkInfo(
+        name,
+        tuple(subsets),
+        source,
+        None if params is None else MappingProxyType(dict(params)),
+        description,
+        default_subset=default_subset,
+        iterate=iterate,
+    )
+    return _REGISTRY.add(name, info)
+
+
+def benchmark_names() -> tuple[str, ...]:
+    """Every registered benchmark: the built-in ones, then plugins registered in this process."""
+    return _REGISTRY.names()
+
+
+def benchmark_info(name: str) -> BenchmarkInfo:
+    """The entry of a registered name or of a ``module:attr`` plugin name (imported on first use)."""
+    return _REGISTRY.get(name)
 
 
 def list_benchmarks() -> list[BenchmarkInfo]:
-    return [info for info, _ in _infos().values()]
-
-
-def _lookup(name: str) -> tuple[BenchmarkInfo, Callable[..., Iterator[History]]]:
-    infos = _infos()
-    if name not in infos:
-        msg = f"unknown benchmark {name!r} (known: {', '.join(infos)})"
-        raise ValueError(msg)
-    return infos[name]
+    return [benchmark_info(name) for name in benchmark_names()]
 
 
 @dataclass(frozen=True)
@@ -94,7 +192,6 @@ class Benchmark:
 
     info: BenchmarkInfo
     params: dict[str, Any]
-    _iter: Callable[..., Iterator[History]]
 
     @property
     def name(self) -> str:
@@ -105,16 +202,19 @@ class Benchmark:
         return self.info.subsets
 
     def histories(self, subset: str | None = None, **params: Any) -> Iterator[History]:
-        for s in (subset,) if subset is not None else self.subsets:
-            yield from self._iter(s, **{**self.params, **params})
+        if subset is not None:
+            subsets: tuple[str, ...] = (subset,)
+        else:
+            subsets = self.subsets or ((self.info.default_subset,) if self.info.default_subset else ())
+        for s in subsets:
+            yield from self.info.iterate(subset=s, **{**self.params, **params})
 
     def score(self, question: Question, prediction: str) -> Score:
         return score_question(self.name, question, prediction)
 
 
 def load_benchmark(name: str, **params: Any) -> Benchmark:
-    info, it = _lookup(name)
-    return Benchmark(info, dict(params), it)
+    return Benchmark(benchmark_info(name), dict(params))
 
 
 def iter_histories(name: str, subset: str | None = None, **params: Any) -> Iterator[History]:

@@ -38,8 +38,10 @@ def normalize_answer(text: str) -> str:
 
 def parse_output(output: str, prefix: str = "Answer:") -> str:
     """The text after ``prefix`` up to the line end, else the first line (the official rule)."""
-    m = _ANSWER.search(output) if prefix == "Answer:" else re.search(
-        f"(?:{re.escape(prefix)})(.*)(?:\\n|$)", output, re.IGNORECASE
+    m = (
+        _ANSWER.search(output)
+        if prefix == "Answer:"
+        else re.search(f"(?:{re.escape(prefix)})(.*)(?:\\n|$)", output, re.IGNORECASE)
     )
     if m is None:
         m = _FIRST_LINE.search(output)

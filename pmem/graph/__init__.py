@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from pmem.graph._codes import DISCLOSURES, EDGE_KINDS, OPS, STATUSES
 from pmem.graph._graph import ProvenanceGraph
-from pmem.graph._identity import HashingKeyEmbedding, IdentityDecision, KeyRegistry, rule_confirm
+from pmem.graph._identity import (
+    GENERIC_KEY_WORDS,
+    HashingKeyEmbedding,
+    IdentityDecision,
+    KeyRegistry,
+    rule_confirm,
+)
 from pmem.graph._patch import Lowering, Patch, PatchController
 from pmem.graph._state import StateFileError
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
@@ -17,6 +23,7 @@ from pmem.graph._validate import key_problem
 __all__ = [
     "DISCLOSURES",
     "EDGE_KINDS",
+    "GENERIC_KEY_WORDS",
     "OPS",
     "STATUSES",
     "Cell",

@@ -21,7 +21,7 @@ are the tombstones themselves.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from pmem.graph._codes import (
     ACCEPT,
@@ -32,7 +32,6 @@ from pmem.graph._codes import (
     CONTRADICTED,
     NONE,
     NOOP,
-    OP_CODES,
     OPS,
     REJECT,
     RESOLVE,
@@ -45,10 +44,13 @@ from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
 from pmem.graph._validate import check_key, check_text, preview
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
 
     from pmem.graph._identity import KeyRegistry
+
+    #: An operation other than accept: (key, value, evidence index) -> result.
+    _Handler: TypeAlias = Callable[[str, str | None, int], OpResult]
 
 
 class _KeyState:
@@ -134,14 +136,14 @@ class ProvenanceGraph:
         self._op_target: list[int] = []
         self._op_extra: dict[int, tuple[int, int, int, str | None, str | None]] = {}
         self._registry = registry
-        self._handlers = (
-            None,
-            self._contest,
-            self._reject,
-            self._revoke,
-            self._resolve,
-            self._noop,
-        )
+        # accept is inlined in apply(); every other operation has a handler
+        self._handlers: dict[str, _Handler] = {
+            "contest": self._contest,
+            "reject": self._reject,
+            "revoke": self._revoke,
+            "resolve": self._resolve,
+            "noop": self._noop,
+        }
 
     # ------------------------------------------------------------------ writing
 
@@ -183,9 +185,10 @@ class ProvenanceGraph:
         """
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
+        handler: _Handler | None = None
         if op != "accept":
-            code = OP_CODES.get(op) if type(op) is str else None
-            if code is None:
+            handler = self._handlers.get(op) if type(op) is str else None
+            if handler is None:
                 msg = f"apply: unknown operation {preview(op)}; op must be one of {', '.join(OPS)}"
                 raise ValueError(msg)
         rec = self._cells.get(key) if type(key) is str else None
@@ -203,9 +206,10 @@ class ProvenanceGraph:
             ev = self._last_ev
         else:
             ev = self._evidence_index(evidence, op, key)
-        if op != "accept":
-            return self._handlers[code](key, value, ev)
+        if handler is not None:
+            return handler(key, value, ev)
         # accept is ~90% of a write stream, so it is inlined here (see `pmem perf core`)
+        assert value is not None  # accept without a value was refused above
         if rec is None:
             rec = self._new_key(key)
         kid, head = rec.kid, rec.head
@@ -380,6 +384,7 @@ class ProvenanceGraph:
         for a in alts:
             if self._v_value[a] == value:
                 return self._support(CONTEST, kid, a, value, ev, seq, _CONTEST_REPEATS_ALT)
+        assert value is not None  # apply() refuses contest without a value
         vid = self._new_version(rec, value, ALTERNATIVE, seq, ev, NONE)
         self._v_alt[vid] = head
         self._open_alts[kid] = [*alts, vid]
@@ -556,7 +561,14 @@ class ProvenanceGraph:
         )
 
     def frontier(self) -> dict[str, Cell]:
-        """The active frontier: every non-empty cell, sorted by key."""
+        """The active frontier: key -> cell for every non-empty cell, in key order.
+
+        >>> g = ProvenanceGraph()
+        >>> _ = g.apply("accept", "b.x", "2", evidence=g.observe("b.x is 2"))
+        >>> _ = g.apply("accept", "a.x", "1", evidence=g.observe("a.x is 1"))
+        >>> {key: cell.value for key, cell in g.frontier().items()}
+        {'a.x': '1', 'b.x': '2'}
+        """
         out: dict[str, Cell] = {}
         for key in sorted(self._cells):
             rec = self._cells[key]
@@ -566,7 +578,8 @@ class ProvenanceGraph:
 
     def frontier_items(self) -> list[tuple[str, str]]:
         """``(key, current value)`` for every non-empty cell, sorted by key: the cheap frontier."""
-        return sorted((key, rec.value) for key, rec in self._cells.items() if rec.head != NONE)
+        # a key has a value exactly when it has a head (see _set_head)
+        return sorted((key, rec.value) for key, rec in self._cells.items() if rec.value is not None)
 
     def evidence(self, evidence_id: str) -> Evidence:
         try:

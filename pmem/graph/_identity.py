@@ -72,7 +72,8 @@ class HashingKeyEmbedding:
 
     def __call__(self, keys: Sequence[str]) -> np.ndarray:
         texts = [normalize_key_text(k) for k in keys]
-        return self._vectorizer.transform(texts).toarray().astype(np.float32)
+        rows: np.ndarray = self._vectorizer.transform(texts).toarray().astype(np.float32)  # sklearn: untyped
+        return rows
 
 
 def _tokens(text: str) -> set[str]:
@@ -335,8 +336,11 @@ class KeyRegistry:
 
 
 def _checked_threshold(threshold: object, where: str) -> float:
-    ok = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool)
-    if not ok or not 0.0 < float(threshold) <= 1.0:
+    if (
+        not isinstance(threshold, numbers.Real)
+        or isinstance(threshold, bool)
+        or not 0.0 < float(threshold) <= 1.0
+    ):
         msg = f"{where}: threshold must be in (0, 1], got {preview(threshold)}"
         raise ValueError(msg)
     return float(threshold)
@@ -354,7 +358,7 @@ class _VectorStore:
     SPARSE_BELOW = 0.25  # fraction of non-zeros under which a block is stored sparse
 
     def __init__(self) -> None:
-        self._sparse = None  # scipy.sparse.csr_matrix of every frozen sparse row
+        self._sparse: Any = None  # scipy.sparse.csr_matrix of every frozen sparse row (scipy is untyped)
         self._dense: list[np.ndarray] = []  # frozen dense blocks
         self._order: list[tuple[str, int]] = []  # frozen blocks in registration order: (kind, rows)
         self._tail: np.ndarray | None = None
@@ -370,16 +374,17 @@ class _VectorStore:
         return None if self._tail is None else self._tail.shape[1]
 
     def append(self, vec: np.ndarray) -> None:
-        if self._tail is None:
-            self._tail = np.zeros((self.TAIL, vec.shape[0]), dtype=np.float32)
-        self._tail[self._n_tail] = vec
+        tail = self._tail
+        if tail is None:
+            tail = self._tail = np.zeros((self.TAIL, vec.shape[0]), dtype=np.float32)
+        tail[self._n_tail] = vec
         self._n_tail += 1
         self._n += 1
         if self._n_tail == self.TAIL:
-            self._freeze()
+            self._freeze(tail)
 
-    def _freeze(self) -> None:
-        block = self._tail[: self._n_tail].copy()
+    def _freeze(self, tail: np.ndarray) -> None:
+        block = tail[: self._n_tail].copy()
         if np.count_nonzero(block) < self.SPARSE_BELOW * block.size:
             import scipy.sparse as sp
 
@@ -397,12 +402,13 @@ class _VectorStore:
         parts, s_at, d_at = [], 0, 0
         for kind, rows in self._order:
             if kind == "sparse":
+                assert sparse is not None  # a sparse block implies the sparse matrix
                 parts.append(sparse[s_at : s_at + rows])
                 s_at += rows
             else:
                 parts.append(self._dense[d_at] @ vec)
                 d_at += 1
-        if self._n_tail:
+        if self._n_tail and self._tail is not None:  # rows in the tail imply a tail
             parts.append(self._tail[: self._n_tail] @ vec)
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 

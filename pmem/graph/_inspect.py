@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.all:
         for key in graph:
             cell = graph.cell(key)
+            assert cell is not None  # iteration yields written keys only
             print(f"{key} = {_shown(cell.value)}  [{cell.status}]")
     else:
         print(graph.render(disclose=("support", "alternatives")))

@@ -21,7 +21,7 @@ import json
 import os
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,8 +35,14 @@ if TYPE_CHECKING:
 FORMAT = "pmem-state"
 SCHEMA_VERSION = 1
 
-I64, I32, I8 = pa.int64(), pa.int32(), pa.int8()
-STR, LSTR = pa.string(), pa.large_string()
+# Typed as the base class: the schema lists below mix these, and pa.schema takes (name, DataType) pairs.
+I64: pa.DataType = pa.int64()
+I32: pa.DataType = pa.int32()
+I8: pa.DataType = pa.int8()
+STR: pa.DataType = pa.string()
+LSTR: pa.DataType = pa.large_string()
+F64: pa.DataType = pa.float64()
+LBIN: pa.DataType = pa.large_binary()
 
 # Dense tables: table name -> [(column, graph attribute holding a list, arrow type)]
 _TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
@@ -72,7 +78,7 @@ _IDENTITY = pa.schema(
     [
         ("candidate", STR),
         ("shortlisted", STR),
-        ("score", pa.float64()),
+        ("score", F64),
         ("verdict", STR),
         ("canonical", STR),
     ]
@@ -90,7 +96,7 @@ def _stream(table: pa.Table) -> pa.Buffer:
     return sink.getvalue()
 
 
-def _digest(payloads: list) -> str:
+def _digest(payloads: list[pa.Buffer]) -> str:
     digest = hashlib.sha256()
     for p in payloads:
         view = memoryview(p)
@@ -132,15 +138,15 @@ def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
         .append_column("head", pa.array([r.head for r in graph._records], type=I64))
         .append_column("newest", pa.array([r.newest for r in graph._records], type=I64))
     )
-    for name, (attr, (index, index_type), columns) in _SPARSE.items():
+    for name, (attr, (index, index_type), value_columns) in _SPARSE.items():
         mapping = getattr(graph, attr)
         arrays = [pa.array(list(mapping), type=index_type)]
-        if len(columns) == 1:
-            arrays.append(pa.array(list(mapping.values()), type=columns[0][1]))
+        if len(value_columns) == 1:
+            arrays.append(pa.array(list(mapping.values()), type=value_columns[0][1]))
         else:
             rows = list(mapping.values())
-            arrays.extend(pa.array([r[i] for r in rows], type=t) for i, (_, t) in enumerate(columns))
-        tables[name] = pa.table(arrays, names=[index, *(c for c, _ in columns)])
+            arrays.extend(pa.array([r[i] for r in rows], type=t) for i, (_, t) in enumerate(value_columns))
+        tables[name] = pa.table(arrays, names=[index, *(c for c, _ in value_columns)])
     alt_key, alt_version = [], []
     for kid, alts in graph._open_alts.items():
         alt_key.extend([kid] * len(alts))
@@ -154,7 +160,7 @@ def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
         [
             pa.array([d.candidate for d in decisions], type=STR),
             pa.array([d.shortlisted for d in decisions], type=STR),
-            pa.array([d.score for d in decisions], type=pa.float64()),
+            pa.array([d.score for d in decisions], type=F64),
             pa.array([d.verdict for d in decisions], type=STR),
             pa.array([d.canonical for d in decisions], type=STR),
         ],
@@ -173,7 +179,7 @@ def _outer_table(graph: ProvenanceGraph) -> pa.Table:
         names.append(name)
         payloads.append(_stream(table))
     reg = graph._registry
-    meta = {
+    meta: dict[bytes | str, bytes | str] = {
         "format": FORMAT,
         "schema_version": str(SCHEMA_VERSION),
         "seq": str(graph._seq),
@@ -186,8 +192,9 @@ def _outer_table(graph: ProvenanceGraph) -> pa.Table:
     offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
     np.cumsum([p.size for p in payloads], out=offsets[1:])
     data = pa.py_buffer(b"".join(memoryview(p) for p in payloads))
-    column = pa.Array.from_buffers(pa.large_binary(), len(payloads), [None, pa.py_buffer(offsets), data])
-    schema = pa.schema([("table", STR), ("payload", pa.large_binary())], metadata=meta)
+    # offsets.data: the array's memoryview (the same memory; numpy declares ndarray.__buffer__ for 3.12+ only)
+    column = pa.Array.from_buffers(LBIN, len(payloads), [None, pa.py_buffer(offsets.data), data])
+    schema = pa.schema([("table", STR), ("payload", LBIN)], metadata=meta)
     return pa.table([pa.array(names, type=STR), column], schema=schema)
 
 
@@ -293,6 +300,8 @@ def decode_tables(
         raise _refuse(path, "checksum mismatch (the file was altered or damaged)")
     tables: dict[str, pa.Table] = {}
     for name, payload in zip(names, payloads, strict=True):
+        if not isinstance(name, str):
+            raise _refuse(path, f"table name {name!r} is not a string")
         try:
             tables[name] = pa.ipc.open_stream(payload).read_all()
         except pa.ArrowInvalid as exc:
@@ -304,10 +313,11 @@ def decode_tables(
     return tables, meta
 
 
-def _column_list(table: pa.Table, column: str) -> list:
+def _column_list(table: pa.Table, column: str) -> list[Any]:
     col = table.column(column)
     if pa.types.is_integer(col.type) and col.null_count == 0:
-        return col.to_numpy().tolist()
+        values: list[Any] = col.to_numpy().tolist()  # a list for a 1-d array (numpy types it Any)
+        return values
     return col.to_pylist()
 
 
@@ -335,10 +345,10 @@ def build_graph(
         table = tables[name]
         for column, attr, _ in columns:
             setattr(graph, attr, _column_list(table, column))
-    for name, (attr, (index, _), columns) in _SPARSE.items():
+    for name, (attr, (index, _), value_columns) in _SPARSE.items():
         table = tables[name]
         keys = _column_list(table, index)
-        values = [_column_list(table, c) for c, _ in columns]
+        values = [_column_list(table, c) for c, _ in value_columns]
         rows = values[0] if len(values) == 1 else list(zip(*values, strict=True))
         setattr(graph, attr, dict(zip(keys, rows, strict=True)))
     graph._seq = int(meta["seq"])
@@ -357,7 +367,7 @@ def build_graph(
         open_alts.setdefault(kid, []).append(vid)
     graph._open_alts = open_alts
     identity = tables["identity"].to_pylist()
-    reg_keys = tables["registry_keys"].column("key").to_pylist()
+    reg_keys: list[str] = _column_list(tables["registry_keys"], "key")  # a string column: to_pylist()
     reg_config = json.loads(meta.get("registry", "null"))
     if identity or reg_keys or reg_config is not None or registry is not None:
         graph.registry.restore(reg_keys, identity, reg_config)

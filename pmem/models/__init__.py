@@ -26,7 +26,16 @@ from pmem.models._registry import (
 )
 from pmem.models._spec import ModelSpec
 from pmem.models._tokens import estimate_prompt_tokens, estimate_tokens
-from pmem.models._types import PURPOSES, CallContext, ChatModel, Completion, Embedder, RequestRecord
+from pmem.models._types import (
+    PURPOSES,
+    CallContext,
+    CallOptions,
+    ChatModel,
+    Completion,
+    Embedder,
+    Embedding,
+    RequestRecord,
+)
 from pmem.models.sections import format_sections, parse_sections
 
 #: How reports label the heuristic backend.
@@ -37,9 +46,11 @@ __all__ = [
     "PURPOSES",
     "REQUEST_COLUMNS",
     "CallContext",
+    "CallOptions",
     "ChatModel",
     "Completion",
     "Embedder",
+    "Embedding",
     "MissingDependencyError",
     "ModelCallError",
     "ModelSpec",

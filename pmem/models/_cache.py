@@ -108,7 +108,8 @@ class ResponseCache:
 
     def put(self, key: str, payload: dict[str, Any]) -> None:
         self._conn().execute(
-            "INSERT OR IGNORE INTO chat (key, payload) VALUES (?, ?)", (key, json.dumps(payload, ensure_ascii=False))
+            "INSERT OR IGNORE INTO chat (key, payload) VALUES (?, ?)",
+            (key, json.dumps(payload, ensure_ascii=False)),
         )
 
     def get_vectors(self, model_id: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
@@ -124,7 +125,11 @@ class ResponseCache:
 
     def put_vectors(self, model_id: str, texts: Sequence[str], vectors: np.ndarray) -> None:
         rows = [
-            (self.vector_key(model_id, t), int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes())
+            (
+                self.vector_key(model_id, t),
+                int(v.shape[0]),
+                np.ascontiguousarray(v, dtype=np.float32).tobytes(),
+            )
             for t, v in zip(texts, vectors, strict=True)
         ]
         conn = self._conn()

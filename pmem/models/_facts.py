@@ -102,10 +102,16 @@ _RELATION_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), r)
     for p, r in (
         (r"^The (?:origianl|original) broadcaster of (?P<s>.+?) is (?P<o>.+)$", "original_broadcaster"),
-        (r"^The name of the current head of the government of (?P<s>.+?) is (?P<o>.+)$", "head_of_government"),
+        (
+            r"^The name of the current head of the government of (?P<s>.+?) is (?P<o>.+)$",
+            "head_of_government",
+        ),
         (r"^The name of the current head of the (?P<s>.+?) government is (?P<o>.+)$", "head_of_government"),
         (r"^The name of the current head of state in (?P<s>.+?) is (?P<o>.+)$", "head_of_state"),
-        (r"^The (?:univeristy|university) where (?P<s>.+?) was educated is (?P<o>.+)$", "educated_at_university"),
+        (
+            r"^The (?:univeristy|university) where (?P<s>.+?) was educated is (?P<o>.+)$",
+            "educated_at_university",
+        ),
         (r"^The company that produced (?P<s>.+?) is (?P<o>.+)$", "produced_by_company"),
         (r"^The type of music that (?P<s>.+?) plays is (?P<o>.+)$", "music_type_plays"),
         (r"^The headquarters of (?P<s>.+?) is located in the city of (?P<o>.+)$", "headquarters_city"),
@@ -134,13 +140,32 @@ _RELATION_RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 
 #: The relation names the templates produce (a reader's vocabulary of relation words).
-RELATIONS: tuple[str, ...] = tuple(sorted({r for _, r in _RELATION_RULES if r and "{" not in r} | {
-    "location", "created_by", "developed_by", "founded_by", "performed_by", "written_by", "produced_by", "author",
-    "capital", "official_language", "original_language", "chairperson", "chief_executive_officer", "head_coach",
-    "director"}))
+RELATIONS: tuple[str, ...] = tuple(
+    sorted(
+        {r for _, r in _RELATION_RULES if r and "{" not in r}
+        | {
+            "location",
+            "created_by",
+            "developed_by",
+            "founded_by",
+            "performed_by",
+            "written_by",
+            "produced_by",
+            "author",
+            "capital",
+            "official_language",
+            "original_language",
+            "chairperson",
+            "chief_executive_officer",
+            "head_coach",
+            "director",
+        }
+    )
+)
 
 _USER = re.compile(
-    r"\bmy (?P<r>[\w][\w\- ]{0,40}?) (?:is|was|are|has become|is now) (?:now )?(?P<o>[^.,;!?]+)", re.IGNORECASE
+    r"\bmy (?P<r>[\w][\w\- ]{0,40}?) (?:is|was|are|has become|is now) (?:now )?(?P<o>[^.,;!?]+)",
+    re.IGNORECASE,
 )
 _NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\d])")

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pmem.models._tokens import estimate_tokens
-from pmem.models._types import CallContext
+from pmem.models._types import CallContext, Embedder, Embedding
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
 
 
-class HashingEmbedder:
+class HashingEmbedder(Embedder):
     """Char n-grams (within word boundaries, underscores and dots treated as spaces) hashed to ``dim``."""
 
     def __init__(self, dim: int = 1024, ngram_range: tuple[int, int] = (2, 4)) -> None:
@@ -52,9 +52,8 @@ class HashingEmbedder:
         return out
 
     async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
-        return self.embed_sync(texts)
+        return self.embed_sync(texts)  # no token count: this is the arms' hot path
 
-    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None
-                          ) -> tuple[np.ndarray, int, bool]:
+    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
         """Vectors, prompt tokens (estimated here) and whether the count is an estimate."""
-        return self.embed_sync(texts), sum(estimate_tokens(t) for t in texts), True
+        return Embedding(self.embed_sync(texts), sum(estimate_tokens(t) for t in texts), True)

@@ -39,9 +39,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pmem.graph import GENERIC_KEY_WORDS
 from pmem.models._facts import RELATIONS, extract_facts, snake
 from pmem.models._tokens import estimate_prompt_tokens, estimate_tokens
-from pmem.models._types import CallContext, Completion
+from pmem.models._types import CallOptions, ChatModel, Completion
 from pmem.models.sections import parse_sections
 
 if TYPE_CHECKING:
@@ -52,7 +53,54 @@ LABEL = "heuristic (no LLM)"
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
-    ["the", "a", "an", "is", "was", "are", "were", "be", "been", "what", "which", "who", "whom", "whose", "where", "when", "how", "does", "do", "did", "of", "it", "its", "this", "that", "there", "their", "his", "her", "they", "he", "she", "you", "your", "i", "me", "my", "please", "tell", "now", "current", "currently", "latest", "today", "still", "anymore"]
+    [
+        "the",
+        "a",
+        "an",
+        "is",
+        "was",
+        "are",
+        "were",
+        "be",
+        "been",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "where",
+        "when",
+        "how",
+        "does",
+        "do",
+        "did",
+        "of",
+        "it",
+        "its",
+        "this",
+        "that",
+        "there",
+        "their",
+        "his",
+        "her",
+        "they",
+        "he",
+        "she",
+        "you",
+        "your",
+        "i",
+        "me",
+        "my",
+        "please",
+        "tell",
+        "now",
+        "current",
+        "currently",
+        "latest",
+        "today",
+        "still",
+        "anymore",
+    ]
 )
 # Question words a reader maps onto the relation vocabulary of keys (rules over the question text).
 _SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -86,10 +134,14 @@ _SYNONYMS: dict[str, tuple[str, ...]] = {
     "studied": ("educated",),
     "manufacturer": ("produced", "company"),
 }
-_CUE_WITHDRAW = re.compile(r"\b(error|mistake|mistaken|wrong|incorrect|retract\w*|withdr\w+|not true|false)\b", re.I)
+_CUE_WITHDRAW = re.compile(
+    r"\b(error|mistake|mistaken|wrong|incorrect|retract\w*|withdr\w+|not true|false)\b", re.I
+)
 _CUE_CONFIRM = re.compile(r"\b(confirm\w*|verified|settled|definitely|official)\b", re.I)
 _CUE_REPORT = re.compile(r"\b(report\w*|reportedly|claims?|says|rumou?r\w*|allegedly|according to)\b", re.I)
-_CUE_RECENCY = re.compile(r"\b(update\w*|now|moved|currently|latest|new|changed|has been|no longer|recently)\b", re.I)
+_CUE_RECENCY = re.compile(
+    r"\b(update\w*|now|moved|currently|latest|new|changed|has been|no longer|recently)\b", re.I
+)
 _CUE_CURRENT = re.compile(
     r"\b(current\w*|now|latest|most recent\w*|recent\w*|still|anymore|these days|today|present\w*|at the moment|"
     r"new|updated?|changed?)\b",
@@ -138,8 +190,15 @@ def _split_fact(line: str) -> tuple[str, str, str | None]:
     line = line.strip()
     status = None
     m = _ANNOT.search(line)
-    if m and m.group(1).strip().lower() in {"asserted", "hedged", "reported", "withdrawn", "confirmed",
-                                             "active", "contested"}:
+    if m and m.group(1).strip().lower() in {
+        "asserted",
+        "hedged",
+        "reported",
+        "withdrawn",
+        "confirmed",
+        "active",
+        "contested",
+    }:
         status = m.group(1).strip().lower()
         line = line[: m.start()].rstrip()
     for sep in (" = ", ": ", ":", "="):
@@ -199,14 +258,19 @@ def _annotate(sec: dict[str, str]) -> str:
     text = _relevant(sec.get("TEXT", ""), key, value)
     if value.strip():  # cue words inside the value itself ("Trial and Error") are not cues
         text = re.sub(re.escape(value.strip()), " ", text, flags=re.I)
-    head_line = (sec.get("HEAD") or "none").strip().splitlines()[0] if (sec.get("HEAD") or "").strip() else "none"
+    head_line = (
+        (sec.get("HEAD") or "none").strip().splitlines()[0] if (sec.get("HEAD") or "").strip() else "none"
+    )
     head_value, head_status = None, None
     if head_line.lower() not in {"none", "(none)", "empty", "-"}:
         m = _LINE_ANNOT.search(head_line)
         head_value = head_line[: m.start()].strip() if m else head_line.strip()
-        head_status = "contested" if m and "contested" in head_line[m.start():].lower() else "active"
-    alternatives = {_norm_value(v) for chunk in _ALTERNATIVES.findall(sec.get("HEAD", ""))
-                    for v in re.split(r"[;,]", chunk)}
+        head_status = "contested" if m and "contested" in head_line[m.start() :].lower() else "active"
+    alternatives = {
+        _norm_value(v)
+        for chunk in _ALTERNATIVES.findall(sec.get("HEAD", ""))
+        for v in re.split(r"[;,]", chunk)
+    }
 
     def out(op: str, val: str | None) -> str:
         return json.dumps({"op": op, "key": key, "value": val}, ensure_ascii=False)
@@ -231,13 +295,6 @@ def _annotate(sec: dict[str, str]) -> str:
     return out("accept", value)
 
 
-# Qualifier words that do not change which attribute a key names ("pb_5k" vs "pb_5k_time").
-_GENERIC_KEY_WORDS = frozenset(
-    {"time", "value", "name", "date", "number", "count", "current", "latest", "new", "status", "id", "type",
-     "amount", "level", "info", "detail", "details"}
-)
-
-
 def _identity(sec: dict[str, str]) -> str:
     """Same key iff the subjects match exactly and the attributes differ only by generic qualifiers."""
     a, b = sec.get("KEY_A", "").strip().lower(), sec.get("KEY_B", "").strip().lower()
@@ -252,7 +309,7 @@ def _identity(sec: dict[str, str]) -> str:
         return "different"
     if {t for t in ta if t.isdigit()} != {t for t in tb if t.isdigit()}:
         return "different"
-    return "same" if (ta ^ tb) <= _GENERIC_KEY_WORDS else "different"
+    return "same" if (ta ^ tb) <= GENERIC_KEY_WORDS else "different"
 
 
 def _line_parts(line: str) -> tuple[str, str, str]:
@@ -261,14 +318,14 @@ def _line_parts(line: str) -> tuple[str, str, str]:
     annotation = ""
     m = _LINE_ANNOT.search(body)
     if m:
-        annotation = body[m.start():]
+        annotation = body[m.start() :]
         body = body[: m.start()].rstrip()
     for sep in (" = ", ": "):
         idx = body.find(sep)
         head = body[:idx].strip()
         # "key: value" only when the left side looks like a key (a raw "Update: ..." sentence does not)
         if idx > 0 and " " not in head and (sep == " = " or "." in head or "_" in head):
-            return head, body[idx + len(sep):].strip(), annotation
+            return head, body[idx + len(sep) :].strip(), annotation
     return body, "", annotation
 
 
@@ -296,8 +353,17 @@ def _items(context: str) -> list[_Item]:
             if facts:
                 fact_key, value = facts[-1].key, facts[-1].value
         subject, _, relation = fact_key.partition(".")
-        out.append(_Item(idx, line, value or key, annotation, frozenset(_tokens(key)),
-                         snake(subject) if relation else "", frozenset(_tokens(relation))))
+        out.append(
+            _Item(
+                idx,
+                line,
+                value or key,
+                annotation,
+                frozenset(_tokens(key)),
+                snake(subject) if relation else "",
+                frozenset(_tokens(relation)),
+            )
+        )
     return out
 
 
@@ -330,7 +396,7 @@ def _read(sec: dict[str, str]) -> _Reading | None:
     for it in items:
         df.update(it.toks)
     n = len(items)
-    best: tuple[tuple[float, int, int], _Item] | None = None
+    best: tuple[tuple[float, int, bool, int], _Item] | None = None
     for it in items:
         hit = it.toks & expanded
         if not hit or (proper and not (proper & it.toks)):
@@ -444,7 +510,8 @@ def _crud(sec: dict[str, str]) -> str:
 
 def _dedupe(sec: dict[str, str]) -> str:
     key, value, _, _ = _fact_fields(sec)
-    dup, con = [], []
+    dup: list[str] = []
+    con: list[str] = []
     for mid, mkey, mvalue in _memories(sec):
         if snake(mkey) == snake(key):
             (dup if _norm_value(mvalue) == _norm_value(value) else con).append(mid)
@@ -494,8 +561,9 @@ def infer_purpose(sections: dict[str, str]) -> str:
     return "unknown"
 
 
-def respond(messages: Sequence[dict[str, str]], purpose: str | None = None,
-            schema: dict[str, Any] | None = None) -> str:
+def respond(
+    messages: Sequence[dict[str, str]], purpose: str | None = None, schema: dict[str, Any] | None = None
+) -> str:
     """The heuristic agent's reply text to a chat prompt."""
     last = next((m for m in reversed(messages) if m.get("role", "user") == "user"), None)
     sections = parse_sections(str(last.get("content") or "")) if last else {"": ""}
@@ -507,7 +575,7 @@ def respond(messages: Sequence[dict[str, str]], purpose: str | None = None,
     return text
 
 
-class HeuristicChatModel:
+class HeuristicChatModel(ChatModel):
     """The embedded default agent. Deterministic; never sees gold answers (only the judge's reference)."""
 
     label = LABEL
@@ -519,17 +587,9 @@ class HeuristicChatModel:
     def from_spec(cls, spec: ModelSpec) -> HeuristicChatModel:
         return cls(spec.model or MODEL_ID)
 
-    async def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        purpose: str,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        schema: dict[str, Any] | None = None,
-        context: CallContext | None = None,
-    ) -> Completion:
+    async def generate(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
         t0 = time.perf_counter()
+        purpose, schema = options.purpose, options.schema
         if sum(len(m.get("content") or "") for m in messages) > _THREAD_ABOVE_CHARS:
             # a long-context read costs milliseconds of rules: keep the caller's event loop responsive
             text = await asyncio.to_thread(respond, messages, purpose, schema)

@@ -1,8 +1,11 @@
-"""Wrappers that add the response cache and the request log around any chat model or embedder."""
+"""The response cache and the request log, around any chat model or embedder (one place for both).
+
+:func:`pmem.models.make_chat_model` / :func:`~pmem.models.make_embedder` wrap a backend in these when
+given a ``cache`` or a ``log``; the lifecycle (``start``/``stop``/``aclose``) passes through.
+"""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -10,81 +13,93 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pmem.models._log import record_from
-from pmem.models._tokens import estimate_tokens
-from pmem.models._types import CallContext, Completion, RequestRecord
+from pmem.models._types import (
+    CallContext,
+    ChatModel,
+    Completion,
+    Embedder,
+    Embedding,
+    Model,
+    RequestRecord,
+    parse_json_text,
+)
 
 if TYPE_CHECKING:
     from pmem.models._cache import ResponseCache
     from pmem.models._log import RequestLog
-    from pmem.models._types import ChatModel, Embedder
+    from pmem.models._types import CallOptions
 
 
-class InstrumentedChatModel:
-    """Cache lookups before the backend, request rows after it. Errors are logged, never cached."""
+class _Wrapper(Model):
+    """A model around another: same id, and the inner model's lifecycle."""
 
-    def __init__(self, inner: ChatModel, *, cache: ResponseCache | None = None, log: RequestLog | None = None):
+    def __init__(
+        self, inner: Any, *, cache: ResponseCache | None = None, log: RequestLog | None = None
+    ) -> None:
         self.inner = inner
         self.model_id = inner.model_id
         self.cache = cache
         self.log = log
         self.backend_calls = 0
 
-    async def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        purpose: str,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        schema: dict[str, Any] | None = None,
-        context: CallContext | None = None,
-    ) -> Completion:
+    async def start(self) -> list[str]:
+        return await self.inner.start()
+
+    def stop(self) -> None:
+        self.inner.stop()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class InstrumentedChatModel(_Wrapper, ChatModel):
+    """Cache lookups before the backend, request rows after it. Errors are logged, never cached."""
+
+    inner: ChatModel
+
+    async def generate(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
         t0 = time.perf_counter()
         key = None
         completion = None
         if self.cache is not None:
             key = self.cache.chat_key(
-                self.model_id, messages, purpose=purpose, max_tokens=max_tokens, temperature=temperature, schema=schema
+                self.model_id,
+                messages,
+                purpose=options.purpose,
+                max_tokens=options.max_tokens,
+                temperature=options.temperature,
+                schema=options.schema,
             )
             hit = self.cache.get(key)
             if hit is not None:
-                completion = _from_cache(hit, purpose, schema, time.perf_counter() - t0)
+                completion = _from_cache(hit, options, time.perf_counter() - t0)
         if completion is None:
             self.backend_calls += 1
-            completion = await self.inner.complete(
-                messages, purpose=purpose, max_tokens=max_tokens, temperature=temperature, schema=schema,
-                context=context,
-            )
+            completion = await self.inner.call(messages, options)
             if self.cache is not None and key is not None and completion.error is None:
-                self.cache.put(key, {
-                    "text": completion.text,
-                    "model": completion.model,
-                    "prompt_tokens": completion.prompt_tokens,
-                    "completion_tokens": completion.completion_tokens,
-                    "tokens_estimated": completion.tokens_estimated,
-                })
+                self.cache.put(
+                    key,
+                    {
+                        "text": completion.text,
+                        "model": completion.model,
+                        "prompt_tokens": completion.prompt_tokens,
+                        "completion_tokens": completion.completion_tokens,
+                        "tokens_estimated": completion.tokens_estimated,
+                    },
+                )
         if self.log is not None:
-            self.log.add(record_from(completion, context))
+            self.log.add(record_from(completion, options.context))
         return completion
 
-    async def aclose(self) -> None:
-        close = getattr(self.inner, "aclose", None)
-        if close is not None:
-            await close()
 
-
-def _from_cache(hit: dict[str, Any], purpose: str, schema: dict[str, Any] | None, latency: float) -> Completion:
+def _from_cache(hit: dict[str, Any], options: CallOptions, latency: float) -> Completion:
     text = hit["text"]
-    parsed, parse_error = None, None
-    if schema is not None:
-        try:
-            parsed = json.loads(text)
-        except ValueError as exc:
-            parse_error = f"response is not valid JSON: {exc}"
+    # parsed as a fresh reply is (a fenced JSON reply parses on a hit as it did on the miss)
+    parsed, parse_error = parse_json_text(text) if options.schema is not None else (None, None)
     return Completion(
         text=text,
         model=hit["model"],
-        purpose=purpose,
+        purpose=options.purpose,
         prompt_tokens=int(hit["prompt_tokens"]),
         completion_tokens=int(hit["completion_tokens"]),
         cached=True,
@@ -95,17 +110,12 @@ def _from_cache(hit: dict[str, Any], purpose: str, schema: dict[str, Any] | None
     )
 
 
-class InstrumentedEmbedder:
+class InstrumentedEmbedder(_Wrapper, Embedder):
     """Per-text vector cache; one ``embed`` request row per call (purpose ``embed``)."""
 
-    def __init__(self, inner: Embedder, *, cache: ResponseCache | None = None, log: RequestLog | None = None):
-        self.inner = inner
-        self.model_id = inner.model_id
-        self.cache = cache
-        self.log = log
-        self.backend_calls = 0
+    inner: Embedder
 
-    async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
+    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
         t0 = time.perf_counter()
         texts = list(texts)
         known = self.cache.get_vectors(self.model_id, texts) if self.cache is not None else {}
@@ -116,12 +126,7 @@ class InstrumentedEmbedder:
             self.backend_calls += 1
             todo = [texts[i] for i in missing]
             try:
-                usage = getattr(self.inner, "embed_usage", None)
-                if usage is not None:
-                    fresh, tokens, estimated = await usage(todo, context=context)
-                else:
-                    fresh = await self.inner.embed(todo, context=context)
-                    tokens = sum(estimate_tokens(t) for t in todo)
+                fresh, tokens, estimated = await self.inner.embed_usage(todo, context=context)
             except Exception as exc:
                 if self.log is not None:
                     self._log(context, 0, True, False, time.perf_counter() - t0, str(exc))
@@ -140,11 +145,21 @@ class InstrumentedEmbedder:
             out[i] = vec
         if self.log is not None:
             self._log(context, tokens, estimated, not missing, time.perf_counter() - t0, None)
-        return out
+        return Embedding(out, tokens, estimated)
 
-    def _log(self, context: CallContext | None, tokens: int, estimated: bool, cached: bool, latency: float,
-             error: str | None) -> None:
+    def _log(
+        self,
+        context: CallContext | None,
+        tokens: int,
+        estimated: bool,
+        cached: bool,
+        latency: float,
+        error: str | None,
+    ) -> None:
         ctx = context or CallContext()
         assert self.log is not None
-        self.log.add(RequestRecord(ctx.history_id, ctx.arm, "embed", self.model_id, tokens, 0, cached, latency, error,
-                                   estimated))
+        self.log.add(
+            RequestRecord(
+                ctx.history_id, ctx.arm, "embed", self.model_id, tokens, 0, cached, latency, error, estimated
+            )
+        )

@@ -13,45 +13,29 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from pmem.models._types import CallContext, Completion, RequestRecord
+from pmem.rundir import REQUESTS, SchemaError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-#: Column order of a run's ``requests/`` dataset (DESIGN.md), then the model layer's extras.
-REQUEST_COLUMNS = (
-    "history_id",
-    "arm",
-    "purpose",
-    "model",
-    "prompt_tokens",
-    "completion_tokens",
-    "cached",
-    "latency_s",
-    "error",
-    "tokens_estimated",
+#: The request log's columns: those of the run directory's ``requests/`` dataset (:data:`pmem.rundir.REQUESTS`,
+#: the one definition) that a :class:`RequestRecord` carries, in that dataset's order. The runner adds the
+#: unit's keys (``run_id``, ``unit_id``, ...) when it writes ``requests/``.
+REQUEST_COLUMNS: tuple[str, ...] = tuple(
+    c for c in REQUESTS.columns if c in {f.name for f in fields(RequestRecord)}
 )
 
 
 def requests_schema() -> pa.Schema:
+    """The Arrow schema of :data:`REQUEST_COLUMNS` (types from :data:`pmem.rundir.REQUESTS`)."""
     import pyarrow as pa
 
-    return pa.schema(
-        [
-            ("history_id", pa.string()),
-            ("arm", pa.string()),
-            ("purpose", pa.string()),
-            ("model", pa.string()),
-            ("prompt_tokens", pa.int64()),
-            ("completion_tokens", pa.int64()),
-            ("cached", pa.bool_()),
-            ("latency_s", pa.float64()),
-            ("error", pa.string()),
-            ("tokens_estimated", pa.bool_()),
-        ]
-    )
+    full = REQUESTS.schema
+    return pa.schema([full.field(c) for c in REQUEST_COLUMNS])
 
 
 def record_from(completion: Completion, context: CallContext | None) -> RequestRecord:
@@ -65,7 +49,8 @@ def record_from(completion: Completion, context: CallContext | None) -> RequestR
         completion_tokens=completion.completion_tokens,
         cached=completion.cached,
         latency_s=completion.latency_s,
-        error=completion.error or (f"parse: {completion.parse_error}" if completion.parse_error else None),
+        # a reply that did not parse is not a failed call: the write path records it as a noop with its reason
+        error=completion.error,
         tokens_estimated=completion.tokens_estimated,
     )
 
@@ -105,13 +90,27 @@ def _match(r: RequestRecord, history_id: str | None, arm: str | None) -> bool:
 
 
 def records_to_table(records: Iterable[RequestRecord], **constants: Any) -> pa.Table:
-    """Rows -> an Arrow table with :data:`REQUEST_COLUMNS` (plus ``constants`` as columns, e.g. run_id)."""
+    """Rows -> an Arrow table with :data:`REQUEST_COLUMNS`, plus ``constants`` (e.g. ``run_id``) as columns.
+
+    A constant must be another column of ``requests/``: anything else raises :class:`pmem.rundir.SchemaError`
+    rather than leaving a column no reader knows.
+    """
     import pyarrow as pa
 
     rows = list(records)
     schema = requests_schema()
-    columns = {name: [getattr(r, name) for r in rows] for name in REQUEST_COLUMNS}
-    table = pa.table({name: pa.array(columns[name], type=schema.field(name).type) for name in REQUEST_COLUMNS})
+    table = pa.table(
+        {
+            name: pa.array([getattr(r, name) for r in rows], type=schema.field(name).type)
+            for name in REQUEST_COLUMNS
+        }
+    )
+    full = REQUESTS.schema
     for name, value in constants.items():
-        table = table.append_column(name, pa.array([value] * len(rows)))
+        if name not in REQUESTS.columns or name in REQUEST_COLUMNS:
+            msg = f"requests: {name!r} is not a column a constant can fill (columns: {', '.join(REQUESTS.columns)})"
+            raise SchemaError(msg)
+        table = table.append_column(
+            full.field(name), pa.array([value] * len(rows), type=full.field(name).type)
+        )
     return table

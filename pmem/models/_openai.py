@@ -1,13 +1,19 @@
 """The `openai` backend: any OpenAI-compatible endpoint (vLLM, llama.cpp server, Ray Serve LLM).
 
-Keep-alive HTTP/1.1 over asyncio (:mod:`pmem.models._transport`), bounded concurrency, retries with
-exponential backoff on 429/5xx/timeouts/connection errors and non-JSON bodies (never on 401/403: a
-wrong or missing ``api_key`` fails at once); after the last retry the call fails with an error naming
-the endpoint (returned in ``Completion.error``; embedders raise
-:class:`ModelCallError`). Structured output goes out as
-``response_format`` (OpenAI JSON schema) and/or vLLM's ``structured_outputs: {"json": schema}``;
-``chat_template_kwargs: {"enable_thinking": false}`` keeps Qwen3 out of thinking mode. Token counts
-come from the server's ``usage``.
+The HTTP client is aiohttp: one session (keep-alive connection pool) per event loop, at most
+``concurrency`` requests in flight, retries with exponential backoff and jitter on 429 (honouring
+``Retry-After``), 5xx, timeouts, connection errors and non-JSON bodies; never on 401/403 (a wrong or
+missing ``api_key`` fails at once) nor on another 3xx/4xx. After the last retry the call fails with an
+error naming the endpoint (returned in ``Completion.error``; embedders raise :class:`ModelCallError`).
+
+Proxies and certificates come from the environment, as for any HTTP client: ``HTTP_PROXY`` /
+``HTTPS_PROXY`` / ``NO_PROXY`` (aiohttp's own rules, read once when a session opens rather than on every
+request) and ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` (read when the client is made). Redirects are not
+followed and no cookies are kept.
+
+Structured output goes out as ``response_format`` (OpenAI JSON schema) and/or vLLM's
+``structured_outputs: {"json": schema}``; ``chat_template_kwargs: {"enable_thinking": false}`` keeps
+Qwen3 out of thinking mode. Token counts come from the server's ``usage``.
 
 Options (``[models.agent]`` keys): ``url`` (base URL ending in ``/v1``), ``model``, ``api_key``,
 ``concurrency`` (64), ``max_retries`` (4), ``timeout_s`` (120), ``backoff_s`` (0.25),
@@ -21,25 +27,57 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import re
+import ssl
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import SplitResult, urlsplit
 
+import aiohttp
 import numpy as np
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from pmem.models._errors import ModelCallError
-from pmem.models._transport import ConnectionPool, TransportError, check_url
-from pmem.models._types import CallContext, Completion
+from pmem.models._types import ChatModel, Completion, Embedder, Embedding, parse_json_text
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
+    from pmem.models._types import CallContext, CallOptions
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+#: The `openai` options that shape a client (the rest of a model table names the model or the backend).
+CLIENT_OPTIONS = (
+    "concurrency",
+    "max_retries",
+    "timeout_s",
+    "backoff_s",
+    "structured",
+    "enable_thinking",
+    "extra_body",
+    "batch_size",
+)
+
+
+def check_url(base_url: str) -> SplitResult:
+    """The URL's parts, or ValueError when it is not an ``http``/``https`` URL with a host."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        msg = f"model endpoint URL must be http://host[:port]/... or https://..., got {base_url!r}"
+        raise ValueError(msg)
+    return parts
+
+
+async def _close_with_loop(session: aiohttp.ClientSession) -> None:
+    """Wait until the event loop shuts down (``asyncio.run`` cancels what is left), then close the
+    session there, so that a client used under several ``asyncio.run`` calls leaves no open one."""
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await session.close()
 
 
 class OpenAIClient:
-    """One endpoint: a keep-alive connection pool per event loop, a concurrency bound and retries."""
+    """One endpoint: an aiohttp session per event loop, a concurrency bound and retries."""
 
     def __init__(
         self,
@@ -52,6 +90,7 @@ class OpenAIClient:
         backoff_s: float = 0.25,
         backoff_max_s: float = 8.0,
     ) -> None:
+        parts = check_url(base_url)  # a malformed URL fails here, not on the first call
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.concurrency = int(concurrency)
@@ -59,24 +98,47 @@ class OpenAIClient:
         self.timeout_s = float(timeout_s)
         self.backoff_s = float(backoff_s)
         self.backoff_max_s = float(backoff_max_s)
-        self._headers = {"Content-Type": "application/json"}
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept-Encoding": "identity",
+            "User-Agent": "pmem",
+        }
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
-        check_url(self.base_url)  # a malformed URL fails here, not on the first call
+        self._origin = f"{parts.scheme}://{parts.netloc}"
+        # the system's CA store, or SSL_CERT_FILE / SSL_CERT_DIR as they are now (aiohttp's default
+        # context was made when aiohttp was imported)
+        self._ssl: ssl.SSLContext | bool = ssl.create_default_context() if parts.scheme == "https" else True
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._pool: ConnectionPool | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._closer: asyncio.Task[None] | None = None
         self._sem: asyncio.Semaphore | None = None
+        self._proxy: tuple[URL | None, aiohttp.BasicAuth | None] = (None, None)
         self.requests_sent = 0
 
-    def _ensure(self) -> tuple[ConnectionPool, asyncio.Semaphore]:
+    def _ensure(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
-        if self._pool is None or self._loop is not loop:
-            # connections belong to their loop: a new asyncio.run() needs a new pool
-            self._pool = ConnectionPool(self.base_url, limit=self.concurrency, headers=self._headers)
+        if self._session is None or self._loop is not loop:
+            # connections belong to their loop: a new asyncio.run() needs a new session
+            try:  # the environment's proxy for this endpoint, by the rules aiohttp's trust_env applies
+                self._proxy = get_env_proxy_for_url(URL(self.base_url))
+            except LookupError:
+                self._proxy = (None, None)
+            # trust_env would look the proxy and ~/.netrc up again on every request, in a worker thread
+            # each time (it doubles the client's CPU per request), and netrc credentials would clash
+            # with the Authorization header: the proxy is resolved once, above.
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.concurrency, ssl=self._ssl),
+                headers=self._headers,
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+                cookie_jar=aiohttp.DummyCookieJar(),
+                trust_env=False,
+            )
+            self._closer = loop.create_task(_close_with_loop(self._session))
             self._sem = asyncio.Semaphore(self.concurrency)
             self._loop = loop
         assert self._sem is not None
-        return self._pool, self._sem
+        return self._session, self._sem
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         if retry_after:
@@ -91,7 +153,8 @@ class OpenAIClient:
         self, path: str, payload: dict[str, Any], headers: dict[str, str] | None = None
     ) -> dict[str, Any]:
         url = f"{self.base_url}{path}"
-        pool, sem = self._ensure()
+        session, sem = self._ensure()
+        proxy, proxy_auth = self._proxy
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         last, failover, retry_after = "no attempt made", False, None
         attempts = self.max_retries + 1
@@ -102,20 +165,29 @@ class OpenAIClient:
             try:
                 async with sem:
                     self.requests_sent += 1
-                    resp = await pool.request(
-                        "POST", path, headers=headers, body=body, timeout_s=self.timeout_s
-                    )
+                    async with session.post(
+                        url,
+                        data=body,
+                        headers=headers,
+                        proxy=proxy,
+                        proxy_auth=proxy_auth,
+                        allow_redirects=False,
+                    ) as resp:
+                        status, raw = resp.status, await resp.read()
+                        resp_headers = resp.headers
             except TimeoutError:
                 last, failover = f"timed out after {self.timeout_s:g} s", True
                 continue
-            except TransportError as exc:
-                last, failover = str(exc), True
+            except aiohttp.ClientConnectorError as exc:
+                last, failover = f"cannot connect to {self._origin}: {exc}", True
                 continue
-            status, raw = resp.status, resp.body
+            except aiohttp.ClientError as exc:  # dropped connections, malformed responses
+                last, failover = f"{type(exc).__name__} from {self._origin}: {exc}", True
+                continue
             if status == 429 or status >= 500:
                 last = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
                 failover = status >= 500
-                retry_after = resp.headers.get("retry-after")
+                retry_after = resp_headers.get("Retry-After")
                 continue
             if status in (401, 403):
                 # a credential problem is not transient: retrying (or failing over to a replica that
@@ -127,7 +199,8 @@ class OpenAIClient:
                 )
                 raise ModelCallError(msg, endpoint=url)
             if status >= 300:
-                where = f" (Location: {resp.headers['location']})" if "location" in resp.headers else ""
+                location = resp_headers.get("Location")
+                where = f" (Location: {location})" if location else ""
                 msg = f"POST {url} rejected the request: HTTP {status}{where}: {raw[:500].decode('utf-8', 'replace')}"
                 raise ModelCallError(msg, endpoint=url)
             try:
@@ -138,12 +211,15 @@ class OpenAIClient:
         raise ModelCallError(msg, endpoint=url, failover=failover)
 
     async def aclose(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None and self._loop is asyncio.get_running_loop():
-            await pool.aclose()
+        session, closer, self._session, self._closer = self._session, self._closer, None, None
+        if session is not None and self._loop is asyncio.get_running_loop():
+            if closer is not None:
+                closer.cancel()  # it closes the session as it ends
+                await asyncio.gather(closer, return_exceptions=True)
+            await session.close()
 
 
-def _client_from_spec(spec: ModelSpec, url: str | None = None) -> OpenAIClient:
+def client_from_spec(spec: ModelSpec, url: str | None = None) -> OpenAIClient:
     url = url or spec.url
     if not url:
         msg = f"backend {spec.backend!r} needs a 'url' (base URL ending in /v1) in its model config"
@@ -158,16 +234,14 @@ def _client_from_spec(spec: ModelSpec, url: str | None = None) -> OpenAIClient:
     )
 
 
-def parse_json_text(text: str) -> tuple[Any, str | None]:
-    """Parse a model's JSON reply (tolerating a ``` fence); (value, None) or (None, reason)."""
-    m = _FENCE.match(text)
-    try:
-        return json.loads(m.group(1) if m else text), None
-    except ValueError as exc:
-        return None, f"response is not valid JSON: {exc}"
+def _model_name(spec: ModelSpec, what: str) -> str:
+    if not spec.model:
+        msg = f"backend {spec.backend!r} needs a 'model' (the served {what} name) in its model config"
+        raise ValueError(msg)
+    return spec.model
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(ChatModel):
     def __init__(
         self,
         client: OpenAIClient,
@@ -188,32 +262,24 @@ class OpenAIChatModel:
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> OpenAIChatModel:
-        if not spec.model:
-            msg = f"backend {spec.backend!r} needs a 'model' (the served model name) in its model config"
-            raise ValueError(msg)
         return cls(
-            _client_from_spec(spec),
-            spec.model,
+            client_from_spec(spec),
+            _model_name(spec, "model"),
             structured=str(spec.option("structured", "response_format")),
             enable_thinking=spec.option("enable_thinking", False),
             extra_body=dict(spec.option("extra_body", ()) or ()),
         )
 
-    def payload(
-        self,
-        messages: Sequence[dict[str, str]],
-        max_tokens: int,
-        temperature: float,
-        schema: dict[str, Any] | None,
-    ) -> dict[str, Any]:
+    def payload(self, messages: Sequence[dict[str, str]], options: CallOptions) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model_id,
             "messages": [dict(m) for m in messages],
-            "max_tokens": max_tokens,
-            "temperature": temperature,
+            "max_tokens": options.max_tokens,
+            "temperature": options.temperature,
         }
         if self.enable_thinking != "omit":
             payload["chat_template_kwargs"] = {"enable_thinking": bool(self.enable_thinking)}
+        schema = options.schema
         if schema is not None:
             if self.structured in ("response_format", "both"):
                 payload["response_format"] = {
@@ -225,22 +291,10 @@ class OpenAIChatModel:
         payload.update(self.extra_body)
         return payload
 
-    async def complete_or_raise(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        purpose: str,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        schema: dict[str, Any] | None = None,
-        context: CallContext | None = None,
-    ) -> Completion:
-        """Like :meth:`complete`, but a failed call raises :class:`ModelCallError` (for routers)."""
+    async def generate(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
         t0 = time.perf_counter()
         data = await self.client.post_json(
-            "/chat/completions",
-            self.payload(messages, max_tokens, temperature, schema),
-            {"X-Purpose": purpose},
+            "/chat/completions", self.payload(messages, options), {"X-Purpose": options.purpose}
         )
         try:
             text = data["choices"][0]["message"].get("content") or ""
@@ -248,11 +302,11 @@ class OpenAIChatModel:
             msg = f"POST {self.client.base_url}/chat/completions returned no choices[0].message: {exc}"
             raise ModelCallError(msg, endpoint=self.client.base_url) from exc
         usage = data.get("usage") or {}
-        parsed, parse_error = parse_json_text(text) if schema is not None else (None, None)
+        parsed, parse_error = parse_json_text(text) if options.schema is not None else (None, None)
         return Completion(
             text=text,
             model=str(data.get("model") or self.model_id),
-            purpose=purpose,
+            purpose=options.purpose,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             latency_s=time.perf_counter() - t0,
@@ -260,36 +314,11 @@ class OpenAIChatModel:
             parse_error=parse_error,
         )
 
-    async def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        purpose: str,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        schema: dict[str, Any] | None = None,
-        context: CallContext | None = None,
-    ) -> Completion:
-        t0 = time.perf_counter()
-        try:
-            return await self.complete_or_raise(
-                messages,
-                purpose=purpose,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                schema=schema,
-                context=context,
-            )
-        except ModelCallError as exc:
-            return Completion.failed(
-                model=self.model_id, purpose=purpose, latency_s=time.perf_counter() - t0, error=str(exc)
-            )
-
     async def aclose(self) -> None:
         await self.client.aclose()
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(Embedder):
     def __init__(self, client: OpenAIClient, model: str, *, batch_size: int = 64) -> None:
         self.client = client
         self.model_id = model
@@ -297,10 +326,11 @@ class OpenAIEmbedder:
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> OpenAIEmbedder:
-        if not spec.model:
-            msg = f"backend {spec.backend!r} needs a 'model' (the served embedding model name)"
-            raise ValueError(msg)
-        return cls(_client_from_spec(spec), spec.model, batch_size=int(spec.option("batch_size", 64)))
+        return cls(
+            client_from_spec(spec),
+            _model_name(spec, "embedding model"),
+            batch_size=int(spec.option("batch_size", 64)),
+        )
 
     async def _batch(self, texts: list[str]) -> tuple[np.ndarray, int]:
         data = await self.client.post_json(
@@ -317,22 +347,17 @@ class OpenAIEmbedder:
             raise ModelCallError(msg, endpoint=self.client.base_url)
         return vectors, int((data.get("usage") or {}).get("prompt_tokens") or 0)
 
-    async def embed_usage(
-        self, texts: Sequence[str], *, context: CallContext | None = None
-    ) -> tuple[np.ndarray, int, bool]:
+    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
         texts = list(texts)
         if not texts:
-            return np.zeros((0, 0), dtype=np.float32), 0, False
+            return Embedding(np.zeros((0, 0), dtype=np.float32), 0, False)
         parts = await asyncio.gather(
             *(self._batch(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size))
         )
         vectors = np.concatenate([p[0] for p in parts], axis=0)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.where(norms == 0, 1.0, norms)
-        return vectors.astype(np.float32, copy=False), sum(p[1] for p in parts), False
-
-    async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
-        return (await self.embed_usage(texts, context=context))[0]
+        return Embedding(vectors.astype(np.float32, copy=False), sum(p[1] for p in parts), False)
 
     async def aclose(self) -> None:
         await self.client.aclose()

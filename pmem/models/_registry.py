@@ -1,7 +1,8 @@
 """Backends by name, imported lazily: `heuristic` never pays for scikit-learn, `openai` never for Ray.
 
-A backend is a class with a ``from_spec(spec) -> instance`` classmethod. Third parties add their own
-with :func:`register_chat_backend` / :func:`register_embedder_backend`.
+A backend is a subclass of :class:`~pmem.models.ChatModel` or :class:`~pmem.models.Embedder` with a
+``from_spec(spec) -> instance`` classmethod. Third parties add their own with
+:func:`register_chat_backend` / :func:`register_embedder_backend`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.models._errors import MissingDependencyError
 from pmem.models._spec import ModelSpec, as_spec
+from pmem.models._types import ChatModel, Embedder, Model
 
 if TYPE_CHECKING:
     from pmem.models._cache import ResponseCache
     from pmem.models._log import RequestLog
-    from pmem.models._types import ChatModel, Embedder
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,16 @@ _EMBED: dict[str, _Entry] = {
 }
 
 
-def register_chat_backend(name: str, target: str, *, extra: str | None = None, needs: tuple[str, ...] = ()) -> None:
+def register_chat_backend(
+    name: str, target: str, *, extra: str | None = None, needs: tuple[str, ...] = ()
+) -> None:
     """Add a chat backend: ``target`` is ``"module:Class"``; ``needs`` names modules its extra provides."""
     _CHAT[name] = _Entry(target, extra, tuple(needs))
 
 
-def register_embedder_backend(name: str, target: str, *, extra: str | None = None, needs: tuple[str, ...] = ()
-                              ) -> None:
+def register_embedder_backend(
+    name: str, target: str, *, extra: str | None = None, needs: tuple[str, ...] = ()
+) -> None:
     _EMBED[name] = _Entry(target, extra, tuple(needs))
 
 
@@ -60,7 +64,7 @@ def embedder_backends() -> list[str]:
     return sorted(_EMBED)
 
 
-def _resolve(table: dict[str, _Entry], spec: ModelSpec, kind: str) -> Any:
+def _resolve(table: dict[str, _Entry], spec: ModelSpec, kind: str, base: type[Model]) -> Any:
     entry = table.get(spec.backend)
     if entry is None:
         msg = f"unknown {kind} backend {spec.backend!r}; known: {', '.join(sorted(table))}"
@@ -73,7 +77,11 @@ def _resolve(table: dict[str, _Entry], spec: ModelSpec, kind: str) -> Any:
             msg = f"{kind} backend {spec.backend!r} needs the package {module!r}, which is missing: {hint}"
             raise MissingDependencyError(msg) from exc
     module_name, attr = entry.target.split(":")
-    return getattr(importlib.import_module(module_name), attr)
+    cls = getattr(importlib.import_module(module_name), attr)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        msg = f"{kind} backend {spec.backend!r} ({entry.target}) is not a subclass of pmem.models.{base.__name__}"
+        raise TypeError(msg)
+    return cls
 
 
 def make_chat_model(
@@ -91,7 +99,7 @@ def make_chat_model(
     'prune'
     """
     spec = as_spec(spec)
-    model = _resolve(_CHAT, spec, "chat").from_spec(spec)
+    model = _resolve(_CHAT, spec, "chat", ChatModel).from_spec(spec)
     if cache is None and log is None:
         return model
     from pmem.models._instrument import InstrumentedChatModel
@@ -107,7 +115,7 @@ def make_embedder(
 ) -> Embedder:
     """Build an embedder from ``[models.embedder]``-style config."""
     spec = as_spec(spec)
-    model = _resolve(_EMBED, spec, "embedder").from_spec(spec)
+    model = _resolve(_EMBED, spec, "embedder", Embedder).from_spec(spec)
     if cache is None and log is None:
         return model
     from pmem.models._instrument import InstrumentedEmbedder

@@ -1,16 +1,28 @@
 """A model's configuration: a small frozen spec, hashable, built from a config table.
 
+This is the one definition of a model's configuration: the model layer builds clients from it and a
+sweep config holds one per role. ``validate`` holds the checks that depend on the backend, so that a
+config names a bad table before anything runs.
+
 >>> spec = ModelSpec.from_mapping({"backend": "openai", "model": "qwen", "url": "http://127.0.0.1:8000/v1",
 ...                                "concurrency": 32})
 >>> spec.option("concurrency")
 32
+>>> ModelSpec("openai", model="qwen", url="http://127.0.0.1:8000").validate()
+Traceback (most recent call last):
+...
+pmem.models._spec.ModelSpecError: the openai backend needs a base URL ending in /v1, got 'http://127.0.0.1:8000'
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+#: what a spec builds: a chat model or an embedder (the backends differ)
+Kind = Literal["chat", "embedder"]
 
 #: option names whose values are credentials: shown as ``***`` in reprs and error messages
 SECRET_OPTIONS = frozenset({"api_key"})
@@ -19,6 +31,25 @@ SECRET_OPTIONS = frozenset({"api_key"})
 def redacted(table: Mapping[str, Any]) -> dict[str, Any]:
     """``table`` with credential values masked, for reprs and error messages."""
     return {k: "***" if k in SECRET_OPTIONS and v else v for k, v in table.items()}
+
+
+class ModelSpecError(ValueError):
+    """A model spec the backend cannot use; ``key`` names the offending config key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def _check_openai(spec: ModelSpec, kind: Kind) -> None:
+    if spec.url is None or not spec.url.rstrip("/").endswith("/v1"):
+        raise ModelSpecError("url", f"the openai backend needs a base URL ending in /v1, got {spec.url!r}")
+    if kind != "embedder" and spec.model is None:
+        raise ModelSpecError("model", "the openai backend needs a model name")
+
+
+#: backend -> checks of a spec that need no server (``validate`` runs them)
+_BACKEND_CHECKS: dict[str, Callable[[ModelSpec, Kind], None]] = {"openai": _check_openai}
 
 
 def _freeze(value: Any) -> Any:
@@ -72,6 +103,27 @@ class ModelSpec:
         merged.update(options)
         return ModelSpec(self.backend, self.model, self.url, _freeze(merged))
 
+    def validate(self, kind: Kind = "chat") -> ModelSpec:
+        """This spec, if its backend is registered for ``kind`` and its options satisfy the backend;
+        else :class:`ModelSpecError` naming the key. Starts nothing and reaches no server."""
+        from pmem.models._registry import chat_backends, embedder_backends
+
+        known = embedder_backends() if kind == "embedder" else chat_backends()
+        if self.backend not in known:
+            msg = f"unknown {kind} backend {self.backend!r} (known: {', '.join(known)})"
+            raise ModelSpecError("backend", msg)
+        check = _BACKEND_CHECKS.get(self.backend)
+        if check is not None:
+            check(self, kind)
+        return self
+
+    def model_id(self, kind: Kind = "chat") -> str:
+        """The id the backend reports for this spec (results, request logs and run ids carry it).
+
+        Asked of the backend (building a client starts nothing); where that fails, the spec's
+        ``served_model_name`` or ``model``, else the backend name."""
+        return _model_id(self, kind)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": self.backend}
         if self.model is not None:
@@ -80,6 +132,20 @@ class ModelSpec:
             out["url"] = self.url
         out.update(dict(self.options))
         return out
+
+
+@functools.lru_cache(maxsize=256)
+def _model_id(spec: ModelSpec, kind: Kind) -> str:
+    try:
+        from pmem.models._registry import make_chat_model, make_embedder
+
+        return str((make_embedder if kind == "embedder" else make_chat_model)(spec).model_id)
+    except Exception:
+        table = spec.to_dict()
+        for key in ("served_model_name", "model", "model_id", "name"):
+            if isinstance(table.get(key), str) and table[key]:
+                return str(table[key])
+        return spec.backend
 
 
 def as_spec(spec: ModelSpec | Mapping[str, Any] | str) -> ModelSpec:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pmem.models._tokens import estimate_tokens
-from pmem.models._types import CallContext
+from pmem.models._types import CallContext, Embedder, Embedding
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
@@ -31,7 +31,7 @@ def _default_path() -> str:
     return str(path)
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(Embedder):
     def __init__(self, path: str | None = None, batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
@@ -46,13 +46,15 @@ class SentenceTransformerEmbedder:
         return cls(spec.model, int(spec.option("batch_size", 64)))
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
-        out = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                                 convert_to_numpy=True, show_progress_bar=False)
+        out = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         return np.asarray(out, dtype=np.float32)
 
-    async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
-        return await asyncio.to_thread(self.embed_sync, texts)
-
-    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None
-                          ) -> tuple[np.ndarray, int, bool]:
-        return await self.embed(texts, context=context), sum(estimate_tokens(t) for t in texts), True
+    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
+        vectors = await asyncio.to_thread(self.embed_sync, texts)
+        return Embedding(vectors, sum(estimate_tokens(t) for t in texts), True)

@@ -1,12 +1,31 @@
-"""The model layer's public shapes: what a chat call returns and how it is logged.
+"""The model layer's public shapes: what a call takes and returns, and the two base classes.
 
 Kept free of any backend so that memories, benchmarks and the runner can type against it.
+
+Every chat model is a :class:`ChatModel`: callers use ``complete(messages, purpose=..., ...)``, whose
+keywords are written out once, here; a backend implements :meth:`ChatModel.generate`, which takes the
+same keywords as one :class:`CallOptions`. Embedders likewise implement :meth:`Embedder.embed_usage`.
+Both have ``start``/``stop``/``aclose``, no-ops unless a backend holds processes or connections, so
+that their owners call them on any model without probing.
+
+>>> import asyncio
+>>> class Echo(ChatModel):
+...     model_id = "echo"
+...     async def generate(self, messages, options):
+...         return Completion(messages[-1]["content"], self.model_id, options.purpose, 1, 1)
+>>> asyncio.run(Echo().complete([{"role": "user", "content": "hi"}], purpose="answer")).text
+'hi'
 """
 
 from __future__ import annotations
 
+import json
+import re
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pmem.models._errors import ModelCallError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -16,6 +35,8 @@ if TYPE_CHECKING:
 #: Purpose tags a call may carry; free-form strings are allowed, these are the ones the project uses.
 PURPOSES = ("extract", "annotate", "identity", "answer", "lookup", "prune", "gate", "crud", "dedupe", "judge")
 
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+
 
 @dataclass(frozen=True)
 class CallContext:
@@ -23,6 +44,18 @@ class CallContext:
 
     history_id: str | None = None
     arm: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallOptions:
+    """How one chat call is made: the keywords of :meth:`ChatModel.complete`, as one value that
+    wrappers (cache, log, router) pass down unchanged."""
+
+    purpose: str
+    max_tokens: int = 256
+    temperature: float = 0.0
+    schema: dict[str, Any] | None = None
+    context: CallContext | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +88,27 @@ class Completion:
         )
 
 
+def parse_json_text(text: str) -> tuple[Any, str | None]:
+    """Parse a model's JSON reply (tolerating a ``` fence); (value, None) or (None, reason).
+
+    >>> parse_json_text('```json\\n{"a": 1}\\n```')
+    ({'a': 1}, None)
+    """
+    m = _FENCE.match(text)
+    try:
+        return json.loads(m.group(1) if m else text), None
+    except ValueError as exc:
+        return None, f"response is not valid JSON: {exc}"
+
+
+class Embedding(NamedTuple):
+    """What :meth:`Embedder.embed_usage` returns: the vectors and what they cost."""
+
+    vectors: np.ndarray  # (n, d) float32, rows L2-normalized
+    prompt_tokens: int
+    tokens_estimated: bool
+
+
 @dataclass(frozen=True)
 class RequestRecord:
     """One row of a run's ``requests/`` dataset (DESIGN.md, run directory contract)."""
@@ -72,11 +126,25 @@ class RequestRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@runtime_checkable
-class ChatModel(Protocol):
-    """Async chat completion. Backends: heuristic, openai, vllm."""
+class Model:
+    """What chat models and embedders share: an id and a lifecycle whose steps default to nothing."""
 
     model_id: str
+
+    async def start(self) -> list[str]:
+        """Launch what the model runs on (replica servers); their base URLs, or [] when there is
+        nothing to launch or share (an in-process model, a remote endpoint)."""
+        return []
+
+    def stop(self) -> None:
+        """Release what :meth:`start` took (replica processes, GPUs). Idempotent."""
+
+    async def aclose(self) -> None:
+        """Close this event loop's connections (idle keep-alive sockets)."""
+
+
+class ChatModel(Model):
+    """Async chat completion. Backends: heuristic, openai, vllm; wrappers: cache/log, replica router."""
 
     async def complete(
         self,
@@ -87,13 +155,35 @@ class ChatModel(Protocol):
         temperature: float = 0.0,
         schema: dict[str, Any] | None = None,
         context: CallContext | None = None,
-    ) -> Completion: ...
+    ) -> Completion:
+        """One call. It does not raise when the model fails: ``Completion.error`` says why."""
+        return await self.call(messages, CallOptions(purpose, max_tokens, temperature, schema, context))
+
+    async def call(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
+        """:meth:`complete` with its options as one value (what wrappers forward)."""
+        t0 = time.perf_counter()
+        try:
+            return await self.generate(messages, options)
+        except ModelCallError as exc:
+            return Completion.failed(
+                model=self.model_id,
+                purpose=options.purpose,
+                latency_s=time.perf_counter() - t0,
+                error=str(exc),
+            )
+
+    async def generate(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
+        """What a backend implements: one completion, or :class:`ModelCallError` when the call failed
+        for good (so that a router can try another replica)."""
+        raise NotImplementedError
 
 
-@runtime_checkable
-class Embedder(Protocol):
-    """Batch of texts -> (n, d) float32, rows L2-normalized."""
+class Embedder(Model):
+    """Batch of texts -> (n, d) float32, rows L2-normalized. Failures raise :class:`ModelCallError`."""
 
-    model_id: str
+    async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
+        return (await self.embed_usage(texts, context=context)).vectors
 
-    async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray: ...
+    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
+        """What a backend implements: the vectors, their prompt tokens and whether those are estimated."""
+        raise NotImplementedError

@@ -1,11 +1,9 @@
-"""The `vllm` backend: N replicas per model as Ray actors, each running ``vllm serve <weights>``.
+"""The `vllm` backend: N replicas per model, hosted by Ray actors running ``vllm serve <weights>``.
 
-Each :class:`ReplicaActor` reserves its GPU(s) (one bundle of ``tensor_parallel`` GPUs in a STRICT_PACK
-placement group when a model needs several), launches the server as a child process, waits on
-``/health``, and restarts it when it dies (a monitor thread, and on demand from the router).
-Requests reach replicas through the `openai` client; :class:`HashRing` routes all calls of one history
-to one replica (prefix-cache reuse) while histories spread; when a replica fails mid-call the call is
-retried on the next replica of the ring, so no call is lost.
+Three parts, three modules: :mod:`pmem.models._replicas` launches and restarts the servers (Ray
+placement, processes, health); :mod:`pmem.models._openai` speaks the OpenAI protocol to each one;
+:mod:`pmem.models._routing` routes one history's calls to one replica and fails over to the next when a
+replica is down (which this backend then restarts). The pool starts on first use, or on ``start()``.
 
 ``launcher``: ``vllm`` runs ``vllm serve``; ``standin`` runs the local heuristic server
 (:mod:`pmem.models.server`) instead, so the hosting path (placement, launch, health, routing, restart)
@@ -13,354 +11,30 @@ runs on CPU under Ray with logical GPUs; ``auto`` (default) picks ``vllm`` when 
 and an NVIDIA GPU are present, else ``standin``. Weights come from ``model`` (a local path or a
 mounted cache); nothing is downloaded (``HF_HUB_OFFLINE=1`` is set for the child).
 
-Credentials: every replica requires ``Authorization: Bearer <key>``. The key is the ``api_key``
-option when one is configured, else a random one drawn (``secrets``) when the pool starts; the server
-gets it through its environment (``VLLM_API_KEY`` for vLLM, ``PMEM_API_KEY`` for the stand-in), never on
-its command line, and only the pool's own clients are handed it. vLLM checks it on ``/v1`` routes (its
-other routes stay open: see vLLM's security guide); the stand-in on every route but ``/health``.
-
 Options: ``replicas`` (1), ``tensor_parallel`` (1), ``served_model_name`` (default: the path's last
 part), ``vllm_args`` (extra CLI flags, a list), ``gpu_memory_utilization`` (0.9), ``max_model_len``,
 ``launcher``, ``health_timeout_s`` (900 for vllm, 60 for the stand-in), ``latency_ms`` (stand-in
-only), ``api_key``, plus the `openai` client options (``concurrency`` is per replica).
-
-Each replica's server log lives in a directory of its own (``tempfile.mkdtemp``) that ``stop()``
-removes; the log's tail is in the error when a server fails to start.
+only), ``api_key`` (default: a random key per pool), plus the `openai` client options (``concurrency``
+is per replica; ``max_retries`` defaults to 1, ``backoff_s`` to 0.05 and ``timeout_s`` to 300 here: a
+dead replica should fail over quickly, and it is restarted).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import secrets
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-import urllib.request
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from pmem.models._errors import ModelCallError
-from pmem.models._openai import OpenAIChatModel, OpenAIClient, OpenAIEmbedder
-from pmem.models._ring import HashRing
-from pmem.models._types import CallContext, Completion
+from pmem.models._openai import CLIENT_OPTIONS
+from pmem.models._replicas import ReplicaConfig, ReplicaPool
+from pmem.models._routing import ReplicaRouter, RoutedChatModel, RoutedEmbedder, _Replicated, openai_replicas
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
 
-#: what the stand-in server reads its key from (``pmem.models.server.API_KEY_ENV``; not imported here,
-#: so that the driver does not load the server's aiohttp stack)
-STANDIN_API_KEY_ENV = "PMEM_API_KEY"
-
-
-@dataclass(frozen=True)
-class ReplicaConfig:
-    model: str  # weights path (vllm) or model id (stand-in)
-    served_name: str
-    kind: str = "chat"  # chat | embed
-    launcher: str = "auto"
-    tensor_parallel: int = 1
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
-    vllm_args: tuple[str, ...] = ()
-    health_timeout_s: float | None = None
-    latency_ms: float = 0.0
-    host: str = "auto"  # "auto": loopback when the replica shares the driver's node, else all interfaces
-    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may carry tokens: kept out of reprs
-    # the bearer token every request must carry (set by the pool); never printed, never on a command line
-    api_key: str | None = field(default=None, repr=False)
-
-    def resolved_launcher(self) -> str:
-        if self.launcher != "auto":
-            return self.launcher
-        has_gpu = shutil.which("nvidia-smi") is not None and bool(os.environ.get("CUDA_VISIBLE_DEVICES", "x"))
-        return "vllm" if shutil.which("vllm") and has_gpu else "standin"
-
-    def command(self, port: int, host: str = "127.0.0.1") -> list[str]:
-        """The child process's argv (documented ``vllm serve`` flags only)."""
-        if self.resolved_launcher() == "vllm":
-            cmd = [
-                "vllm",
-                "serve",
-                self.model,
-                "--host",
-                host,
-                "--port",
-                str(port),
-                "--served-model-name",
-                self.served_name,
-                "--tensor-parallel-size",
-                str(self.tensor_parallel),
-                "--gpu-memory-utilization",
-                str(self.gpu_memory_utilization),
-            ]
-            if self.max_model_len:
-                cmd += ["--max-model-len", str(self.max_model_len)]
-            if self.kind == "embed":
-                cmd += ["--runner", "pooling"]
-            else:
-                cmd += ["--enable-prefix-caching"]
-            return [*cmd, *self.vllm_args]
-        name = ["--embed-model", self.served_name] if self.kind == "embed" else ["--model", self.served_name]
-        return [
-            sys.executable,
-            "-m",
-            "pmem.models.server",
-            "--host",
-            host,
-            "--port",
-            str(port),
-            *name,
-            "--latency-ms",
-            str(self.latency_ms),
-        ]
-
-    def key_env(self) -> dict[str, str]:
-        """The environment that hands the server its key (documented: ``VLLM_API_KEY`` for ``vllm serve``;
-        an environment variable, unlike ``--api-key``, is not visible in the process list)."""
-        if not self.api_key:
-            return {}
-        name = "VLLM_API_KEY" if self.resolved_launcher() == "vllm" else STANDIN_API_KEY_ENV
-        return {name: self.api_key}
-
-
-def _new_api_key() -> str:
-    """A fresh random bearer token for one pool's replicas."""
-    return secrets.token_urlsafe(32)
-
-
-def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` by which the kernel SIGKILLs the server when the thread that launched it ends,
-    so that no server outlives its replica's process, however that process ends (killed with its owner,
-    SIGKILLed, or while its monitor was restarting the server Ray had just killed). Linux only (None
-    elsewhere). The launching threads live as long as the actor: Ray's executor threads, and the monitor
-    thread, which waits for ``stop()`` to finish before it ends."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
-
-    def hook() -> None:
-        prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # the parent ended before the call above: no signal would come
-            os._exit(1)
-
-    return hook
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _healthy(url: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as resp:
-            return resp.status == 200
-    except OSError:
-        return False
-
-
-class ReplicaActor:
-    """Hosts one server process (made a Ray actor by :class:`ReplicaPool`)."""
-
-    def __init__(self, config: ReplicaConfig, index: int, driver_ip: str | None = None) -> None:
-        self.config = config
-        self.index = index
-        self.bind, self.advertise = self._hosts(driver_ip)
-        self.port = _free_port(self.bind)
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.restarts = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._stopped = threading.Event()
-        # a directory this replica owns, so that stop() can remove its log (and nothing else)
-        self._log_dir = Path(tempfile.mkdtemp(prefix=f"pmem-replica-{index}-"))
-        self._log_path = self._log_dir / "server.log"
-
-    def _hosts(self, driver_ip: str | None) -> tuple[str, str]:
-        """(bind address, address the driver uses)."""
-        if self.config.host != "auto":
-            return self.config.host, self.config.host
-        import ray
-
-        node_ip = ray.util.get_node_ip_address()
-        if driver_ip is None or node_ip == driver_ip:
-            return "127.0.0.1", "127.0.0.1"
-        return "0.0.0.0", node_ip  # a replica on another node must be reachable by the driver
-
-    @property
-    def base(self) -> str:
-        return f"http://{self.advertise}:{self.port}"
-
-    def _launch(self) -> None:
-        env = dict(os.environ)
-        env.update(dict(self.config.env))
-        env.update(self.config.key_env())  # after the user's env: the server must expect the clients' key
-        env.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a local path, never downloaded
-        pkg_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
-        self._kill_group()  # a crashed server's workers (vLLM's engine core) may still hold the GPU
-        cmd = self.config.command(self.port, self.bind)
-        with open(self._log_path, "ab") as log:
-            # its own session, so that stop/restart can signal the server and every worker it spawned
-            self.proc = subprocess.Popen(
-                cmd,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent(),
-            )
-        default = 900.0 if self.config.resolved_launcher() == "vllm" else 60.0
-        deadline = time.monotonic() + (self.config.health_timeout_s or default)
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                tail = self._log_path.read_text(errors="replace")[-2000:]
-                msg = f"replica {self.index} ({' '.join(cmd[:3])}) exited with {self.proc.returncode}: {tail}"
-                raise RuntimeError(msg)
-            if _healthy(self.base, 1.0):
-                return
-            time.sleep(0.1)
-        msg = f"replica {self.index} at {self.base} not healthy after {self.config.health_timeout_s or default:g} s"
-        raise RuntimeError(msg)
-
-    def start(self) -> str:
-        with self._lock:
-            if self.proc is None or self.proc.poll() is not None:
-                self._launch()
-        threading.Thread(target=self._monitor, daemon=True).start()
-        return f"{self.base}/v1"
-
-    def _monitor(self) -> None:
-        while not self._stop.wait(0.5):
-            self.ensure()
-        # the servers this thread restarted die with it (_die_with_parent): let stop() end them first
-        self._stopped.wait()
-
-    def ensure(self) -> str:
-        """Restart the server if its process died; returns the (unchanged) URL."""
-        with self._lock:
-            if not self._stop.is_set() and (self.proc is None or self.proc.poll() is not None):
-                self.restarts += 1
-                self._launch()
-        return f"{self.base}/v1"
-
-    def info(self) -> dict[str, Any]:
-        import ray
-
-        return {
-            "index": self.index,
-            "url": f"{self.base}/v1",
-            "pid": self.proc.pid if self.proc else None,
-            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-            "restarts": self.restarts,
-            "launcher": self.config.resolved_launcher(),
-            "alive": self.proc is not None and self.proc.poll() is None,
-            "log": str(self._log_path),
-        }
-
-    def _kill_group(self, sig: int = signal.SIGKILL) -> None:
-        if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, sig)
-
-    def stop(self) -> None:
-        self._stop.set()
-        with self._lock:
-            if self.proc is not None and self.proc.poll() is None:
-                self._kill_group(signal.SIGTERM)
-                try:
-                    self.proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    self._kill_group(signal.SIGKILL)
-            shutil.rmtree(self._log_dir, ignore_errors=True)
-        self._stopped.set()
-
-
-def _ray() -> Any:
-    import ray
-
-    return ray
-
-
-class ReplicaPool:
-    """Starts ``replicas`` actors for one model, each on ``tensor_parallel`` (logical) GPUs."""
-
-    def __init__(self, config: ReplicaConfig, replicas: int = 1) -> None:
-        self.config = config
-        self.n = int(replicas)
-        self.actors: list[Any] = []
-        self.urls: list[str] = []
-        self._pgs: list[Any] = []
-
-    @property
-    def api_key(self) -> str | None:
-        """The key the replicas require (None until start() draws one, unless one was configured)."""
-        return self.config.api_key
-
-    def start(self) -> list[str]:
-        if self.config.api_key is None:
-            self.config = replace(self.config, api_key=_new_api_key())
-        try:
-            return self._start()
-        except BaseException:
-            self.stop()  # replicas that did start would otherwise hold their GPUs (and logs) until exit
-            raise
-
-    def _start(self) -> list[str]:
-        ray = _ray()
-        from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        if not ray.is_initialized():
-            ray.init(address=os.environ.get("RAY_ADDRESS") or None)
-        remote = ray.remote(ReplicaActor)
-        driver_ip = ray.util.get_node_ip_address()
-        tp = self.config.tensor_parallel
-        for i in range(self.n):
-            options: dict[str, Any] = {"num_cpus": 0, "num_gpus": tp, "max_restarts": 2, "max_concurrency": 4}
-            if tp > 1:
-                pg = placement_group([{"GPU": tp, "CPU": 0.01}], strategy="STRICT_PACK")
-                ray.get(pg.ready())
-                self._pgs.append(pg)
-                options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group=pg)
-            self.actors.append(remote.options(**options).remote(self.config, i, driver_ip))
-        self.urls = ray.get([a.start.remote() for a in self.actors])
-        return self.urls
-
-    def info(self) -> list[dict[str, Any]]:
-        return _ray().get([a.info.remote() for a in self.actors])
-
-    def stop(self) -> None:
-        ray = _ray()
-        with contextlib.suppress(Exception):
-            ray.get([a.stop.remote() for a in self.actors], timeout=60)
-        for a in self.actors:
-            with contextlib.suppress(Exception):
-                ray.kill(a)
-        from ray.util.placement_group import remove_placement_group
-
-        for pg in self._pgs:
-            with contextlib.suppress(Exception):
-                remove_placement_group(pg)
-        self.actors, self._pgs = [], []
+#: client options of the pool's own replica clients, unless the model table sets them
+_REPLICA_CLIENT_DEFAULTS = {"max_retries": 1, "timeout_s": 300.0, "backoff_s": 0.05}
 
 
 def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
@@ -395,107 +69,63 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
     return config, int(spec.option("replicas", 1))
 
 
-def _client(url: str, spec: ModelSpec | None, api_key: str | None) -> OpenAIClient:
-    opt = spec.option if spec is not None else (lambda _k, d=None: d)
-    # few retries per replica: a dead replica should fail over quickly, not back off for long
-    return OpenAIClient(
-        url,
-        api_key=api_key,
-        concurrency=int(opt("concurrency", 64)),
-        max_retries=int(opt("max_retries", 1)),
-        timeout_s=float(opt("timeout_s", 300.0)),
-        backoff_s=float(opt("backoff_s", 0.05)),
-    )
+class _Pooled(_Replicated):
+    """Replicas this model launches itself (on first use), routed to, restarted when they fail."""
 
-
-def _route_key(context: CallContext | None, fallback: str) -> str:
-    """Route by history; calls without one spread by content."""
-    if context is not None and context.history_id:
-        return context.history_id
-    return fallback[:512]
-
-
-class _Router:
-    """Starts the pool on first use, then routes calls by key with failover along the hash ring."""
-
-    def __init__(self, pool: ReplicaPool, on_start: Callable[[list[str]], None]) -> None:
-        self.pool = pool
-        self._on_start = on_start
-        self._started = False
-        self._start_lock: asyncio.Lock | None = None
-        self.ring: HashRing | None = None
-        self.down: dict[int, asyncio.Task[Any]] = {}
-        self.failovers = 0
-
-    async def _ensure_started(self) -> None:
-        if self._started:
-            return
-        if self._start_lock is None:
-            self._start_lock = asyncio.Lock()
-        async with self._start_lock:
-            if not self._started:
-                urls = await asyncio.to_thread(self.pool.start)
-                self.ring = HashRing(len(urls))
-                self._on_start(urls)
-                self._started = True
-
-    def _mark_down(self, index: int) -> None:
-        if index in self.down and not self.down[index].done():
-            return
-
-        async def revive() -> None:
-            await self.pool.actors[index].ensure.remote()
-
-        self.down[index] = asyncio.ensure_future(revive())
-
-    def order(self, key: str) -> list[int]:
-        assert self.ring is not None
-        order = self.ring.order(key)
-        up = [i for i in order if i not in self.down or self.down[i].done()]
-        return up + [i for i in order if i not in up]  # down ones last: they may be back by then
-
-    async def route(self, key: str, call: Any) -> Any:
-        await self._ensure_started()
-        last: ModelCallError | None = None
-        for attempt in range(2):  # a second pass waits for restarts when every replica failed
-            for index in self.order(key):
-                if attempt and index in self.down:
-                    with contextlib.suppress(Exception):
-                        await self.down[index]
-                try:
-                    return await call(index)
-                except ModelCallError as exc:
-                    if not exc.failover:
-                        raise
-                    last = exc
-                    self.failovers += 1
-                    self._mark_down(index)
-        assert last is not None
-        raise last
-
-    def stop(self) -> None:
-        self.pool.stop()
-
-
-class VLLMChatModel:
-    """Chat over vLLM replicas hosted by Ray actors; same interface as every chat model."""
+    kind = "chat"
 
     def __init__(self, config: ReplicaConfig, replicas: int = 1, spec: ModelSpec | None = None) -> None:
-        self.model_id = config.served_name
+        super().__init__(config.served_name)
         self.config = config
         self.spec = spec
-        self.router = _Router(ReplicaPool(config, replicas), self._on_start)
-        self.replicas: list[OpenAIChatModel] = []
+        self.pool = ReplicaPool(config, replicas)
+        self._start_lock: asyncio.Lock | None = None
 
     @classmethod
-    def from_spec(cls, spec: ModelSpec) -> VLLMChatModel:
-        config, replicas = _config_from_spec(spec, "chat")
+    def from_spec(cls, spec: ModelSpec) -> Any:
+        config, replicas = _config_from_spec(spec, cls.kind)
         return cls(config, replicas, spec)
 
     @property
     def api_key(self) -> str | None:
         """The key the replicas require (hand it only to clients of these replicas)."""
-        return self.router.pool.api_key
+        return self.pool.api_key
+
+    def client_options(self) -> dict[str, Any]:
+        """The `openai` options of this model's replica clients (the model table's, over the defaults)."""
+        configured = {} if self.spec is None else {k: self.spec.option(k) for k in CLIENT_OPTIONS}
+        return {**_REPLICA_CLIENT_DEFAULTS, **{k: v for k, v in configured.items() if v is not None}}
+
+    async def _ready(self) -> ReplicaRouter:
+        if self.router is None:
+            if self._start_lock is None:
+                self._start_lock = asyncio.Lock()
+            async with self._start_lock:
+                if self.router is None:
+                    urls = await asyncio.to_thread(self.pool.start)
+                    clients = openai_replicas(
+                        self.kind, urls, self.model_id, self.client_options(), self.api_key
+                    )
+                    self._attach(clients, self._revive)
+        assert self.router is not None
+        return self.router
+
+    async def _revive(self, index: int) -> None:
+        await self.pool.actors[index].ensure.remote()
+
+    async def start(self) -> list[str]:
+        """Launch the replicas (once) and return their base URLs, in ring order."""
+        await self._ready()
+        return list(self.pool.urls)
+
+    def stop(self) -> None:
+        self.pool.stop()
+
+
+class VLLMChatModel(_Pooled, RoutedChatModel):
+    """Chat over vLLM replicas hosted by Ray actors; same interface as every chat model."""
+
+    kind = "chat"
 
     @property
     def structured(self) -> str:
@@ -504,115 +134,11 @@ class VLLMChatModel:
         default = "structured_outputs" if self.config.resolved_launcher() == "vllm" else "both"
         return str(self.spec.option("structured", default)) if self.spec is not None else default
 
-    def _on_start(self, urls: list[str]) -> None:
-        enable_thinking = self.spec.option("enable_thinking", False) if self.spec is not None else False
-        self.replicas = [
-            OpenAIChatModel(
-                _client(url, self.spec, self.api_key),
-                self.model_id,
-                structured=self.structured,
-                enable_thinking=enable_thinking,
-            )
-            for url in urls
-        ]
-
-    async def start(self) -> list[str]:
-        """Launch the replicas (once) and return their base URLs, in ring order."""
-        await self.router._ensure_started()
-        return list(self.router.pool.urls)
-
-    def replica_for(self, history_id: str) -> int:
-        assert self.router.ring is not None, "start() the model first"
-        return self.router.ring.order(history_id)[0]
-
-    async def complete(
-        self,
-        messages: Sequence[dict[str, str]],
-        *,
-        purpose: str,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        schema: dict[str, Any] | None = None,
-        context: CallContext | None = None,
-    ) -> Completion:
-        t0 = time.perf_counter()
-        key = _route_key(context, str(messages[0].get("content", "")) if messages else "")
-
-        async def call(index: int) -> Completion:
-            return await self.replicas[index].complete_or_raise(
-                messages,
-                purpose=purpose,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                schema=schema,
-                context=context,
-            )
-
-        try:
-            completion = await self.router.route(key, call)
-        except ModelCallError as exc:
-            return Completion.failed(
-                model=self.model_id, purpose=purpose, latency_s=time.perf_counter() - t0, error=str(exc)
-            )
-        return completion
-
-    async def aclose(self) -> None:
-        for r in self.replicas:
-            await r.aclose()
-
-    def stop(self) -> None:
-        self.router.stop()
+    def client_options(self) -> dict[str, Any]:
+        return {**super().client_options(), "structured": self.structured}
 
 
-class VLLMEmbedder:
+class VLLMEmbedder(_Pooled, RoutedEmbedder):
     """Embeddings over vLLM pooling replicas (``--runner pooling``) hosted by Ray actors."""
 
-    def __init__(self, config: ReplicaConfig, replicas: int = 1, spec: ModelSpec | None = None) -> None:
-        self.model_id = config.served_name
-        self.config = config
-        self.spec = spec
-        self.router = _Router(ReplicaPool(config, replicas), self._on_start)
-        self.replicas: list[OpenAIEmbedder] = []
-
-    @classmethod
-    def from_spec(cls, spec: ModelSpec) -> VLLMEmbedder:
-        config, replicas = _config_from_spec(spec, "embed")
-        return cls(config, replicas, spec)
-
-    @property
-    def api_key(self) -> str | None:
-        """The key the replicas require (hand it only to clients of these replicas)."""
-        return self.router.pool.api_key
-
-    def _on_start(self, urls: list[str]) -> None:
-        batch = int(self.spec.option("batch_size", 64)) if self.spec is not None else 64
-        self.replicas = [
-            OpenAIEmbedder(_client(url, self.spec, self.api_key), self.model_id, batch_size=batch)
-            for url in urls
-        ]
-
-    async def start(self) -> list[str]:
-        """Launch the replicas (once) and return their base URLs, in ring order."""
-        await self.router._ensure_started()
-        return list(self.router.pool.urls)
-
-    async def embed_usage(
-        self, texts: Sequence[str], *, context: CallContext | None = None
-    ) -> tuple[np.ndarray, int, bool]:
-        texts = list(texts)
-        key = _route_key(context, texts[0] if texts else "")
-
-        async def call(index: int) -> tuple[np.ndarray, int, bool]:
-            return await self.replicas[index].embed_usage(texts, context=context)
-
-        return await self.router.route(key, call)
-
-    async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
-        return (await self.embed_usage(texts, context=context))[0]
-
-    async def aclose(self) -> None:
-        for r in self.replicas:
-            await r.aclose()
-
-    def stop(self) -> None:
-        self.router.stop()
+    kind = "embed"

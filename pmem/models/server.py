@@ -21,6 +21,9 @@ drop       the connection is closed without a reply
 
 ``GET /_control/stats`` returns request counters (used by tests to count backend calls).
 
+It runs on ``aiohttp.web`` (keep-alive, any request framing); the fixed latency is counted from the
+moment the handler gets the request.
+
 Credentials: with ``--api-key KEY`` (or the ``PMEM_API_KEY`` environment variable, which keeps the key
 out of the process list) every route but ``/health`` requires ``Authorization: Bearer KEY``, as
 ``vllm serve --api-key`` does for ``/v1``; anything else is answered 401 with an OpenAI-style error.
@@ -51,7 +54,6 @@ from aiohttp import web
 
 from pmem.models._hashing import HashingEmbedder
 from pmem.models._heuristic import MODEL_ID, respond
-from pmem.models._http import LeanServer, Request
 from pmem.models._tokens import estimate_prompt_tokens, estimate_tokens
 
 _MAX_BODY = 256 * 1024 * 1024  # long-context prompts are large
@@ -137,58 +139,39 @@ class StandInServer:
         self._memo: dict[str, tuple[str, int, int]] = {}
 
     def app(self) -> web.Application:
-        """The routes as an aiohttp Application (for embedding in other aiohttp apps)."""
+        """The routes as an aiohttp Application (served by :meth:`start`, or mounted in another app)."""
 
         @web.middleware
         async def auth(request: web.Request, handler: Any) -> web.StreamResponse:
+            # before routing: an unknown path tells a caller without the key nothing either
             refused = self._refuse(request)
             return refused if refused is not None else await handler(request)
 
-        app = web.Application(client_max_size=_MAX_BODY, middlewares=[auth])
-        for (method, path), handler in self._routes().items():
-            app.router.add_route(method, path, handler)
+        # without a key, no middleware: every request would pay for the call
+        app = web.Application(client_max_size=_MAX_BODY, middlewares=[auth] if self._expected_auth else [])
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/_control/faults", self._set_faults)
+        app.router.add_get("/_control/stats", self._stats)
+        app.router.add_post("/_control/reset", self._reset)
         return app
 
-    def _routes(self) -> dict[tuple[str, str], Any]:
-        return {
-            ("GET", "/health"): self._health,
-            ("GET", "/v1/models"): self._models,
-            ("POST", "/v1/chat/completions"): self._chat,
-            ("POST", "/v1/embeddings"): self._embeddings,
-            ("POST", "/_control/faults"): self._set_faults,
-            ("GET", "/_control/stats"): self._stats,
-            ("POST", "/_control/reset"): self._reset,
-        }
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> web.AppRunner:
+        """Serve :meth:`app` on host:port (``port`` 0: any free one, see ``runner.addresses``)."""
+        # no access log (it would cost more than a request); a handler still sleeping when the server
+        # stops (the "slow" fault) is cancelled after a second
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await runner.setup()
+        await web.TCPSite(runner, host, port, reuse_port=reuse_port or None).start()
+        return runner
 
-    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> asyncio.Server:
-        """Listen on host:port with the minimal HTTP layer of :mod:`pmem.models._http` (the stand-in must
-        cost little next to the client it is used to measure)."""
-        routes = self._routes()
+    async def stop(self, runner: web.AppRunner) -> None:
+        """Stop listening, close open keep-alive connections and end their handlers."""
+        await runner.cleanup()
 
-        async def handle(request: Request) -> web.StreamResponse:
-            refused = self._refuse(request)  # before routing: an unknown path tells a caller nothing either
-            if refused is not None:
-                return refused
-            handler = routes.get((request.method, request.path))
-            if handler is None:
-                return web.json_response(
-                    {"error": {"message": f"no route {request.method} {request.path}"}}, status=404
-                )
-            return await handler(request)
-
-        self._lean = LeanServer(handle, _MAX_BODY)
-        return await self._lean.start(host, port, reuse_port=reuse_port)
-
-    async def stop(self, listener: asyncio.Server, timeout: float = 1.0) -> None:
-        """Stop listening, then close open keep-alive connections and their handler tasks cleanly."""
-        lean = getattr(self, "_lean", None)
-        if lean is not None:
-            await lean.stop(timeout)
-        else:
-            listener.close()
-            await listener.wait_closed()
-
-    def _refuse(self, request: web.Request | Request) -> web.Response | None:
+    def _refuse(self, request: web.Request) -> web.Response | None:
         """A 401 for a request without the right bearer token (None when it may proceed)."""
         if self._expected_auth is None or request.path in _OPEN_PATHS:
             return None
@@ -378,11 +361,11 @@ class ServerThread:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(self.server.start(self.host, self.port))
-        self.port = server.sockets[0].getsockname()[1]
+        runner = self._loop.run_until_complete(self.server.start(self.host, self.port))
+        self.port = runner.addresses[0][1]
         self._ready.set()
         self._loop.run_forever()
-        self._loop.run_until_complete(self.server.stop(server))
+        self._loop.run_until_complete(self.server.stop(runner))
         self._loop.close()
 
     def start(self) -> ServerThread:
@@ -419,15 +402,43 @@ class ServerThread:
 
 # --- CLI ----------------------------------------------------------------------------------------------
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--model", default=MODEL_ID, help="model id reported for chat")
-    parser.add_argument("--embed-model", default=None, help="model id reported for embeddings")
-    parser.add_argument("--embed-dim", type=int, default=1024)
-    parser.add_argument("--workers", type=int, default=1, help="processes sharing the port (SO_REUSEPORT)")
-    parser.add_argument("--latency-ms", type=float, default=0.0, help="fixed added latency per request")
-    parser.add_argument("--slow-s", type=float, default=30.0, help="delay of a 'slow' fault")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: %(default)s)")
+    parser.add_argument("--model", default=MODEL_ID, help="model id reported for chat (default: %(default)s)")
+    parser.add_argument(
+        "--embed-model", default=None, help="model id reported for embeddings (default: hashing-char24-DIM)"
+    )
+    parser.add_argument(
+        "--embed-dim",
+        type=int,
+        default=1024,
+        help="dimension of the hashing embedder's vectors (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes sharing the port through SO_REUSEPORT (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="fixed latency of every chat and embedding reply, counted from the request's "
+        "arrival (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--slow-s",
+        type=float,
+        default=30.0,
+        help="how long a 'slow' fault delays its reply (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the random fault draws (worker N uses SEED+N) (default: %(default)s)",
+    )
     parser.add_argument(
         "--api-key",
         default=None,
@@ -436,7 +447,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for kind in FAULT_KINDS:
         parser.add_argument(
-            f"--rate-{kind}", type=float, default=0.0, help=f"probability of a '{kind}' fault"
+            f"--rate-{kind}",
+            type=float,
+            default=0.0,
+            help=f"probability that a request gets a '{kind}' fault (default: %(default)s)",
         )
     parser.add_argument("--worker-child", action="store_true", help=argparse.SUPPRESS)
 
@@ -483,7 +497,8 @@ def run(args: argparse.Namespace) -> int:
             )
 
     async def serve() -> None:
-        listener = await server.start(args.host, args.port, reuse_port=args.workers > 1)
+        # every process on the port must ask for SO_REUSEPORT, the workers too (they get no --workers)
+        runner = await server.start(args.host, args.port, reuse_port=args.workers > 1 or args.worker_child)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -492,7 +507,7 @@ def run(args: argparse.Namespace) -> int:
             auth = " (API key required)" if api_key else ""
             print(f"serving {args.model} on http://{args.host}:{args.port}/v1{auth}", flush=True)
         await stop.wait()
-        await server.stop(listener)
+        await server.stop(runner)
 
     from pmem.models._loop import run as run_loop
 

@@ -15,6 +15,7 @@ from pmem.report._plots import plot_all
 from pmem.report._published import setup_differences
 from pmem.report._render import HTML, MARKDOWN, figure_file, render, table_file
 from pmem.report._table import Table
+from pmem.rundir import columns as C
 
 #: the arm paired comparisons are made against when none is asked for
 DEFAULT_REFERENCE = "pmem"
@@ -88,7 +89,7 @@ def _check_reportable(run: Run, reference: str | None) -> str:
         why = ["results/ is missing or holds no rows"]
         hs = run.frame("histories")
         if hs is not None:
-            failed = hs.filter(pl.col("status") == "failed").select(pl.len()).collect().item()
+            failed = hs.filter(pl.col(C.STATUS) == "failed").select(pl.len()).collect().item()
             why.append(f"histories/ records {failed} failed history run(s)")
         if run.damaged:
             why.append(f"{len(run.damaged)} damaged file(s) left out: {run.damaged[0]}")
@@ -96,7 +97,7 @@ def _check_reportable(run: Run, reference: str | None) -> str:
         raise RunError(msg)
     if reference is None:
         return DEFAULT_REFERENCE
-    arms = res.select(pl.col("arm").unique()).collect()["arm"].drop_nulls().to_list()
+    arms = res.select(pl.col(C.ARM).unique()).collect()[C.ARM].drop_nulls().to_list()
     base = sorted({a.split(AGENT_SEP, 1)[0] if run.arms_by_agent else a for a in arms})
     if reference not in base:
         msg = f"--reference {reference}: no such arm in {run.path / 'results'} (arms: {', '.join(base)})"

@@ -1,6 +1,8 @@
-"""`pmem report RUN_DIR [--compare RUN_B]`: write RUN_DIR/report/ from the run's Parquet files.
+"""`pmem report RUN_DIR [--compare RUN_B] [--out [DIR]]`: write RUN_DIR/report/ from the run's Parquet files.
 
-``pmem report --compare RUN_A RUN_B`` is the same as ``pmem report RUN_A --compare RUN_B``.
+``pmem report --compare RUN_A RUN_B`` is the same as ``pmem report RUN_A --compare RUN_B``. A bare
+``--out`` collects the report under ``reports/<run name>/`` (the folder that holds the reports a
+project keeps, such as the quickstart's example) instead of inside the run directory.
 """
 
 from __future__ import annotations
@@ -8,6 +10,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
+
+#: where a bare ``--out`` collects reports: ``reports/<run name>/`` under the current directory
+REPORTS_DIR = Path("reports")
+_COLLECT = object()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="RUN_B (or RUN_A RUN_B): also write RUN_A/report/compare-<run B>/ with both runs' "
         "tables and B − A",
     )
-    parser.add_argument("--out", default=None, help="output directory (default RUN_DIR/report)")
+    parser.add_argument(
+        "--out",
+        nargs="?",
+        const=_COLLECT,
+        default=None,
+        metavar="DIR",
+        help=f"output directory (default RUN_DIR/report; a bare --out means {REPORTS_DIR}/<run name>/)",
+    )
     parser.add_argument(
         "--reference",
         default=None,
@@ -48,15 +62,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    out = str(REPORTS_DIR / Path(run_dir).resolve().name) if args.out is _COLLECT else args.out
     try:
-        paths = build_report(run_dir, args.out, reference=args.reference)
+        paths = build_report(run_dir, out, reference=args.reference)
         for w in paths.warnings:
             print(f"pmem report: warning: {w}", file=sys.stderr)
         print(f"report: {paths.markdown}")
         print(f"report: {paths.html}")
         print(f"{len(paths.tables)} tables, {len(paths.figures)} figures in {time.perf_counter() - t0:.1f} s")
         if compare:
-            cmp_out = None if args.out is None else f"{args.out}/compare"
+            cmp_out = None if out is None else f"{out}/compare"
             c = build_compare(run_dir, compare[0], cmp_out, reference=args.reference)
             print(f"compare: {c.markdown}")
             print(f"compare: {c.html}")

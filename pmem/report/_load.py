@@ -24,21 +24,24 @@ from typing import Any
 import polars as pl
 
 from pmem.report._integrity import Damaged, verify_commits
+from pmem.rundir import HISTORIES, REQUESTS, RESULTS, WRITES
+from pmem.rundir import columns as C
 
-#: The datasets the report reads (DESIGN.md run directory contract; ``histories`` is the per-(history, arm)
-#: status dataset the report asks the runner for).
-DATASETS = ("results", "writes", "requests", "histories")
+#: The datasets the report reads (DESIGN.md run directory contract, defined in :mod:`pmem.rundir`;
+#: ``histories`` is the per-(history, arm) status dataset).
+DATASETS = (RESULTS.name, WRITES.name, REQUESTS.name, HISTORIES.name)
 
-#: Columns each dataset must carry for the report to use it.
+#: Columns each dataset must carry for the report to use it (fewer than a writer must give: the report
+#: also reads runs of older runners, and names what it cannot compute).
 REQUIRED: dict[str, tuple[str, ...]] = {
-    "results": ("benchmark", "subset", "history_id", "arm", "question_id", "question_type", "correct"),
-    "writes": ("history_id", "arm", "op", "applied"),
-    "requests": ("history_id", "arm", "purpose", "prompt_tokens", "completion_tokens"),
-    "histories": ("history_id", "arm", "status"),
+    RESULTS.name: (C.BENCHMARK, C.SUBSET, C.HISTORY_ID, C.ARM, C.QUESTION_ID, C.QUESTION_TYPE, C.CORRECT),
+    WRITES.name: (C.HISTORY_ID, C.ARM, C.OP, C.APPLIED),
+    REQUESTS.name: (C.HISTORY_ID, C.ARM, C.PURPOSE, C.PROMPT_TOKENS, C.COMPLETION_TOKENS),
+    HISTORIES.name: (C.HISTORY_ID, C.ARM, C.STATUS),
 }
 
 #: Benchmark parameters that become grouping columns when present.
-PARAM_COLUMNS = ("L", "d", "length")
+PARAM_COLUMNS = C.PARAM_COLUMNS
 
 _NUMERIC_RANK = {
     pl.Boolean: 0,
@@ -68,7 +71,7 @@ def _merge_dtype(a: pl.DataType, b: pl.DataType, column: str, path: Path) -> pl.
     if ra is not None and rb is not None and ra > 0 and rb > 0:
         return a if ra >= rb else b
     if a in (pl.String, pl.Categorical) and b in (pl.String, pl.Categorical):
-        return pl.String
+        return pl.String()
     msg = f"{path}: column {column!r} is {b} here but {a} in other files of the same dataset"
     raise RunError(msg)
 
@@ -146,7 +149,9 @@ class Run:
 
     def _meta(self, *names: str) -> Any:
         """First of ``names`` found at the top level, under ``[run]`` or under ``[config]``."""
-        run = self.doc.get("run") if isinstance(self.doc.get("run"), dict) else {}
+        run = self.doc.get("run")
+        if not isinstance(run, dict):
+            run = {}
         for where in (self.doc, run, self.config):
             for n in names:
                 if where.get(n):
@@ -203,10 +208,14 @@ class Run:
         return "; ".join(self.model_label(s) for s in agents)
 
     def frame(self, name: str) -> pl.LazyFrame | None:
-        return self.frames.get(name)
+        """Dataset ``name`` (None when the run has none); a name that is not a dataset is a bug, not missing."""
+        if name not in self.frames:
+            msg = f"no dataset {name!r} in a run (datasets: {', '.join(DATASETS)})"
+            raise KeyError(msg)
+        return self.frames[name]
 
     def columns(self, name: str) -> list[str]:
-        lf = self.frames.get(name)
+        lf = self.frame(name)
         return [] if lf is None else list(lf.collect_schema().names())
 
     def params(self) -> list[str]:
@@ -285,7 +294,12 @@ def _read_plan(path: Path) -> list[dict[str, Any]] | None:
 
 
 #: the column naming the answering model, per dataset (in requests/, ``model`` is the model called)
-_AGENT_COLUMN = {"results": "model", "writes": "model", "histories": "model", "requests": "agent_model"}
+_AGENT_COLUMN = {
+    RESULTS.name: C.MODEL,
+    WRITES.name: C.MODEL,
+    HISTORIES.name: C.MODEL,
+    REQUESTS.name: C.AGENT_MODEL,
+}
 
 
 #: joins an arm and its agent model in ``arm`` labels of a run over several agent models
@@ -301,14 +315,14 @@ def _label_arms_by_agent(frames: dict[str, pl.LazyFrame | None], plan_models: se
     """A sweep over several agent models: ``arm`` becomes ``arm@model`` everywhere, so every table keeps
     the agents apart without a model column in each group key. The plan counts too: an agent whose every
     history failed still gets its own (missing) cells. Returns whether arms were relabelled."""
-    res = frames.get("results")
-    if res is None or "model" not in res.collect_schema().names():
+    res = frames.get(RESULTS.name)
+    if res is None or C.MODEL not in res.collect_schema().names():
         return False
-    if len(plan_models) <= 1 and res.select(pl.col("model").n_unique()).collect().item() <= 1:
+    if len(plan_models) <= 1 and res.select(pl.col(C.MODEL).n_unique()).collect().item() <= 1:
         return False
     for name, col in _AGENT_COLUMN.items():
         lf = frames.get(name)
         if lf is not None and col in lf.collect_schema().names():
-            label = pl.concat_str([pl.col("arm"), pl.lit(AGENT_SEP), pl.col(col).fill_null("?")])
-            frames[name] = lf.with_columns(label.alias("arm"))
+            label = pl.concat_str([pl.col(C.ARM), pl.lit(AGENT_SEP), pl.col(col).fill_null("?")])
+            frames[name] = lf.with_columns(label.alias(C.ARM))
     return True

@@ -19,12 +19,15 @@ import polars as pl
 from pmem.report._load import AGENT_SEP, PLAN, Run, agent_arm
 from pmem.report._stats import cluster_bootstrap, mcnemar_exact, seed_for, wilson
 from pmem.report._table import Table, ci, num, pct
+from pmem.rundir import columns as C
 
 #: Request purposes charged to the write path; read-time ones and the evaluation harness are kept apart.
 READ_PURPOSES = frozenset({"answer", "lookup", "prune", "gate"})
 HARNESS_PURPOSES = frozenset({"judge"})
 #: Ops that commit a value (a "committed fact").
 VALUE_OPS = ("accept", "reject", "contest", "resolve")
+#: histories/ columns whose per-history mean the write-cost table reports
+HISTORY_COSTS = (C.WALL_S, C.STATE_BYTES)
 
 STALE_DEFINITIONS = {
     "alfworld-revision": "prediction names an earlier location of the object (chains: a location before the "
@@ -52,7 +55,7 @@ class Metrics:
 
 
 def group_keys(params: Sequence[str]) -> list[str]:
-    return ["benchmark", "subset", "arm", *params, "question_type"]
+    return [C.BENCHMARK, C.SUBSET, C.ARM, *params, C.QUESTION_TYPE]
 
 
 def history_counts(run: Run) -> pl.DataFrame:
@@ -60,7 +63,7 @@ def history_counts(run: Run) -> pl.DataFrame:
     lf = run.frame("results")
     params = run.params()
     cols = set(run.columns("results"))
-    keys = [*group_keys(params), "history_id"]
+    keys = [*group_keys(params), C.HISTORY_ID]
     if lf is None:
         schema = {k: pl.String for k in keys}
         return pl.DataFrame(
@@ -74,24 +77,24 @@ def history_counts(run: Run) -> pl.DataFrame:
                 "chars": pl.Float64,
             }
         )
-    stale = pl.col("stale") if "stale" in cols else pl.lit(None, dtype=pl.Boolean)
-    tok = pl.col("read_tokens").cast(pl.Float64) if "read_tokens" in cols else pl.lit(None, dtype=pl.Float64)
-    chars = pl.col("read_chars").cast(pl.Float64) if "read_chars" in cols else pl.lit(None, dtype=pl.Float64)
+    stale = pl.col(C.STALE) if C.STALE in cols else pl.lit(None, dtype=pl.Boolean)
+    tok = pl.col(C.READ_TOKENS).cast(pl.Float64) if C.READ_TOKENS in cols else pl.lit(None, dtype=pl.Float64)
+    chars = pl.col(C.READ_CHARS).cast(pl.Float64) if C.READ_CHARS in cols else pl.lit(None, dtype=pl.Float64)
     # benchmark, subset and parameters are properties of a history: grouping by three keys and carrying
     # the rest with first() halves the cost of an eight-key group-by over a million rows
-    small = ["history_id", "arm", "question_type"]
+    small = [C.HISTORY_ID, C.ARM, C.QUESTION_TYPE]
     carried = [k for k in keys if k not in small]
     return (
         lf.with_columns(
-            pl.col("correct").fill_null(False), stale.alias("stale"), tok.alias("tok"), chars.alias("chars")
+            pl.col(C.CORRECT).fill_null(False), stale.alias(C.STALE), tok.alias("tok"), chars.alias("chars")
         )
         .group_by(small)
         .agg(
             *[pl.col(c).first() for c in carried],
             n=pl.len(),
-            k=pl.col("correct").cast(pl.Int64).sum(),
-            sn=pl.col("stale").is_not_null().sum(),
-            sk=pl.col("stale").fill_null(False).cast(pl.Int64).sum(),
+            k=pl.col(C.CORRECT).cast(pl.Int64).sum(),
+            sn=pl.col(C.STALE).is_not_null().sum(),
+            sk=pl.col(C.STALE).fill_null(False).cast(pl.Int64).sum(),
             tok=pl.col("tok").sum(),
             chars=pl.col("chars").sum(),
             tok_n=pl.col("tok").is_not_null().sum(),
@@ -123,7 +126,7 @@ def summarize(hist: pl.DataFrame, keys: Sequence[str], *, bootstrap: bool = True
         .sort(keys, nulls_last=True)
     )
     acc_lo, acc_hi, st_lo, st_hi, b_lo, b_hi, sb_lo, sb_hi = ([] for _ in range(8))
-    for row in agg.select("n", "correct", "stale_n", "stale_k").iter_rows():
+    for row in agg.select("n", C.CORRECT, "stale_n", "stale_k").iter_rows():
         n, k, sn, sk = row
         lo, hi = wilson(k, n)
         acc_lo.append(lo)
@@ -137,7 +140,7 @@ def summarize(hist: pl.DataFrame, keys: Sequence[str], *, bootstrap: bool = True
     else:
         b_lo = b_hi = sb_lo = sb_hi = [math.nan] * agg.height
     return agg.with_columns(
-        accuracy=pl.col("correct") / pl.col("n"),
+        accuracy=pl.col(C.CORRECT) / pl.col("n"),
         acc_wilson_lo=pl.Series(acc_lo, dtype=pl.Float64),
         acc_wilson_hi=pl.Series(acc_hi, dtype=pl.Float64),
         acc_boot_lo=pl.Series(b_lo, dtype=pl.Float64),
@@ -157,8 +160,8 @@ def _bootstrap_by_group(hist: pl.DataFrame, keys: list[str], agg: pl.DataFrame) 
     # Groups where every history holds one question need no clustering: Wilson is the interval there.
     multi = hist.group_by(keys).agg(_m=(pl.col("n") > 1).any()).filter(pl.col("_m")).drop("_m")
     if multi.height == 0:
-        nan = [math.nan] * agg.height
-        return nan, nan, nan, nan
+        nans = [math.nan] * agg.height
+        return nans, nans, nans, nans
     hist = hist.join(multi, on=keys, how="semi", nulls_equal=True)
     for label, num_col, den_col in (("acc", "k", "n"), ("stale", "sk", "sn")):
         pats = (
@@ -203,10 +206,9 @@ def stale_cell(r: dict[str, Any]) -> str:
 
 
 def _order_arms(arms: Iterable[str]) -> list[str]:
-    from pmem.report._published import ARM_ORDER
+    from pmem.arms import sort_arms  # the arm registry's display order
 
-    arms = list(dict.fromkeys(arms))
-    return sorted(arms, key=lambda a: (ARM_ORDER.index(a) if a in ARM_ORDER else len(ARM_ORDER), a))
+    return sort_arms(arms)
 
 
 def expected_cells(run: Run) -> list[tuple[str, str | None, str]]:
@@ -247,13 +249,13 @@ def _pivot(
     )
     index = {}
     for r in df.iter_rows(named=True):
-        index[(*[r[k] for k in row_keys], r["arm"])] = r
+        index[(*[r[k] for k in row_keys], r[C.ARM])] = r
     out: list[dict[str, str]] = []
     for rk in rows:
         line = {"": row_label(rk) if row_label else ", ".join(f"{k}={rk[k]}" for k in row_keys)}
         for a in arms:
-            r = index.get((*[rk[k] for k in row_keys], a))
-            line[a] = cell(r) if r is not None else "missing (no rows)"
+            hit = index.get((*[rk[k] for k in row_keys], a))
+            line[a] = cell(hit) if hit is not None else "missing (no rows)"
         out.append(line)
     return pl.DataFrame(out) if out else pl.DataFrame()
 
@@ -264,16 +266,16 @@ def _pivot(
 def _view(acc: pl.DataFrame, benchmark: str, subset: str | None = None) -> pl.DataFrame:
     if acc.height == 0:
         return acc
-    f = pl.col("benchmark") == benchmark
+    f = pl.col(C.BENCHMARK) == benchmark
     if subset is not None:
-        f &= pl.col("subset") == subset
+        f &= pl.col(C.SUBSET) == subset
     return acc.filter(f)
 
 
 ACC_COLS = (
     "n",
     "histories",
-    "correct",
+    C.CORRECT,
     "accuracy",
     "acc_wilson_lo",
     "acc_wilson_hi",
@@ -293,11 +295,11 @@ STALE_COLS = (
 
 def table6(m: Metrics) -> Table:
     v = _view(m.accuracy, "alfworld-revision", "chains")
-    seen = v["arm"].to_list() if v.height else []
+    seen = v[C.ARM].to_list() if v.height else []
     configured = [] if m.run.arms_by_agent else _expected_arms(m.run, "alfworld-revision", "chains")
     arms = _order_arms([*configured, *seen])
     data = (
-        v.select("L", "arm", *ACC_COLS, *STALE_COLS, "read_tokens", "read_chars")
+        v.select(C.L, C.ARM, *ACC_COLS, *STALE_COLS, C.READ_TOKENS, C.READ_CHARS)
         if v.height
         else pl.DataFrame()
     )
@@ -308,14 +310,14 @@ def table6(m: Metrics) -> Table:
     ]
     display = None
     if v.height:
-        display = _pivot(v, ["L"], arms, acc_cell, lambda r: f"L={r['L']}")
+        display = _pivot(v, [C.L], arms, acc_cell, lambda r: f"L={r[C.L]}")
         chars = _pivot(
-            v.group_by("arm").agg(
-                read_chars=(pl.col("read_chars") * pl.col("n")).sum() / pl.col("n").sum(), n=pl.col("n").sum()
+            v.group_by(C.ARM).agg(
+                read_chars=(pl.col(C.READ_CHARS) * pl.col("n")).sum() / pl.col("n").sum(), n=pl.col("n").sum()
             ),
             [],
             arms,
-            lambda r: f"{num(r['read_chars'])} chars",
+            lambda r: f"{num(r[C.READ_CHARS])} chars",
             lambda r: "mean read size",
         )
         display = pl.concat([display, chars], how="diagonal_relaxed")
@@ -325,8 +327,8 @@ def table6(m: Metrics) -> Table:
         data,
         display,
         notes,
-        keys=("L", "arm"),
-        values=("accuracy", "read_chars"),
+        keys=(C.L, C.ARM),
+        values=("accuracy", C.READ_CHARS),
         section="alfworld",
     )
 
@@ -347,46 +349,46 @@ def table8(m: Metrics) -> Table:
         pl.DataFrame(),
         None,
         notes,
-        keys=("d", "arm"),
+        keys=(C.D, C.ARM),
         values=("recovered",),
         section="alfworld",
     )
-    if lf is None or "d" not in m.params:
+    if lf is None or C.D not in m.params:
         return empty
     cols = set(m.run.columns("results"))
-    stale = pl.col("stale").fill_null(False) if "stale" in cols else pl.lit(False)
+    stale = pl.col(C.STALE).fill_null(False) if C.STALE in cols else pl.lit(False)
     rows = (
-        lf.filter((pl.col("benchmark") == "alfworld-revision") & (pl.col("subset") == "retraction"))
+        lf.filter((pl.col(C.BENCHMARK) == "alfworld-revision") & (pl.col(C.SUBSET) == "retraction"))
         .select(
-            "history_id",
-            "arm",
-            "d",
-            "question_type",
-            pl.col("correct").fill_null(False),
-            stale.alias("stale"),
+            C.HISTORY_ID,
+            C.ARM,
+            C.D,
+            C.QUESTION_TYPE,
+            pl.col(C.CORRECT).fill_null(False),
+            stale.alias(C.STALE),
         )
         .collect()
     )
     if rows.height == 0:
         return empty
     before = (
-        rows.filter(pl.col("question_type") == "before_retraction")
-        .group_by("history_id", "arm", "d")
-        .agg(committed=pl.col("correct").all())
+        rows.filter(pl.col(C.QUESTION_TYPE) == "before_retraction")
+        .group_by(C.HISTORY_ID, C.ARM, C.D)
+        .agg(committed=pl.col(C.CORRECT).all())
     )
     after = (
-        rows.filter(pl.col("question_type") == "after_retraction")
-        .group_by("history_id", "arm", "d")
-        .agg(recovered=pl.col("correct").all(), wrong=(~pl.col("correct").all()) & pl.col("stale").any())
+        rows.filter(pl.col(C.QUESTION_TYPE) == "after_retraction")
+        .group_by(C.HISTORY_ID, C.ARM, C.D)
+        .agg(recovered=pl.col(C.CORRECT).all(), wrong=(~pl.col(C.CORRECT).all()) & pl.col(C.STALE).any())
     )
-    has_before = before.select("arm").unique()
-    j = after.join(before, on=["history_id", "arm", "d"], how="left").with_columns(
-        committed=pl.when(pl.col("arm").is_in(has_before["arm"].implode()))
+    has_before = before.select(C.ARM).unique()
+    j = after.join(before, on=[C.HISTORY_ID, C.ARM, C.D], how="left").with_columns(
+        committed=pl.when(pl.col(C.ARM).is_in(has_before[C.ARM].implode()))
         .then(pl.col("committed").fill_null(False))
         .otherwise(pl.lit(True))
     )
     data = (
-        j.group_by("d", "arm")
+        j.group_by(C.D, C.ARM)
         .agg(
             cases=pl.len(),
             committed=pl.col("committed").sum(),
@@ -401,13 +403,13 @@ def table8(m: Metrics) -> Table:
             lost=pl.col("lost_n") / pl.col("committed"),
             recovered_all=pl.col("recovered_all_n") / pl.col("cases"),
         )
-        .sort("d", "arm")
+        .sort(C.D, C.ARM)
     )
     wl = [wilson(r, c) for r, c in data.select("recovered_n", "committed").iter_rows()]
     data = data.with_columns(
         recovered_wilson_lo=pl.Series([x[0] for x in wl]), recovered_wilson_hi=pl.Series([x[1] for x in wl])
     )
-    arms = _order_arms(data["arm"].to_list())
+    arms = _order_arms(data[C.ARM].to_list())
 
     def cell(r: dict[str, Any]) -> str:
         if not r["committed"]:
@@ -421,9 +423,9 @@ def table8(m: Metrics) -> Table:
         empty.name,
         empty.title,
         data,
-        _pivot(data, ["d"], arms, cell, lambda r: f"d={r['d']}"),
+        _pivot(data, [C.D], arms, cell, lambda r: f"d={r[C.D]}"),
         notes,
-        keys=("d", "arm"),
+        keys=(C.D, C.ARM),
         values=("recovered", "wrong", "lost"),
         section="alfworld",
     )
@@ -436,18 +438,18 @@ def conflict_table(m: Metrics) -> Table:
         "conflict stands (scored by the benchmark: the answer must surface the conflict), after_settle "
         "asks once a later event settles it. Stale after settling = the losing report."
     ]
-    data = v.select("question_type", "arm", *ACC_COLS, *STALE_COLS) if v.height else pl.DataFrame()
+    data = v.select(C.QUESTION_TYPE, C.ARM, *ACC_COLS, *STALE_COLS) if v.height else pl.DataFrame()
     display = None
     if v.height:
-        arms = _order_arms(v["arm"].to_list())
-        display = _pivot(v, ["question_type"], arms, acc_cell, lambda r: r["question_type"])
+        arms = _order_arms(v[C.ARM].to_list())
+        display = _pivot(v, [C.QUESTION_TYPE], arms, acc_cell, lambda r: r[C.QUESTION_TYPE])
     return Table(
         "conflict_probe",
         "Conflict probe (RQ5 view): accuracy before and after settling",
         data,
         display,
         notes,
-        keys=("question_type", "arm"),
+        keys=(C.QUESTION_TYPE, C.ARM),
         values=("accuracy",),
         section="alfworld",
     )
@@ -455,19 +457,25 @@ def conflict_table(m: Metrics) -> Table:
 
 def two_step_table(m: Metrics) -> Table:
     v = _view(m.accuracy, "alfworld-revision", "two-step")
-    data = v.select("question_type", "arm", *ACC_COLS, "read_chars") if v.height else pl.DataFrame()
+    data = v.select(C.QUESTION_TYPE, C.ARM, *ACC_COLS, C.READ_CHARS) if v.height else pl.DataFrame()
     display = None
     if v.height:
         display = _pivot(
-            v, ["question_type"], _order_arms(v["arm"].to_list()), acc_cell, lambda r: r["question_type"]
+            v, [C.QUESTION_TYPE], _order_arms(v[C.ARM].to_list()), acc_cell, lambda r: r[C.QUESTION_TYPE]
+        )
+    notes = ["One revision described as a two-step move; accuracy % [Wilson 95% CI] (n)."]
+    if not v.height:
+        notes.append(
+            "Not in this run: no alfworld-revision benchmark with the two-step subset was swept "
+            '(add "two-step" to its subsets to fill this table).'
         )
     return Table(
         "two_step",
         "Single revision, two-step phrasing (Table 6 side note)",
         data,
         display,
-        ["One revision described as a two-step move; accuracy % [Wilson 95% CI] (n)."],
-        keys=("question_type", "arm"),
+        notes,
+        keys=(C.QUESTION_TYPE, C.ARM),
         values=("accuracy",),
         section="alfworld",
     )
@@ -497,25 +505,25 @@ def table7(m: Metrics) -> Table:
         pl.DataFrame(),
         None,
         notes,
-        keys=("hop", "length", "arm"),
+        keys=("hop", C.LENGTH, C.ARM),
         values=("accuracy", "stale_rate"),
         section="factconsolidation",
     )
     if v.height == 0:
         return empty
-    keys = ["hop", "length", "arm"]
+    keys = ["hop", C.LENGTH, C.ARM]
     # one row per (hop, length, arm): question types within a subset are pooled
-    hist = m.hist.filter(pl.col("benchmark") == "factconsolidation").with_columns(
-        hop=pl.col("subset").str.extract(_FC_SUBSET.pattern, 1).fill_null("?"),
-        length=pl.coalesce(pl.col("subset").str.extract(_FC_SUBSET.pattern, 2), pl.col("subset")),
+    hist = m.hist.filter(pl.col(C.BENCHMARK) == "factconsolidation").with_columns(
+        hop=pl.col(C.SUBSET).str.extract(_FC_SUBSET.pattern, 1).fill_null("?"),
+        length=pl.coalesce(pl.col(C.SUBSET).str.extract(_FC_SUBSET.pattern, 2), pl.col(C.SUBSET)),
     )
-    hist = hist.group_by([*keys, "history_id"]).agg(
+    hist = hist.group_by([*keys, C.HISTORY_ID]).agg(
         pl.col("n", "k", "sn", "sk", "tok", "chars", "tok_n").sum()
     )
     data = summarize(hist, keys)
     data = (
-        data.with_columns(_lo=pl.col("length").map_elements(_length_order, return_dtype=pl.Int64))
-        .sort("hop", "_lo", "arm")
+        data.with_columns(_lo=pl.col(C.LENGTH).map_elements(_length_order, return_dtype=pl.Int64))
+        .sort("hop", "_lo", C.ARM)
         .drop("_lo")
     )
     if (data["histories"] < 2).any():
@@ -524,12 +532,12 @@ def table7(m: Metrics) -> Table:
             "Wilson interval treats them as if they were, and a history-clustered interval needs "
             "several histories per cell."
         )
-    arms = _order_arms(data["arm"].to_list())
-    lengths = sorted(data["length"].unique().to_list(), key=_length_order)
+    arms = _order_arms(data[C.ARM].to_list())
+    lengths = sorted(data[C.LENGTH].unique().to_list(), key=_length_order)
     out = []
-    idx = {(r["hop"], r["length"], r["arm"]): r for r in data.iter_rows(named=True)}
+    idx = {(r["hop"], r[C.LENGTH], r[C.ARM]): r for r in data.iter_rows(named=True)}
     for a in arms:
-        line = {"arm": a}
+        line = {C.ARM: a}
         for hop, label in (("sh", "single-hop acc"), ("mh", "multi-hop acc")):
             for ln in lengths:
                 r = idx.get((hop, ln, a))
@@ -541,7 +549,7 @@ def table7(m: Metrics) -> Table:
     return Table(
         empty.name,
         empty.title,
-        data.select(*keys, *ACC_COLS, *STALE_COLS, "read_tokens", "read_chars"),
+        data.select(*keys, *ACC_COLS, *STALE_COLS, C.READ_TOKENS, C.READ_CHARS),
         pl.DataFrame(out),
         notes,
         keys=tuple(keys),
@@ -556,9 +564,9 @@ def accuracy_table(m: Metrics) -> Table:
     display = None
     if data.height:
         display = data.select(
-            "benchmark",
-            "subset",
-            "arm",
+            C.BENCHMARK,
+            C.SUBSET,
+            C.ARM,
             pl.concat_str(
                 [pl.lit(f"{p}=") + pl.col(p).cast(pl.String) for p in m.params],
                 separator=" ",
@@ -566,7 +574,7 @@ def accuracy_table(m: Metrics) -> Table:
             ).alias("params")
             if m.params
             else pl.lit("").alias("params"),
-            "question_type",
+            C.QUESTION_TYPE,
             pl.struct(data.columns)
             .map_elements(lambda r: acc_cell(r), return_dtype=pl.String)
             .alias("accuracy % [Wilson] (n)"),
@@ -596,10 +604,10 @@ def stale_table(m: Metrics) -> Table:
     display = None
     if data.height:
         display = data.select(
-            "benchmark",
-            "subset",
-            "arm",
-            "question_type",
+            C.BENCHMARK,
+            C.SUBSET,
+            C.ARM,
+            C.QUESTION_TYPE,
             *[pl.col(p).cast(pl.String) for p in m.params],
             pl.col("stale_n").alias("denominator"),
             pl.struct(data.columns)
@@ -615,7 +623,7 @@ def stale_table(m: Metrics) -> Table:
             )
             .alias("bootstrap CI"),
         )
-    present = m.accuracy["benchmark"].unique().to_list() if m.accuracy.height else []
+    present = m.accuracy[C.BENCHMARK].unique().to_list() if m.accuracy.height else []
     notes = [
         "Stale-answer rate: share of stale-eligible questions (stale not null in results/) answered with a "
         "superseded value. Denominators differ by benchmark:"
@@ -644,7 +652,7 @@ def paired_table(m: Metrics, reference: str = "pmem") -> Table:
         f"fixed-broken: questions {reference} gets right and the other arm wrong, and the reverse. "
         "McNemar: exact two-sided binomial test on those discordant counts."
     ]
-    keys = [k for k in group_keys(m.params) if k != "arm"]
+    keys = [k for k in group_keys(m.params) if k != C.ARM]
     empty = Table(
         "paired",
         f"Paired comparisons against {reference}",
@@ -657,25 +665,25 @@ def paired_table(m: Metrics, reference: str = "pmem") -> Table:
     )
     if lf is None:
         return empty
-    correct = pl.col("correct").fill_null(False).cast(pl.Int8)
+    correct = pl.col(C.CORRECT).fill_null(False).cast(pl.Int8)
     # several agents label arms "arm@model" (see _load): pair arms answered by the same agent only
-    agent = pl.col("arm").str.extract(r"@(.*)$", 1).fill_null("")
-    is_ref = pl.col("arm").str.replace(r"@.*$", "") == reference
+    agent = pl.col(C.ARM).str.extract(r"@(.*)$", 1).fill_null("")
+    is_ref = pl.col(C.ARM).str.replace(r"@.*$", "") == reference
     # a question is identified by (history_id, question_id); the group keys ride along from the reference
     ref = lf.filter(is_ref).select(
         *keys,
-        "history_id",
-        "question_id",
+        C.HISTORY_ID,
+        C.QUESTION_ID,
         agent.alias("_agent"),
-        pl.col("arm").alias("arm_a"),
+        pl.col(C.ARM).alias("arm_a"),
         correct.alias("a"),
     )
     other = lf.filter(~is_ref).select(
-        "history_id", "question_id", agent.alias("_agent"), pl.col("arm").alias("arm_b"), correct.alias("b")
+        C.HISTORY_ID, C.QUESTION_ID, agent.alias("_agent"), pl.col(C.ARM).alias("arm_b"), correct.alias("b")
     )
-    joined = ref.join(other, on=["history_id", "question_id", "_agent"], how="inner")
+    joined = ref.join(other, on=[C.HISTORY_ID, C.QUESTION_ID, "_agent"], how="inner")
     per_hist = (
-        joined.group_by([*keys, "arm_a", "arm_b", "history_id"])
+        joined.group_by([*keys, "arm_a", "arm_b", C.HISTORY_ID])
         .agg(
             m_=pl.len(),
             d_=(pl.col("a") - pl.col("b")).cast(pl.Int64).sum(),
@@ -741,10 +749,10 @@ def paired_table(m: Metrics, reference: str = "pmem") -> Table:
         return f"{100 * r['diff']:+.1f}{band}"
 
     display = data.select(
-        "benchmark",
-        "subset",
+        C.BENCHMARK,
+        C.SUBSET,
         *[pl.col(p).cast(pl.String) for p in m.params],
-        "question_type",
+        C.QUESTION_TYPE,
         pl.concat_str([pl.col("arm_a"), pl.lit(" vs "), pl.col("arm_b")]).alias("pair"),
         "n",
         pl.concat_str(
@@ -778,7 +786,7 @@ def paired_table(m: Metrics, reference: str = "pmem") -> Table:
 
 
 def read_cost_table(m: Metrics) -> Table:
-    keys = ["benchmark", "subset", "arm"]
+    keys = [C.BENCHMARK, C.SUBSET, C.ARM]
     notes = [
         "Read cost per query: context tokens and characters shown to the reader (results.read_tokens / "
         "read_chars), accuracy, and accuracy points per 1k context tokens (Table 5 convention)."
@@ -789,30 +797,30 @@ def read_cost_table(m: Metrics) -> Table:
         m.accuracy.group_by(keys)
         .agg(
             n=pl.col("n").sum(),
-            correct=pl.col("correct").sum(),
+            correct=pl.col(C.CORRECT).sum(),
             tok=pl.col("tok").sum(),
             chars=pl.col("chars").sum(),
             tok_n=pl.col("tok_n").sum(),
         )
         .with_columns(
-            accuracy=pl.col("correct") / pl.col("n"),
+            accuracy=pl.col(C.CORRECT) / pl.col("n"),
             read_tokens=pl.col("tok") / pl.col("tok_n"),
             read_chars=pl.col("chars") / pl.col("tok_n"),
         )
         .with_columns(
-            acc_per_1k_tokens=pl.when(pl.col("read_tokens") > 0).then(
-                100 * pl.col("accuracy") / (pl.col("read_tokens") / 1000)
+            acc_per_1k_tokens=pl.when(pl.col(C.READ_TOKENS) > 0).then(
+                100 * pl.col("accuracy") / (pl.col(C.READ_TOKENS) / 1000)
             )
         )
-        .select(*keys, "n", "accuracy", "read_tokens", "read_chars", "acc_per_1k_tokens")
+        .select(*keys, "n", "accuracy", C.READ_TOKENS, C.READ_CHARS, "acc_per_1k_tokens")
         .sort(keys)
     )
     display = data.select(
         *keys,
         "n",
         (pl.col("accuracy") * 100).round(1).alias("accuracy %"),
-        pl.col("read_tokens").round(1).alias("tokens/query"),
-        pl.col("read_chars").round(1).alias("chars/query"),
+        pl.col(C.READ_TOKENS).round(1).alias("tokens/query"),
+        pl.col(C.READ_CHARS).round(1).alias("chars/query"),
         pl.col("acc_per_1k_tokens").round(2).alias("acc points per 1k tokens"),
     )
     return Table(
@@ -822,7 +830,7 @@ def read_cost_table(m: Metrics) -> Table:
         display,
         notes,
         keys=tuple(keys),
-        values=("read_tokens", "read_chars", "acc_per_1k_tokens"),
+        values=(C.READ_TOKENS, C.READ_CHARS, "acc_per_1k_tokens"),
         section="cost",
     )
 
@@ -837,16 +845,16 @@ def history_status(run: Run) -> pl.LazyFrame | None:
         return run.cache["history_status"]
     hs = run.frame("histories")
     cols = set(run.columns("histories"))
-    if hs is None or not {"benchmark", "subset"} <= cols:
+    if hs is None or not {C.BENCHMARK, C.SUBSET} <= cols:
         return None
-    err = pl.col("error") if "error" in cols else pl.lit(None, dtype=pl.String)
-    base = hs.select("history_id", "arm", "benchmark", "subset", "status", err.alias("error"))
-    complete = base.filter(pl.col("status") == "complete").unique(["history_id", "arm"], keep="first")
+    err = pl.col(C.ERROR) if C.ERROR in cols else pl.lit(None, dtype=pl.String)
+    base = hs.select(C.HISTORY_ID, C.ARM, C.BENCHMARK, C.SUBSET, C.STATUS, err.alias(C.ERROR))
+    complete = base.filter(pl.col(C.STATUS) == "complete").unique([C.HISTORY_ID, C.ARM], keep="first")
     # only the (few) rows that are not complete need deduplicating against the complete ones
     rest = (
-        base.filter(pl.col("status") != "complete")
-        .join(complete.select("history_id", "arm"), on=["history_id", "arm"], how="anti")
-        .unique(["history_id", "arm"], keep="last", maintain_order=True)
+        base.filter(pl.col(C.STATUS) != "complete")
+        .join(complete.select(C.HISTORY_ID, C.ARM), on=[C.HISTORY_ID, C.ARM], how="anti")
+        .unique([C.HISTORY_ID, C.ARM], keep="last", maintain_order=True)
     )
     out = pl.concat([complete.with_columns(error=pl.lit(None, dtype=pl.String)), rest]).collect().lazy()
     run.cache["history_status"] = out
@@ -857,12 +865,12 @@ def _history_index(run: Run) -> pl.LazyFrame | None:
     """(history_id, arm) -> (benchmark, subset, status), from histories/ or else from results/."""
     st = history_status(run)
     if st is not None:
-        return st.select("history_id", "arm", "benchmark", "subset", "status")
+        return st.select(C.HISTORY_ID, C.ARM, C.BENCHMARK, C.SUBSET, C.STATUS)
     res = run.frame("results")
     if res is None:
         return None
     return (
-        res.select("history_id", "arm", "benchmark", "subset")
+        res.select(C.HISTORY_ID, C.ARM, C.BENCHMARK, C.SUBSET)
         .unique()
         .with_columns(status=pl.lit("complete"))
     )
@@ -870,12 +878,12 @@ def _history_index(run: Run) -> pl.LazyFrame | None:
 
 def write_cost_table(m: Metrics) -> Table:
     run = m.run
-    keys = ["benchmark", "subset", "arm"]
+    keys = [C.BENCHMARK, C.SUBSET, C.ARM]
     notes = [
         "Write cost per completed history (means). Write calls: requests whose purpose is neither read-time "
         f"({', '.join(sorted(READ_PURPOSES))}) nor evaluation harness ({', '.join(sorted(HARNESS_PURPOSES))}). "
         "Committed facts: applied writes with a value-carrying op (" + ", ".join(VALUE_OPS) + "); cells: "
-        "distinct keys they touched. Wall time, state and embedding bytes from histories/.",
+        "distinct keys they touched. Wall time and state bytes from histories/.",
     ]
     idx = _history_index(run)
     if idx is None:
@@ -888,7 +896,7 @@ def write_cost_table(m: Metrics) -> Table:
             section="cost",
         )
     # one row per (history, arm) already (history_status dedups; the results fallback is unique())
-    done = idx.filter(pl.col("status") == "complete").select("history_id", "arm", "benchmark", "subset")
+    done = idx.filter(pl.col(C.STATUS) == "complete").select(C.HISTORY_ID, C.ARM, C.BENCHMARK, C.SUBSET)
     base = done.group_by(keys).agg(histories=pl.len())
     frames = [base]
     req = run.frame("requests")
@@ -898,27 +906,27 @@ def write_cost_table(m: Metrics) -> Table:
     ops_cols: list[str] = []
     if wr is not None:
         wcols = set(run.columns("writes"))
-        value_op = pl.col("op").is_in(list(VALUE_OPS)) & pl.col("applied").fill_null(False)
-        if "value" in wcols:
-            value_op &= pl.col("value").is_not_null()
-        key = pl.col("key") if "key" in wcols else pl.lit(None, dtype=pl.String)
+        value_op = pl.col(C.OP).is_in(list(VALUE_OPS)) & pl.col(C.APPLIED).fill_null(False)
+        if C.VALUE in wcols:
+            value_op &= pl.col(C.VALUE).is_not_null()
+        key = pl.col(C.KEY) if C.KEY in wcols else pl.lit(None, dtype=pl.String)
         per_w = (
-            wr.with_columns(value_op.alias("vop"), key.alias("key"))
-            .group_by("history_id", "arm")
+            wr.with_columns(value_op.alias("vop"), key.alias(C.KEY))
+            .group_by(C.HISTORY_ID, C.ARM)
             .agg(
                 committed_facts=pl.col("vop").sum(),
-                cells=pl.col("key").filter(pl.col("vop")).n_unique(),
+                cells=pl.col(C.KEY).filter(pl.col("vop")).n_unique(),
                 write_ops=pl.len(),
-                applied_ops=pl.col("applied").fill_null(False).sum(),
+                applied_ops=pl.col(C.APPLIED).fill_null(False).sum(),
             )
         )
-        ops = wr.group_by("history_id", "arm", "op").agg(c=pl.len()).collect()
-        ops_cols = sorted(ops["op"].drop_nulls().unique().to_list())
-        ops_w = ops.pivot(on="op", index=["history_id", "arm"], values="c").lazy() if ops.height else None
-        agg_w = done.join(per_w, on=["history_id", "arm"], how="inner")
+        ops = wr.group_by(C.HISTORY_ID, C.ARM, C.OP).agg(c=pl.len()).collect()
+        ops_cols = sorted(ops[C.OP].drop_nulls().unique().to_list())
+        ops_w = ops.pivot(on=C.OP, index=[C.HISTORY_ID, C.ARM], values="c").lazy() if ops.height else None
+        agg_w = done.join(per_w, on=[C.HISTORY_ID, C.ARM], how="inner")
         if ops_w is not None:
             agg_w = agg_w.join(
-                ops_w.rename({o: f"op_{o}" for o in ops_cols}), on=["history_id", "arm"], how="left"
+                ops_w.rename({o: f"op_{o}" for o in ops_cols}), on=[C.HISTORY_ID, C.ARM], how="left"
             )
         frames.append(
             agg_w.group_by(keys).agg(
@@ -930,10 +938,10 @@ def write_cost_table(m: Metrics) -> Table:
         )
     hs = run.frame("histories")
     hcols = set(run.columns("histories"))
-    extra = [c for c in ("wall_s", "state_bytes", "embedding_bytes") if c in hcols]
-    if hs is not None and extra and {"benchmark", "subset"} <= hcols:
+    extra = [c for c in HISTORY_COSTS if c in hcols]
+    if hs is not None and extra and {C.BENCHMARK, C.SUBSET} <= hcols:
         frames.append(
-            hs.filter(pl.col("status") == "complete")
+            hs.filter(pl.col(C.STATUS) == "complete")
             .group_by(keys)
             .agg(*[pl.col(c).mean().alias(f"{c}_mean") for c in extra])
         )
@@ -976,7 +984,7 @@ def write_cost_table(m: Metrics) -> Table:
             )
     else:
         notes.append("writes/ is missing: committed facts, cells and operations are not reported (not zero).")
-    absent = [c for c in ("wall_s", "state_bytes", "embedding_bytes") if c not in extra]
+    absent = [c for c in HISTORY_COSTS if c not in extra]
     if absent:
         notes.append(f"histories/ has no {', '.join(absent)}: not reported (not zero).")
     df = df.with_columns(per_hist)
@@ -990,7 +998,6 @@ def write_cost_table(m: Metrics) -> Table:
             "facts_per_cell",
             "wall_s_mean",
             "state_bytes_mean",
-            "embedding_bytes_mean",
         )
     ]
     data = df.select(*keys, "histories", *value_cols)
@@ -1004,7 +1011,6 @@ def write_cost_table(m: Metrics) -> Table:
         "facts_per_cell": "facts/cell",
         "wall_s_mean": "wall s",
         "state_bytes_mean": "state bytes",
-        "embedding_bytes_mean": "embedding bytes",
         "read_calls_per_history": "read calls",
         "errors_per_history": "errors",
     }
@@ -1040,7 +1046,7 @@ _REQ_SUMS = (
     "read_call_tokens",
     "harness_calls",
     "errors",
-    "cached",
+    C.CACHED,
     "calls",
 )
 
@@ -1054,16 +1060,16 @@ def _request_sums(run: Run, req: pl.LazyFrame, idx: pl.LazyFrame, keys: list[str
     a group-by over millions of distinct string pairs that costs about 4x more.
     """
     rcols = set(run.columns("requests"))
-    code = pl.col("purpose").replace_strict(
+    code = pl.col(C.PURPOSE).replace_strict(
         {**dict.fromkeys(READ_PURPOSES, 1), **dict.fromkeys(HARNESS_PURPOSES, 2)},
         default=0,
         return_dtype=pl.Int8,
     )
-    err = pl.col("error").is_not_null() if "error" in rcols else pl.lit(False)
-    cached = pl.col("cached").fill_null(False) if "cached" in rcols else pl.lit(False)
+    err = pl.col(C.ERROR).is_not_null() if C.ERROR in rcols else pl.lit(False)
+    cached = pl.col(C.CACHED).fill_null(False) if C.CACHED in rcols else pl.lit(False)
     pt, ct = (
-        pl.col("prompt_tokens").fill_null(0).cast(pl.Int64),
-        pl.col("completion_tokens").fill_null(0).cast(pl.Int64),
+        pl.col(C.PROMPT_TOKENS).fill_null(0).cast(pl.Int64),
+        pl.col(C.COMPLETION_TOKENS).fill_null(0).cast(pl.Int64),
     )
     w, r = (pl.col("_c") == 0).cast(pl.Int64), (pl.col("_c") == 1).cast(pl.Int64)
     sums = [
@@ -1074,22 +1080,22 @@ def _request_sums(run: Run, req: pl.LazyFrame, idx: pl.LazyFrame, keys: list[str
         (r * (pt + ct)).alias("read_call_tokens"),
         (pl.col("_c") == 2).cast(pl.Int64).alias("harness_calls"),
         err.cast(pl.Int64).alias("errors"),
-        cached.cast(pl.Int64).alias("cached"),
+        cached.cast(pl.Int64).alias(C.CACHED),
         pl.lit(1, dtype=pl.Int64).alias("calls"),
     ]
-    not_done = idx.filter(pl.col("status") != "complete").select("history_id", "arm")
-    if {"benchmark", "subset"} <= rcols:
+    not_done = idx.filter(pl.col(C.STATUS) != "complete").select(C.HISTORY_ID, C.ARM)
+    if {C.BENCHMARK, C.SUBSET} <= rcols:
         failed = not_done.collect()
-        lf = req if failed.height == 0 else req.join(failed.lazy(), on=["history_id", "arm"], how="anti")
+        lf = req if failed.height == 0 else req.join(failed.lazy(), on=[C.HISTORY_ID, C.ARM], how="anti")
         return lf.with_columns(code.alias("_c")).select(*keys, *sums).group_by(keys).agg(pl.all().sum())
-    done = idx.filter(pl.col("status") == "complete").select("history_id", "arm", "benchmark", "subset")
+    done = idx.filter(pl.col(C.STATUS) == "complete").select(C.HISTORY_ID, C.ARM, C.BENCHMARK, C.SUBSET)
     per = (
         req.with_columns(code.alias("_c"))
-        .select("history_id", "arm", *sums)
-        .group_by("history_id", "arm")
+        .select(C.HISTORY_ID, C.ARM, *sums)
+        .group_by(C.HISTORY_ID, C.ARM)
         .agg(pl.all().sum())
     )
-    return done.join(per, on=["history_id", "arm"], how="inner").group_by(keys).agg(pl.col(*_REQ_SUMS).sum())
+    return done.join(per, on=[C.HISTORY_ID, C.ARM], how="inner").group_by(keys).agg(pl.col(*_REQ_SUMS).sum())
 
 
 def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
@@ -1103,7 +1109,7 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
         "verification calls of read-time paths not charged (they would lower N). 'never' = W reads no fewer "
         "tokens than R.",
     ]
-    keys = ["benchmark", "subset"]
+    keys = [C.BENCHMARK, C.SUBSET]
     if read.empty or write.empty or "write_tokens_per_history" not in write.data.columns:
         return Table(
             "break_even",
@@ -1114,8 +1120,8 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
             section="cost",
         )
     j = read.data.join(
-        write.data.select(*keys, "arm", "write_tokens_per_history", "histories"),
-        on=[*keys, "arm"],
+        write.data.select(*keys, C.ARM, "write_tokens_per_history", "histories"),
+        on=[*keys, C.ARM],
         how="left",
     ).with_columns(pl.col("write_tokens_per_history").fill_null(0.0))
     rows = []
@@ -1127,7 +1133,7 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
                 continue
             for r in readers:
                 extra = w["write_tokens_per_history"] - r["write_tokens_per_history"]
-                saved = (r["read_tokens"] or 0) - (w["read_tokens"] or 0)
+                saved = (r[C.READ_TOKENS] or 0) - (w[C.READ_TOKENS] or 0)
                 if extra <= 0:
                     n_star, verdict = 0.0, "0 (no extra write cost)"
                 elif saved <= 0:
@@ -1138,10 +1144,10 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
                 qph = (w["n"] / w["histories"]) if w.get("histories") else None
                 rows.append(
                     {
-                        "benchmark": gkey[0],
-                        "subset": gkey[1],
-                        "write_arm": w["arm"],
-                        "read_arm": r["arm"],
+                        C.BENCHMARK: gkey[0],
+                        C.SUBSET: gkey[1],
+                        "write_arm": w[C.ARM],
+                        "read_arm": r[C.ARM],
                         "extra_write_tokens_per_history": extra,
                         "read_tokens_saved_per_query": saved,
                         "break_even_queries": n_star,
@@ -1153,8 +1159,8 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
     display = None
     if data.height:
         display = data.select(
-            "benchmark",
-            "subset",
+            C.BENCHMARK,
+            C.SUBSET,
             "write_arm",
             "read_arm",
             pl.col("extra_write_tokens_per_history").round(0).alias("extra write tok/history"),
@@ -1168,7 +1174,7 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
         data,
         display,
         notes,
-        keys=("benchmark", "subset", "write_arm", "read_arm"),
+        keys=(C.BENCHMARK, C.SUBSET, "write_arm", "read_arm"),
         values=("break_even_queries",),
         section="cost",
     )
@@ -1177,59 +1183,13 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
 # -- write-path audit -----------------------------------------------------------------------------------
 
 
-def _norm(s: pl.Expr) -> pl.Expr:
-    return (
-        s.cast(pl.String)
-        .str.to_lowercase()
-        .str.replace_all(r"[^\w\s]", " ")
-        .str.replace_all(r"\s+", " ")
-        .str.strip_chars()
-    )
-
-
-def _active_values(run: Run, keep: pl.DataFrame) -> pl.DataFrame:
-    """Replay writes/ per (history, arm, key) into the value each cell holds at the end.
-
-    DESIGN.md's op table, reduced to what decides the active value: accept pushes; reject with a value
-    replaces the head; reject without one and revoke pop back to the predecessor; resolve settles on its
-    value; contest and noop leave the head.
-    """
-    wr = run.frame("writes")
-    assert wr is not None
-    cols = set(run.columns("writes"))
-    seq = pl.col("seq") if "seq" in cols else pl.int_range(pl.len()).over("history_id", "arm")
-    rows = (
-        wr.join(keep.lazy(), on=["history_id", "arm"], how="semi")
-        .filter(pl.col("applied").fill_null(False))
-        .with_columns(seq.alias("seq"))
-        .select("history_id", "arm", "seq", "op", "key", "value")
-        .sort("history_id", "arm", "seq")
-        .collect()
-    )
-    stacks: dict[tuple[str, str, str], list[str]] = {}
-    for h, a, _, op, key, value in rows.iter_rows():
-        st = stacks.setdefault((h, a, key), [])
-        if op == "accept" and value is not None:
-            st.append(value)
-        elif op == "reject":
-            if st:
-                st.pop()
-            if value is not None:
-                st.append(value)
-        elif op == "revoke":
-            if st:
-                st.pop()
-        elif op == "resolve" and value is not None:
-            if st:
-                st[-1] = value
-            else:
-                st.append(value)
-    out = [(h, a, k, st[-1]) for (h, a, k), st in stacks.items() if st]
-    return pl.DataFrame(
-        out,
-        schema={"history_id": pl.String, "arm": pl.String, "key": pl.String, "value": pl.String},
-        orient="row",
-    )
+#: results/ columns of the write-path audit -> the names the audit table gives them. The runner copies each
+#: FactConsolidation arm's per-question audit into these columns: the audit's one source.
+AUDIT_COLUMNS = {
+    C.AUDIT_GOLD_IN_ACTIVE_CELL: "gold_in_active_cell",
+    C.AUDIT_GOLD_IN_MATCHING_CELL: "gold_in_matching_cell",
+    C.AUDIT_STALE_SIBLING: "stale_sibling",
+}
 
 
 def _percent_of(rate: str, count: str, count_note: str, undefined: str) -> pl.Expr:
@@ -1262,110 +1222,48 @@ def audit_table(m: Metrics) -> Table:
     )
     if lf is None:
         return empty
-    fc = lf.filter(pl.col("benchmark") == "factconsolidation")
-    have = [c for c in ("gold_in_active_cell", "gold_in_matching_cell", "stale_sibling") if c in cols]
-    writers = None
-    if run.frame("writes") is not None:
-        writers = run.frame("writes").select("history_id", "arm").unique().collect()
-    audit_struct = pl.Struct(
-        {"gold_in_active_cell": pl.Boolean, "gold_in_matching_cell": pl.Boolean, "stale_sibling": pl.Boolean}
-    )
-    if "gold_in_active_cell" in cols:
-        q = (
-            fc.filter(pl.col("gold_in_active_cell").is_not_null())
-            .select("subset", "history_id", "arm", pl.col("correct").fill_null(False), *have)
-            .collect()
-        )
-        notes.append("Source: audit columns written by the runner in results/ (" + ", ".join(have) + ").")
-        missing_cols = [c for c in ("gold_in_matching_cell", "stale_sibling") if c not in cols]
-        if missing_cols:
-            notes.append("Not in results/: " + ", ".join(missing_cols) + " (not reported).")
-    elif "audit" in cols and fc.filter(pl.col("audit").is_not_null()).select(pl.len()).collect().item():
-        # the runner's per-question audit (pmem.arms._audit.audit_question) as a JSON column
-        q = (
-            fc.filter(pl.col("audit").is_not_null())
-            .select(
-                "subset",
-                "history_id",
-                "arm",
-                pl.col("correct").fill_null(False),
-                pl.col("audit").str.json_decode(audit_struct).alias("_a"),
-            )
-            .unnest("_a")
-            .collect()
-        )
-        q = q.filter(pl.col("gold_in_active_cell").is_not_null())
+    have = [c for c in AUDIT_COLUMNS if c in cols]
+    if C.AUDIT_GOLD_IN_ACTIVE_CELL not in have:
         notes.append(
-            "Source: the per-question audit JSON written by the runner in results/ (column `audit`, "
-            "from the benchmark's template parser). 'in matching cell' and 'stale sibling' are defined "
-            "for stale-scoreable questions only (their key is identifiable)."
+            "Not computable: results/ has no write-path audit columns ("
+            + ", ".join(AUDIT_COLUMNS)
+            + "): the runner writes them for FactConsolidation arms that keep facts."
         )
-    elif (
-        "gold_in_state" in cols
-        and fc.filter(pl.col("gold_in_state").is_not_null()).select(pl.len()).collect().item()
-    ):
-        q = (
-            fc.filter(pl.col("gold_in_state").is_not_null())
-            .select(
-                "subset",
-                "history_id",
-                "arm",
-                pl.col("correct").fill_null(False),
-                pl.col("gold_in_state").alias("gold_in_active_cell"),
-            )
-            .collect()
-        )
-        notes.append(
-            "Source: results/ column gold_in_state (the gold is the value of an active cell when the "
-            "question is asked). 'in matching cell' and 'stale sibling' are not in this run's files."
-        )
-    elif writers is not None and writers.height:
-        q = (
-            fc.join(writers.lazy(), on=["history_id", "arm"], how="semi")
-            .select("subset", "history_id", "arm", pl.col("correct").fill_null(False), "gold")
-            .collect()
-        )
-        if q.height == 0:
-            return empty
-        active = _active_values(run, q.select("history_id", "arm").unique())
-        act = active.with_columns(v=_norm(pl.col("value"))).select("history_id", "arm", "v").unique()
-        gold = pl.col("gold")
-        if q.schema["gold"] == pl.List(pl.String):
-            q = q.with_row_index("_i").explode("gold")
-        else:
-            q = q.with_row_index("_i")
-        q = q.with_columns(v=_norm(gold))
-        hit = (
-            q.join(act, on=["history_id", "arm", "v"], how="semi")
-            .select("_i")
-            .unique()
-            .with_columns(_hit=pl.lit(True))
-        )
-        q = (
-            q.join(hit, on="_i", how="left")
-            .group_by("_i")
-            .agg(
-                pl.col("subset", "history_id", "arm", "correct").first(),
-                gold_in_active_cell=pl.col("_hit").any().fill_null(False),
-            )
-        )
-        notes.append(
-            "Source: computed from writes/ by replaying each history's operations (results/ carries no "
-            "audit columns). Only 'gold in active cell' and the write/read split can be derived this "
-            "way: 'in matching cell' and 'stale sibling' need the question's gold key, which results/ "
-            "does not carry (ask the runner for gold_in_matching_cell / stale_sibling)."
-        )
-    else:
-        notes.append("Not computable: results/ has no audit columns and writes/ is missing.")
         return Table(empty.name, empty.title, pl.DataFrame(), None, notes, section="audit")
+    q = (
+        lf.filter(
+            (pl.col(C.BENCHMARK) == "factconsolidation") & pl.col(C.AUDIT_GOLD_IN_ACTIVE_CELL).is_not_null()
+        )
+        .select(
+            C.SUBSET,
+            C.HISTORY_ID,
+            C.ARM,
+            pl.col(C.CORRECT).fill_null(False),
+            *[pl.col(c).alias(AUDIT_COLUMNS[c]) for c in have],
+        )
+        .collect()
+    )
     if q.height == 0:
+        notes.append(
+            f"No rows: no FactConsolidation question in results/ has a value in {C.AUDIT_GOLD_IN_ACTIVE_CELL} "
+            "(arms that keep no fact store leave the audit null)."
+        )
         return empty
+    notes.append(
+        "Source: the per-question audit columns written by the runner in results/ ("
+        + ", ".join(have)
+        + ", from the benchmark's template parser). 'in matching cell' and 'stale sibling' are defined "
+        "for stale-scoreable questions only (their key is identifiable)."
+    )
+    missing_cols = [c for c in AUDIT_COLUMNS if c not in have]
+    if missing_cols:
+        notes.append("Not in results/: " + ", ".join(missing_cols) + " (not reported).")
     aggs = [
         pl.len().alias("questions"),
         pl.col("gold_in_active_cell").mean().alias("gold_in_active_cell"),
-        (~pl.col("correct")).sum().alias("wrong"),
-        ((~pl.col("correct")) & ~pl.col("gold_in_active_cell")).sum().alias("wrong_write_path"),
-        ((~pl.col("correct")) & pl.col("gold_in_active_cell")).sum().alias("wrong_read_path"),
+        (~pl.col(C.CORRECT)).sum().alias("wrong"),
+        ((~pl.col(C.CORRECT)) & ~pl.col("gold_in_active_cell")).sum().alias("wrong_write_path"),
+        ((~pl.col(C.CORRECT)) & pl.col("gold_in_active_cell")).sum().alias("wrong_read_path"),
     ]
     if "gold_in_matching_cell" in q.columns:
         aggs += [
@@ -1377,29 +1275,34 @@ def audit_table(m: Metrics) -> Table:
             pl.col("stale_sibling").is_not_null().sum().alias("overwritten_keys"),
             pl.col("stale_sibling").mean().alias("stale_sibling_rate"),
         ]
-    data = q.group_by("subset", "arm").agg(aggs).sort("subset", "arm")
+    data = q.group_by(C.SUBSET, C.ARM).agg(aggs).sort(C.SUBSET, C.ARM)
     disp = [
-        pl.col("subset"),
-        pl.col("arm"),
+        pl.col(C.SUBSET),
+        pl.col(C.ARM),
         pl.col("questions"),
         (pl.col("gold_in_active_cell") * 100).round(1).alias("gold in active cell %"),
     ]
-    if "gold_in_matching_cell" in data.columns:
-        disp.append(
-            _percent_of(
-                "gold_in_matching_cell", "matching_defined", " (of {})", "n/a (no identifiable key)"
-            ).alias("in matching cell %")
-        )
-    else:
-        disp.append(pl.lit("not derivable").alias("in matching cell %"))
-    if "stale_sibling_rate" in data.columns:
-        disp.append(
-            _percent_of(
-                "stale_sibling_rate", "overwritten_keys", " ({} overwritten)", "n/a (no overwritten key)"
-            ).alias("stale sibling %")
-        )
-    else:
-        disp.append(pl.lit("not derivable").alias("stale sibling %"))
+    # (rate, its denominator, how the denominator is shown, text where it is zero, column label)
+    for rate, denominator, shown, undefined, label in (
+        (
+            "gold_in_matching_cell",
+            "matching_defined",
+            " (of {})",
+            "n/a (no identifiable key)",
+            "in matching cell %",
+        ),
+        (
+            "stale_sibling_rate",
+            "overwritten_keys",
+            " ({} overwritten)",
+            "n/a (no overwritten key)",
+            "stale sibling %",
+        ),
+    ):
+        if rate in data.columns:
+            disp.append(_percent_of(rate, denominator, shown, undefined).alias(label))
+        else:
+            disp.append(pl.lit("not derivable").alias(label))
     disp.append(
         pl.concat_str(
             [
@@ -1418,8 +1321,8 @@ def audit_table(m: Metrics) -> Table:
         data,
         data.select(disp),
         notes,
-        keys=("subset", "arm"),
-        values=tuple(c for c in data.columns if c not in ("subset", "arm")),
+        keys=(C.SUBSET, C.ARM),
+        values=tuple(c for c in data.columns if c not in (C.SUBSET, C.ARM)),
         section="audit",
     )
 
@@ -1433,18 +1336,18 @@ def _planned(run: Run) -> pl.DataFrame | None:
         return None
     rows = [
         {
-            "benchmark": c["benchmark"],
-            "subset": c["subset"],
-            "arm": agent_arm(c["arm"], c["model"]) if run.arms_by_agent else c["arm"],
+            C.BENCHMARK: c["benchmark"],
+            C.SUBSET: c["subset"],
+            C.ARM: agent_arm(c["arm"], c["model"]) if run.arms_by_agent else c["arm"],
             "planned": c["histories"],
         }
         for c in run.plan
     ]
-    schema = {"benchmark": pl.String, "subset": pl.String, "arm": pl.String, "planned": pl.Int64}
+    schema = {C.BENCHMARK: pl.String, C.SUBSET: pl.String, C.ARM: pl.String, "planned": pl.Int64}
     # arms not labelled by agent: results/ cannot tell agents apart (one model, or no model column), and a
     # history id counts once however many agents answered it, so a cell needs the largest agent's share
     return (
-        pl.DataFrame(rows, schema=schema).group_by("benchmark", "subset", "arm").agg(pl.col("planned").max())
+        pl.DataFrame(rows, schema=schema).group_by(C.BENCHMARK, C.SUBSET, C.ARM).agg(pl.col("planned").max())
     )
 
 
@@ -1473,14 +1376,14 @@ def _cell_status(r: dict[str, Any], planned: bool) -> str:
 
 def coverage_table(m: Metrics) -> Table:
     run = m.run
-    keys = ["benchmark", "subset", "arm"]
+    keys = [C.BENCHMARK, C.SUBSET, C.ARM]
     notes = [
         "What the run holds against what its config asked for. A cell with no result rows is reported "
         "as missing, never as zero; failed histories are counted from histories/."
     ]
     observed = (
         m.hist.group_by(keys).agg(
-            result_rows=pl.col("n").sum(), result_histories=pl.col("history_id").n_unique()
+            result_rows=pl.col("n").sum(), result_histories=pl.col(C.HISTORY_ID).n_unique()
         )
         if m.hist.height
         else pl.DataFrame(
@@ -1492,10 +1395,10 @@ def coverage_table(m: Metrics) -> Table:
         st = (
             hst.group_by(keys)
             .agg(
-                complete=(pl.col("status") == "complete").sum(),
-                failed=(pl.col("status") == "failed").sum(),
-                other=(~pl.col("status").is_in(["complete", "failed"])).sum(),
-                first_error=pl.col("error").drop_nulls().first(),
+                complete=(pl.col(C.STATUS) == "complete").sum(),
+                failed=(pl.col(C.STATUS) == "failed").sum(),
+                other=(~pl.col(C.STATUS).is_in(["complete", "failed"])).sum(),
+                first_error=pl.col(C.ERROR).drop_nulls().first(),
             )
             .collect()
         )
@@ -1515,13 +1418,13 @@ def coverage_table(m: Metrics) -> Table:
             subsets = (
                 [subset]
                 if subset is not None
-                else (observed.filter(pl.col("benchmark") == bench)["subset"].unique().to_list() or ["(any)"])
+                else (observed.filter(pl.col(C.BENCHMARK) == bench)[C.SUBSET].unique().to_list() or ["(any)"])
             )
-            expected += [{"benchmark": bench, "subset": s, "arm": arm} for s in subsets]
+            expected += [{C.BENCHMARK: bench, C.SUBSET: s, C.ARM: arm} for s in subsets]
         if run.arms_by_agent and observed.height:
             # several agents: each configured arm is expected once per agent model seen in the results
-            models = sorted({a.split(AGENT_SEP, 1)[1] for a in observed["arm"].to_list() if AGENT_SEP in a})
-            expected = [{**e, "arm": agent_arm(e["arm"], mo)} for e in expected for mo in models]
+            models = sorted({a.split(AGENT_SEP, 1)[1] for a in observed[C.ARM].to_list() if AGENT_SEP in a})
+            expected = [{**e, C.ARM: agent_arm(e[C.ARM], mo)} for e in expected for mo in models]
         exp = pl.DataFrame(expected, schema={k: pl.String for k in keys}).with_columns(in_config=pl.lit(True))
     allk = pl.concat(
         [exp.select(keys), observed.select(keys), *([st.select(keys)] if st is not None else [])]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import matplotlib
 
@@ -12,21 +12,30 @@ import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
 
+from pmem.rundir import columns as C
+
 if TYPE_CHECKING:
     from pmem.report._metrics import Metrics
 
 
-def _arm_style(arms: list[str]) -> dict[str, dict[str, object]]:
+class _Style(TypedDict):
+    """An arm's plot style, splatted into matplotlib calls (a TypedDict so each key keeps its type)."""
+
+    color: tuple[float, float, float, float]
+    marker: str
+
+
+def _arm_style(arms: list[str]) -> dict[str, _Style]:
     """One colour and marker per arm, the same in every figure (indexed by the canonical arm order)."""
+    from pmem.arms import ARM_NAMES
     from pmem.report._load import AGENT_SEP
-    from pmem.report._published import ARM_ORDER
 
     cmap = plt.get_cmap("tab20")
     markers = "osD^v<>phX*P"
-    out = {}
+    out: dict[str, _Style] = {}
     for i, a in enumerate(arms):
         base = a.split(AGENT_SEP, 1)[0]
-        j = ARM_ORDER.index(base) if base in ARM_ORDER else len(ARM_ORDER) + i
+        j = ARM_NAMES.index(base) if base in ARM_NAMES else len(ARM_NAMES) + i
         out[a] = {"color": cmap(j % 20), "marker": markers[j % len(markers)]}
     return out
 
@@ -59,12 +68,12 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
 
     t6 = m.tables["table6_chains"].data
     if t6.height:
-        arms = _order_arms(t6["arm"].to_list())
+        arms = _order_arms(t6[C.ARM].to_list())
         style = _arm_style(arms)
         fig, ax = plt.subplots(figsize=(7, 4.2))
         for i, a in enumerate(arms):
-            d = t6.filter(pl.col("arm") == a).sort("L")
-            x = [v * (1 + 0.025 * (i - len(arms) / 2)) for v in d["L"].to_list()]
+            d = t6.filter(pl.col(C.ARM) == a).sort(C.L)
+            x = [v * (1 + 0.025 * (i - len(arms) / 2)) for v in d[C.L].to_list()]
             ax.errorbar(
                 x,
                 d["accuracy"] * 100,
@@ -75,7 +84,7 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
             )
         ax.set_xscale("log", base=2)
         ax.set_xticks(
-            sorted(t6["L"].unique().to_list()), [str(x) for x in sorted(t6["L"].unique().to_list())]
+            sorted(t6[C.L].unique().to_list()), [str(x) for x in sorted(t6[C.L].unique().to_list())]
         )
         ax.set_xlabel("revisions per fact (L)")
         ax.set_ylabel("current-value accuracy (%)")
@@ -86,12 +95,12 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
 
     t8 = m.tables["table8_retraction"].data
     if t8.height:
-        arms = _order_arms(t8["arm"].to_list())
-        ds = sorted(t8["d"].unique().to_list())
+        arms = _order_arms(t8[C.ARM].to_list())
+        ds = sorted(t8[C.D].unique().to_list())
         fig, ax = plt.subplots(figsize=(7, 4.2))
         width = 0.8 / max(1, len(ds))
         for j, d in enumerate(ds):
-            sub = {r["arm"]: r for r in t8.filter(pl.col("d") == d).iter_rows(named=True)}
+            sub = {r[C.ARM]: r for r in t8.filter(pl.col(C.D) == d).iter_rows(named=True)}
             xs = [i + (j - (len(ds) - 1) / 2) * width for i in range(len(arms))]
             vals = [100 * (sub[a]["recovered"] or 0) if a in sub and sub[a]["committed"] else 0 for a in arms]
             lo = [
@@ -103,20 +112,21 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
                 for a, v in zip(arms, vals, strict=True)
             ]
             ax.bar(xs, vals, width=width, yerr=[lo, hi], capsize=3, label=f"d={d}")
-        ax.set_xticks(range(len(arms)), arms, rotation=25, ha="right", fontsize=8)
-        ax.set_ylabel("recovered after retraction (%)\nover committed cases")
-        ax.set_ylim(0, 105)
-        ax.set_title(_title(m, "Retraction recovery per arm and distance (Table 8 view)"), fontsize=9)
-        ax.legend(fontsize=8)
+        _percent_bars_by_arm(
+            ax,
+            arms,
+            "recovered after retraction (%)\nover committed cases",
+            _title(m, "Retraction recovery per arm and distance (Table 8 view)"),
+        )
         figs["table8_retraction"] = _png(fig)
 
     t7 = m.tables["table7_factconsolidation"].data
     if t7.height:
         from pmem.report._metrics import _length_order
 
-        arms = _order_arms(t7["arm"].to_list())
+        arms = _order_arms(t7[C.ARM].to_list())
         style = _arm_style(arms)
-        lengths = sorted(t7["length"].unique().to_list(), key=_length_order)
+        lengths = sorted(t7[C.LENGTH].unique().to_list(), key=_length_order)
         pos = {ln: i for i, ln in enumerate(lengths)}
         # one stream length: arms along x (lines over lengths would all sit on one x and hide each other)
         by_arm = len(lengths) == 1
@@ -128,12 +138,12 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
         )
         for ax, (hop, col, pre, label) in zip(axes, panels, strict=True):
             for a in arms:
-                d = t7.filter((pl.col("arm") == a) & (pl.col("hop") == hop))
+                d = t7.filter((pl.col(C.ARM) == a) & (pl.col("hop") == hop))
                 if col == "stale_rate":
                     d = d.filter(pl.col("stale_n") > 0)
                 if d.height == 0:
                     continue
-                d = d.with_columns(_x=pl.col("length").replace_strict(pos, return_dtype=pl.Int64)).sort("_x")
+                d = d.with_columns(_x=pl.col(C.LENGTH).replace_strict(pos, return_dtype=pl.Int64)).sort("_x")
                 xs = [arms.index(a)] * d.height if by_arm else d["_x"].to_list()
                 ax.errorbar(
                     xs,
@@ -158,23 +168,23 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
         figs["table7_factconsolidation"] = _png(fig)
 
     rc = m.tables["read_cost"].data
-    if rc.height and rc["read_tokens"].drop_nulls().len():
-        benches = rc["benchmark"].unique().sort().to_list()
-        arms = _order_arms(rc["arm"].to_list())
+    if rc.height and rc[C.READ_TOKENS].drop_nulls().len():
+        benches = rc[C.BENCHMARK].unique().sort().to_list()
+        arms = _order_arms(rc[C.ARM].to_list())
         style = _arm_style(arms)
         fig, axes = plt.subplots(1, len(benches), figsize=(5.5 * len(benches), 4.2), squeeze=False)
         for ax, b in zip(axes[0], benches, strict=True):
             d = rc.filter(
-                (pl.col("benchmark") == b) & pl.col("read_tokens").is_not_null() & (pl.col("read_tokens") > 0)
+                (pl.col(C.BENCHMARK) == b) & pl.col(C.READ_TOKENS).is_not_null() & (pl.col(C.READ_TOKENS) > 0)
             )
             zero = sorted(
-                set(rc.filter((pl.col("benchmark") == b) & (pl.col("read_tokens") <= 0))["arm"].to_list())
+                set(rc.filter((pl.col(C.BENCHMARK) == b) & (pl.col(C.READ_TOKENS) <= 0))[C.ARM].to_list())
             )
             for a in arms:
-                da = d.filter(pl.col("arm") == a)
+                da = d.filter(pl.col(C.ARM) == a)
                 if da.height:
                     ax.scatter(
-                        da["read_tokens"],
+                        da[C.READ_TOKENS],
                         da["accuracy"] * 100,
                         label=a,
                         s=28,
@@ -204,18 +214,23 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
 
     cp = m.tables["conflict_probe"].data
     if cp.height:
-        arms = _order_arms(cp["arm"].to_list())
-        qts = sorted(cp["question_type"].unique().to_list(), reverse=True)
+        arms = _order_arms(cp[C.ARM].to_list())
+        qts = sorted(cp[C.QUESTION_TYPE].unique().to_list(), reverse=True)
         fig, ax = plt.subplots(figsize=(7, 4))
         width = 0.8 / len(qts)
         for j, q in enumerate(qts):
-            sub = {r["arm"]: r for r in cp.filter(pl.col("question_type") == q).iter_rows(named=True)}
+            sub = {r[C.ARM]: r for r in cp.filter(pl.col(C.QUESTION_TYPE) == q).iter_rows(named=True)}
             xs = [i + (j - (len(qts) - 1) / 2) * width for i in range(len(arms))]
             ax.bar(xs, [100 * sub[a]["accuracy"] if a in sub else 0 for a in arms], width=width, label=q)
-        ax.set_xticks(range(len(arms)), arms, rotation=25, ha="right", fontsize=8)
-        ax.set_ylabel("accuracy (%)")
-        ax.set_ylim(0, 105)
-        ax.set_title(_title(m, "Conflict probe: before / after settling"), fontsize=9)
-        ax.legend(fontsize=8)
+        _percent_bars_by_arm(ax, arms, "accuracy (%)", _title(m, "Conflict probe: before / after settling"))
         figs["conflict_probe"] = _png(fig)
     return figs
+
+
+def _percent_bars_by_arm(ax: Any, arms: list[str], ylabel: str, title: str) -> None:
+    """The axes of a grouped bar chart of percentages, one group per arm."""
+    ax.set_xticks(range(len(arms)), arms, rotation=25, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(0, 105)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)

@@ -23,23 +23,6 @@ from pmem.report._table import Table
 if TYPE_CHECKING:
     from pmem.report._metrics import Metrics
 
-ARM_ORDER = (
-    "pmem",
-    "pmem-iterative",
-    "pmem-turn-prune",
-    "pmem-no-retention",
-    "pmem-no-identity",
-    "pmem-oracle",
-    "no-memory",
-    "long-context",
-    "raw",
-    "raw-ordered",
-    "chunks",
-    "crud",
-    "add-only",
-    "bitemporal",
-)
-
 #: published arm -> (our arm, what differs beyond the shared setup notes)
 ARM_MAP: dict[str, tuple[str | None, str]] = {
     "pmem_commit": ("pmem", ""),
@@ -120,20 +103,20 @@ def setup_differences(m: Metrics) -> list[str]:
     return notes
 
 
-def _filter_param(param: str, params: list[str], cols: list[str]) -> tuple[pl.Expr | None, bool]:
-    """Expression selecting the published cell's parameter; second item False when we cannot express it."""
+def _filter_param(param: str, params: list[str], cols: list[str]) -> pl.Expr | None:
+    """Expression selecting the published cell's parameter; None when we cannot express it."""
     if not param:
-        return pl.lit(True), True
+        return pl.lit(True)
     if "=" in param:
         name, value = param.split("=", 1)
         if name in params:
-            return pl.col(name).cast(pl.String) == value, True
-        return None, False
+            return pl.col(name).cast(pl.String) == value
+        return None
     if param == "overall":
-        return pl.lit(True), True
+        return pl.lit(True)
     if "answer_class" in cols:
-        return pl.col("answer_class") == param, True
-    return None, False
+        return pl.col("answer_class") == param
+    return None
 
 
 def _ours(
@@ -169,9 +152,10 @@ def _ours(
         sel = wc.filter(
             (pl.col("benchmark") == bench) & pl.col("subset").is_in(subsets) & (pl.col("arm") == arm)
         )
-        if sel.height == 0 or sel[col].drop_nulls().len() == 0:
+        mean = sel[col].mean()
+        if sel.height == 0 or not isinstance(mean, int | float):  # None: no non-null value
             return None, None, "not measured"
-        return float(sel[col].mean()) * scale, int(sel["histories"].sum()), ""
+        return float(mean) * scale, int(sel["histories"].sum()), ""
     if metric in ("current_value_survives", "stale_sibling_rate"):
         au = t["write_audit"].data
         # each rate is pooled over sh/mh with its own denominator as the weight: the stale-sibling rate is
@@ -190,7 +174,8 @@ def _ours(
         if sel.height == 0:
             return None, 0, f"undefined (no {unit}s)"
         w = sel[weight]
-        return 100 * float((sel[col] * w).sum() / w.sum()), int(w.sum()), f"per {unit}, pooled over sh/mh"
+        pooled = float((sel[col] * w).sum()) / float(w.sum())
+        return 100 * pooled, int(w.sum()), f"per {unit}, pooled over sh/mh"
     if metric not in (
         "accuracy",
         "stale_rate",
@@ -220,15 +205,15 @@ def _ours(
         f &= pl.col("question_type") == "after_settle"
     elif metric == "conflict_flagged_pre":
         f &= pl.col("question_type") == "before_settle"
-    pf, ok = _filter_param(param, m.params, cols)
-    if not ok:
+    pf = _filter_param(param, m.params, cols)
+    if pf is None:
         return None, None, f"parameter {param!r} not in our results"
-    if "answer_class" in cols and param and "=" not in param and param != "overall":
+    results = m.run.frame("results")  # not None when ``cols`` (read from it) is not empty
+    if results is not None and "answer_class" in cols and param and "=" not in param and param != "overall":
         # per-class cells (Table 4) come from the question rows: the history counts do not keep the class
         if "by_class" not in cache:
             cache["by_class"] = (
-                m.run.frame("results")
-                .filter(pl.col("answer_class").is_not_null())
+                results.filter(pl.col("answer_class").is_not_null())
                 .group_by("benchmark", "subset", "arm", "question_type", "answer_class")
                 .agg(
                     n=pl.len(),

@@ -1,8 +1,9 @@
-"""`pmem report-screenshot [RUN_DIR] [--out PNG]`: render a run's report.html in headless Chromium.
+"""`pmem report-screenshot [RUN_DIR | --html FILE] [--out PNG]`: render a report.html in headless Chromium.
 
 Chromium comes from Debian's ``chromium`` package (``apt-get install -y chromium``); set
-``PMEM_CHROMIUM`` to use another binary. Without RUN_DIR the newest run under ``runs/`` is used, or,
-when there is none, a synthetic fixture run written to a temporary directory (said so on stdout).
+``PMEM_CHROMIUM`` to use another binary. Without RUN_DIR the newest run under ``runs/`` is used (there
+must be one: ``pmem demo`` makes one); ``--html`` renders a report written elsewhere, such as the
+committed example in ``reports/quickstart/``.
 The browser runs with a fresh profile and no network features, and only ever opens a local file.
 """
 
@@ -123,17 +124,24 @@ def _default_run() -> Path | None:
     return max(cands, key=lambda p: p.stat().st_mtime) if cands else None
 
 
+_RUN_DIR_HELP = "run directory (default: the newest under runs/)"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help=_RUN_DIR_HELP)
     parser.add_argument(
-        "run_dir",
-        metavar="RUN_DIR",
-        nargs="?",
-        default=None,
-        help="run directory (default: newest under runs/, else a synthetic fixture run)",
+        "--html", default=None, metavar="FILE", help="render this report.html instead of a run's"
     )
     parser.add_argument("--out", default=None, help="PNG path (default RUN_DIR/report/screenshot.png)")
-    parser.add_argument("--width", type=int, default=1500)
-    parser.add_argument("--height", type=int, default=2400)
+    parser.add_argument(
+        "--width", type=int, default=1500, help="browser window width in pixels (default 1500)"
+    )
+    parser.add_argument(
+        "--height",
+        type=int,
+        default=2400,
+        help="browser window height in pixels: how much of the page is shot (default 2400)",
+    )
     parser.add_argument("--rebuild", action="store_true", help="rebuild report.html even if it exists")
 
 
@@ -145,22 +153,22 @@ def run(args: argparse.Namespace) -> int:
     except BrowserMissing as exc:
         print(f"pmem report-screenshot: {exc}", file=sys.stderr)
         return 3
-    tmp = None
-    run_dir = Path(args.run_dir) if args.run_dir else _default_run()
-    if run_dir is None:
-        from pmem.report._synthetic import write_fixture_run
-
-        tmp = tempfile.mkdtemp(prefix="pmem-report-fixture-")
-        run_dir = write_fixture_run(Path(tmp) / "fixture-run")
-        print(f"no run under runs/: rendering a synthetic fixture run at {run_dir}")
-    html = run_dir / "report" / "report.html"
-    if args.rebuild or not html.is_file():
-        html = build_report(run_dir).html
-    out = (
-        Path(args.out)
-        if args.out
-        else (Path("runs/report-screenshot.png") if tmp else run_dir / "report" / "screenshot.png")
-    )
+    if args.html:
+        html = Path(args.html)
+        if not html.is_file():
+            print(f"pmem report-screenshot: {html}: no such file", file=sys.stderr)
+            return 2
+        out = Path(args.out) if args.out else html.with_name("screenshot.png")
+    else:
+        run_dir = Path(args.run_dir) if args.run_dir else _default_run()
+        if run_dir is None:
+            msg = "no run under runs/: give RUN_DIR or --html FILE, or make one with `pmem demo`"
+            print(f"pmem report-screenshot: {msg}", file=sys.stderr)
+            return 2
+        html = run_dir / "report" / "report.html"
+        if args.rebuild or not html.is_file():
+            html = build_report(run_dir).html
+        out = Path(args.out) if args.out else run_dir / "report" / "screenshot.png"
     try:
         r = render_html(html, out, width=args.width, height=args.height)
     except RuntimeError as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pmem.runner._config import (
     ConfigError,
     ModelSpec,
+    RoleSpec,
     RunOptions,
     SweepSpec,
     Target,
@@ -26,6 +27,7 @@ __all__ = [
     "ClusterUnreachable",
     "ConfigError",
     "ModelSpec",
+    "RoleSpec",
     "RunOptions",
     "RunStore",
     "SweepInterrupted",

@@ -13,6 +13,7 @@ import os
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pmem.models._types import CallContext
@@ -28,11 +29,12 @@ from pmem.runner._execute import (
 from pmem.runner._store import RunStore, safe_name, write_table
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from pmem.bench._types import History
     from pmem.graph import ProvenanceGraph
-    from pmem.runner._config import ModelSpec
+    from pmem.runner._config import RoleSpec
 
 
 class Runner:
@@ -45,8 +47,8 @@ class Runner:
         run_id: str,
         token: str,
         index: int,
-        agents: list[ModelSpec],
-        embedder: ModelSpec,
+        agents: list[RoleSpec],
+        embedder: RoleSpec,
         arm_options: dict[str, dict[str, Any]],
         in_flight: int,
         batch: int,
@@ -82,8 +84,12 @@ class Runner:
     async def stats(self) -> dict[str, Any]:
         """Load and health: histories in flight, waiting for commit, and how long the event loop was
         blocked (CPU work on the loop delays every other history's model calls)."""
-        return {"in_flight": self._inflight_now, "pending_commit": len(self._pending),
-                "loop_lag_max_s": self._lag_max, "loop_blocked_s": self._lag_total}
+        return {
+            "in_flight": self._inflight_now,
+            "pending_commit": len(self._pending),
+            "loop_lag_max_s": self._lag_max,
+            "loop_blocked_s": self._lag_total,
+        }
 
     async def _heartbeat(self, period: float = 0.05) -> None:
         loop = asyncio.get_running_loop()
@@ -111,20 +117,18 @@ class Runner:
         async with self._sem:
             self._inflight_now += 1
             try:
-                recorder = CallRecorder({
-                    "run_id": self.run_id, "unit_id": unit.uid, "benchmark": unit.benchmark,
-                    "subset": unit.subset, "history_id": unit.history_id, "arm": unit.arm,
-                    "agent_model": unit.model,
-                })
+                recorder = CallRecorder(unit.keys(self.run_id))
                 try:
-                    arm = B.make_arm(unit.arm, self._models(unit, recorder), self.arm_options.get(unit.arm, {}))
+                    arm = B.make_arm(
+                        unit.arm, self._models(unit, recorder), self.arm_options.get(unit.arm, {})
+                    )
                 except Exception as exc:
                     out = await run_unit(unit, history, _Broken(exc), recorder, run_id=self.run_id)
                 else:
                     out = await run_unit(unit, history, arm, recorder, run_id=self.run_id)
             finally:
                 self._inflight_now -= 1
-        out.history_row["runner"] = self.label
+        out.history_row = replace(out.history_row, runner=self.label)
         if out.status == "failed":
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(self._io, self.store.write_failure, unit.uid, out.history_row)
@@ -141,12 +145,12 @@ class Runner:
             "uid": unit.uid,
             "status": out.status,
             "error": out.error,
-            "calls": row["model_calls"],
-            "cached": row["cached_calls"],
-            "tokens": (row["prompt_tokens"] or 0) + (row["completion_tokens"] or 0),
+            "calls": row.model_calls,
+            "cached": row.cached_calls,
+            "tokens": (row.prompt_tokens or 0) + (row.completion_tokens or 0),
             "wall_s": out.wall_s,
-            "n_questions": row["n_questions"],
-            "n_correct": row["n_correct"],
+            "n_questions": row.n_questions,
+            "n_correct": row.n_correct,
         }
 
     async def _flush_later(self) -> None:
@@ -181,18 +185,17 @@ class Runner:
         staged = self.store.stage(self.token, batch_id)
         hist_rows = []
         for o in outs:
-            row = dict(o.history_row)
+            row = o.history_row
             if o.graph is not None and hasattr(o.graph, "save"):
                 u = o.unit
                 rel = f"states/{safe_name(u.arm)}/{safe_name(u.history_id.replace('/', '__'), 120)}.{u.uid[:10]}.arrow"
                 path = staged.path_for(rel)
                 _save_state(o.graph, path)
-                row["state_path"] = rel
-                row["state_bytes"] = path.stat().st_size
+                row = replace(row, state_path=rel, state_bytes=path.stat().st_size)
             hist_rows.append(row)
             staged.units.append(o.unit.uid)
             staged.drop.append(f"histories/failed-{o.unit.uid}.parquet")
-        parts = {
+        parts: dict[str, Sequence[object]] = {  # row types differ per dataset
             "results": [r for o in outs for r in o.results],
             "writes": [r for o in outs for r in o.writes],
             "requests": [r for o in outs for r in o.requests],
@@ -212,7 +215,7 @@ class Runner:
         return len(self._pending)
 
 
-def _client(spec: ModelSpec, key: str, hosted: dict[str, Any], cache: Any) -> Any:
+def _client(spec: RoleSpec, key: str, hosted: dict[str, Any], cache: Any) -> Any:
     """The runner's client for a model: the driver-hosted replicas when there are some, else its own."""
     h = hosted.get(key)
     if h is None:

@@ -1,13 +1,11 @@
 """Where the runner meets the packages below it: benchmarks, arms, models.
 
-Each binding imports its package lazily and tolerates optional parts (a prompt-hash function the
-arms package may not expose). ``module:attr`` names in a config load plugins: a benchmark function
-``f(subset=..., **params) -> Iterable[History]`` or an arm factory ``f(models, options) -> Arm``.
+Each binding imports its package lazily. Names, plugins (``module:attr``) included, are resolved by
+the registries of the packages that own them: arms by ``pmem.arms``, benchmarks by ``pmem.bench``.
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -18,70 +16,30 @@ if TYPE_CHECKING:
     from pmem.runner._config import ModelSpec, Target
 
 
-def load_object(ref: str) -> Any:
-    module, _, attr = ref.partition(":")
-    try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as exc:
-        msg = f"cannot import {module!r} for plugin {ref!r}: {exc}"
-        raise ValueError(msg) from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError as exc:
-            msg = f"plugin {ref!r}: {module} has no attribute {attr!r}"
-            raise ValueError(msg) from exc
-    return obj
+def iter_target_histories(target: Target) -> Iterator[History]:
+    """The histories of one sweep target, in the benchmark's order (``limit``: the first N).
 
-
-def _bench_call(name: str, subset: str, params: dict[str, Any]) -> Iterable[History]:
+    Built-in and plugin (``module:function``) benchmarks alike come from the benchmark registry."""
     from pmem.bench import iter_histories
 
-    return iter_histories(name, subset, **params)
-
-
-def iter_target_histories(target: Target) -> Iterator[History]:
-    """The histories of one sweep target, in the benchmark's order (``limit``: the first N)."""
-    params = target.params_dict
-    if ":" in target.benchmark:
-        fn = load_object(target.benchmark)
-        it: Iterable[History] = fn(subset=target.subset, **params)
-    else:
-        it = _bench_call(target.benchmark, target.subset, params)
+    it: Iterable[History] = iter_histories(target.benchmark, target.subset, **target.params_dict)
     if target.limit is not None:
         it = itertools.islice(it, target.limit)
     yield from it
 
 
 def make_arm(name: str, models: ModelSet, options: dict[str, Any]) -> Arm:
-    if ":" in name:
-        factory = load_object(name)
-        return factory(models, dict(options))
-    from pmem import arms
+    """A fresh arm from the arm registry (a ``module:attr`` plugin is imported on first use)."""
+    from pmem.arms import make_arm as make
 
-    fn = getattr(arms, "make_arm", None)
-    if fn is None:
-        msg = f"arm {name!r}: pmem.arms has no make_arm() in this build"
-        raise ValueError(msg)
-    return fn(name, models, dict(options))
+    return make(name, models, dict(options))
 
 
 def prompt_hashes() -> dict[str, str]:
-    """Hashes of the arms' prompt templates, for the config hash; empty when the arms expose none."""
-    try:
-        arms = importlib.import_module("pmem.arms")
-    except ImportError:
-        return {}
-    for attr in ("prompt_hashes", "template_hashes", "PROMPT_HASHES"):
-        obj = getattr(arms, attr, None)
-        if obj is None:
-            continue
-        value = obj() if callable(obj) else obj
-        if isinstance(value, dict):
-            return {str(k): str(v) for k, v in sorted(value.items())}
-        if isinstance(value, str):
-            return {"all": value}
-    return {}
+    """Hashes of the arms' prompt templates, for the config hash."""
+    from pmem.arms import prompt_hashes as hashes
+
+    return {str(k): str(v) for k, v in sorted(hashes().items())}
 
 
 def build_chat(spec: ModelSpec, cache: Any = None) -> Any:
@@ -97,15 +55,12 @@ def build_embedder(spec: ModelSpec, cache: Any = None) -> Any:
 
 
 def open_cache(path: str | None) -> Any:
-    """The model layer's response cache at ``path`` (None when caching is off or unavailable)."""
+    """The model layer's response cache at ``path`` (None when caching is off)."""
     if not path:
         return None
-    try:
-        mod = importlib.import_module("pmem.models._cache")
-    except ImportError:
-        return None
-    cls = getattr(mod, "ResponseCache", None)
-    return None if cls is None else cls(path)
+    from pmem.models import ResponseCache
+
+    return ResponseCache(path)
 
 
 def judge_prompt(question: Any, prediction: str) -> list[dict[str, str]]:

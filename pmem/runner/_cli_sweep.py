@@ -11,11 +11,22 @@ EXIT_INTERRUPTED = 130
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="sweep config (TOML), e.g. jobs/quickstart.toml")
-    parser.add_argument("--out", default=None, help="parent folder of runs/<run-id>/ (default: [run] out, or $PMEM_OUT)")
-    parser.add_argument("--address", default=None, help="an existing Ray cluster (default: embedded local Ray)")
-    parser.add_argument("--connect-timeout", type=float, default=None, metavar="S",
-                        help="seconds to wait for the --address cluster (default: [run] connect_timeout_s, 60)")
-    parser.add_argument("--limit", type=int, default=None, help="run only the first N histories of each subset")
+    parser.add_argument(
+        "--out", default=None, help="parent folder of runs/<run-id>/ (default: [run] out, or $PMEM_OUT)"
+    )
+    parser.add_argument(
+        "--address", default=None, help="an existing Ray cluster (default: embedded local Ray)"
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds to wait for the --address cluster (default: [run] connect_timeout_s, 60)",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=None, help="run only the first N histories of each subset"
+    )
     parser.add_argument("--predict-only", action="store_true", help="answer only; skip the judging pass")
     parser.add_argument("--fail-on-error", action="store_true", help="exit non-zero when any history failed")
     parser.add_argument("--runners", type=int, default=None, help="runner actors (default: [run] runners)")
@@ -41,9 +52,16 @@ def _run(args: argparse.Namespace) -> int:
             msg = f"--limit must be >= 1, got {args.limit}"
             raise ValueError(msg)
         check_runners(args.runners)
-        res = run_sweep(spec, out=args.out, address=args.address, limit=args.limit,
-                        predict_only=True if args.predict_only else None, runners=args.runners,
-                        progress_enabled=not args.quiet, connect_timeout_s=args.connect_timeout)
+        res = run_sweep(
+            spec,
+            out=args.out,
+            address=args.address,
+            limit=args.limit,
+            predict_only=True if args.predict_only else None,
+            runners=args.runners,
+            progress_enabled=not args.quiet,
+            connect_timeout_s=args.connect_timeout,
+        )
     except SweepInterrupted as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -4,6 +4,10 @@ A config names benchmarks (with subsets and parameters), arms and models (DESIGN
 config contract). Every error names the file and the key; unknown keys are refused, because a typo
 in a sweep config otherwise silently runs the wrong experiment for hours.
 
+The names a config may use are not listed here: arms come from the arm registry (``pmem.arms``),
+benchmarks with their subsets and parameter types from the benchmark registry (``pmem.bench``), and
+model backends with their checks from the model layer (``pmem.models.ModelSpec.validate``).
+
 >>> spec = parse_config({
 ...     "name": "tiny",
 ...     "arms": ["pmem"],
@@ -16,7 +20,6 @@ in a sweep config otherwise silently runs the wrong experiment for hours.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import os
@@ -25,43 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: The benchmarks the project ships, their subsets and the parameters a config may set on them.
-#: A benchmark named ``module:function`` is a plugin (any subset, any parameters): the function is
-#: called as ``function(subset=..., **params)`` and returns an iterable of histories.
-BENCHMARKS: dict[str, dict[str, Any]] = {
-    "alfworld-revision": {
-        "subsets": ("chains", "retraction", "conflict", "two-step"),
-        "params": {"L": int, "d": int, "cases": int, "seed": int},
-    },
-    "factconsolidation": {
-        "subsets": tuple(f"{h}_{n}" for h in ("sh", "mh") for n in ("6k", "32k", "64k", "262k")),
-        "params": {},
-    },
-    "longmemeval": {
-        "subsets": ("oracle", "s", "oracle-ku", "s-ku"),
-        "params": {"path": str, "ku": bool, "answer_class": str, "answer_classes": str, "expected_sha256": str,
-                   "verify": bool},
-    },
-}
-
-#: Arm names of DESIGN.md's contract. ``module:attr`` names a plugin arm (a class or factory taking
-#: ``(models, options)``), used by tests and by users experimenting outside the package.
-ARM_NAMES = (
-    "pmem",
-    "pmem-iterative",
-    "pmem-turn-prune",
-    "pmem-no-retention",
-    "pmem-no-identity",
-    "pmem-oracle",
-    "no-memory",
-    "long-context",
-    "raw",
-    "raw-ordered",
-    "chunks",
-    "crud",
-    "add-only",
-    "bitemporal",
-)
+from pmem.models import _spec as model_spec
+from pmem.models._spec import SECRET_OPTIONS, Kind, ModelSpecError, redacted
 
 MODEL_ROLES = ("agent", "embedder", "judge")
 
@@ -116,13 +84,25 @@ _RUN_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """One ``[models.ROLE]`` table: a backend name and its options (passed to the model layer)."""
+@dataclass(frozen=True, repr=False)
+class RoleSpec:
+    """One ``[models.ROLE]`` table: the role (agent, embedder, judge) and the model layer's spec."""
 
     role: str
-    backend: str
-    options: tuple[tuple[str, Any], ...] = ()
+    spec: model_spec.ModelSpec
+
+    @property
+    def kind(self) -> Kind:
+        return _kind(self.role)
+
+    @property
+    def backend(self) -> str:
+        return self.spec.backend
+
+    @property
+    def options(self) -> tuple[tuple[str, Any], ...]:
+        """Every key of the table but ``backend``, sorted (``model`` and ``url`` included)."""
+        return tuple(sorted((k, v) for k, v in self.spec.to_dict().items() if k != "backend"))
 
     def as_dict(self) -> dict[str, Any]:
         """Every option, credentials included: what the model layer is built from (never written out)."""
@@ -130,41 +110,28 @@ class ModelSpec:
 
     def public_dict(self) -> dict[str, Any]:
         """The options with credentials masked: what ``run.toml`` and messages may show."""
-        from pmem.models._spec import redacted
-
         return redacted(self.as_dict())
 
     def identity(self) -> dict[str, Any]:
         """The options that change answers: credentials do not, so a rotated key keeps the run id."""
-        from pmem.models._spec import SECRET_OPTIONS
-
         return {k: v for k, v in self.as_dict().items() if k not in SECRET_OPTIONS}
 
     def __repr__(self) -> str:
-        return f"ModelSpec(role={self.role!r}, backend={self.backend!r}, options={self.public_dict()!r})"
+        return f"RoleSpec(role={self.role!r}, backend={self.backend!r}, options={self.public_dict()!r})"
 
     @property
     def model_id(self) -> str:
-        """The id the backend reports (results, request log and config hash carry it).
-
-        Asked of the model layer (building a client starts nothing); where that fails, the config's
-        ``served_model_name`` or ``model``, else the backend name."""
-        return _resolved_model_id(self.role, self.backend, self.options)
+        """The id the backend reports (results, request log and config hash carry it)."""
+        return self.spec.model_id(self.kind)
 
 
-@functools.lru_cache(maxsize=256)
-def _resolved_model_id(role: str, backend: str, options: tuple[tuple[str, Any], ...]) -> str:
-    table = {"backend": backend, **dict(options)}
-    try:
-        from pmem.models import make_chat_model, make_embedder
+def _kind(role: str) -> Kind:
+    """What a role's model is, for the model layer: the embedder embeds, every other role chats."""
+    return "embedder" if role == "embedder" else "chat"
 
-        model = (make_embedder if role == "embedder" else make_chat_model)(table)
-        return str(model.model_id)
-    except Exception:
-        for key in ("served_model_name", "model", "model_id", "name"):
-            if isinstance(table.get(key), str) and table[key]:
-                return str(table[key])
-        return backend
+
+#: The name this class had when the runner kept its own model spec (``pmem.runner.ModelSpec``).
+ModelSpec = RoleSpec
 
 
 @dataclass(frozen=True)
@@ -203,9 +170,9 @@ class SweepSpec:
     source: str
     benchmarks: tuple[BenchmarkSpec, ...]
     arms: tuple[str, ...]
-    agents: tuple[ModelSpec, ...]
-    embedder: ModelSpec
-    judge: ModelSpec | None
+    agents: tuple[RoleSpec, ...]
+    embedder: RoleSpec
+    judge: RoleSpec | None
     arm_options: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     run: RunOptions = field(default_factory=RunOptions)
     description: str = ""
@@ -272,64 +239,54 @@ def _check_keys(source: str, where: str, table: dict[str, Any], allowed: set[str
         raise _err(source, where, msg)
 
 
-def _is_plugin(name: str) -> bool:
-    return ":" in name
-
-
-def _known_arms() -> tuple[str, ...]:
-    # The arms package may register more names than DESIGN.md lists; accept those too.
-    try:
-        from pmem import arms as arms_pkg
-
-        names = getattr(arms_pkg, "ARM_NAMES", None) or getattr(arms_pkg, "ARMS", None)
-        if names:
-            return tuple(dict.fromkeys([*ARM_NAMES, *names]))
-    except Exception:  # the arms package is optional at config time
-        pass
-    return ARM_NAMES
-
-
 def _arm_list(source: str, where: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
         raise _err(source, where, f"must be a non-empty list of arm names, got {value!r}")
-    known = _known_arms()
+    from pmem.arms import ARM_NAMES, arm_names, resolve_arm
+
     if value == ["all"]:
-        return known
+        return ARM_NAMES
     for a in value:
-        if a not in known and not _is_plugin(a):
-            raise _err(source, where, f"unknown arm {a!r} (known: {', '.join(known)}; or module:attr)")
+        if ":" in a:
+            try:
+                resolve_arm(a)  # a plugin that does not import fails here, not in every history
+            except ValueError as exc:
+                raise _err(source, where, str(exc)) from None
+        elif a not in ARM_NAMES:
+            msg = f"unknown arm {a!r} (known: {', '.join(ARM_NAMES)}; or module:attr)"
+            if a in arm_names():
+                # registered in this process only: the runners (other processes) would not know it
+                msg += (
+                    "; it is registered in this process only: name it module:attr so that runners import it"
+                )
+            raise _err(source, where, msg)
     if len(set(value)) != len(value):
         raise _err(source, where, f"duplicate arm names in {value!r}")
     return tuple(value)
 
 
-def _model(source: str, role: str, table: Any) -> ModelSpec:
+def _model(source: str, role: str, table: Any) -> RoleSpec:
     where = f"[models.{role}]"
     if not isinstance(table, dict):
         raise _err(source, where, f"must be a table, got {type(table).__name__}")
     backend = table.get("backend")
     if not isinstance(backend, str) or not backend:
         raise _err(source, f"{where} backend", "is required (heuristic | hashing | openai | vllm ...)")
-    from pmem.models import chat_backends, embedder_backends
-
-    known = embedder_backends() if role == "embedder" else chat_backends()
-    if backend not in known:
-        kind = "embedder" if role == "embedder" else "chat"
-        raise _err(source, f"{where} backend", f"unknown {kind} backend {backend!r} (known: {', '.join(known)})")
-    opts = {k: v for k, v in table.items() if k != "backend"}
-    if backend == "openai":
-        url = opts.get("url")
-        if not isinstance(url, str) or not url.rstrip("/").endswith("/v1"):
-            raise _err(source, f"{where} url", f"the openai backend needs a base URL ending in /v1, got {url!r}")
-        if role != "embedder" and not isinstance(opts.get("model"), str):
-            raise _err(source, f"{where} model", "the openai backend needs a model name")
-    for k, v in opts.items():
+    for k, v in table.items():
         if isinstance(v, dict):
             raise _err(source, f"{where} {k}", "nested tables are not supported in model options")
-    frozen = {k: tuple(v) if isinstance(v, list) else v for k, v in opts.items()}  # hashable specs
-    return ModelSpec(role=role, backend=backend, options=tuple(sorted(frozen.items())))
+    if "options" in table:
+        raise _err(source, f"{where} options", "give model options as keys of the table itself")
+    for k in ("model", "url"):
+        if k in table and not isinstance(table[k], str):
+            raise _err(source, f"{where} {k}", f"must be a string, got {table[k]!r}")
+    try:
+        spec = model_spec.ModelSpec.from_mapping(table).validate(_kind(role))
+    except ModelSpecError as exc:
+        raise _err(source, f"{where} {exc.key}", str(exc)) from None
+    return RoleSpec(role, spec)
 
 
 def _param_values(source: str, where: str, key: str, value: Any, typ: type | None) -> tuple[Any, ...]:
@@ -351,35 +308,50 @@ def _param_values(source: str, where: str, key: str, value: Any, typ: type | Non
     return tuple(vals)
 
 
-def _benchmark(source: str, i: int, table: Any, default_arms: tuple[str, ...] | None, base: Path) -> BenchmarkSpec:
+def _benchmark(
+    source: str, i: int, table: Any, default_arms: tuple[str, ...] | None, base: Path
+) -> BenchmarkSpec:
     where = f"[[benchmarks]] #{i + 1}"
     if not isinstance(table, dict):
         raise _err(source, where, "must be a table")
+    from pmem.bench import benchmark_info, benchmark_names
+
     name = table.get("name")
     if not isinstance(name, str) or not name:
-        raise _err(source, f"{where} name", f"is required (one of {', '.join(BENCHMARKS)}, or module:function)")
+        raise _err(
+            source,
+            f"{where} name",
+            f"is required (one of {', '.join(benchmark_names())}, or module:function)",
+        )
     where = f"[[benchmarks]] {name!r}"
-    plugin = _is_plugin(name)
-    if not plugin and name not in BENCHMARKS:
-        raise _err(source, f"{where} name", f"unknown benchmark (known: {', '.join(BENCHMARKS)}; or module:function)")
-    meta = BENCHMARKS.get(name, {"subsets": None, "params": None})
+    try:
+        info = benchmark_info(name)
+    except ValueError as exc:
+        msg = (
+            str(exc)
+            if ":" in name
+            else f"unknown benchmark (known: {', '.join(benchmark_names())}; or module:function)"
+        )
+        raise _err(source, f"{where} name", msg) from None
     if "subset" in table and "subsets" in table:
         raise _err(source, where, "give either subset or subsets, not both")
     subsets = table.get("subsets", table.get("subset"))
     if subsets is None:
-        if plugin:
-            subsets = ["default"]
-        else:
-            raise _err(source, f"{where} subsets", f"is required (one of {', '.join(meta['subsets'])})")
+        if info.default_subset is None:
+            raise _err(source, f"{where} subsets", f"is required (one of {', '.join(info.accepted_subsets)})")
+        subsets = [info.default_subset]
     if isinstance(subsets, str):
         subsets = [subsets]
     if not isinstance(subsets, list) or not subsets or not all(isinstance(s, str) for s in subsets):
         raise _err(source, f"{where} subsets", f"must be a non-empty list of names, got {subsets!r}")
-    if meta["subsets"] is not None:
-        for s in subsets:
-            if s not in meta["subsets"]:
-                raise _err(source, f"{where} subsets", f"unknown subset {s!r} (known: {', '.join(meta['subsets'])})")
-    param_types: dict[str, type] | None = meta["params"]
+    for s in subsets:
+        if not info.accepts(s):
+            raise _err(
+                source,
+                f"{where} subsets",
+                f"unknown subset {s!r} (known: {', '.join(info.accepted_subsets)})",
+            )
+    param_types = info.params
     allowed = _BENCH_KEYS | (set(param_types) if param_types is not None else set(table))
     _check_keys(source, where, table, allowed)
     params: list[tuple[str, tuple[Any, ...]]] = []
@@ -424,7 +396,9 @@ def _run_options(source: str, table: Any) -> RunOptions:
         if k in table and table[k] < 1:
             raise _err(source, f"[run] {k}", f"must be >= 1, got {table[k]!r}")
     if table.get("placement", "driver-node") not in ("driver-node", "spread"):
-        raise _err(source, "[run] placement", f"must be 'driver-node' or 'spread', got {table['placement']!r}")
+        raise _err(
+            source, "[run] placement", f"must be 'driver-node' or 'spread', got {table['placement']!r}"
+        )
     if "max_unit_retries" in table and table["max_unit_retries"] < 0:
         raise _err(source, "[run] max_unit_retries", "must be >= 0")
     if "connect_timeout_s" in table and not table["connect_timeout_s"] > 0:

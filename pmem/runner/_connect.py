@@ -15,12 +15,17 @@ Three cases, decided by the caller's address and the environment:
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: the embedded mode's address: Ray's documented value for "start a new local cluster"
 LOCAL = "local"
@@ -48,8 +53,35 @@ def connect(address: str | None, *, timeout_s: float = 60.0, **init_kwargs: Any)
     elif os.environ.get("RAY_ADDRESS"):
         ray.init(address=os.environ["RAY_ADDRESS"], **kwargs)  # inside `ray job submit`: the job's cluster
     else:
-        ray.init(address=LOCAL, include_dashboard=False, **kwargs)
+        with quiet_token_notice():
+            ray.init(address=LOCAL, include_dashboard=False, **kwargs)
     return True
+
+
+#: the logger of Ray's notice "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=..."
+TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+@contextlib.contextmanager
+def quiet_token_notice() -> Iterator[None]:
+    """Hold back Ray's token-authentication notice while an embedded cluster starts.
+
+    The embedded cluster is private to this process tree and keeps Ray's default (token authentication
+    on, token created if missing); the notice tells the user how to turn that off, which is no setting
+    of theirs. Warnings about anything else, and errors, still show.
+    """
+    logger = logging.getLogger(TOKEN_NOTICE_LOGGER)
+    notice = _TokenNoticeFilter()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
+
+
+class _TokenNoticeFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled")
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -76,14 +108,23 @@ def check_reachable(address: str, *, timeout_s: float = 60.0) -> None:
     probe = "import ray, sys; ray.init(address=sys.argv[1], configure_logging=False, log_to_driver=False); ray.shutdown()"
     env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
     try:
-        proc = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, env=env,
-                              timeout=max(1.0, deadline - time.monotonic()), stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, address],
+            capture_output=True,
+            env=env,
+            timeout=max(1.0, deadline - time.monotonic()),
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        msg = (f"the Ray cluster at {address} did not answer within {timeout_s:g} s "
-               "(set --connect-timeout or [run] connect_timeout_s to wait longer)")
+        msg = (
+            f"the Ray cluster at {address} did not answer within {timeout_s:g} s "
+            "(set --connect-timeout or [run] connect_timeout_s to wait longer)"
+        )
         raise ClusterUnreachable(msg) from None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.decode(errors="replace").splitlines() if ln.strip()]
-        why = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
+        why = next(
+            (ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else ""
+        )
         msg = f"cannot connect to the Ray cluster at {address}: {why[:300] or f'exit code {proc.returncode}'}"
         raise ClusterUnreachable(msg)

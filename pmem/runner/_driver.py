@@ -78,14 +78,18 @@ def resolve_out(spec: SweepSpec, out: str | os.PathLike[str] | None) -> Path:
     return Path(out or os.environ.get("PMEM_OUT") or spec.run.out).expanduser().resolve()
 
 
-def plan_sweep(spec: SweepSpec, *, out: str | os.PathLike[str] | None = None, limit: int | None = None) -> Plan:
+def plan_sweep(
+    spec: SweepSpec, *, out: str | os.PathLike[str] | None = None, limit: int | None = None
+) -> Plan:
     prompts = B.prompt_hashes()
     digest = config_hash(spec, prompts)
     run_id = run_id_for(spec, digest)
     store = RunStore(resolve_out(spec, out) / run_id)
     limit = limit or spec.run.limit
-    for arm in sorted({a for t in spec.targets() for a in t.arms if ":" in a}):
-        B.load_object(arm)  # a plugin arm that does not import fails the sweep now, not every history
+    from pmem.arms import resolve_arm
+
+    for arm in sorted({a for t in spec.targets() for a in t.arms}):
+        resolve_arm(arm)  # an arm that does not resolve (a plugin that does not import) fails the sweep now
     units: list[Unit] = []
     histories: dict[str, History] = {}
     unit_history: dict[str, str] = {}
@@ -93,8 +97,13 @@ def plan_sweep(spec: SweepSpec, *, out: str | os.PathLike[str] | None = None, li
     seen: set[str] = set()
     for target in spec.targets():
         if limit is not None:
-            target = type(target)(target.benchmark, target.subset, target.params, target.arms,
-                                  min(limit, target.limit) if target.limit else limit)
+            target = type(target)(
+                target.benchmark,
+                target.subset,
+                target.params,
+                target.arms,
+                min(limit, target.limit) if target.limit else limit,
+            )
         try:
             hs = list(B.iter_target_histories(target))
         except Exception as exc:
@@ -110,8 +119,15 @@ def plan_sweep(spec: SweepSpec, *, out: str | os.PathLike[str] | None = None, li
                         msg = f"{spec.source}: {target.label}: history id {h.id!r} occurs twice"
                         raise RuntimeError(msg)
                     seen.add(uid)
-                    u = Unit(uid=uid, benchmark=target.benchmark, subset=h.subset or target.subset,
-                             history_id=h.id, arm=arm, model=agent.model_id, params=target.params)
+                    u = Unit(
+                        uid=uid,
+                        benchmark=target.benchmark,
+                        subset=h.subset or target.subset,
+                        history_id=h.id,
+                        arm=arm,
+                        model=agent.model_id,
+                        params=target.params,
+                    )
                     units.append(u)
                     unit_history[uid] = hkey
                     totals[u.group] += 1
@@ -137,7 +153,9 @@ class _Runners:
                     cpus = float(node["Resources"].get("CPU", cpus))
         fit = max(1, int(cpus // self.opts.runner_cpus)) if self.opts.runner_cpus > 0 else n
         if n > fit:
-            log(f"[pmem sweep] {n} runners x {self.opts.runner_cpus} CPU do not fit {cpus:g} CPUs: using {fit}")
+            log(
+                f"[pmem sweep] {n} runners x {self.opts.runner_cpus} CPU do not fit {cpus:g} CPUs: using {fit}"
+            )
             n = fit
         self.n = n
         self.actors: list[Any] = [None] * n
@@ -227,13 +245,16 @@ def _is_actor_death(exc: BaseException) -> bool:
     import ray.exceptions as rex
 
     kinds = tuple(
-        k for k in (getattr(rex, n, None) for n in ("RayActorError", "ActorDiedError", "ActorUnavailableError"))
+        k
+        for k in (getattr(rex, n, None) for n in ("RayActorError", "ActorDiedError", "ActorUnavailableError"))
         if k is not None
     )
     return isinstance(exc, kinds)
 
 
-def execute(plan: Plan, *, runners: int | None = None, progress: Progress, log: Any) -> tuple[list[dict[str, Any]], int]:
+def execute(
+    plan: Plan, *, runners: int | None = None, progress: Progress, log: Any
+) -> tuple[list[dict[str, Any]], int]:
     """Run every pending unit of ``plan``; returns (summaries of units run, units redone after deaths)."""
     import ray
 
@@ -244,8 +265,10 @@ def execute(plan: Plan, *, runners: int | None = None, progress: Progress, log: 
         return [], 0
     pool = _Runners(plan, runners if runners is not None else plan.spec.run.runners, log)
     progress.restart_clock()
-    progress.note(f"[pmem sweep] {len(pending)} histories to run on {pool.n} runner(s) "
-                  f"({plan.spec.run.in_flight} in flight each)")
+    progress.note(
+        f"[pmem sweep] {len(pending)} histories to run on {pool.n} runner(s) "
+        f"({plan.spec.run.in_flight} in flight each)"
+    )
     # Small histories travel with each call; large ones go to the object store once for all arms.
     refs: dict[str, Any] = {}
 
@@ -302,8 +325,9 @@ def execute(plan: Plan, *, runners: int | None = None, progress: Progress, log: 
                 summaries.append(s)
                 progress.update(u.group, s)
             for i in sorted(dead):
-                redone += _replace_dead_runner(pool, i, inflight, per_runner, queue, plan, progress, max_retries,
-                                               summaries)
+                redone += _replace_dead_runner(
+                    pool, i, inflight, per_runner, queue, plan, progress, max_retries, summaries
+                )
     except KeyboardInterrupt:
         interrupted = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
@@ -326,13 +350,23 @@ def _note_loop_stats(pool: _Runners, progress: Progress) -> None:
         return  # a runner that just died has no stats to give
     lag = max(s["loop_lag_max_s"] for s in stats)
     blocked = sum(s["loop_blocked_s"] for s in stats)
-    progress.note(f"[pmem sweep] runner event loops: longest stall {1000 * lag:.0f} ms, "
-                  f"{blocked:.1f} s blocked in total (CPU work on the loop)")
+    progress.note(
+        f"[pmem sweep] runner event loops: longest stall {1000 * lag:.0f} ms, "
+        f"{blocked:.1f} s blocked in total (CPU work on the loop)"
+    )
 
 
-def _replace_dead_runner(pool: _Runners, i: int, inflight: dict[Any, tuple[Unit, int]], per_runner: Counter[int],
-                         queue: list[Unit], plan: Plan, progress: Progress, max_retries: int,
-                         summaries: list[dict[str, Any]]) -> int:
+def _replace_dead_runner(
+    pool: _Runners,
+    i: int,
+    inflight: dict[Any, tuple[Unit, int]],
+    per_runner: Counter[int],
+    queue: list[Unit],
+    plan: Plan,
+    progress: Progress,
+    max_retries: int,
+    summaries: list[dict[str, Any]],
+) -> int:
     """Recover a dead runner's staging, requeue its uncommitted units, and start a fresh runner."""
     import ray
 
@@ -358,23 +392,18 @@ def _replace_dead_runner(pool: _Runners, i: int, inflight: dict[Any, tuple[Unit,
         else:
             queue.append(Unit(**{**u.__dict__, "attempt": u.attempt + 1}))
             redone += 1
-    progress.note(f"[pmem sweep] runner {i} died: {redone} histories requeued, "
-                  f"{sum(1 for _, u in lost if u.uid in committed)} were already committed; starting a new runner")
+    progress.note(
+        f"[pmem sweep] runner {i} died: {redone} histories requeued, "
+        f"{sum(1 for _, u in lost if u.uid in committed)} were already committed; starting a new runner"
+    )
     pool.start(i)
     return redone
 
 
 def _record_failure(store: RunStore, plan: Plan, u: Unit, error: str) -> None:
-    from pmem.runner._execute import param_columns
+    from pmem.runner._execute import failure_row
 
-    h = plan.histories[plan.unit_history[u.uid]]
-    row = {
-        "run_id": plan.run_id, "unit_id": u.uid, "benchmark": u.benchmark, "subset": u.subset,
-        "history_id": u.history_id, "arm": u.arm, "model": u.model, "status": "failed", "error": error,
-        "attempt": u.attempt, "n_events": len(h.events), "n_questions": len(h.questions),
-        **param_columns(u.benchmark, u.subset, {**h.params, **dict(u.params)}), "finished_at": time.time(),
-    }
-    store.write_failure(u.uid, row)
+    store.write_failure(u.uid, failure_row(plan.run_id, u, plan.histories[plan.unit_history[u.uid]], error))
 
 
 class SweepInterrupted(RuntimeError):
@@ -426,8 +455,10 @@ def planned_cells(plan: Plan) -> list[dict[str, Any]]:
     counts: Counter[tuple[str, str, str, str]] = Counter(
         (u.benchmark, u.subset, u.arm, u.model) for u in plan.units
     )
-    return [{"benchmark": b, "subset": s, "arm": a, "model": m, "histories": n}
-            for (b, s, a, m), n in sorted(counts.items())]
+    return [
+        {"benchmark": b, "subset": s, "arm": a, "model": m, "histories": n}
+        for (b, s, a, m), n in sorted(counts.items())
+    ]
 
 
 def run_sweep(
@@ -478,17 +509,19 @@ def run_sweep(
         for problem in store.damaged:
             log(f"[pmem sweep] damaged batch dropped, its histories run again: {problem}")
         if unit_ids - store.completed() and not started:
-            started = connect(address, timeout_s=timeout_s)  # recovery dropped a batch: there is work after all
+            # recovery dropped a batch: there is work after all
+            started = connect(address, timeout_s=timeout_s)
             _kill_orphans(plan.run_id, log)
-        return _run_planned(plan, spec, runners=runners, predict_only=predict_only, stream=stream,
-                            progress_enabled=progress_enabled, log=log, t0=t0)
+        return _run_planned(plan, spec, runners, predict_only, stream, progress_enabled, log, t0)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
         with contextlib.suppress(Exception):
             store.recover()
         done = len(store.completed() & {u.uid for u in plan.units}) if store.root.is_dir() else 0
-        msg = (f"interrupted: {done} of {len(plan.units)} histories are committed in {store.root}; "
-               "run the same command again to resume")
+        msg = (
+            f"interrupted: {done} of {len(plan.units)} histories are committed in {store.root}; "
+            "run the same command again to resume"
+        )
         raise SweepInterrupted(msg) from None
     finally:
         _remove_created(created)
@@ -501,24 +534,50 @@ def run_sweep(
             lock.close()
 
 
-def _run_planned(plan: Plan, spec: SweepSpec, *, runners: int | None, predict_only: bool | None,
-                 stream: TextIO, progress_enabled: bool, log: Any, t0: float) -> SweepResult:
+def _run_planned(
+    plan: Plan,
+    spec: SweepSpec,
+    runners: int | None,
+    predict_only: bool | None,
+    stream: TextIO,
+    progress_enabled: bool,
+    log: Any,
+    t0: float,
+) -> SweepResult:
     store = plan.store
-    model_ids = {"agents": [a.model_id for a in spec.agents], "embedder": spec.embedder.model_id,
-                 "judge": spec.judge.model_id if spec.judge else None}
-    write_run_toml(store.root / "run.toml", run_toml(spec, run_id=plan.run_id, digest=plan.digest,
-                                                      prompts=plan.prompts, model_ids=model_ids, source=spec.source))
-    atomic_write_bytes(store.root / "plan.json",
-                       json.dumps({"run_id": plan.run_id, "cells": planned_cells(plan)}, indent=1).encode())
+    model_ids = {
+        "agents": [a.model_id for a in spec.agents],
+        "embedder": spec.embedder.model_id,
+        "judge": spec.judge.model_id if spec.judge else None,
+    }
+    write_run_toml(
+        store.root / "run.toml",
+        run_toml(
+            spec,
+            run_id=plan.run_id,
+            digest=plan.digest,
+            prompts=plan.prompts,
+            model_ids=model_ids,
+            source=spec.source,
+        ),
+    )
+    atomic_write_bytes(
+        store.root / "plan.json",
+        json.dumps({"run_id": plan.run_id, "cells": planned_cells(plan)}, indent=1).encode(),
+    )
     completed = store.completed()
     already: dict[tuple[str, str], int] = defaultdict(int)
     for u in plan.units:
         if u.uid in completed:
             already[u.group] += 1
     skipped = sum(already.values())
-    progress = Progress(plan.totals, already, interval=spec.run.progress_s, stream=stream, enabled=progress_enabled)
-    progress.note(f"[pmem sweep] run {plan.run_id}: {len(plan.units)} histories x arms, {skipped} already complete "
-                  f"-> {store.root}")
+    progress = Progress(
+        plan.totals, already, interval=spec.run.progress_s, stream=stream, enabled=progress_enabled
+    )
+    progress.note(
+        f"[pmem sweep] run {plan.run_id}: {len(plan.units)} histories x arms, {skipped} already complete "
+        f"-> {store.root}"
+    )
     redone = 0
     try:
         if len(plan.units) > skipped:

@@ -8,6 +8,7 @@ the model layer's clients, so the request log of a history is exactly the calls 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import traceback
@@ -15,13 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pmem.models._types import CallContext, Completion
+from pmem.graph import OPS
+from pmem.models import ModelCallError, RequestLog, estimate_tokens
+from pmem.models._types import CallContext, ChatModel, Completion, Embedder, Embedding, RequestRecord
+from pmem.rundir import HistoryRow, ParamColumns, RequestRow, ResultRow, RowKeys, WriteRow
+from pmem.rundir import columns as C
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from pmem.arms._base import Arm
     from pmem.bench._types import History, Question
+    from pmem.models._types import CallOptions
 
 
 @dataclass(frozen=True)
@@ -41,118 +45,178 @@ class Unit:
     def group(self) -> tuple[str, str]:
         return (f"{self.benchmark}/{self.subset}", self.arm)
 
+    def keys(self, run_id: str) -> RowKeys:
+        """The keys of every row this unit writes."""
+        return RowKeys(
+            run_id=run_id,
+            unit_id=self.uid,
+            benchmark=self.benchmark,
+            subset=self.subset,
+            history_id=self.history_id,
+            arm=self.arm,
+            model=self.model,
+        )
+
 
 @dataclass
 class UnitOutput:
+    """What one unit leaves: the rows of each dataset (typed, see :mod:`pmem.rundir`) and its graph."""
+
     unit: Unit
-    status: str = "complete"
-    error: str | None = None
-    results: list[dict[str, Any]] = field(default_factory=list)
-    writes: list[dict[str, Any]] = field(default_factory=list)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    history_row: dict[str, Any] = field(default_factory=dict)
+    history_row: HistoryRow
+    results: list[ResultRow] = field(default_factory=list)
+    writes: list[WriteRow] = field(default_factory=list)
+    requests: list[RequestRow] = field(default_factory=list)
     graph: Any = None
-    wall_s: float = 0.0
 
+    # status, error and wall time are the history row's: one value each
+    @property
+    def status(self) -> str:
+        return self.history_row.status
 
-def _estimate_tokens(texts: Sequence[str]) -> int:
-    try:
-        from pmem.models._tokens import estimate_tokens
-    except ImportError:  # pragma: no cover - the model layer always has it
-        return sum((len(t.encode()) + 3) // 4 for t in texts)
-    return sum(estimate_tokens(t) for t in texts)
+    @property
+    def error(self) -> str | None:
+        return self.history_row.error
+
+    @property
+    def wall_s(self) -> float:
+        return self.history_row.wall_s or 0.0
 
 
 class CallRecorder:
-    """Collects one unit's model calls as ``requests/`` rows."""
+    """One unit's model calls: the model layer's :class:`~pmem.models.RequestLog`, read back as
+    ``requests/`` rows under the unit's keys (its ``model`` column is the unit's agent)."""
 
-    def __init__(self, base: dict[str, Any]) -> None:
-        self.base = base
-        self.rows: list[dict[str, Any]] = []
-        self.calls = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.cached = 0
+    def __init__(self, keys: RowKeys) -> None:
+        self.base = keys.request_columns()
+        self.log = RequestLog()
 
-    def add(self, *, purpose: str, model: str, prompt_tokens: int, completion_tokens: int, cached: bool,
-            latency_s: float, error: str | None, tokens_estimated: bool) -> None:
-        self.calls += 1
-        self.prompt_tokens += prompt_tokens
-        self.completion_tokens += completion_tokens
-        self.cached += int(cached)
-        self.rows.append({
-            **self.base,
-            "purpose": purpose,
-            "model": model,
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "cached": cached,
-            "latency_s": latency_s,
-            "error": error,
-            "tokens_estimated": tokens_estimated,
-        })
+    @property
+    def rows(self) -> list[RequestRow]:
+        return [
+            RequestRow(
+                **self.base,
+                purpose=r.purpose,
+                model=r.model,
+                prompt_tokens=r.prompt_tokens,
+                completion_tokens=r.completion_tokens,
+                cached=r.cached,
+                latency_s=r.latency_s,
+                error=r.error,
+                tokens_estimated=r.tokens_estimated,
+            )
+            for r in self.log.records()
+        ]
+
+    @property
+    def calls(self) -> int:
+        return len(self.log)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(r.prompt_tokens for r in self.log.records())
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(r.completion_tokens for r in self.log.records())
+
+    @property
+    def cached(self) -> int:
+        return sum(1 for r in self.log.records() if r.cached)
 
 
-class RecordingChatModel:
-    """A chat model that records every call into a unit's :class:`CallRecorder`."""
+def _failure(
+    purpose: str,
+    model: str,
+    context: CallContext,
+    t0: float,
+    exc: BaseException,
+    prompt_tokens: int = 0,
+    tokens_estimated: bool = False,
+) -> RequestRecord:
+    return RequestRecord(
+        context.history_id,
+        context.arm,
+        purpose,
+        model,
+        prompt_tokens,
+        0,
+        False,
+        time.perf_counter() - t0,
+        f"{type(exc).__name__}: {exc}"[:500],
+        tokens_estimated,
+    )
 
-    def __init__(self, inner: Any, recorder: CallRecorder, context: CallContext) -> None:
-        self._inner = inner
-        self._rec = recorder
-        self._ctx = context
+
+class RecordingChatModel(ChatModel):
+    """A unit's view of a shared chat client: every call is logged into the unit's
+    :class:`CallRecorder`, and a call that failed for good fails the history (raised, not returned)."""
+
+    def __init__(self, inner: ChatModel, recorder: CallRecorder, context: CallContext) -> None:
+        self.inner = inner
         self.model_id = inner.model_id
+        self._log = recorder.log
+        self._ctx = context
 
     def __getattr__(self, name: str) -> Any:  # backend extras (labels, capabilities) pass through
-        return getattr(self._inner, name)
+        return getattr(self.inner, name)
 
-    async def complete(self, messages: Sequence[dict[str, str]], *, purpose: str, max_tokens: int = 256,
-                       temperature: float = 0.0, schema: dict[str, Any] | None = None,
-                       context: CallContext | None = None) -> Completion:
+    async def call(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
+        options = options if options.context is not None else dataclasses.replace(options, context=self._ctx)
         t0 = time.perf_counter()
         try:
-            c = await self._inner.complete(messages, purpose=purpose, max_tokens=max_tokens,
-                                           temperature=temperature, schema=schema, context=context or self._ctx)
+            c = await self.inner.call(messages, options)
         except BaseException as exc:
-            self._rec.add(purpose=purpose, model=self.model_id, prompt_tokens=0, completion_tokens=0, cached=False,
-                          latency_s=time.perf_counter() - t0, error=f"{type(exc).__name__}: {exc}"[:500],
-                          tokens_estimated=False)
+            self._log.add(_failure(options.purpose, self.model_id, options.context or self._ctx, t0, exc))
             raise
-        self._rec.add(purpose=purpose, model=c.model, prompt_tokens=c.prompt_tokens,
-                      completion_tokens=c.completion_tokens, cached=c.cached, latency_s=c.latency_s,
-                      error=c.error, tokens_estimated=c.tokens_estimated)
+        self._log.add_completion(c, options.context)
         if c.error is not None:
             # The model layer gave up (after its retries): the history fails with that error rather
             # than carrying an empty answer into the results. Parse failures are not errors here.
-            from pmem.models._errors import ModelCallError
-
-            raise ModelCallError(f"{purpose} call to {self.model_id} failed: {c.error}")
+            msg = f"{options.purpose} call to {self.model_id} failed: {c.error}"
+            raise ModelCallError(msg)
         return c
 
 
-class RecordingEmbedder:
-    """An embedder that records every batch as one ``embed`` call (tokens estimated)."""
+class RecordingEmbedder(Embedder):
+    """An embedder that logs every batch as one ``embed`` call into the unit's :class:`CallRecorder`.
 
-    def __init__(self, inner: Any, recorder: CallRecorder, context: CallContext) -> None:
-        self._inner = inner
-        self._rec = recorder
-        self._ctx = context
+    Its tokens are estimated from the texts, whether or not the vectors came from the cache, so that a
+    history's embedding cost does not depend on what an earlier run left in the cache."""
+
+    def __init__(self, inner: Embedder, recorder: CallRecorder, context: CallContext) -> None:
+        self.inner = inner
         self.model_id = inner.model_id
+        self._log = recorder.log
+        self._ctx = context
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        return getattr(self.inner, name)
 
-    async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
+    async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
+        ctx = context or self._ctx
+        tokens = sum(estimate_tokens(t) for t in texts)
         t0 = time.perf_counter()
-        error = None
         try:
-            return await self._inner.embed(texts, context=context or self._ctx)
+            vectors = await self.inner.embed(texts, context=ctx)
         except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"[:500]
+            self._log.add(_failure("embed", self.model_id, ctx, t0, exc, tokens, True))
             raise
-        finally:
-            self._rec.add(purpose="embed", model=self.model_id, prompt_tokens=_estimate_tokens(list(texts)),
-                          completion_tokens=0, cached=False, latency_s=time.perf_counter() - t0, error=error,
-                          tokens_estimated=True)
+        self._log.add(
+            RequestRecord(
+                ctx.history_id,
+                ctx.arm,
+                "embed",
+                self.model_id,
+                tokens,
+                0,
+                False,
+                time.perf_counter() - t0,
+                None,
+                True,
+            )
+        )
+        return Embedding(vectors, tokens, True)
 
 
 def _norm(text: str) -> str:
@@ -176,23 +240,69 @@ def score(benchmark: str, question: Question, prediction: str) -> tuple[bool | N
         # Plugin benchmarks: SubEM against the gold list, stale when wrong and an old value appears.
         p = _norm(prediction)
         correct = any(_norm(g) in p for g in question.gold if g)
-        stale = None if not question.stale else (not correct and any(_norm(v) in p for v in question.stale if v))
+        stale = (
+            None if not question.stale else (not correct and any(_norm(v) in p for v in question.stale if v))
+        )
         return correct, stale
 
 
-def param_columns(benchmark: str, subset: str, params: dict[str, Any]) -> dict[str, Any]:
+def param_columns(benchmark: str, subset: str, params: dict[str, Any]) -> ParamColumns:
+    """A history's parameters as the columns ``L``, ``d``, ``length`` (where known) and ``params`` (all, JSON)."""
+
     def _int(v: Any) -> int | None:
         return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
-    length = params.get("length")
+    length = params.get(C.LENGTH)
     if length is None and benchmark == "factconsolidation" and "_" in subset:
         length = subset.split("_", 1)[1]
-    return {
-        "L": _int(params.get("L")),
-        "d": _int(params.get("d")),
-        "length": None if length is None else str(length),
-        "params": json.dumps(params, sort_keys=True, default=str),
-    }
+    return ParamColumns(
+        L=_int(params.get(C.L)),
+        d=_int(params.get(C.D)),
+        length=None if length is None else str(length),
+        params=json.dumps(params, sort_keys=True, default=str),
+    )
+
+
+#: the per-question write-path audit an arm reports (``extra()["question_audit"][question_id]``) -> results/
+QUESTION_AUDIT = {
+    "gold_in_active_cell": C.AUDIT_GOLD_IN_ACTIVE_CELL,
+    "gold_in_matching_cell": C.AUDIT_GOLD_IN_MATCHING_CELL,
+    "stale_sibling": C.AUDIT_STALE_SIBLING,
+}
+#: the arm's audit of its whole store (``arm.audit(history)``) -> histories/
+STORE_AUDIT = {
+    "gold_keys": C.AUDIT_GOLD_KEYS,
+    "overwritten_keys": C.AUDIT_OVERWRITTEN_KEYS,
+    "active_items": C.AUDIT_ACTIVE_ITEMS,
+    "gold_in_active_cell": C.AUDIT_GOLD_IN_ACTIVE_CELL,
+    "gold_in_matching_cell": C.AUDIT_GOLD_IN_MATCHING_CELL,
+    "stale_sibling_rate": C.AUDIT_STALE_SIBLING_RATE,
+}
+
+
+def _question_audit(qa: Any) -> dict[str, Any]:
+    """An arm's audit of one question as results/ columns (booleans only; anything else is not an answer).
+
+    ``dict[str, Any]`` like :meth:`RowKeys.columns`: the column names are data (:data:`QUESTION_AUDIT`), so
+    mypy cannot match them to ResultRow's fields; the dataset schema checks the values when they are written.
+    """
+    if not isinstance(qa, dict):
+        return {}
+    return {col: qa[k] for k, col in QUESTION_AUDIT.items() if isinstance(qa.get(k), bool)}
+
+
+def failure_row(run_id: str, unit: Unit, history: History, error: str) -> HistoryRow:
+    """The histories/ row of a unit that failed before it could run (its runner died too often)."""
+    return HistoryRow(
+        **unit.keys(run_id).columns(),
+        status="failed",
+        error=error,
+        attempt=unit.attempt,
+        n_events=len(history.events),
+        n_questions=len(history.questions),
+        **param_columns(unit.benchmark, unit.subset, {**history.params, **dict(unit.params)}).columns(),
+        finished_at=time.time(),
+    )
 
 
 def _frontier_values(graph: Any) -> set[str] | None:
@@ -235,18 +345,13 @@ async def run_unit(
 ) -> UnitOutput:
     """Run one history through ``arm``; never raises for a failing history (the output says failed)."""
     t0 = time.perf_counter()
-    out = UnitOutput(unit=unit)
     params = {**history.params, **dict(unit.params)}
-    pcols = param_columns(unit.benchmark, unit.subset, params)
-    keys = {
-        "run_id": run_id,
-        "unit_id": unit.uid,
-        "benchmark": unit.benchmark,
-        "subset": unit.subset,
-        "history_id": unit.history_id,
-        "arm": unit.arm,
-        "model": unit.model,
-    }
+    pcols = param_columns(unit.benchmark, unit.subset, params).columns()
+    keys = unit.keys(run_id).columns()
+    status, error = "complete", None
+    results: list[ResultRow] = []
+    writes: list[WriteRow] = []
+    graph = None
     events = list(history.events)
     asked: dict[int, list[Question]] = {}
     for q in history.questions:
@@ -268,94 +373,95 @@ async def run_unit(
                 if state_values is not None:
                     gold_in = any(_norm(g) in state_values for g in q.gold)
                     stale_in = any(_norm(v) in state_values for v in q.stale) if q.stale else None
-                out.results.append({
-                    **keys,
-                    "question_id": q.id,
-                    "question_type": q.qtype,
-                    "question": q.text,
-                    "prediction": ans.prediction,
-                    "gold": q.gold[0] if q.gold else None,
-                    "gold_all": list(q.gold),
-                    "stale_values": list(q.stale),
-                    "correct": correct,
-                    "stale": stale,
-                    "needs_judge": bool(q.needs_judge),
-                    "judge_model": None,
-                    "answer_class": q.answer_class,
-                    "question_date": q.question_date,
-                    "after_event": q.after_event,
-                    "read_tokens": int(ans.read.tokens),
-                    "read_chars": int(ans.read.chars),
-                    "read_items": len(ans.read.items),
-                    "answer_error": None,
-                    **pcols,
-                    "gold_in_state": gold_in,
-                    "stale_in_state": stale_in,
-                    "audit": None,
-                    "raw": ans.raw or None,
-                })
+                results.append(
+                    ResultRow(
+                        **keys,
+                        question_id=q.id,
+                        question_type=q.qtype,
+                        question=q.text,
+                        prediction=ans.prediction,
+                        gold=q.gold[0] if q.gold else None,
+                        gold_all=tuple(q.gold),
+                        stale_values=tuple(q.stale),
+                        correct=correct,
+                        stale=stale,
+                        needs_judge=bool(q.needs_judge),
+                        judge_model=None,
+                        answer_class=q.answer_class,
+                        question_date=q.question_date,
+                        after_event=q.after_event,
+                        read_tokens=int(ans.read.tokens),
+                        read_chars=int(ans.read.chars),
+                        read_items=len(ans.read.items),
+                        answer_error=None,
+                        **pcols,
+                        gold_in_state=gold_in,
+                        stale_in_state=stale_in,
+                        raw=ans.raw or None,
+                    )
+                )
         if pos < len(events):
             await arm.ingest(events[pos:])
         extra = _jsonable(arm.extra() or {})
         audit = extra.pop("question_audit", None) if isinstance(extra, dict) else None
         if isinstance(audit, dict):
-            for row in out.results:
-                qa = audit.get(row["question_id"])
-                if isinstance(qa, dict):
-                    row["audit"] = json.dumps(qa, sort_keys=True, default=str)
-                    for k in ("gold_in_active_cell", "gold_in_matching_cell", "stale_sibling"):
-                        if isinstance(qa.get(k), bool):
-                            row[f"audit_{k}"] = qa[k]
+            results = [dataclasses.replace(r, **_question_audit(audit.get(r.question_id))) for r in results]
         store_audit = _store_audit(arm, history)
         stats = arm.write_stats()
-        for w in arm.write_log():
-            out.writes.append({**keys, "seq": w.seq, "op": w.op, "key": w.key,
-                               "value": None if w.value is None else str(w.value),
-                               "applied": bool(w.applied), "reason": w.reason})
-        out.graph = arm.graph()
+        writes = [
+            WriteRow(
+                **keys,
+                seq=w.seq,
+                op=w.op,
+                key=w.key,
+                value=None if w.value is None else str(w.value),
+                applied=bool(w.applied),
+                reason=w.reason,
+            )
+            for w in arm.write_log()
+        ]
+        graph = arm.graph()
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        out.status = "failed"
+        status = "failed"
         store_audit = {}
         # the message last (summaries show the last line), a few frames before it for debugging
         frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
-        out.error = "".join(frames).strip()[-2000:]
-        out.results, out.writes, out.graph = [], [], None
+        error = "".join(frames).strip()[-2000:]
+        results, writes, graph = [], [], None
         stats, extra = None, {}
-    out.wall_s = time.perf_counter() - t0
-    out.requests = recorder.rows
+    wall_s = time.perf_counter() - t0
     ops = dict(stats.ops) if stats is not None else {}
-    out.history_row = {
+    # columns named by data (pmem.graph.OPS, STORE_AUDIT), as in _question_audit: typed by the schema on write
+    op_columns: dict[str, Any] = {C.op_column(op): int(ops.get(op, 0)) if stats else None for op in OPS}
+    audit_columns: dict[str, Any] = {col: store_audit.get(k) for k, col in STORE_AUDIT.items()}
+    history_row = HistoryRow(
         **keys,
-        "status": out.status,
-        "error": out.error,
-        "attempt": unit.attempt,
-        "wall_s": out.wall_s,
-        "state_bytes": None,
-        "state_path": None,
-        "n_events": len(events),
-        "n_questions": len(history.questions),
-        "n_correct": n_correct if out.status == "complete" else None,
-        "model_calls": recorder.calls,
-        "prompt_tokens": recorder.prompt_tokens,
-        "completion_tokens": recorder.completion_tokens,
-        "cached_calls": recorder.cached,
-        "write_model_calls": stats.model_calls if stats else None,
-        "write_prompt_tokens": stats.prompt_tokens if stats else None,
-        "write_completion_tokens": stats.completion_tokens if stats else None,
-        "facts": stats.facts if stats else None,
-        "cells": stats.cells if stats else None,
-        **{f"ops_{op}": int(ops.get(op, 0)) if stats else None for op in
-           ("accept", "reject", "revoke", "contest", "resolve", "noop")},
-        "ops": json.dumps(ops, sort_keys=True) if stats else None,
-        **{f"audit_{k}": store_audit.get(k) for k in (
-            "gold_keys", "overwritten_keys", "active_items", "gold_in_active_cell", "gold_in_matching_cell",
-            "stale_sibling_rate")},
-        "audit": json.dumps(store_audit, sort_keys=True, default=str) if store_audit else None,
-        "extra": json.dumps(extra, sort_keys=True, default=str) if extra else None,
+        status=status,
+        error=error,
+        attempt=unit.attempt,
+        wall_s=wall_s,
+        state_bytes=None,
+        state_path=None,
+        n_events=len(events),
+        n_questions=len(history.questions),
+        n_correct=n_correct if status == "complete" else None,
+        model_calls=recorder.calls,
+        prompt_tokens=recorder.prompt_tokens,
+        completion_tokens=recorder.completion_tokens,
+        cached_calls=recorder.cached,
+        write_model_calls=stats.model_calls if stats else None,
+        write_prompt_tokens=stats.prompt_tokens if stats else None,
+        write_completion_tokens=stats.completion_tokens if stats else None,
+        facts=stats.facts if stats else None,
+        cells=stats.cells if stats else None,
+        **op_columns,
+        ops=json.dumps(ops, sort_keys=True) if stats else None,
+        **audit_columns,
+        extra=json.dumps(extra, sort_keys=True, default=str) if extra else None,
         **pcols,
-        "runner": None,
-        "finished_at": time.time(),
-    }
-    return out
+        runner=None,
+        finished_at=time.time(),
+    )
+    return UnitOutput(unit, history_row, results, writes, recorder.rows, graph)

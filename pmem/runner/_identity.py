@@ -69,8 +69,13 @@ def dumps_toml(data: dict[str, Any]) -> str:
     lines: list[str] = []
 
     def table(prefix: str, d: dict[str, Any]) -> None:
-        simple = {k: v for k, v in d.items() if v is not None and not isinstance(v, dict)
-                  and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v))}
+        simple = {
+            k: v
+            for k, v in d.items()
+            if v is not None
+            and not isinstance(v, dict)
+            and not (isinstance(v, list) and v and all(isinstance(x, dict) for x in v))
+        }
         if prefix and (simple or not d):
             lines.append(f"\n[{prefix}]")
         for k, v in simple.items():
@@ -90,8 +95,15 @@ def dumps_toml(data: dict[str, Any]) -> str:
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
-def run_toml(spec: SweepSpec, *, run_id: str, digest: str, prompts: dict[str, str],
-             model_ids: dict[str, Any], source: str) -> str:
+def run_toml(
+    spec: SweepSpec,
+    *,
+    run_id: str,
+    digest: str,
+    prompts: dict[str, str],
+    model_ids: dict[str, Any],
+    source: str,
+) -> str:
     doc = {
         "run": {
             "run_id": run_id,
@@ -104,7 +116,9 @@ def run_toml(spec: SweepSpec, *, run_id: str, digest: str, prompts: dict[str, st
         "prompt_hashes": prompts,
         "config": spec.resolved(),
     }
-    return "# Written by `pmem sweep`: the resolved config, its hash, versions and model ids.\n" + dumps_toml(doc)
+    return "# Written by `pmem sweep`: the resolved config, its hash, versions and model ids.\n" + dumps_toml(
+        doc
+    )
 
 
 def write_run_toml(path: Path, text: str) -> None:

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pmem.rundir import JUDGMENTS, REQUESTS, RESULTS, JudgmentRow, RequestRow, RowKeys
+from pmem.rundir import columns as C
 from pmem.runner import _bindings as B
-from pmem.runner._schemas import SCHEMAS
 from pmem.runner._store import write_table
 
 if TYPE_CHECKING:
+    from pmem.models._types import ChatModel
     from pmem.runner._driver import Plan
 
 
@@ -29,20 +31,31 @@ def _question_from_row(row: dict[str, Any]) -> Any:
     from pmem.bench._types import Question
 
     return Question(
-        id=row["question_id"], text=row["question"] or "", gold=tuple(row["gold_all"] or ()),
-        qtype=row["question_type"] or "", after_event=int(row["after_event"] or 0),
-        stale=tuple(row["stale_values"] or ()), needs_judge=True, question_date=row.get("question_date"),
+        id=row["question_id"],
+        text=row["question"] or "",
+        gold=tuple(row["gold_all"] or ()),
+        qtype=row["question_type"] or "",
+        after_event=int(row["after_event"] or 0),
+        stale=tuple(row["stale_values"] or ()),
+        needs_judge=True,
+        question_date=row.get("question_date"),
         answer_class=row.get("answer_class"),
     )
 
 
-def _existing_judgments(root: Path, judge_model: str) -> dict[tuple[str, str], tuple[bool, str | None, str | None]]:
+def _existing_judgments(
+    root: Path, judge_model: str
+) -> dict[tuple[str, str], tuple[bool, str | None, str | None]]:
     out: dict[tuple[str, str], tuple[bool, str | None, str | None]] = {}
     for p in sorted((root / "judgments").glob("*.parquet")):
         t = pq.read_table(p)
         for r in t.to_pylist():
             if r["judge_model"] == judge_model and r["error"] is None and r["verdict"] is not None:
-                out[(r["unit_id"], r["question_id"])] = (bool(r["verdict"]), r.get("superseded"), r.get("current"))
+                out[(r["unit_id"], r["question_id"])] = (
+                    bool(r["verdict"]),
+                    r.get("superseded"),
+                    r.get("current"),
+                )
     return out
 
 
@@ -56,8 +69,11 @@ def _evidence(plan: Plan) -> dict[tuple[str, str], str]:
             if not q.needs_judge or not ids:
                 continue
             wanted = set(map(str, ids))
-            lines = [f"[{e.time or ''}] {e.role or e.source}: {e.text}" for e in h.events
-                     if e.session_id is not None and str(e.session_id) in wanted]
+            lines = [
+                f"[{e.time or ''}] {e.role or e.source}: {e.text}"
+                for e in h.events
+                if e.session_id is not None and str(e.session_id) in wanted
+            ]
             if lines:
                 out[(h.id, q.id)] = "\n".join(lines)
     return out
@@ -86,7 +102,9 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
     judge_model = spec.judge.model_id
     known = _existing_judgments(root, judge_model)
     ask = [(p, r) for p, r in todo if (r["unit_id"], r["question_id"]) not in known]
-    log(f"[pmem sweep] judging {len(todo)} answers with {judge_model} ({len(todo) - len(ask)} already judged)")
+    log(
+        f"[pmem sweep] judging {len(todo)} answers with {judge_model} ({len(todo) - len(ask)} already judged)"
+    )
     evidence = _evidence(plan) if ask else {}
     cache_path = None
     if spec.run.cache:
@@ -94,61 +112,76 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
     judge = B.build_chat(spec.judge, B.open_cache(cache_path)) if ask else None
     from pmem.runner._execute import CallRecorder, RecordingChatModel
 
-    async def run_all() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    async def run_all(judge: ChatModel) -> tuple[list[JudgmentRow], list[RequestRow]]:
         sem = asyncio.Semaphore(spec.run.judge_concurrency)
-        rows: list[dict[str, Any]] = []
-        reqs: list[dict[str, Any]] = []
+        rows: list[JudgmentRow] = []
+        reqs: list[RequestRow] = []
         from pmem.models._types import CallContext
 
         async def one(r: dict[str, Any]) -> None:
-            rec = CallRecorder({k: r[k] for k in ("run_id", "unit_id", "benchmark", "subset", "history_id", "arm")}
-                               | {"agent_model": r["model"]})
+            keys = RowKeys.from_row(r)
+            rec = CallRecorder(keys)
             model = RecordingChatModel(judge, rec, CallContext(history_id=r["history_id"], arm=r["arm"]))
             q = _question_from_row(r)
             verdict, raw, err, sup, cur = None, None, None, None, None
             async with sem:
                 try:
-                    c = await model.complete(B.judge_prompt(q, r["prediction"] or ""), purpose="judge",
-                                             max_tokens=10, temperature=0.0)
+                    c = await model.complete(
+                        B.judge_prompt(q, r["prediction"] or ""),
+                        purpose="judge",
+                        max_tokens=10,
+                        temperature=0.0,
+                    )
                     raw, verdict = c.text, B.judge_verdict(c.text)
                     ev = evidence.get((r["history_id"], r["question_id"]))
                     if ev is not None:
                         from pmem.bench import parse_stale_values, stale_extraction_prompt
 
                         prompt = stale_extraction_prompt(q.text, " | ".join(q.gold), ev)
-                        c2 = await model.complete([{"role": "user", "content": prompt}], purpose="judge",
-                                                  max_tokens=64, temperature=0.0)
+                        c2 = await model.complete(
+                            [{"role": "user", "content": prompt}],
+                            purpose="judge",
+                            max_tokens=64,
+                            temperature=0.0,
+                        )
                         vals = parse_stale_values(c2.text)
                         sup, cur = vals.superseded, vals.current
                 except Exception as exc:
                     err = f"{type(exc).__name__}: {exc}"[:1000]
                     verdict = None
-            rows.append({k: r[k] for k in ("run_id", "unit_id", "benchmark", "subset", "history_id", "arm", "model",
-                                           "question_id")}
-                        | {"judge_model": judge_model, "verdict": verdict, "raw": raw, "error": err,
-                           "superseded": sup, "current": cur})
+            rows.append(
+                JudgmentRow(
+                    **keys.columns(),
+                    question_id=r[C.QUESTION_ID],
+                    judge_model=judge_model,
+                    verdict=verdict,
+                    raw=raw,
+                    error=err,
+                    superseded=sup,
+                    current=cur,
+                )
+            )
             reqs.extend(rec.rows)
 
         await asyncio.gather(*(one(r) for _, r in ask))
         return rows, reqs
 
-    new_rows, reqs = asyncio.run(run_all()) if ask else ([], [])
+    # judge is None exactly when nothing is left to ask
+    new_rows, reqs = asyncio.run(run_all(judge)) if judge is not None else ([], [])
     if judge is not None:
-        stop = getattr(judge, "stop", None) or getattr(getattr(judge, "inner", None), "stop", None)
-        if stop is not None:
-            stop()  # a vllm judge's replicas: the GPUs are not needed any more
+        judge.stop()  # a vllm judge's replicas: the GPUs are not needed any more
     if new_rows:
         tag = uuid.uuid4().hex[:12]
-        for name, rows in (("judgments", new_rows), ("requests", reqs)):
-            if rows:
+        for name, part in ((JUDGMENTS.name, new_rows), (REQUESTS.name, reqs)):
+            if part:
                 tmp = root / "_staging" / f".{name}-{tag}.parquet"
-                write_table(tmp, rows, name)
+                write_table(tmp, part, name)
                 dest = root / name / f"judge-{tag}.parquet"
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(tmp, dest)
-        for r in new_rows:
-            if r["error"] is None and r["verdict"] is not None:
-                known[(r["unit_id"], r["question_id"])] = (bool(r["verdict"]), r["superseded"], r["current"])
+        for jr in new_rows:
+            if jr.error is None and jr.verdict is not None:
+                known[(jr.unit_id, jr.question_id)] = (bool(jr.verdict), jr.superseded, jr.current)
     # Fill results' verdict and stale columns, one atomic part rewrite at a time.
     for p in dict.fromkeys(p for p, _ in todo):
         rows = pq.read_table(p).to_pylist()
@@ -168,6 +201,6 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
                 r["correct"], r["stale"], r["judge_model"], changed = correct, stale, model, True
         if changed:
             tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
-            pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS["results"]), tmp, compression="zstd")
+            pq.write_table(RESULTS.table(rows), tmp, compression="zstd")
             os.replace(tmp, p)
     return len(new_rows)

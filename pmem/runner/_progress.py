@@ -55,8 +55,14 @@ class Progress:
         if self.enabled and self.tty and self.total:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self.total, initial=self.start_done, unit="hist", file=self.stream,
-                             dynamic_ncols=True, desc="sweep")
+            self._bar = tqdm(
+                total=self.total,
+                initial=self.start_done,
+                unit="hist",
+                file=self.stream,
+                dynamic_ncols=True,
+                desc="sweep",
+            )
 
     def restart_clock(self) -> None:
         """Measure rates from now (after the runners started), so the ETA ignores start-up."""
@@ -112,7 +118,9 @@ class Progress:
         by_subset: dict[str, list[str]] = defaultdict(list)
         for (subset, arm), tot in sorted(self.totals.items()):
             f = self.failed.get((subset, arm), 0)
-            by_subset[subset].append(f"{arm} {self.done.get((subset, arm), 0)}/{tot}" + (f" ({f} failed)" if f else ""))
+            by_subset[subset].append(
+                f"{arm} {self.done.get((subset, arm), 0)}/{tot}" + (f" ({f} failed)" if f else "")
+            )
         groups = "; ".join(f"{s}: {', '.join(parts)}" for s, parts in by_subset.items())
         return f"{head} | {groups}"
 

@@ -24,17 +24,18 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pmem._atomic import TMP_SUFFIX, atomic_write_bytes, checkpoint, fsync_dir, fsync_file
-from pmem.runner._schemas import SCHEMAS
+from pmem.rundir import HISTORIES, REQUESTS, RESULTS, WRITES, HistoryRow, to_table
 
-DATASETS = ("results", "writes", "requests", "histories")
+#: the datasets a commit batch writes (judgments/ are written by the judging pass)
+DATASETS = (RESULTS.name, WRITES.name, REQUESTS.name, HISTORIES.name)
 COMMITS = "_commits"
 STAGING = "_staging"
 
@@ -52,10 +53,11 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def write_table(path: Path, rows: list[dict[str, Any]], dataset: str) -> int:
-    """Write rows as Parquet with the dataset's fixed schema (so every part of a run agrees)."""
-    schema = SCHEMAS[dataset]
-    table = pa.Table.from_pylist(rows, schema=schema)
+def write_table(path: Path, rows: Sequence[Any], dataset: str) -> int:
+    """Write rows (:mod:`pmem.rundir` row types, or mappings) as Parquet with the dataset's fixed schema,
+    so every part of a run agrees; a row with an unknown or without a required column raises
+    :class:`pmem.rundir.SchemaError` before anything is written."""
+    table = to_table(dataset, rows)
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, compression="zstd")
     return table.num_rows
@@ -147,11 +149,11 @@ class RunStore:
         shutil.rmtree(staging, ignore_errors=True)
         checkpoint("cleaned")
 
-    def write_failure(self, uid: str, row: dict[str, Any]) -> str:
+    def write_failure(self, uid: str, row: HistoryRow) -> str:
         """A failed history's status row; its own file, replaced if the history fails again."""
         rel = f"histories/failed-{uid}.parquet"
         tmp = self.root / STAGING / f".failed-{uid}-{uuid.uuid4().hex[:8]}.parquet"
-        write_table(tmp, [row], "histories")
+        write_table(tmp, [row], HISTORIES.name)
         fsync_file(tmp)
         dest = self.root / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -161,7 +163,7 @@ class RunStore:
 
     # -- reading state ----------------------------------------------------------------------------
     def commit_records(self) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         cdir = self.root / COMMITS
         if not cdir.is_dir():
             return out
@@ -178,7 +180,10 @@ class RunStore:
         return {u for rec in self.commit_records() for u in rec["units"]}
 
     def failed(self) -> set[str]:
-        return {p.name[len("failed-") : -len(".parquet")] for p in (self.root / "histories").glob("failed-*.parquet")}
+        return {
+            p.name[len("failed-") : -len(".parquet")]
+            for p in (self.root / "histories").glob("failed-*.parquet")
+        }
 
     def recover(self, runner_token: str | None = None, *, verify: bool = False) -> set[str]:
         """Roll committed batches forward and delete uncommitted staging (all runners, or one).
@@ -210,7 +215,13 @@ class RunStore:
                 continue
             done.update(rec["units"])
         sroot = self.root / STAGING
-        targets = [self.staging_dir(runner_token)] if runner_token else [p for p in sroot.iterdir()] if sroot.is_dir() else []
+        targets = (
+            [self.staging_dir(runner_token)]
+            if runner_token
+            else [p for p in sroot.iterdir()]
+            if sroot.is_dir()
+            else []
+        )
         for t in targets:
             if t.is_file():
                 t.unlink()

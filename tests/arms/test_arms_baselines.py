@@ -20,11 +20,15 @@ Q = Question("q", "Where is the apple 1 now?", ("fridge 1",), "current", 0)
 
 def test_crud_overwrites_and_deletes():
     arm = make_arm("crud", models())
-    asyncio.run(arm.ingest(_events(
-        "Earlier observation: apple 1 was in fridge 1.",
-        "Update: apple 1 has been moved to table 2.",
-        "Correction: the report that apple 1 was moved to table 2 was an error.",
-    )))
+    asyncio.run(
+        arm.ingest(
+            _events(
+                "Earlier observation: apple 1 was in fridge 1.",
+                "Update: apple 1 has been moved to table 2.",
+                "Correction: the report that apple 1 was moved to table 2 was an error.",
+            )
+        )
+    )
     current, ever = store_values(arm, "apple_1.location")
     assert current == set() and ever == set()  # v1 overwritten, v2 deleted: nothing to return to
     assert [w.op for w in arm.write_log()] == ["add", "update", "delete"]
@@ -33,11 +37,15 @@ def test_crud_overwrites_and_deletes():
 
 def test_add_only_keeps_contradictions_and_dedupes_by_hash():
     arm = make_arm("add-only", models())
-    asyncio.run(arm.ingest(_events(
-        "Earlier observation: apple 1 was in fridge 1.",
-        "Update: apple 1 has been moved to table 2.",
-        "Update: apple 1 has been moved to table 2.",
-    )))
+    asyncio.run(
+        arm.ingest(
+            _events(
+                "Earlier observation: apple 1 was in fridge 1.",
+                "Update: apple 1 has been moved to table 2.",
+                "Update: apple 1 has been moved to table 2.",
+            )
+        )
+    )
     current, _ = store_values(arm, "apple_1.location")
     assert current == {"fridge 1", "table 2"}
     assert [w.op for w in arm.write_log()] == ["add", "add", "none"]
@@ -46,11 +54,15 @@ def test_add_only_keeps_contradictions_and_dedupes_by_hash():
 
 def test_bitemporal_invalidates_and_never_reopens():
     arm = make_arm("bitemporal", models())
-    asyncio.run(arm.ingest(_events(
-        "Earlier observation: apple 1 was in fridge 1.",
-        "Update: apple 1 has been moved to table 2.",
-        "Correction: the report that apple 1 was moved to table 2 was an error.",
-    )))
+    asyncio.run(
+        arm.ingest(
+            _events(
+                "Earlier observation: apple 1 was in fridge 1.",
+                "Update: apple 1 has been moved to table 2.",
+                "Correction: the report that apple 1 was moved to table 2 was an error.",
+            )
+        )
+    )
     current, ever = store_values(arm, "apple_1.location")
     assert ever == {"fridge 1", "table 2"}  # retained as an invalidated edge ...
     assert current == {"table 2"}  # ... but no operation reopens it
@@ -69,12 +81,16 @@ def test_raw_ordered_tags_sort_by_arrival_and_raw_keeps_similarity_order():
     assert len(r_plain.items) == len(r_tagged.items) == 10  # top-10 on event streams
     ts = [int(line.split("]")[0][3:]) for line in r_tagged.text.splitlines()]
     assert ts == sorted(ts)
-    assert sorted(r_plain.text.splitlines()) == sorted(line.split("] ", 1)[1] for line in r_tagged.text.splitlines())
+    assert sorted(r_plain.text.splitlines()) == sorted(
+        line.split("] ", 1)[1] for line in r_tagged.text.splitlines()
+    )
 
 
 def test_long_context_keeps_the_most_recent_window_oldest_first():
     arm = make_arm("long-context", models(), {"max_chars": 100})
-    asyncio.run(arm.ingest(_events(*[f"Earlier observation: apple {i} was in fridge 1." for i in range(1, 8)])))
+    asyncio.run(
+        arm.ingest(_events(*[f"Earlier observation: apple {i} was in fridge 1." for i in range(1, 8)]))
+    )
     read = asyncio.run(arm.read(Q))
     lines = read.text.splitlines()
     assert read.chars <= 100 and lines[-1].startswith("Earlier observation: apple 7")

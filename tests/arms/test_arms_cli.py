@@ -49,3 +49,14 @@ def test_full_acceptance_check(capsys):
     lww = next(ln.split() for ln in conflict.splitlines() if ln.split()[:1] == ["crud"])
     assert lww[1] == "0.0%"
     assert "template (oracle) write path" in sections[4]
+
+
+def test_store_check_reads_the_queried_location_key_and_refuses_other_text():
+    """The retraction/conflict store checks look up the key a query names; a text naming none is refused
+    instead of silently looking up nothing."""
+    from pmem.arms._cli import _query_key
+    from pmem.bench.alfworld_templates import QUERY, location_key
+
+    assert _query_key(QUERY.format(obj="apple 1")) == location_key("apple 1")
+    with pytest.raises(ValueError, match="not an ALFWorld-Revision location query"):
+        _query_key("What is the capital of France?")

@@ -66,8 +66,10 @@ def test_every_arm_end_to_end(name, sh, mh):
         arm = make_arm(name, models())
         rows = asyncio.run(run_history(arm, h))
         assert len(rows) == 100
-        assert all(r["read_tokens"] == (r["read_chars"] + 3) // 4 or r["read_tokens"] >= r["read_chars"] // 4
-                   for r in rows)
+        assert all(
+            r["read_tokens"] == (r["read_chars"] + 3) // 4 or r["read_tokens"] >= r["read_chars"] // 4
+            for r in rows
+        )
         if name != "no-memory":
             assert min(r["read_chars"] for r in rows) > 0
         if name == "pmem" and h is sh:

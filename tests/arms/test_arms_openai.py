@@ -29,15 +29,15 @@ def server():
 def _histories():
     fc = next(iter_histories("factconsolidation", "sh_6k"))
     # the first 60 facts and the questions whose stale key they cover keep the run short
-    small_fc = History(fc.id, fc.benchmark, fc.subset, fc.events[:60],
-                       tuple(q for q in fc.questions[:10]), fc.params)
+    small_fc = History(
+        fc.id, fc.benchmark, fc.subset, fc.events[:60], tuple(q for q in fc.questions[:10]), fc.params
+    )
     return [
         next(iter_histories("alfworld-revision", "chains", L=2, cases=1)),
         next(iter_histories("alfworld-revision", "retraction", d=0, cases=1)),
         next(iter_histories("alfworld-revision", "conflict", cases=1)),
         small_fc,
-        next(iter_histories("longmemeval", "s", path=str(FIXTURE),
-                            verify=False)),
+        next(iter_histories("longmemeval", "s", path=str(FIXTURE), verify=False)),
     ]
 
 
@@ -52,6 +52,8 @@ def test_every_arm_runs_over_openai_with_every_call_labelled(server):
         assert set(v["purposes"]) <= {*PURPOSES, "embed"}, key
     # the P-Mem write path calls extract/annotate on event streams, extract/identity on fact streams
     assert res["pmem|alfworld-revision/chains/L2/case000"]["purposes"].get("annotate", 0) > 0
+    # embedding calls are grouped under their (history, arm) too
+    assert res["pmem|alfworld-revision/chains/L2/case000"]["purposes"].get("embed", 0) > 0
     assert res["crud|factconsolidation/sh_6k"]["purposes"].get("crud", 0) > 0
     assert res["bitemporal|factconsolidation/sh_6k"]["purposes"].get("dedupe", 0) > 0
     # same answers as the in-process heuristic agent: the HTTP path changes nothing
@@ -60,8 +62,10 @@ def test_every_arm_runs_over_openai_with_every_call_labelled(server):
 
 
 def _openai_models(srv):
-    return ModelSet(make_chat_model({"backend": "openai", "url": srv.url, "model": "heuristic"}),
-                    make_embedder({"backend": "openai", "url": srv.url, "model": "hashing"}))
+    return ModelSet(
+        make_chat_model({"backend": "openai", "url": srv.url, "model": "heuristic"}),
+        make_embedder({"backend": "openai", "url": srv.url, "model": "hashing"}),
+    )
 
 
 async def _closing(models, coro):
@@ -101,3 +105,12 @@ def test_every_reply_malformed_still_completes(server):
             assert any("extract" in r for r in reasons), name
     finally:
         server.set_faults(rates={})
+
+
+def test_plumbing_runs_longmemeval_only_from_the_file_it_is_given():
+    from pmem.arms._cli import _plumbing_histories
+
+    without = [h.benchmark for h in _plumbing_histories()]
+    with_file = [h.benchmark for h in _plumbing_histories(str(FIXTURE))]
+    assert "longmemeval" not in without
+    assert with_file == [*without, "longmemeval"]

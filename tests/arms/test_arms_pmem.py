@@ -106,8 +106,10 @@ def test_write_log_stats_and_saved_graph(tmp_path):
 
 
 def test_identity_off_routes_by_exact_key_only():
-    events = [Event(0, "1. The chairperson of Fatah is Mahmoud Abbas.", source="fact"),
-              Event(1, "2. The chairperson of Fatah is Yasser Arafat.", source="fact")]
+    events = [
+        Event(0, "1. The chairperson of Fatah is Mahmoud Abbas.", source="fact"),
+        Event(1, "2. The chairperson of Fatah is Yasser Arafat.", source="fact"),
+    ]
     for name, calls in (("pmem", "identity"), ("pmem-no-identity", None)):
         arm = make_arm(name, models())
         asyncio.run(arm.ingest(events))
@@ -131,13 +133,17 @@ def test_iterative_readout_bounds_lookups():
 
 
 def _dialogue():
-    turns = [("s1", "2023/05/01 (Mon) 08:00", "user", "My personal best for the 5K is 27:12."),
-             ("s1", "2023/05/01 (Mon) 08:00", "assistant", "Nice work on the run."),
-             ("s2", "2023/06/10 (Sat) 10:30", "user", "Can you suggest a stretching routine?"),
-             ("s3", "2023/10/20 (Fri) 18:45", "user", "My personal best for the 5K is 25:50 now."),
-             ("s3", "2023/10/20 (Fri) 18:45", "assistant", "Great improvement.")]
-    return [Event(i, text, time=t, source=role, session_id=sid, role=role)
-            for i, (sid, t, role, text) in enumerate(turns)]
+    turns = [
+        ("s1", "2023/05/01 (Mon) 08:00", "user", "My personal best for the 5K is 27:12."),
+        ("s1", "2023/05/01 (Mon) 08:00", "assistant", "Nice work on the run."),
+        ("s2", "2023/06/10 (Sat) 10:30", "user", "Can you suggest a stretching routine?"),
+        ("s3", "2023/10/20 (Fri) 18:45", "user", "My personal best for the 5K is 25:50 now."),
+        ("s3", "2023/10/20 (Fri) 18:45", "assistant", "Great improvement."),
+    ]
+    return [
+        Event(i, text, time=t, source=role, session_id=sid, role=role)
+        for i, (sid, t, role, text) in enumerate(turns)
+    ]
 
 
 def test_turn_read_prunes_the_earlier_of_two_disagreeing_turns():

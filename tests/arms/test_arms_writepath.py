@@ -7,18 +7,22 @@ from pmem.arms._pmem import _validate_annotation
 from pmem.arms._writepath import Fact, normalize_key, parse_extraction, template_facts
 from pmem.bench import Event
 
-UNIT = [Event(3, "3. The chairperson of Fatah is Mahmoud Abbas.", source="fact"),
-        Event(4, "4. Thomas Kyd was born in the city of London.", source="fact")]
+UNIT = [
+    Event(3, "3. The chairperson of Fatah is Mahmoud Abbas.", source="fact"),
+    Event(4, "4. Thomas Kyd was born in the city of London.", source="fact"),
+]
 
 
 def test_extraction_is_normalized_attributed_and_filtered():
-    payload = {"facts": [
-        {"key": "Fatah . Chair Person", "value": "Mahmoud Abbas", "status": "ASSERTED"},
-        {"key": "thomas_kyd.birthplace", "value": "London", "status": "rumoured"},
-        {"key": "", "value": "x"},
-        {"key": "a.b", "value": "   "},
-        "not an object",
-    ]}
+    payload = {
+        "facts": [
+            {"key": "Fatah . Chair Person", "value": "Mahmoud Abbas", "status": "ASSERTED"},
+            {"key": "thomas_kyd.birthplace", "value": "London", "status": "rumoured"},
+            {"key": "", "value": "x"},
+            {"key": "a.b", "value": "   "},
+            "not an object",
+        ]
+    }
     facts, error = parse_extraction(UNIT, payload)
     assert [(f.key, f.value, f.status, f.event) for f in facts] == [
         ("fatah.chair_person", "Mahmoud Abbas", "asserted", 3),
@@ -42,11 +46,14 @@ def test_annotation_preconditions_become_noops_with_reasons():
     assert _validate_annotation({"op": "accept", "value": None}, fact, active) == ("accept", "v2", None)
     assert _validate_annotation({"op": "contest", "value": "v2"}, fact, active) == ("contest", "v2", None)
     assert _validate_annotation({"op": "contest", "value": "v2"}, fact, contested)[2] == (
-        "annotation: contest needs an active incumbent")
+        "annotation: contest needs an active incumbent"
+    )
     assert _validate_annotation({"op": "resolve", "value": "v3"}, fact, active)[2] == (
-        "annotation: resolve needs a contested cell")
+        "annotation: resolve needs a contested cell"
+    )
     assert _validate_annotation({"op": "revoke", "value": None}, fact, None)[2] == (
-        "annotation: revoke needs a current value")
+        "annotation: revoke needs a current value"
+    )
     assert _validate_annotation({"op": "delete"}, fact, active)[2] == "annotation: unknown op 'delete'"
     assert _validate_annotation(None, fact, active)[2] == "annotation: reply is not a JSON object"
     assert _validate_annotation({"op": "Reject", "value": "null"}, fact, active) == ("reject", None, None)
@@ -55,8 +62,13 @@ def test_annotation_preconditions_become_noops_with_reasons():
 def test_normalize_key_and_templates():
     assert normalize_key("Apple 1.Location") == "apple_1.location"
     assert normalize_key("..a..b..") == "a.b"
-    facts = template_facts([Event(0, "Correction: the report that mug 1 was moved to shelf 2 was an error."),
-                            Event(1, "Report: mug 1 is in sinkbasin 1."), UNIT[1]])
+    facts = template_facts(
+        [
+            Event(0, "Correction: the report that mug 1 was moved to shelf 2 was an error."),
+            Event(1, "Report: mug 1 is in sinkbasin 1."),
+            UNIT[1],
+        ]
+    )
     assert [(f.key, f.value, f.status, f.kind) for f in facts] == [
         ("mug_1.location", "shelf 2", "withdrawn", "retraction"),
         ("mug_1.location", "sinkbasin 1", "reported", "conflict_report"),
@@ -69,8 +81,10 @@ def test_extraction_drops_values_no_state_file_could_hold():
     fact (counted, with its reason) instead of failing the history; a line break in a value is kept."""
     import json
 
-    payload = json.loads('{"facts": [{"key": "fatah.chair", "value": "Abb\\udc80as"},'
-                         ' {"key": "kyd.birthplace", "value": "Lon\\ndon"}]}')
+    payload = json.loads(
+        '{"facts": [{"key": "fatah.chair", "value": "Abb\\udc80as"},'
+        ' {"key": "kyd.birthplace", "value": "Lon\\ndon"}]}'
+    )
     facts, error = parse_extraction(UNIT, payload)
     assert [(f.key, f.value) for f in facts] == [("kyd.birthplace", "Lon\ndon")]
     assert error == "extract: dropped 1 malformed fact(s)"

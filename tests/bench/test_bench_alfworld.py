@@ -191,6 +191,8 @@ def test_same_bytes_across_processes_and_hash_seeds() -> None:
     digests = set()
     for hash_seed in ("0", "12345"):
         env = {**__import__("os").environ, "PYTHONHASHSEED": hash_seed}
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        )
         digests.add(out.stdout.strip())
     assert len(digests) == 1 and len(digests.pop()) == 64

@@ -26,7 +26,10 @@ def test_bench_list(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bench_verify(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "verify"]) == 0
     out = capsys.readouterr().out
-    assert "all files verified" in out and len(re.findall(r"ok   factconsolidation/\w+: [\d,]+ facts, 100 questions", out)) == 8
+    assert (
+        "all files verified" in out
+        and len(re.findall(r"ok   factconsolidation/\w+: [\d,]+ facts, 100 questions", out)) == 8
+    )
     assert main(["bench", "verify", "--longmemeval", str(FIXTURE)]) == 1
     assert "FAIL longmemeval" in capsys.readouterr().out
 
@@ -34,8 +37,11 @@ def test_bench_verify(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bench_coverage(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "coverage"]) == 0
     out = capsys.readouterr().out
-    rows = re.findall(r"^(sh|mh)_(\d+k)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)%\s+([\d,]+)\s+([\d,]+) \(\d+%\)\s+(\S+)",
-                      out, re.MULTILINE)
+    rows = re.findall(
+        r"^(sh|mh)_(\d+k)\s+([\d,]+)\s+([\d,]+)\s+([\d.]+)%\s+([\d,]+)\s+([\d,]+) \(\d+%\)\s+(\S+)",
+        out,
+        re.MULTILINE,
+    )
     assert len(rows) == 8
     for kind, _, _, _, cov, _, _, den in rows:
         assert float(cov) >= 99.0

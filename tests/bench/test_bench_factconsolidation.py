@@ -19,17 +19,25 @@ from pmem.bench._scoring import score_question
     ("line", "expected"),
     [
         ("0. Thomas Kyd was born in the city of London.", ("Thomas Kyd", "birthplace", "London")),
-        ("Pedro Pierluisi worked in the city of Washington, D.C..",
-         ("Pedro Pierluisi", "work_location", "Washington, D.C.")),
-        ("The headquarters of University of California, Berkeley is located in the city of Berkeley.",
-         ("University of California, Berkeley", "headquarters", "Berkeley")),
-        ("The univeristy where Galileo Galilei was educated is University of Pisa.",
-         ("Galileo Galilei", "educated_at", "University of Pisa")),
+        (
+            "Pedro Pierluisi worked in the city of Washington, D.C..",
+            ("Pedro Pierluisi", "work_location", "Washington, D.C."),
+        ),
+        (
+            "The headquarters of University of California, Berkeley is located in the city of Berkeley.",
+            ("University of California, Berkeley", "headquarters", "Berkeley"),
+        ),
+        (
+            "The univeristy where Galileo Galilei was educated is University of Pisa.",
+            ("Galileo Galilei", "educated_at", "University of Pisa"),
+        ),
         ("The Governor of Texas is Greg Abbott.", ("Governor of Texas", "office_holder", "Greg Abbott")),
         ("The capital of Tang Empire is Chang'an.", ("Tang Empire", "capital", "Chang'an")),
         ("Ferdinand Marcos is married to Imelda Marcos.", ("Ferdinand Marcos", "spouse", "Imelda Marcos")),
-        ("Robert A. Heinlein is a citizen of United States of America.",
-         ("Robert A. Heinlein", "citizenship", "United States of America")),
+        (
+            "Robert A. Heinlein is a citizen of United States of America.",
+            ("Robert A. Heinlein", "citizenship", "United States of America"),
+        ),
     ],
 )
 def test_parse_fact(line: str, expected: tuple[str, str, str]) -> None:
@@ -82,8 +90,11 @@ def test_value_sequences_and_current_state() -> None:
     assert s.current_state() == {"ferdinand_marcos.spouse": "Imelda Marcos", "thomas_kyd.birthplace": "Rome"}
     assert s.overwritten == 1 and s.keys == 2
     assert s.misses == [(3, "not a fact")] and s.coverage == pytest.approx(0.8)
-    targets = stale_targets(s, ("Where was Thomas Kyd born?", "Who is Ferdinand Marcos married to?",
-                                "Where was Thomas Kyd born?"), (("Rome",), ("Imelda Marcos",), ("Paris",)))
+    targets = stale_targets(
+        s,
+        ("Where was Thomas Kyd born?", "Who is Ferdinand Marcos married to?", "Where was Thomas Kyd born?"),
+        (("Rome",), ("Imelda Marcos",), ("Paris",)),
+    )
     assert targets[0] is not None and targets[0].earlier == ("London", "Paris")
     assert targets[0].key == "thomas_kyd.birthplace"
     assert targets[1] is None  # single value: not overwritten

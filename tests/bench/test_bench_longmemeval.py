@@ -34,7 +34,11 @@ FIXTURE = FIXTURES / "longmemeval_synthetic.json"
 CLASSES = FIXTURES / "longmemeval_synthetic_classes.json"
 # ../shared beside the checkout (as laid out for developers and CI); skipped where absent
 DERIVATIVE = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "longmemeval" / "derivative_3q_longmemeval_s_MuhammadNoor7.json"
+    Path(__file__).resolve().parents[3]
+    / "shared"
+    / "data"
+    / "longmemeval"
+    / "derivative_3q_longmemeval_s_MuhammadNoor7.json"
 )
 
 
@@ -60,8 +64,11 @@ def test_loader_accepts_fixture_with_its_hash() -> None:
 
 
 def test_sessions_become_turns_in_date_order() -> None:
-    h = next(h for h in iter_histories("longmemeval", "oracle", path=FIXTURE, expected_sha256=_fixture_sha())
-             if h.id.endswith("syn_ku_002"))
+    h = next(
+        h
+        for h in iter_histories("longmemeval", "oracle", path=FIXTURE, expected_sha256=_fixture_sha())
+        if h.id.endswith("syn_ku_002")
+    )
     assert [e.session_id for e in h.events] == ["syn_b1", "syn_b1", "syn_b2", "syn_b2"]
     assert h.events[0].text.startswith("I have two bikes")
 
@@ -125,10 +132,14 @@ def test_ku_and_answer_class_selection() -> None:
     ku = [h.questions[0].id for h in iter_histories("longmemeval", "oracle", ku=True, **kw)]
     assert ku == ["syn_ku_001", "syn_ku_002", "syn_ku_003_abs"]
     assert [h.questions[0].id for h in iter_histories("longmemeval", "oracle-ku", **kw)] == ku
-    sup = list(iter_histories("longmemeval", "oracle", answer_class="superseded", answer_classes=CLASSES, **kw))
+    sup = list(
+        iter_histories("longmemeval", "oracle", answer_class="superseded", answer_classes=CLASSES, **kw)
+    )
     assert [h.questions[0].id for h in sup] == ["syn_ku_001", "syn_ku_002"]
     assert all(h.questions[0].answer_class == "superseded" for h in sup)
-    agg = list(iter_histories("longmemeval", "oracle", answer_class="aggregation", answer_classes=CLASSES, **kw))
+    agg = list(
+        iter_histories("longmemeval", "oracle", answer_class="aggregation", answer_classes=CLASSES, **kw)
+    )
     assert {h.questions[0].qtype for h in agg} == {"multi-session", "temporal-reasoning"}
     with pytest.raises(ValueError, match="stored classification"):
         next(iter_histories("longmemeval", "oracle", answer_class="single", **kw))
@@ -155,15 +166,23 @@ def test_judge_prompt_selection(qtype: str, qid: str, kind: str, phrase: str) ->
     text = judge_prompt(qtype, qid, "What is it?", "the reference", "the response")
     assert phrase in text and text.startswith(JUDGE_PREAMBLES[kind])
     sec = parse_sections(text)
-    assert (sec["QUESTION"], sec["REFERENCE"], sec["RESPONSE"]) == ("What is it?", "the reference", "the response")
+    assert (sec["QUESTION"], sec["REFERENCE"], sec["RESPONSE"]) == (
+        "What is it?",
+        "the reference",
+        "the response",
+    )
     assert set(sec) == {"", "QUESTION", "REFERENCE", "RESPONSE"}
     assert judge_messages(qtype, qid, "q", "r", "p")[0]["role"] == "user"
 
 
 def test_every_official_type_has_a_distinct_rule_where_required() -> None:
     assert set(QUESTION_TYPE_KINDS) == {
-        "single-session-user", "single-session-assistant", "multi-session", "temporal-reasoning",
-        "knowledge-update", "single-session-preference",
+        "single-session-user",
+        "single-session-assistant",
+        "multi-session",
+        "temporal-reasoning",
+        "knowledge-update",
+        "single-session-preference",
     }
     assert len(set(JUDGE_PREAMBLES.values())) == 5
     with pytest.raises(ValueError, match="unknown LongMemEval question_type"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -68,6 +70,18 @@ def test_threshold_and_custom_embedding():
     assert reg.decisions[-1].verdict == "new"
     with pytest.raises(ValueError, match="threshold"):
         KeyRegistry(threshold=0)
+
+
+@pytest.mark.parametrize("bad", [True, False, 0, -0.5, 1.5, float("nan"), "0.5", None, [0.5]])
+def test_threshold_must_be_a_real_number_in_the_unit_interval(bad):
+    with pytest.raises(ValueError, match="threshold must be in"):
+        KeyRegistry(threshold=bad)
+
+
+@pytest.mark.parametrize("good", [1, 1.0, 0.5, np.float32(0.25), Fraction(1, 3)])
+def test_any_real_threshold_in_the_unit_interval_is_taken_as_a_float(good):
+    threshold = KeyRegistry(threshold=good).threshold
+    assert type(threshold) is float and threshold == float(good)
 
 
 def test_async_style_two_phase_api():

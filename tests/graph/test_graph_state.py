@@ -192,3 +192,20 @@ def test_superseded_status_is_materialized_in_the_file(tmp_path):
     assert {k: [(v.status, v.valid_to) for v in h.versions(k)] for k in expected} == expected
     # no version is stored as active unless it is its key's head
     assert [s for s, _ in on_disk].count("active") == len(h.frontier())
+
+
+def test_a_table_row_without_a_name_is_refused():
+    """A row whose table name is not a string makes the file another format, not a table to skip."""
+    from pmem.graph._state import _digest
+
+    outer = pa.ipc.open_file(pa.py_buffer(sample().to_bytes())).read_all()
+    names = [*outer["table"].to_pylist(), None]
+    payloads = [*outer["payload"].to_pylist(), outer["payload"][0].as_py()]
+    meta = dict(outer.schema.metadata)
+    meta[b"sha256"] = _digest(payloads).encode()  # a consistent checksum: only the name is wrong
+    schema = pa.schema([("table", pa.string()), ("payload", pa.large_binary())], metadata=meta)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as writer:
+        writer.write_table(pa.table([pa.array(names), pa.array(payloads, pa.large_binary())], schema=schema))
+    with pytest.raises(StateFileError, match="table name None is not a string"):
+        ProvenanceGraph.from_bytes(sink.getvalue().to_pybytes())

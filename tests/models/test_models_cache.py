@@ -13,17 +13,28 @@ from pmem.models.server import ServerThread
 
 
 def _prompts(n: int) -> list[list[dict[str, str]]]:
-    return [[{"role": "user", "content": format_sections({"TEXT": f"Update: obj {i} has been moved from a 1 to b {i}."})}]
-            for i in range(n)]
+    return [
+        [
+            {
+                "role": "user",
+                "content": format_sections({"TEXT": f"Update: obj {i} has been moved from a 1 to b {i}."}),
+            }
+        ]
+        for i in range(n)
+    ]
 
 
 def test_second_run_makes_zero_backend_calls(tmp_path) -> None:
     with ServerThread() as srv:
+
         async def sweep(cache: ResponseCache, log: RequestLog) -> list[str]:
-            m = make_chat_model({"backend": "openai", "url": srv.url, "model": "heuristic"}, cache=cache, log=log)
+            m = make_chat_model(
+                {"backend": "openai", "url": srv.url, "model": "heuristic"}, cache=cache, log=log
+            )
             e = make_embedder({"backend": "openai", "url": srv.url, "model": "hashing"}, cache=cache, log=log)
-            out = await asyncio.gather(*(m.complete(p, purpose="extract", context=CallContext("h", "pmem"))
-                                         for p in _prompts(30)))
+            out = await asyncio.gather(
+                *(m.complete(p, purpose="extract", context=CallContext("h", "pmem")) for p in _prompts(30))
+            )
             await e.embed(["a 1", "b 2", "c 3"], context=CallContext("h", "pmem"))
             await m.aclose()
             await e.inner.aclose()
@@ -51,7 +62,9 @@ def _writer(path: str, worker: int, n: int) -> None:
         own = ResponseCache.chat_key("m", [{"role": "user", "content": f"w{worker}-{i}"}], purpose="answer")
         cache.put(own, {"text": f"{worker}-{i}", "model": "m", "prompt_tokens": 1, "completion_tokens": 1})
         assert cache.get(own)["text"] == f"{worker}-{i}"
-    cache.put_vectors("emb", [f"t{worker}-{i}" for i in range(20)], np.full((20, 8), worker, dtype=np.float32))
+    cache.put_vectors(
+        "emb", [f"t{worker}-{i}" for i in range(20)], np.full((20, 8), worker, dtype=np.float32)
+    )
 
 
 def test_concurrent_writers_never_corrupt(tmp_path) -> None:

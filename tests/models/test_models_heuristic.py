@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pmem.bench._data import verified_path
+from pmem.bench._factconsolidation import data_file
 from pmem.models import PURPOSES, make_chat_model, make_embedder
 from pmem.models._facts import extract_facts
 from pmem.models.sections import format_sections
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "memoryagentbench"
 AGENT = make_chat_model({"backend": "heuristic"})
 
 
@@ -26,11 +26,25 @@ def ask(purpose: str, schema: dict | None = None, **sections: str):
     ("text", "key", "value", "status"),
     [
         ("Earlier observation: apple 1 was in fridge 1.", "apple_1.location", "fridge 1", "asserted"),
-        ("Update: apple 1 has been moved from fridge 1 to countertop 2.", "apple_1.location", "countertop 2", "asserted"),
+        (
+            "Update: apple 1 has been moved from fridge 1 to countertop 2.",
+            "apple_1.location",
+            "countertop 2",
+            "asserted",
+        ),
         ("Update: apple 1 has been moved to drawer 3.", "apple_1.location", "drawer 3", "asserted"),
-        ("mug 2 was taken from shelf 1 to sinkbasin 1, then put in cabinet 4.", "mug_2.location", "cabinet 4", "asserted"),
-        ("Correction: the report that apple 1 was moved to drawer 3 was an error.", "apple_1.location", "drawer 3",
-         "withdrawn"),
+        (
+            "mug 2 was taken from shelf 1 to sinkbasin 1, then put in cabinet 4.",
+            "mug_2.location",
+            "cabinet 4",
+            "asserted",
+        ),
+        (
+            "Correction: the report that apple 1 was moved to drawer 3 was an error.",
+            "apple_1.location",
+            "drawer 3",
+            "withdrawn",
+        ),
         ("Report: apple 1 is in drawer 2.", "apple_1.location", "drawer 2", "reported"),
         ("Another report says the apple 1 is in shelf 1.", "apple_1.location", "shelf 1", "reported"),
         ("1. The chairperson of Fatah is Mahmoud Abbas.", "fatah.chairperson", "Mahmoud Abbas", "asserted"),
@@ -52,9 +66,8 @@ def test_confirmation_is_marked() -> None:
 
 @pytest.mark.parametrize("subset", ["sh_6k", "sh_32k"])
 def test_factconsolidation_coverage(subset: str) -> None:
-    path = DATA / f"factconsolidation_{subset}.json"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+    # the vendored copy in datasets/, verified against its manifest sha256
+    path = verified_path(data_file(subset))
     lines = [ln for ln in json.loads(path.read_text())["context"].split("\n")[1:] if ln.strip()]
     facts = [extract_facts(ln) for ln in lines]
     coverage = sum(1 for f in facts if f) / len(lines)
@@ -67,15 +80,31 @@ def test_factconsolidation_coverage(subset: str) -> None:
     ("fact", "head", "text", "op"),
     [
         ("apple_1.location: fridge 1", "none", "Earlier observation: apple 1 was in fridge 1.", "accept"),
-        ("apple_1.location: table 1", "fridge 1 (active)", "Update: apple 1 has been moved from fridge 1 to table 1.",
-         "accept"),
+        (
+            "apple_1.location: table 1",
+            "fridge 1 (active)",
+            "Update: apple 1 has been moved from fridge 1 to table 1.",
+            "accept",
+        ),
         ("apple_1.location: fridge 1", "fridge 1 (active)", "apple 1 is in fridge 1.", "noop"),
-        ("apple_1.location: table 1 (withdrawn)", "table 1 (active)",
-         "Correction: the report that apple 1 was moved to table 1 was an error.", "revoke"),
-        ("apple_1.location: shelf 1 (reported)", "drawer 2 (active)", "Another report says the apple 1 is in shelf 1.",
-         "contest"),
-        ("apple_1.location: shelf 1\nconfirmed: true", "drawer 2 (contested; alternatives: shelf 1)",
-         "Confirmed: apple 1 is in shelf 1.", "resolve"),
+        (
+            "apple_1.location: table 1 (withdrawn)",
+            "table 1 (active)",
+            "Correction: the report that apple 1 was moved to table 1 was an error.",
+            "revoke",
+        ),
+        (
+            "apple_1.location: shelf 1 (reported)",
+            "drawer 2 (active)",
+            "Another report says the apple 1 is in shelf 1.",
+            "contest",
+        ),
+        (
+            "apple_1.location: shelf 1\nconfirmed: true",
+            "drawer 2 (contested; alternatives: shelf 1)",
+            "Confirmed: apple 1 is in shelf 1.",
+            "resolve",
+        ),
     ],
 )
 def test_annotate(fact: str, head: str, text: str, op: str) -> None:
@@ -86,23 +115,36 @@ def test_annotate(fact: str, head: str, text: str, op: str) -> None:
 def test_identity_answer_lookup_gate_prune_judge() -> None:
     assert ask("identity", KEY_A="apple_1.location", KEY_B="apple_2.location").text == "different"
     assert ask("identity", KEY_A="user.pb_5k", KEY_B="User.PB_5K").text == "same"
-    ctx = "thomas_kyd.born_city = London\nthomas_kyd.died_city = Paris\napple_1.location = fridge 1 [support 2]"
+    ctx = (
+        "thomas_kyd.born_city = London\nthomas_kyd.died_city = Paris\napple_1.location = fridge 1 [support 2]"
+    )
     assert ask("answer", CONTEXT=ctx, QUESTION="Which city was Thomas Kyd born in?").text == "London"
     assert ask("answer", CONTEXT=ctx, QUESTION="Which city did Thomas Kyd die in?").text == "Paris"
     assert ask("answer", CONTEXT=ctx, QUESTION="Where is the apple 1 now?").text == "fridge 1"
     assert ask("answer", CONTEXT=ctx, QUESTION="Who founded Armani?").text == "unknown"
     contested = "apple_1.location = drawer 2 [contested; alternatives: shelf 1]"
-    assert ask("answer", CONTEXT=contested, QUESTION="Where is the apple 1 now?").text == "drawer 2 or shelf 1"
+    assert (
+        ask("answer", CONTEXT=contested, QUESTION="Where is the apple 1 now?").text == "drawer 2 or shelf 1"
+    )
     raw = "Earlier observation: apple 1 was in fridge 1.\nmug 1 was taken from a 1 to b 1, then put in c 1."
     assert ask("answer", CONTEXT=raw, QUESTION="Where is the mug 1 now?").text == "c 1"
     assert ask("lookup", CONTEXT=ctx, QUESTION="Who founded Armani?").text == "founded Armani"
     assert ask("lookup", CONTEXT=ctx, QUESTION="Which city was Thomas Kyd born in?").text == "ANSWER"
     assert ask("gate", QUESTION="What is my current 5K PB?").text == "prune"
     assert ask("gate", QUESTION="What did I name my dog?").text == "keep"
-    assert ask("prune", ATTRIBUTE="5K PB", TURN_A="[2023-01-02] My 5K PB is 27:12.",
-               TURN_B="[2023-05-01] Beat my 5K PB: 25:50!").text == "yes"
+    assert (
+        ask(
+            "prune",
+            ATTRIBUTE="5K PB",
+            TURN_A="[2023-01-02] My 5K PB is 27:12.",
+            TURN_B="[2023-05-01] Beat my 5K PB: 25:50!",
+        ).text
+        == "yes"
+    )
     assert ask("prune", ATTRIBUTE="5K PB", TURN_A="My 5K PB is 27:12.", TURN_B="I like pasta.").text == "no"
-    assert ask("judge", QUESTION="q", REFERENCE="Mahmoud Abbas", RESPONSE="Answer: mahmoud abbas.").text == "yes"
+    assert (
+        ask("judge", QUESTION="q", REFERENCE="Mahmoud Abbas", RESPONSE="Answer: mahmoud abbas.").text == "yes"
+    )
     assert ask("judge", QUESTION="q", REFERENCE="Mahmoud Abbas", RESPONSE="Yasser Arafat").text == "no"
 
 
@@ -111,16 +153,26 @@ def test_crud_and_dedupe() -> None:
     assert json.loads(ask("crud", FACT="apple_1.location: shelf 2", MEMORIES=mem).text)["event"] == "UPDATE"
     assert json.loads(ask("crud", FACT="apple_1.location: fridge 1", MEMORIES=mem).text)["event"] == "NONE"
     assert json.loads(ask("crud", FACT="pan_1.location: stove 1", MEMORIES=mem).text) == {
-        "event": "ADD", "id": None, "key": "pan_1.location", "value": "stove 1"}
-    out = json.loads(ask("dedupe", FACT="apple_1.location: shelf 2", MEMORIES=mem + "\n[2] apple_1.location: shelf 2").text)
+        "event": "ADD",
+        "id": None,
+        "key": "pan_1.location",
+        "value": "stove 1",
+    }
+    out = json.loads(
+        ask("dedupe", FACT="apple_1.location: shelf 2", MEMORIES=mem + "\n[2] apple_1.location: shelf 2").text
+    )
     assert out == {"duplicates": ["2"], "contradictions": ["0"]}
 
 
 def test_every_purpose_is_served_deterministically() -> None:
-    a = [ask(p, TEXT="Report: apple 1 is in drawer 2.", QUESTION="Where is apple 1 now?", CONTEXT="x = y").text
-         for p in PURPOSES]
-    b = [ask(p, TEXT="Report: apple 1 is in drawer 2.", QUESTION="Where is apple 1 now?", CONTEXT="x = y").text
-         for p in PURPOSES]
+    a = [
+        ask(p, TEXT="Report: apple 1 is in drawer 2.", QUESTION="Where is apple 1 now?", CONTEXT="x = y").text
+        for p in PURPOSES
+    ]
+    b = [
+        ask(p, TEXT="Report: apple 1 is in drawer 2.", QUESTION="Where is apple 1 now?", CONTEXT="x = y").text
+        for p in PURPOSES
+    ]
     assert a == b and all(isinstance(t, str) for t in a)
 
 
@@ -138,9 +190,16 @@ def test_unknown_backend_is_clear() -> None:
 
 
 def test_annotate_cues_stay_with_their_fact() -> None:
-    chunk = "1. X is famous for Trial and Error.\n2. The chairperson of Fatah is Y.\n3. That report was an error."
-    assert json.loads(ask("annotate", FACT="x.famous_for: Trial and Error", HEAD="none", TEXT=chunk).text)["op"] == "accept"
-    assert json.loads(ask("annotate", FACT="fatah.chairperson: Y", HEAD="Z", TEXT=chunk).text)["op"] == "accept"
+    chunk = (
+        "1. X is famous for Trial and Error.\n2. The chairperson of Fatah is Y.\n3. That report was an error."
+    )
+    assert (
+        json.loads(ask("annotate", FACT="x.famous_for: Trial and Error", HEAD="none", TEXT=chunk).text)["op"]
+        == "accept"
+    )
+    assert (
+        json.loads(ask("annotate", FACT="fatah.chairperson: Y", HEAD="Z", TEXT=chunk).text)["op"] == "accept"
+    )
 
 
 def test_multi_hop_chain_and_lookup() -> None:

@@ -28,7 +28,9 @@ def ingest(g, sentence: str) -> None:
     for fact in json.loads(_call("extract", TEXT=sentence))["facts"]:
         line = g.render(keys=[fact["key"]], disclose=("alternatives",))
         head = line.split(" = ", 1)[1] if line else "none"
-        fact_line = f"{fact['key']}: {fact['value']} ({fact['status']})" + ("\nconfirmed: true" if fact.get("confirmed") else "")
+        fact_line = f"{fact['key']}: {fact['value']} ({fact['status']})" + (
+            "\nconfirmed: true" if fact.get("confirmed") else ""
+        )
         op = json.loads(_call("annotate", FACT=fact_line, HEAD=head, TEXT=sentence))
         g.apply(op["op"], op["key"], op["value"], evidence=eid)
 

@@ -11,6 +11,7 @@ import pytest
 
 from pmem.models import (
     CallContext,
+    CallOptions,
     ModelCallError,
     RequestLog,
     make_chat_model,
@@ -21,7 +22,12 @@ from pmem.models.sections import format_sections
 from pmem.models.server import FAULT_KINDS, ServerThread
 
 SCHEMA = {"type": "object", "properties": {"facts": {"type": "array"}}, "required": ["facts"]}
-MSG = [{"role": "user", "content": format_sections({"TEXT": "Update: apple 1 has been moved from fridge 1 to table 2."})}]
+MSG = [
+    {
+        "role": "user",
+        "content": format_sections({"TEXT": "Update: apple 1 has been moved from fridge 1 to table 2."}),
+    }
+]
 FACTS = {"facts": [{"key": "apple_1.location", "value": "table 2", "status": "asserted"}]}
 
 
@@ -39,8 +45,15 @@ def srv(server):
 
 
 def model(srv, **opts):
-    spec = {"backend": "openai", "url": srv.url, "model": "heuristic", "max_retries": 2, "backoff_s": 0.01,
-            "timeout_s": 1.0, **opts}
+    spec = {
+        "backend": "openai",
+        "url": srv.url,
+        "model": "heuristic",
+        "max_retries": 2,
+        "backoff_s": 0.01,
+        "timeout_s": 1.0,
+        **opts,
+    }
     return make_chat_model(spec)
 
 
@@ -59,14 +72,23 @@ def test_structured_output_and_usage(srv) -> None:
     rows = log.drain("h1")
     assert len(rows) == 3 and rows[0].arm == "pmem" and rows[0].prompt_tokens == c.prompt_tokens
     table = records_to_table(rows, run_id="r1")
-    assert table.column_names[:9] == ["history_id", "arm", "purpose", "model", "prompt_tokens", "completion_tokens",
-                                      "cached", "latency_s", "error"]
+    assert table.column_names[:9] == [
+        "history_id",
+        "arm",
+        "purpose",
+        "model",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached",
+        "latency_s",
+        "error",
+    ]
     assert table.column("run_id").to_pylist() == ["r1"] * 3
 
 
 def test_payload_carries_vllm_fields(srv) -> None:
     m = model(srv, structured="both")
-    payload = m.payload(MSG, 64, 0.0, SCHEMA)
+    payload = m.payload(MSG, CallOptions("extract", max_tokens=64, schema=SCHEMA))
     assert payload["chat_template_kwargs"] == {"enable_thinking": False}
     assert payload["structured_outputs"] == {"json": SCHEMA}
     assert payload["response_format"]["json_schema"]["schema"] == SCHEMA
@@ -99,8 +121,16 @@ def test_malformed_json_is_a_parse_failure_with_raw_text(srv) -> None:
 
 
 def test_embeddings_and_their_faults(srv) -> None:
-    e = make_embedder({"backend": "openai", "url": srv.url, "model": "hashing", "batch_size": 2,
-                       "max_retries": 1, "backoff_s": 0.01})
+    e = make_embedder(
+        {
+            "backend": "openai",
+            "url": srv.url,
+            "model": "hashing",
+            "batch_size": 2,
+            "max_retries": 1,
+            "backoff_s": 0.01,
+        }
+    )
     v = run(e.embed(["apple", "mug 1", "fridge", "table 2", "x"]))
     assert v.shape == (5, 1024) and v.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-5)
@@ -114,11 +144,14 @@ def test_bad_request_is_not_retried(srv) -> None:
     before = srv.stats["requests"]
     c = run(m.complete([{"role": "user"}], purpose="answer"))  # no content: the server still answers
     assert c.error is None
-    bad = make_chat_model({"backend": "openai", "url": srv.url.replace("/v1", "/nope"), "model": "m",
-                           "max_retries": 3})
+    bad = make_chat_model(
+        {"backend": "openai", "url": srv.url.replace("/v1", "/nope"), "model": "m", "max_retries": 3}
+    )
     c = run(bad.complete(MSG, purpose="extract"))
     assert c.error is not None and "rejected the request: HTTP 404" in c.error
-    assert srv.stats["requests"] - before == 1  # the 404 was not retried (and never counted as a chat request)
+    assert (
+        srv.stats["requests"] - before == 1
+    )  # the 404 was not retried (and never counted as a chat request)
 
 
 def test_bounded_concurrency(srv) -> None:

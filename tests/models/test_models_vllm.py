@@ -14,7 +14,7 @@ import pytest
 from auth_helpers import MSG, assert_refused, check_auth, cmdlines, http
 
 from pmem.models import CallContext, make_chat_model, make_embedder
-from pmem.models._vllm import ReplicaConfig
+from pmem.models._replicas import ReplicaConfig
 from pmem.models.sections import format_sections
 
 
@@ -67,7 +67,7 @@ def test_replicas_route_and_recover(ray_cluster) -> None:
     try:
         urls = asyncio.run(model.start())
         assert len(urls) == 2 and all(u.startswith("http://127.0.0.1:") for u in urls)
-        info = model.router.pool.info()
+        info = model.pool.info()
         assert [i["launcher"] for i in info] == ["standin", "standin"] and all(i["alive"] for i in info)
 
         # one history -> one replica; histories spread over both
@@ -107,7 +107,7 @@ def test_replicas_route_and_recover(ray_cluster) -> None:
         assert model.router.failovers >= 1
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            info = model.router.pool.info()
+            info = model.pool.info()
             if info[0]["alive"] and info[0]["pid"] != victim:
                 break
             time.sleep(0.2)
@@ -142,7 +142,7 @@ def test_tensor_parallel_replica_gets_its_gpus(ray_cluster) -> None:
     )
     try:
         asyncio.run(model.start())
-        (info,) = model.router.pool.info()
+        (info,) = model.pool.info()
         assert len(info["gpu_ids"]) == 2 and info["alive"]
         c = asyncio.run(model.complete(_msg(1), purpose="extract", context=CallContext("h", "a")))
         assert c.error is None and "obj_1.location" in c.text
@@ -170,8 +170,8 @@ def test_replicas_require_the_pools_key(ray_cluster) -> None:
         c = asyncio.run(chat.complete(MSG, purpose="identity", context=CallContext("h", "a")))
         assert c.error is None and c.text == "same"
         assert not any(key.encode() in line for line in cmdlines())
-        assert key not in repr(chat.config) + repr(chat.router.pool.config)
-        for info in chat.router.pool.info():
+        assert key not in repr(chat.config) + repr(chat.pool.config)
+        for info in chat.pool.info():
             assert key.encode() not in Path(info["log"]).read_bytes()
 
         # another pool draws another key: one pool's key does not open another's replicas
@@ -195,7 +195,7 @@ def test_replica_logs_are_removed_on_stop(ray_cluster) -> None:
     model = make_chat_model({"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 2})
     try:
         asyncio.run(model.start())
-        logs = [Path(i["log"]) for i in model.router.pool.info()]
+        logs = [Path(i["log"]) for i in model.pool.info()]
         assert all(p.is_file() and p.parent.name.startswith("pmem-replica-") for p in logs)
         # the actors' temp dir is this process's (so the glob here sees what they create)
         assert {p.parent.parent for p in logs} == {tmp}

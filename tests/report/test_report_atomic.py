@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import pmem._atomic
+from benchmarks.synthetic import write_fixture_run
 from pmem.cli import main
 from pmem.report import build_report
-from pmem.report._synthetic import write_fixture_run
 
 
 def snapshot(d: Path) -> dict[str, bytes]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.synthetic import write_fixture_run
 from pmem.report import build_report
 from pmem.report._screenshot import INSTALL_HINT, BrowserMissing, find_chromium, render_html
-from pmem.report._synthetic import write_fixture_run
 
 pytestmark = pytest.mark.browser
 

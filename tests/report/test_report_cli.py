@@ -7,9 +7,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from benchmarks.synthetic import write_fixture_run
 from pmem.cli import main
 from pmem.report import RunError, compute, open_run
-from pmem.report._synthetic import write_fixture_run
 
 RUN_TOML = """run_id = "tiny"
 hash = "sha256:0"
@@ -206,3 +206,18 @@ def test_published_per_class_rows_use_answer_class(tmp_path: Path) -> None:
         & (pl.col("metric") == "acc_per_1k_tokens")
     )
     assert t5["ours"][0] == pytest.approx(30.0 / 3.0)
+
+
+def test_bare_out_collects_the_report_under_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_fixture_run(tmp_path / "runs" / "run-c", seed=3, n_alf=2, fc_questions=4, run_id="run-c")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(run), "--out"]) == 0
+    collected = tmp_path / "reports" / "run-c"
+    assert (collected / "report.md").is_file() and (collected / "report.html").is_file()
+    assert not (run / "report").exists()  # collected instead of written into the run
+    assert str(Path("reports") / "run-c" / "report.md") in capsys.readouterr().out
+    # an explicit folder still wins
+    assert main(["report", str(run), "--out", str(tmp_path / "elsewhere")]) == 0
+    assert (tmp_path / "elsewhere" / "report.md").is_file()

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.synthetic import write_fixture_run
 from pmem.cli import main
 from pmem.report import build_report, compute, open_run
-from pmem.report._synthetic import write_fixture_run
 
 ARMS = ("pmem", "raw")
 

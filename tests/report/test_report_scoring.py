@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from pmem.report import compute, open_run
+from pmem.rundir import columns as C
 
 RUN_TOML = """run_id = "score"
 [config]
@@ -69,9 +70,9 @@ def audit_rows(
             "question_type": "single-hop" if subset.startswith("sh") else "multi-hop",
             "correct": True,
             "length": subset.split("_")[1],
-            "gold_in_active_cell": a,
-            "gold_in_matching_cell": a,
-            "stale_sibling": s,
+            C.AUDIT_GOLD_IN_ACTIVE_CELL: a,
+            C.AUDIT_GOLD_IN_MATCHING_CELL: a,
+            C.AUDIT_STALE_SIBLING: s,
         }
         for i, (s, a) in enumerate(zip(siblings, active, strict=True))
     ]

@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 
+from benchmarks.synthetic import write_fixture_run
 from pmem.report import build_report, compute, open_run
+from pmem.report._metrics import AUDIT_COLUMNS
 from pmem.report._stats import mcnemar_exact, wilson
-from pmem.report._synthetic import write_fixture_run
+from pmem.rundir import columns as C
 
 
 def rows(root: Path, name: str) -> list[dict[str, Any]]:
@@ -81,7 +84,12 @@ def test_table8_recovery_over_committed_cases(metrics, results) -> None:
             e[3] += (not after["correct"]) and bool(after["stale"])
     for key, (cases, committed, rec, wrong, _) in expect.items():
         got = data[key]
-        assert (got["cases"], got["committed"], got["recovered_n"], got["wrong_n"]) == (cases, committed, rec, wrong)
+        assert (got["cases"], got["committed"], got["recovered_n"], got["wrong_n"]) == (
+            cases,
+            committed,
+            rec,
+            wrong,
+        )
         assert got["lost_n"] == committed - rec - wrong
         assert got["recovered"] == pytest.approx(rec / committed)
     assert data[(32, "pmem-no-retention")]["recovered"] == 0.0
@@ -89,14 +97,21 @@ def test_table8_recovery_over_committed_cases(metrics, results) -> None:
 
 
 def test_conflict_probe(metrics, results) -> None:
-    data = {(r["question_type"], r["arm"]): r for r in metrics.tables["conflict_probe"].data.iter_rows(named=True)}
-    for (qt, arm), rs in by([r for r in results if r["subset"] == "conflict"], "question_type", "arm").items():
+    data = {
+        (r["question_type"], r["arm"]): r for r in metrics.tables["conflict_probe"].data.iter_rows(named=True)
+    }
+    for (qt, arm), rs in by(
+        [r for r in results if r["subset"] == "conflict"], "question_type", "arm"
+    ).items():
         assert data[(qt, arm)]["correct"] == sum(r["correct"] for r in rs)
         assert data[(qt, arm)]["n"] == len(rs)
 
 
 def test_table7_accuracy_and_stale_denominator(metrics, results) -> None:
-    data = {(r["hop"], r["length"], r["arm"]): r for r in metrics.tables["table7_factconsolidation"].data.iter_rows(named=True)}
+    data = {
+        (r["hop"], r["length"], r["arm"]): r
+        for r in metrics.tables["table7_factconsolidation"].data.iter_rows(named=True)
+    }
     fc = [r for r in results if r["benchmark"] == "factconsolidation"]
     groups = by(fc, "subset", "arm")
     assert len(data) == len(groups)
@@ -114,7 +129,8 @@ def test_table7_accuracy_and_stale_denominator(metrics, results) -> None:
     assert all(data[key]["stale_rate"] is None for key in data if key[0] == "mh")
     shown = metrics.tables["table7_factconsolidation"].shown
     assert shown.filter(shown["arm"] == "pmem")["stale (sh) 6k"][0].endswith(
-        f"({data[('sh', '6k', 'pmem')]['stale_k']}/{data[('sh', '6k', 'pmem')]['stale_n']})")
+        f"({data[('sh', '6k', 'pmem')]['stale_k']}/{data[('sh', '6k', 'pmem')]['stale_n']})"
+    )
 
 
 def test_accuracy_table_covers_every_group(metrics, results) -> None:
@@ -126,8 +142,11 @@ def test_accuracy_table_covers_every_group(metrics, results) -> None:
 
 
 def test_paired_counts_and_mcnemar(metrics, results) -> None:
-    pairs = {(r["subset"], r["L"], r["question_type"], r["arm_b"]): r
-             for r in metrics.tables["paired"].data.iter_rows(named=True) if r["subset"] == "chains"}
+    pairs = {
+        (r["subset"], r["L"], r["question_type"], r["arm_b"]): r
+        for r in metrics.tables["paired"].data.iter_rows(named=True)
+        if r["subset"] == "chains"
+    }
     by_q = by([r for r in results if r["subset"] == "chains"], "history_id", "question_id")
     fixed = broken = n = 0
     for rs in by_q.values():
@@ -171,7 +190,12 @@ def test_write_cost_and_break_even(metrics, fixture_run) -> None:
             e[1] += r["prompt_tokens"] + r["completion_tokens"]
     for w in wr:
         key = (w["history_id"], w["arm"])
-        if key in done and w["applied"] and w["op"] in ("accept", "reject", "contest", "resolve") and w["value"]:
+        if (
+            key in done
+            and w["applied"]
+            and w["op"] in ("accept", "reject", "contest", "resolve")
+            and w["value"]
+        ):
             e = per[(done[key], w["arm"])]
             e[2] += 1
     histories = defaultdict(int)
@@ -185,11 +209,15 @@ def test_write_cost_and_break_even(metrics, fixture_run) -> None:
         if facts:
             assert got["committed_facts_per_history"] == pytest.approx(facts / histories[key])
             assert got["calls_per_committed_fact"] == pytest.approx(calls / facts)
-    be = {(r["subset"], r["write_arm"], r["read_arm"]): r for r in metrics.tables["break_even"].data.iter_rows(named=True)}
+    be = {
+        (r["subset"], r["write_arm"], r["read_arm"]): r
+        for r in metrics.tables["break_even"].data.iter_rows(named=True)
+    }
     rc = {(r["subset"], r["arm"]): r for r in metrics.tables["read_cost"].data.iter_rows(named=True)}
     w, r = data[("sh_6k", "pmem")], rc[("sh_6k", "raw")]
     expect = (w["write_tokens_per_history"] - data[("sh_6k", "raw")]["write_tokens_per_history"]) / (
-        r["read_tokens"] - rc[("sh_6k", "pmem")]["read_tokens"])
+        r["read_tokens"] - rc[("sh_6k", "pmem")]["read_tokens"]
+    )
     assert be[("sh_6k", "pmem", "raw")]["break_even_queries"] == pytest.approx(expect)
 
 
@@ -199,36 +227,50 @@ def test_write_cost_same_without_request_context(tmp_path: Path, metrics) -> Non
     from polars.testing import assert_frame_equal
 
     # float means may differ in the last bit (summation order); counts must agree exactly
-    assert_frame_equal(other.tables["write_cost"].data, metrics.tables["write_cost"].data, check_exact=False, rel_tol=1e-12)
+    assert_frame_equal(
+        other.tables["write_cost"].data, metrics.tables["write_cost"].data, check_exact=False, rel_tol=1e-12
+    )
 
 
-def test_audit_from_writes_agrees_with_runner_columns(tmp_path: Path) -> None:
-    with_cols = compute(open_run(write_fixture_run(tmp_path / "a", seed=5, audit_columns=True)))
-    from_writes = compute(open_run(write_fixture_run(tmp_path / "b", seed=5, audit_columns=False)))
-    a = {(r["subset"], r["arm"]): r for r in with_cols.tables["write_audit"].data.iter_rows(named=True)}
-    b = {(r["subset"], r["arm"]): r for r in from_writes.tables["write_audit"].data.iter_rows(named=True)}
-    assert a.keys() == b.keys() and a
-    for key in a:
-        assert b[key]["gold_in_active_cell"] == pytest.approx(a[key]["gold_in_active_cell"])
-        assert (b[key]["wrong_write_path"], b[key]["wrong_read_path"]) == (a[key]["wrong_write_path"], a[key]["wrong_read_path"])
-    assert any(r["gold_in_active_cell"] < 1 for r in a.values())
-    assert "stale_sibling_rate" in next(iter(a.values()))
-    assert "stale_sibling_rate" not in next(iter(b.values()))
-    assert any("computed from writes/" in n for n in from_writes.tables["write_audit"].notes)
+def test_audit_has_one_source_the_runner_columns(tmp_path: Path) -> None:
+    """The write-path audit reads results/' audit columns only: without them it is not computed from
+    writes/ or gold_in_state, and says so."""
+    root = write_fixture_run(tmp_path / "run", seed=5, audit_columns=False)
+    res = rows(root, "results")
+    assert all(r[C.AUDIT_GOLD_IN_ACTIVE_CELL] is None for r in res)  # the columns exist, all null
+    m = compute(open_run(root))
+    audit = m.tables["write_audit"]
+    assert audit.empty and m.tables["write_cost"].data.height  # writes/ is there, and not used
+    assert any(C.AUDIT_GOLD_IN_ACTIVE_CELL in n and n.startswith("No rows") for n in audit.notes)
+    # a run without the columns at all (a foreign writer): not computable, named
+    for f in (root / "results").iterdir():
+        pq.write_table(pq.read_table(f).drop_columns(list(AUDIT_COLUMNS)), f)
+    audit = compute(open_run(root)).tables["write_audit"]
+    assert audit.empty and any(n.startswith("Not computable") for n in audit.notes)
 
 
 def test_audit_recomputed_from_rows(tmp_path: Path) -> None:
-    root = write_fixture_run(tmp_path / "run", seed=5, audit_columns=True)
+    root = write_fixture_run(tmp_path / "run", seed=5)
     m = compute(open_run(root))
-    rs = [r for r in rows(root, "results") if r.get("gold_in_active_cell") is not None]
+    rs = [r for r in rows(root, "results") if r[C.AUDIT_GOLD_IN_ACTIVE_CELL] is not None]
+    assert rs and {r["benchmark"] for r in rs} == {"factconsolidation"}
     got = {(r["subset"], r["arm"]): r for r in m.tables["write_audit"].data.iter_rows(named=True)}
-    for (subset, arm), g in by(rs, "subset", "arm").items():
-        sib = [r["stale_sibling"] for r in g if r["stale_sibling"] is not None]
-        assert got[(subset, arm)]["gold_in_active_cell"] == pytest.approx(sum(r["gold_in_active_cell"] for r in g) / len(g))
-        assert got[(subset, arm)]["gold_in_matching_cell"] == pytest.approx(sum(r["gold_in_matching_cell"] for r in g) / len(g))
+    groups = by(rs, "subset", "arm")
+    assert set(got) == set(groups)
+    for (subset, arm), g in groups.items():
+        active = [r[C.AUDIT_GOLD_IN_ACTIVE_CELL] for r in g]
+        matching = [r[C.AUDIT_GOLD_IN_MATCHING_CELL] for r in g]
+        sib = [r[C.AUDIT_STALE_SIBLING] for r in g if r[C.AUDIT_STALE_SIBLING] is not None]
+        assert got[(subset, arm)]["gold_in_active_cell"] == pytest.approx(sum(active) / len(g))
+        assert got[(subset, arm)]["gold_in_matching_cell"] == pytest.approx(sum(matching) / len(g))
         assert got[(subset, arm)]["overwritten_keys"] == len(sib)
-        assert got[(subset, arm)]["stale_sibling_rate"] == pytest.approx(sum(sib) / len(sib) if sib else math.nan, nan_ok=True)
-        assert got[(subset, arm)]["wrong_write_path"] == sum((not r["correct"]) and not r["gold_in_active_cell"] for r in g)
+        assert got[(subset, arm)]["stale_sibling_rate"] == pytest.approx(
+            sum(sib) / len(sib) if sib else math.nan, nan_ok=True
+        )
+        assert got[(subset, arm)]["wrong_write_path"] == sum(
+            (not r["correct"]) and not r[C.AUDIT_GOLD_IN_ACTIVE_CELL] for r in g
+        )
+    assert any(r["gold_in_active_cell"] < 1 for r in got.values())
 
 
 def test_missing_and_partial_cells_are_reported_not_zero(metrics) -> None:
@@ -241,8 +283,12 @@ def test_missing_and_partial_cells_are_reported_not_zero(metrics) -> None:
 
 def test_published_side_by_side(metrics, results) -> None:
     pub = metrics.tables["published_vs_ours"].data
-    row = pub.filter((pub["table"] == "T6") & (pub["paper_arm"] == "raw_top10") & (pub["param"] == "L=8")
-                     & (pub["metric"] == "accuracy")).row(0, named=True)
+    row = pub.filter(
+        (pub["table"] == "T6")
+        & (pub["paper_arm"] == "raw_top10")
+        & (pub["param"] == "L=8")
+        & (pub["metric"] == "accuracy")
+    ).row(0, named=True)
     rs = [r for r in results if r["subset"] == "chains" and r["arm"] == "raw" and r["L"] == 8]
     assert row["published"] == 25.0
     assert row["ours"] == pytest.approx(100 * sum(r["correct"] for r in rs) / len(rs))
@@ -264,8 +310,7 @@ def test_missing_datasets_are_named(tmp_path: Path) -> None:
     assert "write_calls_per_history" not in wc.data.columns
     assert any("requests/ is missing" in n for n in wc.notes)
     assert any("writes/ is missing" in n for n in wc.notes)
-    assert m.tables["write_audit"].empty
-    assert any("writes/ is missing" in n for n in m.tables["write_audit"].notes)
+    assert not m.tables["write_audit"].empty  # the audit comes from results/, not from writes/
     assert "requests/" in m.run.missing and "writes/" in m.run.missing
 
 
@@ -273,9 +318,19 @@ def test_report_files(fixture_run: Path) -> None:
     paths = build_report(fixture_run)
     md = paths.markdown.read_text()
     html = paths.html.read_text()
-    for title in ("Table 6 view", "Table 8 view", "Conflict probe", "Table 7 view", "Read cost per query",
-                  "Write cost per history", "Break-even", "Write-path audit", "Published (paper) vs ours",
-                  "Stale-answer rate with its denominator", "Paired comparisons"):
+    for title in (
+        "Table 6 view",
+        "Table 8 view",
+        "Conflict probe",
+        "Table 7 view",
+        "Read cost per query",
+        "Write cost per history",
+        "Break-even",
+        "Write-path audit",
+        "Published (paper) vs ours",
+        "Stale-answer rate with its denominator",
+        "Paired comparisons",
+    ):
         assert title in md and title in html
     assert "heuristic (no LLM)" in md and "heuristic (no LLM)" in html
     assert "8 cell" not in md  # sanity: the coverage note counts the 4 missing bitemporal cells
@@ -286,8 +341,19 @@ def test_report_files(fixture_run: Path) -> None:
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"figures/{f.name}" in md
     names = {p.stem for p in paths.tables}
-    assert {"table6_chains", "table8_retraction", "conflict_probe", "table7_factconsolidation", "read_cost",
-            "write_cost", "break_even", "write_audit", "published_vs_ours", "paired", "coverage"} <= names
+    assert {
+        "table6_chains",
+        "table8_retraction",
+        "conflict_probe",
+        "table7_factconsolidation",
+        "read_cost",
+        "write_cost",
+        "break_even",
+        "write_audit",
+        "published_vs_ours",
+        "paired",
+        "coverage",
+    } <= names
 
 
 def test_retried_history_counts_as_complete(tmp_path: Path) -> None:
@@ -295,9 +361,17 @@ def test_retried_history_counts_as_complete(tmp_path: Path) -> None:
     import polars as pl
 
     root = write_fixture_run(tmp_path / "run", seed=3, n_alf=2, fc_questions=5)
-    pl.DataFrame({"run_id": ["x"], "benchmark": ["alfworld-revision"], "subset": ["chains"],
-                  "history_id": ["alf-chains-L1-000"], "arm": ["raw"], "status": ["failed"],
-                  "error": ["runner died"]}).write_parquet(root / "histories" / "failed-1.parquet")
+    pl.DataFrame(
+        {
+            "run_id": ["x"],
+            "benchmark": ["alfworld-revision"],
+            "subset": ["chains"],
+            "history_id": ["alf-chains-L1-000"],
+            "arm": ["raw"],
+            "status": ["failed"],
+            "error": ["runner died"],
+        }
+    ).write_parquet(root / "histories" / "failed-1.parquet")
     cov = compute(open_run(root)).tables["coverage"].data
     row = cov.filter((pl.col("subset") == "chains") & (pl.col("arm") == "raw")).row(0, named=True)
     assert (row["status"], row["failed"], row["complete"]) == ("ok", 0, 8)

@@ -13,19 +13,50 @@ from pathlib import Path
 
 import pmem._atomic as atomic
 from pmem import ProvenanceGraph
+from pmem.rundir import HistoryRow, ParamColumns, ResultRow, RowKeys
 from pmem.runner._store import RunStore, write_table
+
+NO_PARAMS = ParamColumns(L=None, d=None, length=None, params=None).columns()
 
 
 def row(uid: str) -> dict[str, object]:
-    return {"run_id": "r", "unit_id": uid, "benchmark": "b", "subset": "s", "history_id": uid, "arm": "a",
-            "model": "m", "status": "complete"}
+    return RowKeys(
+        run_id="r", unit_id=uid, benchmark="b", subset="s", history_id=uid, arm="a", model="m"
+    ).columns()
 
 
 def stage_batch(store: RunStore, batch: str, uids: list[str]):
     st = store.stage("tok", batch)
-    write_table(st.path_for(f"histories/part-{batch}.parquet"), [row(u) for u in uids], "histories")
-    write_table(st.path_for(f"results/part-{batch}.parquet"),
-                [{**row(u), "question_id": f"{u}-q", "correct": True} for u in uids], "results")
+    write_table(
+        st.path_for(f"histories/part-{batch}.parquet"),
+        [
+            HistoryRow(
+                **row(u), status="complete", error=None, attempt=0, n_events=1, n_questions=1, **NO_PARAMS
+            )
+            for u in uids
+        ],
+        "histories",
+    )
+    write_table(
+        st.path_for(f"results/part-{batch}.parquet"),
+        [
+            ResultRow(
+                **row(u),
+                question_id=f"{u}-q",
+                question_type="current",
+                question=None,
+                prediction=None,
+                gold=None,
+                correct=True,
+                stale=None,
+                read_tokens=None,
+                read_chars=None,
+                **NO_PARAMS,
+            )
+            for u in uids
+        ],
+        "results",
+    )
     for u in uids:
         g = ProvenanceGraph()
         g.apply("accept", f"{u}.room", "kitchen", evidence=g.observe(f"{u} is in the kitchen", source="user"))

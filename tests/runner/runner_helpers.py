@@ -50,8 +50,14 @@ def read(run_dir: Path, dataset: str) -> pa.Table:
 
 def result_keys(run_dir: Path) -> list[tuple[str, str, str]]:
     t = read(run_dir, "results")
-    return list(zip(t.column("history_id").to_pylist(), t.column("arm").to_pylist(),
-                    t.column("question_id").to_pylist(), strict=True))
+    return list(
+        zip(
+            t.column("history_id").to_pylist(),
+            t.column("arm").to_pylist(),
+            t.column("question_id").to_pylist(),
+            strict=True,
+        )
+    )
 
 
 def runner_pids(ray: Any, run_dir: Path) -> dict[tuple[str, str], int]:
@@ -112,8 +118,15 @@ class PoisonProxy:
             if self.marker.encode() in body:
                 self.poisoned += 1
                 return web.Response(status=500, text="poisoned")
-            async with ClientSession() as s, s.request(request.method, self.upstream + request.path_qs.removeprefix("/v1"),
-                                                        data=body, headers={"Content-Type": "application/json"}) as r:
+            async with (
+                ClientSession() as s,
+                s.request(
+                    request.method,
+                    self.upstream + request.path_qs.removeprefix("/v1"),
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                ) as r,
+            ):
                 return web.Response(status=r.status, body=await r.read(), content_type="application/json")
 
         async def main() -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pmem
+from pmem.arms import register_arm
 from pmem.arms._base import Answer, ModelSet, ReadResult, WriteRecord, WriteStats
 from pmem.bench._types import Event, History, Question
 from pmem.models._types import CallContext
@@ -50,8 +51,11 @@ class TinyArm:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             prompt = format_sections({"TEXT": ev.text})
-            c = await self.models.agent.complete([{"role": "user", "content": prompt}], purpose="extract",
-                                                 schema={"type": "object", "properties": {"facts": {}}})
+            c = await self.models.agent.complete(
+                [{"role": "user", "content": prompt}],
+                purpose="extract",
+                schema={"type": "object", "properties": {"facts": {}}},
+            )
             self.stats.model_calls += 1
             self.stats.prompt_tokens += c.prompt_tokens
             self.stats.completion_tokens += c.completion_tokens
@@ -92,6 +96,12 @@ def make_tiny(models: ModelSet, options: dict[str, Any]) -> TinyArm:
     return TinyArm(models, options)
 
 
+#: The tiny arm registered through the arm registry, with a label and a display place right after
+#: ``pmem``. A config names it ``runner_plugins:tiny-registered``: each runner imports this module,
+#: which registers it (tests/runner/test_runner_plugin_arm.py).
+TINY_REGISTERED = register_arm("tiny-registered", make_tiny, label="tiny (registered test plugin)", order=0.5)
+
+
 #: An event text the poisoning proxy in the tests answers with HTTP 500, forever.
 POISON = "The crate was struck by lightning."
 
@@ -102,21 +112,46 @@ def poisoned(subset: str = "default", n: int = 6, poison_at: int = 2) -> Iterato
 
     for i, h in enumerate(iter_histories("alfworld-revision", "chains", L=2, cases=n)):
         if i == poison_at:
-            events = (*h.events[:1], Event(index=1, text=POISON), *(
-                Event(index=e.index + 1, text=e.text) for e in h.events[1:]))
+            events = (
+                *h.events[:1],
+                Event(index=1, text=POISON),
+                *(Event(index=e.index + 1, text=e.text) for e in h.events[1:]),
+            )
             qs = tuple(Question(**{**q.__dict__, "after_event": q.after_event + 1}) for q in h.questions)
-            h = History(id=h.id, benchmark="poisoned", subset=subset, events=events, questions=qs, params=h.params)
+            h = History(
+                id=h.id, benchmark="poisoned", subset=subset, events=events, questions=qs, params=h.params
+            )
         else:
-            h = History(id=h.id, benchmark="poisoned", subset=subset, events=h.events, questions=h.questions,
-                        params=h.params)
+            h = History(
+                id=h.id,
+                benchmark="poisoned",
+                subset=subset,
+                events=h.events,
+                questions=h.questions,
+                params=h.params,
+            )
         yield h
 
 
 def judged(subset: str = "default", n: int = 3) -> Iterator[History]:
     """Histories whose questions need a model judge (as LongMemEval's do)."""
     for i in range(n):
-        events = (Event(0, f"Update: the mug {i} has been moved from the desk to the shelf {i}.",
-                        time="2023/05/01", session_id=f"s{i}", role="user"),)
-        q = Question(id=f"j{i}", text=f"Where is the mug {i} now?", gold=(f"shelf {i}",), qtype="knowledge-update",
-                     after_event=0, needs_judge=True, params={"answer_session_ids": [f"s{i}"]})
+        events = (
+            Event(
+                0,
+                f"Update: the mug {i} has been moved from the desk to the shelf {i}.",
+                time="2023/05/01",
+                session_id=f"s{i}",
+                role="user",
+            ),
+        )
+        q = Question(
+            id=f"j{i}",
+            text=f"Where is the mug {i} now?",
+            gold=(f"shelf {i}",),
+            qtype="knowledge-update",
+            after_event=0,
+            needs_judge=True,
+            params={"answer_session_ids": [f"s{i}"]},
+        )
         yield History(id=f"judged/{i}", benchmark="judged", subset=subset, events=events, questions=(q,))

@@ -109,7 +109,9 @@ def _busy_runners(ray: Any, run_dir: Path) -> dict[int, int]:
 def _runner_names(ray: Any, run_id: str) -> list[str]:
     """The named runner actors of run ``run_id`` that the cluster still lists (of any driver)."""
     prefix = f"pmem-runner:{run_id}:"
-    return [e["name"] for e in ray.util.list_named_actors(all_namespaces=True) if e["name"].startswith(prefix)]
+    return [
+        e["name"] for e in ray.util.list_named_actors(all_namespaces=True) if e["name"].startswith(prefix)
+    ]
 
 
 def _proc_parent(pid: int) -> int | None:
@@ -175,7 +177,9 @@ def _wait_for(condition: Any, timeout_s: float, what: Any) -> None:
     """Poll ``condition`` until true; fail after ``timeout_s`` with ``what`` (a text, or one to compute)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert time.monotonic() < deadline, f"{what() if callable(what) else what}: not within {timeout_s:g} s"
+        assert time.monotonic() < deadline, (
+            f"{what() if callable(what) else what}: not within {timeout_s:g} s"
+        )
         time.sleep(0.1)
 
 
@@ -191,7 +195,9 @@ def _snapshot(run_dir: Path) -> dict[str, Any]:
         "units": hist.column("unit_id").to_pylist(),
         "status": set(hist.column("status").to_pylist()),
         "requests": Counter(read(run_dir, "requests").column("unit_id").to_pylist()),
-        "states": {p.relative_to(states).as_posix(): p.read_bytes() for p in states.rglob("*") if p.is_file()},
+        "states": {
+            p.relative_to(states).as_posix(): p.read_bytes() for p in states.rglob("*") if p.is_file()
+        },
         "summary": json.loads((run_dir / "summary.json").read_text()),
     }
 
@@ -201,16 +207,19 @@ def _check_against(ref: dict[str, Any], got: dict[str, Any]) -> None:
     dup = [k for k, n in Counter(got["keys"]).items() if n > 1]
     assert not dup, f"{len(dup)} duplicate result keys, e.g. {dup[:3]}"
     missing, extra = set(ref["keys"]) - set(got["keys"]), set(got["keys"]) - set(ref["keys"])
-    assert not missing and not extra, f"result keys differ: {len(missing)} missing {sorted(missing)[:3]}, " \
-                                      f"{len(extra)} extra {sorted(extra)[:3]}"
+    assert not missing and not extra, (
+        f"result keys differ: {len(missing)} missing {sorted(missing)[:3]}, "
+        f"{len(extra)} extra {sorted(extra)[:3]}"
+    )
     dup_units = [u for u, n in Counter(got["units"]).items() if n > 1]
     assert not dup_units, f"histories committed twice: {dup_units[:3]}"
     assert sorted(got["units"]) == sorted(ref["units"]), "the completed histories differ"
     assert got["status"] == {"complete"}, f"history statuses {got['status']}"
     assert got["requests"] == ref["requests"], "the request log differs per history (calls repeated or lost)"
     paths, ref_paths = set(got["states"]), set(ref["states"])
-    assert paths == ref_paths, f"state files differ: missing {sorted(ref_paths - paths)[:3]}, " \
-                               f"extra {sorted(paths - ref_paths)[:3]}"
+    assert paths == ref_paths, (
+        f"state files differ: missing {sorted(ref_paths - paths)[:3]}, extra {sorted(paths - ref_paths)[:3]}"
+    )
     differ = sorted(p for p in paths if got["states"][p] != ref["states"][p])
     assert not differ, f"{len(differ)} state files not byte-identical, e.g. {differ[:3]}"
     s = got["summary"]
@@ -224,8 +233,20 @@ class Sweep:
     """``pmem sweep`` subprocesses on the session's cluster, writing one --out folder."""
 
     def __init__(self, cfg: Path, out: Path, address: str, log: Path) -> None:
-        self.argv = [sys.executable, "-m", "pmem.cli", "sweep", str(cfg), "--out", str(out), "--quiet",
-                     "--limit", str(LIMIT), "--address", address]
+        self.argv = [
+            sys.executable,
+            "-m",
+            "pmem.cli",
+            "sweep",
+            str(cfg),
+            "--out",
+            str(out),
+            "--quiet",
+            "--limit",
+            str(LIMIT),
+            "--address",
+            address,
+        ]
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -242,7 +263,9 @@ class Sweep:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(30)
-            raise AssertionError(f"the driver hung: still running after {RUN_TIMEOUT_S:g} s\n{self.tail()}") from None
+            raise AssertionError(
+                f"the driver hung: still running after {RUN_TIMEOUT_S:g} s\n{self.tail()}"
+            ) from None
 
     def run(self) -> int:
         self.start()
@@ -263,16 +286,36 @@ class Sweep:
 
 def _wait_quiet(ray: Any, run_dir: Path, raylet: int, gpus: float) -> None:
     """After a sweep: none of its runners, no replica server (orphans included), every GPU free again."""
-    _wait_for(lambda: not _runner_names(ray, run_dir.name), CLEAN_TIMEOUT_S, "runner actors outlived the sweep")
-    _wait_for(lambda: not _replica_servers(raylet), CLEAN_TIMEOUT_S,
-              lambda: f"replica servers outlived the sweep (pid -> its replica's pid; None: an orphan): "
-                      f"{_replica_servers(raylet)}")
-    _wait_for(lambda: ray.available_resources().get("GPU", 0) == gpus, CLEAN_TIMEOUT_S,
-              "the replicas' GPUs were not given back")
+    _wait_for(
+        lambda: not _runner_names(ray, run_dir.name), CLEAN_TIMEOUT_S, "runner actors outlived the sweep"
+    )
+    _wait_for(
+        lambda: not _replica_servers(raylet),
+        CLEAN_TIMEOUT_S,
+        lambda: (
+            f"replica servers outlived the sweep (pid -> its replica's pid; None: an orphan): "
+            f"{_replica_servers(raylet)}"
+        ),
+    )
+    _wait_for(
+        lambda: ray.available_resources().get("GPU", 0) == gpus,
+        CLEAN_TIMEOUT_S,
+        "the replicas' GPUs were not given back",
+    )
 
 
-def _trial(ray: Any, raylet: int, cfg: Path, out: Path, run_id: str, total: int, kind: str,
-           rng: random.Random, threshold: int, jitter_s: float) -> dict[str, Any]:
+def _trial(
+    ray: Any,
+    raylet: int,
+    cfg: Path,
+    out: Path,
+    run_id: str,
+    total: int,
+    kind: str,
+    rng: random.Random,
+    threshold: int,
+    jitter_s: float,
+) -> dict[str, Any]:
     """One sweep, one kill of ``kind`` once ``threshold`` units are committed (+ ``jitter_s``), then on
     to a finished run. Returns what happened; asserts that the sweep survived."""
     address = ray.get_runtime_context().gcs_address
@@ -343,7 +386,9 @@ def _trial(ray: Any, raylet: int, cfg: Path, out: Path, run_id: str, total: int,
 
 @pytest.mark.slow
 @pytest.mark.timeout(4 * 3600)  # a backstop: every wait inside is bounded
-def test_quickstart_survives_random_kills(ray_cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_quickstart_survives_random_kills(
+    ray_cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ray = ray_cluster
     address = ray.get_runtime_context().gcs_address
     gpus = ray.cluster_resources().get("GPU", 0)
@@ -370,8 +415,10 @@ def test_quickstart_survives_random_kills(ray_cluster, tmp_path: Path, capsys: p
     total = len(ref["units"])
     _check_against(ref, ref)
     assert ref["states"] and ref["summary"]["total"] == total
-    say(f"\n[chaos] seed {SEED}; reference {ref_dir.name}: {total} histories x arms, {len(ref['keys'])} "
-        f"results, {len(ref['states'])} state files, {time.monotonic() - t0:.0f} s")
+    say(
+        f"\n[chaos] seed {SEED}; reference {ref_dir.name}: {total} histories x arms, {len(ref['keys'])} "
+        f"results, {len(ref['states'])} state files, {time.monotonic() - t0:.0f} s"
+    )
 
     offset = rng.randrange(len(KINDS))
     survived, failures = 0, []
@@ -394,10 +441,12 @@ def test_quickstart_survives_random_kills(ray_cluster, tmp_path: Path, capsys: p
                 break
             extra = f", replica restarted: {note['replica_restarted']}" if "replica_restarted" in note else ""
             extra += f", victim held {note['victim_held']} histories" if "victim_held" in note else ""
-            say(f"[chaos] trial {i}: killed {kind} (pid {note['victim']}) at >= {threshold} units "
+            say(
+                f"[chaos] trial {i}: killed {kind} (pid {note['victim']}) at >= {threshold} units "
                 f"+ {jitter:.2f} s: {note['committed_before']}-{note['committed_after']}/{total} committed, "
                 f"mid-run: {note['mid_run']}; redone {note['redone']}, skipped {note['skipped']}{extra}; "
-                f"{time.monotonic() - t:.0f} s")
+                f"{time.monotonic() - t:.0f} s"
+            )
             shutil.rmtree(out, ignore_errors=True)
             if note["mid_run"]:
                 survived += 1

@@ -24,8 +24,13 @@ HERE = Path(__file__).resolve().parent
 
 def _writer(root: Path, batch: str, step: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, str(HERE / "crash_writer.py"), str(root), batch, step],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(HERE / "crash_writer.py"), str(root), batch, step],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def _steps(tmp: Path) -> list[str]:
@@ -35,8 +40,12 @@ def _steps(tmp: Path) -> list[str]:
 
 
 def _dataset_files(root: Path) -> set[str]:
-    return {str(p.relative_to(root)) for d in ("results", "histories", "states") for p in (root / d).rglob("*")
-            if p.is_file()}
+    return {
+        str(p.relative_to(root))
+        for d in ("results", "histories", "states")
+        for p in (root / d).rglob("*")
+        if p.is_file()
+    }
 
 
 def test_protocol_names_every_step(tmp_path: Path) -> None:
@@ -105,8 +114,9 @@ class _Crash(BaseException):
     pass
 
 
-def test_atomic_write_never_exposes_new_bytes_before_its_rename(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_atomic_write_never_exposes_new_bytes_before_its_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "record.json"
     atomic.atomic_write_bytes(path, b"old")
 
@@ -120,7 +130,9 @@ def test_atomic_write_never_exposes_new_bytes_before_its_rename(tmp_path: Path,
     assert path.read_bytes() == b"old"
 
 
-def test_fsync_order_data_then_record_then_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fsync_order_data_then_record_then_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sys.path.insert(0, str(HERE))
     try:
         from crash_writer import stage_batch
@@ -157,4 +169,6 @@ def test_fsync_order_data_then_record_then_directories(tmp_path: Path, monkeypat
     assert at[("fsync", f"{root}/{COMMITS}")] > rename_record  # and its directory after
     last_move = max(at[("replace", f"{root}/{d}")] for _, d in staged.moves)
     for folder in {str(Path(f"{root}/{d}").parent) for _, d in staged.moves}:
-        assert any(kind == "fsync" and p == folder for kind, p in events[last_move - len(staged.moves):]), folder
+        assert any(kind == "fsync" and p == folder for kind, p in events[last_move - len(staged.moves) :]), (
+            folder
+        )

@@ -30,9 +30,18 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def _pmem(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pmem.cli", *args], cwd=REPO, env=env or _env(),
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+def _pmem(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pmem.cli", *args],
+        cwd=REPO,
+        env=env or _env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -65,15 +74,21 @@ def test_runners_below_one_refused_before_anything(tmp_path: Path, runners: str)
 
 def test_unknown_model_backend_names_the_key(tmp_path: Path) -> None:
     cfg = tmp_path / "bad.toml"
-    cfg.write_text(config(tmp_path, SMALL).read_text().replace('backend = "heuristic"', 'backend = "gpt5-turbo"'))
+    cfg.write_text(
+        config(tmp_path, SMALL).read_text().replace('backend = "heuristic"', 'backend = "gpt5-turbo"')
+    )
     out = tmp_path / "out"
-    _one_line_error(_pmem("sweep", str(cfg), "--out", str(out)), str(cfg), "[models.agent] backend", "gpt5-turbo")
+    _one_line_error(
+        _pmem("sweep", str(cfg), "--out", str(out)), str(cfg), "[models.agent] backend", "gpt5-turbo"
+    )
     assert not out.exists()
 
 
 def test_non_utf8_config_is_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "latin1.toml"
-    cfg.write_bytes(config(tmp_path, SMALL).read_text().replace('name = "t"', 'name = "caf\xe9"').encode("latin-1"))
+    cfg.write_bytes(
+        config(tmp_path, SMALL).read_text().replace('name = "t"', 'name = "caf\xe9"').encode("latin-1")
+    )
     out = tmp_path / "out"
     _one_line_error(_pmem("sweep", str(cfg), "--out", str(out)), str(cfg), "UTF-8")
     assert not out.exists()
@@ -107,8 +122,17 @@ def test_silent_address_times_out_within_the_configured_bound(tmp_path: Path) ->
         server.listen(64)
         address = f"127.0.0.1:{server.getsockname()[1]}"
         t0 = time.monotonic()
-        proc = _pmem("sweep", str(cfg), "--out", str(tmp_path / "out"), "--address", address,
-                     "--connect-timeout", "8", timeout=90)
+        proc = _pmem(
+            "sweep",
+            str(cfg),
+            "--out",
+            str(tmp_path / "out"),
+            "--address",
+            address,
+            "--connect-timeout",
+            "8",
+            timeout=90,
+        )
         took = time.monotonic() - t0
     _one_line_error(proc, address)
     assert took < 45, took  # 8 s of waiting plus interpreter start-up, never Ray's minutes of retries
@@ -120,11 +144,20 @@ def test_embedded_mode_ignores_a_stale_cluster_file(tmp_path: Path, private_ray_
     (Path(private_ray_tmpdir) / "ray").mkdir()
     (Path(private_ray_tmpdir) / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{_dead_port()}")
     cfg = config(tmp_path, SMALL, name="stale")
-    proc = _pmem("sweep", str(cfg), "--out", str(tmp_path / "out"), "--quiet",
-                 env=_env(RAY_TMPDIR=private_ray_tmpdir), timeout=300)
+    proc = _pmem(
+        "sweep",
+        str(cfg),
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+        env=_env(RAY_TMPDIR=private_ray_tmpdir),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert len(set(result_keys(run_dir))) == len(result_keys(run_dir)) > 0
+    # the embedded cluster is private: Ray's "set RAY_AUTH_MODE=disabled to opt out" is no setting of the user's
+    assert "Token authentication" not in proc.stderr, proc.stderr[-3000:]
 
 
 def test_damaged_batch_resumes_in_one_rerun(ray_cluster, tmp_path: Path) -> None:
@@ -137,8 +170,15 @@ def test_damaged_batch_resumes_in_one_rerun(ray_cluster, tmp_path: Path) -> None
     keys = sorted(result_keys(first.run_dir))
     victim = sorted((first.run_dir / "states").rglob("*.arrow"))[0]
     victim.write_bytes(victim.read_bytes()[:-7])  # truncated, as by a crash of the disk underneath
-    proc = _pmem("sweep", str(cfg), "--out", str(tmp_path / "runs"), "--quiet",
-                 "--address", ray_cluster.get_runtime_context().gcs_address)
+    proc = _pmem(
+        "sweep",
+        str(cfg),
+        "--out",
+        str(tmp_path / "runs"),
+        "--quiet",
+        "--address",
+        ray_cluster.get_runtime_context().gcs_address,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"{victim}: checksum mismatch" in proc.stderr
     assert sorted(result_keys(first.run_dir)) == keys
@@ -149,12 +189,32 @@ def test_damaged_batch_resumes_in_one_rerun(ray_cluster, tmp_path: Path) -> None
 def test_ctrl_c_keeps_committed_work_and_says_how_to_resume(ray_cluster, tmp_path: Path) -> None:
     cfg = config(tmp_path, tiny_chains_body(cases=20), name="sigint")
     out = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "pmem.cli", "sweep", str(cfg), "--out", str(out), "--quiet",
-                             "--address", ray_cluster.get_runtime_context().gcs_address],
-                            cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pmem.cli",
+            "sweep",
+            str(cfg),
+            "--out",
+            str(out),
+            "--quiet",
+            "--address",
+            ray_cluster.get_runtime_context().gcs_address,
+        ],
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and proc.poll() is None and not list(out.glob("sigint-*/_commits/*.json")):
+        while (
+            time.monotonic() < deadline
+            and proc.poll() is None
+            and not list(out.glob("sigint-*/_commits/*.json"))
+        ):
             time.sleep(0.05)
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         proc.send_signal(signal.SIGINT)

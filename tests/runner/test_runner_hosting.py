@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from runner_helpers import TINY, config, read
 
-from pmem.models import _vllm
+from pmem.models import _replicas
 from pmem.models.server import ServerThread
 from pmem.runner import load_config, run_sweep
 from pmem.runner._hosting import Hosted, RoutedChat, RoutedEmbedder
@@ -62,7 +62,7 @@ cases = 6
     # record the key the pool draws, and each replica's log just before the pool removes it
     keys: list[str] = []
     logs: dict[str, bytes] = {}
-    draw, stop = _vllm._new_api_key, _vllm.ReplicaPool.stop
+    draw, stop = _replicas._new_api_key, _replicas.ReplicaPool.stop
 
     def recorded_draw() -> str:
         keys.append(draw())
@@ -73,8 +73,8 @@ cases = 6
             logs[info["log"]] = Path(info["log"]).read_bytes()
         stop(pool)
 
-    monkeypatch.setattr(_vllm, "_new_api_key", recorded_draw)
-    monkeypatch.setattr(_vllm.ReplicaPool, "stop", recorded_stop)
+    monkeypatch.setattr(_replicas, "_new_api_key", recorded_draw)
+    monkeypatch.setattr(_replicas.ReplicaPool, "stop", recorded_stop)
     p = config(tmp_path, body, name="hosted")
     p.write_text(
         p.read_text().replace(

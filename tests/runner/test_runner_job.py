@@ -30,8 +30,14 @@ def _port(preferred: int) -> int:
 def test_ray_job_submit_quickstart(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env.update(PMEM_OUT=str(tmp_path / "runs"), DASHBOARD_PORT=str(_port(8265)), NUM_CPUS="2")
-    proc = subprocess.run([str(REPO / "cluster" / "local_job.sh")], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run(
+        [str(REPO / "cluster" / "local_job.sh")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "succeeded" in out
@@ -43,7 +49,9 @@ def test_ray_job_submit_quickstart(tmp_path: Path) -> None:
     assert hist.num_rows > 0 and set(hist.column("status").to_pylist()) == {"complete"}
     assert read(run, "results").num_rows > 0
     # the script stopped the head it started (found by its private temp dir), and nothing else
-    tmp = next(line.split(": ", 1)[1].strip() for line in out.splitlines() if line.startswith("ray head temp dir:"))
+    tmp = next(
+        line.split(": ", 1)[1].strip() for line in out.splitlines() if line.startswith("ray head temp dir:")
+    )
     alive = [p for p in Path("/proc").glob("[0-9]*/cmdline") if _reads(p, tmp)]
     assert alive == []
 

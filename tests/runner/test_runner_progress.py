@@ -7,10 +7,15 @@ from pmem.runner._progress import Progress
 
 def test_plain_progress_lines_carry_counts_calls_failures_and_eta() -> None:
     out = io.StringIO()
-    totals = {("alfworld-revision/chains", "pmem"): 4, ("alfworld-revision/chains", "raw"): 4,
-              ("factconsolidation/sh_6k", "pmem"): 1}
+    totals = {
+        ("alfworld-revision/chains", "pmem"): 4,
+        ("alfworld-revision/chains", "raw"): 4,
+        ("factconsolidation/sh_6k", "pmem"): 1,
+    }
     p = Progress(totals, {("alfworld-revision/chains", "pmem"): 1}, interval=0.0, stream=out, tty=False)
-    p.update(("alfworld-revision/chains", "pmem"), {"status": "complete", "calls": 10, "cached": 4, "tokens": 1500})
+    p.update(
+        ("alfworld-revision/chains", "pmem"), {"status": "complete", "calls": 10, "cached": 4, "tokens": 1500}
+    )
     p.update(("alfworld-revision/chains", "raw"), {"status": "failed", "calls": 2, "tokens": 100})
     p.close()
     last = out.getvalue().strip().splitlines()[-1]

@@ -28,9 +28,22 @@ def test_sigkill_driver_then_resume_matches_uninterrupted_run(ray_cluster, tmp_p
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     out_killed = tmp_path / "killed"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pmem.cli", "sweep", str(cfg), "--out", str(out_killed), "--quiet",
-         "--address", ray.get_runtime_context().gcs_address],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "pmem.cli",
+            "sweep",
+            str(cfg),
+            "--out",
+            str(out_killed),
+            "--quiet",
+            "--address",
+            ray.get_runtime_context().gcs_address,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         deadline = time.monotonic() + 120
@@ -68,7 +81,9 @@ def test_sigkill_driver_then_resume_matches_uninterrupted_run(ray_cluster, tmp_p
     assert len(keys) == len(set(keys)), "duplicate result rows after resume"
     assert sorted(keys) == sorted(result_keys(clean.run_dir))
     hist = read(run_dir, "histories")
-    assert sorted(hist.column("unit_id").to_pylist()) == sorted(read(clean.run_dir, "histories").column("unit_id").to_pylist())
+    assert sorted(hist.column("unit_id").to_pylist()) == sorted(
+        read(clean.run_dir, "histories").column("unit_id").to_pylist()
+    )
     # every history's calls appear once: the request log equals the uninterrupted run's, per history
     per_unit = Counter(read(run_dir, "requests").column("unit_id").to_pylist())
     assert per_unit == Counter(read(clean.run_dir, "requests").column("unit_id").to_pylist())

@@ -46,11 +46,20 @@ def test_sweep_artifacts_then_resume_skips_everything(ray_cluster, tmp_path: Pat
     assert len(keys) == 10 + 4 * 2 and len(set(keys)) == len(keys)
     results = read(run, "results")
     # the tiny arm commits every move, so it answers the chains correctly
-    chains = [c for c, s in zip(results.column("correct").to_pylist(), results.column("subset").to_pylist(),
-                                strict=True) if s == "chains"]
+    chains = [
+        c
+        for c, s in zip(
+            results.column("correct").to_pylist(), results.column("subset").to_pylist(), strict=True
+        )
+        if s == "chains"
+    ]
     assert chains and all(chains)
     assert set(results.column("L").to_pylist()) == {1, 2, None}
-    assert set(results.column("question_type").to_pylist()) == {"current", "before_retraction", "after_retraction"}
+    assert set(results.column("question_type").to_pylist()) == {
+        "current",
+        "before_retraction",
+        "after_retraction",
+    }
     hist = read(run, "histories")
     assert Counter(hist.column("status").to_pylist()) == {"complete": 14}
     # states load back as graphs, one per history
@@ -77,9 +86,16 @@ def test_limit_runs_first_n_per_subset(ray_cluster, tmp_path: Path) -> None:
     hist = read(res.run_dir, "histories")
     ids = sorted(hist.column("history_id").to_pylist())
     assert res.total == 6 and len(ids) == 6
-    assert ids == sorted(["alfworld-revision/chains/L1/case000", "alfworld-revision/chains/L1/case001",
-                          "alfworld-revision/chains/L2/case000", "alfworld-revision/chains/L2/case001",
-                          "alfworld-revision/retraction/d0/case000", "alfworld-revision/retraction/d0/case001"])
+    assert ids == sorted(
+        [
+            "alfworld-revision/chains/L1/case000",
+            "alfworld-revision/chains/L1/case001",
+            "alfworld-revision/chains/L2/case000",
+            "alfworld-revision/chains/L2/case001",
+            "alfworld-revision/retraction/d0/case000",
+            "alfworld-revision/retraction/d0/case001",
+        ]
+    )
 
 
 def test_permanently_failing_history_is_recorded_and_sweep_goes_on(ray_cluster, tmp_path: Path) -> None:
@@ -100,9 +116,11 @@ n = 5
 poison_at = 2
 """
         p = config(tmp_path, body, name="poison")
-        text = p.read_text().replace('[models.agent]\nbackend = "heuristic"',
-                                     f'[models.agent]\nbackend = "openai"\nurl = "{proxy.url}"\nmodel = "heuristic"\n'
-                                     'max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 10')
+        text = p.read_text().replace(
+            '[models.agent]\nbackend = "heuristic"',
+            f'[models.agent]\nbackend = "openai"\nurl = "{proxy.url}"\nmodel = "heuristic"\n'
+            "max_retries = 1\nbackoff_s = 0.01\ntimeout_s = 10",
+        )
         p.write_text(text)
         parser = argparse.ArgumentParser()
         add_arguments(parser)
@@ -125,7 +143,9 @@ poison_at = 2
 def test_runner_killed_mid_run_is_replaced_without_duplicates(ray_cluster, tmp_path: Path) -> None:
     ray = ray_cluster
     hold = tmp_path / "held.pid"
-    body = tiny_chains_body(cases=16).replace("event_delay_s = 0.01", f'event_delay_s = 0.01\nhold_once = "{hold}"')
+    body = tiny_chains_body(cases=16).replace(
+        "event_delay_s = 0.01", f'event_delay_s = 0.01\nhold_once = "{hold}"'
+    )
     spec = load_config(config(tmp_path, body, name="kill"))
     killed: list[int] = []
 

@@ -6,7 +6,7 @@ semaphore of ``capacity`` slots around chat requests (each holding a slot for th
 accounts slot-time, so the perf can report how busy a sweep kept the server:
 ``busy = slot-seconds used / (capacity x seconds from the first request to the last reply)``.
 
-    python -m pmem.runner._capserver --port 8011 --latency-ms 20 --capacity 8
+    python -m benchmarks.capserver --port 8011 --latency-ms 20 --capacity 8
     curl http://127.0.0.1:8011/_perf/busy
 """
 
@@ -44,8 +44,9 @@ def build_app(latency_ms: float, capacity: int) -> Any:
 
     async def busy(request: web.Request) -> web.Response:
         window = max(acct["last"] - acct["first"], 1e-9)
-        return web.json_response({**acct, "capacity": capacity, "window_s": window,
-                                  "busy": acct["busy_s"] / (capacity * window)})
+        return web.json_response(
+            {**acct, "capacity": capacity, "window_s": window, "busy": acct["busy_s"] / (capacity * window)}
+        )
 
     app = StandInServer(faults=Faults(latency_s=latency_ms / 1000.0)).app()
     app.middlewares.append(limit)

@@ -1,0 +1,122 @@
+"""Column names of a run's Parquet datasets, one constant per name (DESIGN.md, run directory contract).
+
+Readers (the report, tests, notebooks) name a column through these constants rather than a string, so a
+renamed or misspelt column fails at import or in review instead of silently reading nothing. A name that
+two datasets share means the same thing in both (``error`` is the failure of the row's own subject: a
+history, a model call or a judge call). The row types in :mod:`pmem.rundir._rows` define which dataset
+carries which name and with which type; a test checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- keys every dataset carries (the unit of work: one history through one arm with one agent model) --
+RUN_ID: Final = "run_id"
+UNIT_ID: Final = "unit_id"
+BENCHMARK: Final = "benchmark"
+SUBSET: Final = "subset"
+HISTORY_ID: Final = "history_id"
+ARM: Final = "arm"
+#: the agent model answering (results, writes, histories, judgments); in requests/ the model called
+MODEL: Final = "model"
+
+# -- the benchmark's own parameters (a column each where known, all of them as JSON in ``params``) ----
+L: Final = "L"
+D: Final = "d"
+LENGTH: Final = "length"
+PARAMS: Final = "params"
+
+# -- results/: one row per question answered ---------------------------------------------------------
+QUESTION_ID: Final = "question_id"
+QUESTION_TYPE: Final = "question_type"
+QUESTION: Final = "question"
+PREDICTION: Final = "prediction"
+GOLD: Final = "gold"
+GOLD_ALL: Final = "gold_all"
+STALE_VALUES: Final = "stale_values"
+CORRECT: Final = "correct"
+STALE: Final = "stale"
+NEEDS_JUDGE: Final = "needs_judge"
+JUDGE_MODEL: Final = "judge_model"
+ANSWER_CLASS: Final = "answer_class"
+QUESTION_DATE: Final = "question_date"
+AFTER_EVENT: Final = "after_event"
+READ_TOKENS: Final = "read_tokens"
+READ_CHARS: Final = "read_chars"
+READ_ITEMS: Final = "read_items"
+ANSWER_ERROR: Final = "answer_error"
+#: is the gold (a stale value) the value of an active cell of the arm's graph when the question is asked
+GOLD_IN_STATE: Final = "gold_in_state"
+STALE_IN_STATE: Final = "stale_in_state"
+#: the write-path audit of the question (FactConsolidation arms that keep facts): the one source of the
+#: report's write-path audit table
+AUDIT_GOLD_IN_ACTIVE_CELL: Final = "audit_gold_in_active_cell"
+AUDIT_GOLD_IN_MATCHING_CELL: Final = "audit_gold_in_matching_cell"
+AUDIT_STALE_SIBLING: Final = "audit_stale_sibling"
+#: the model's raw output (results: the answer call; judgments: the verdict call)
+RAW: Final = "raw"
+
+# -- writes/: one row per write operation -----------------------------------------------------------
+SEQ: Final = "seq"
+OP: Final = "op"
+KEY: Final = "key"
+VALUE: Final = "value"
+APPLIED: Final = "applied"
+REASON: Final = "reason"
+
+# -- requests/: one row per model call ------------------------------------------------------------
+#: the history's agent model (``model`` is the model this call went to)
+AGENT_MODEL: Final = "agent_model"
+PURPOSE: Final = "purpose"
+PROMPT_TOKENS: Final = "prompt_tokens"
+COMPLETION_TOKENS: Final = "completion_tokens"
+CACHED: Final = "cached"
+LATENCY_S: Final = "latency_s"
+ERROR: Final = "error"
+TOKENS_ESTIMATED: Final = "tokens_estimated"
+
+# -- histories/: one row per (history, arm, agent model) run --------------------------------------
+STATUS: Final = "status"
+ATTEMPT: Final = "attempt"
+WALL_S: Final = "wall_s"
+STATE_BYTES: Final = "state_bytes"
+STATE_PATH: Final = "state_path"
+N_EVENTS: Final = "n_events"
+N_QUESTIONS: Final = "n_questions"
+N_CORRECT: Final = "n_correct"
+MODEL_CALLS: Final = "model_calls"
+CACHED_CALLS: Final = "cached_calls"
+WRITE_MODEL_CALLS: Final = "write_model_calls"
+WRITE_PROMPT_TOKENS: Final = "write_prompt_tokens"
+WRITE_COMPLETION_TOKENS: Final = "write_completion_tokens"
+FACTS: Final = "facts"
+CELLS: Final = "cells"
+#: the operation counts as JSON (one ``ops_<op>`` column per operation too, see :func:`op_column`)
+OPS: Final = "ops"
+#: the arm's write-path audit of the whole stream (FactConsolidation arms that keep facts)
+AUDIT_GOLD_KEYS: Final = "audit_gold_keys"
+AUDIT_OVERWRITTEN_KEYS: Final = "audit_overwritten_keys"
+AUDIT_ACTIVE_ITEMS: Final = "audit_active_items"
+# AUDIT_GOLD_IN_ACTIVE_CELL and AUDIT_GOLD_IN_MATCHING_CELL (above) are the stream's rates here
+AUDIT_STALE_SIBLING_RATE: Final = "audit_stale_sibling_rate"
+EXTRA: Final = "extra"
+RUNNER: Final = "runner"
+FINISHED_AT: Final = "finished_at"
+
+# -- judgments/: one row per (question, judge model) ----------------------------------------------
+VERDICT: Final = "verdict"
+#: judge-extracted values where the benchmark names the evidence (LongMemEval stale rate)
+SUPERSEDED: Final = "superseded"
+CURRENT: Final = "current"
+
+#: benchmark parameters that are columns of their own (and grouping columns in the report)
+PARAM_COLUMNS: Final = (L, D, LENGTH)
+
+#: the prefix of the per-operation count columns of histories/
+OPS_PREFIX: Final = "ops_"
+
+
+def op_column(op: str) -> str:
+    """The histories/ column counting operation ``op`` (an operation name of :data:`pmem.graph.OPS`)."""
+    return f"{OPS_PREFIX}{op}"

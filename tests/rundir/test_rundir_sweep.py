@@ -1,0 +1,80 @@
+"""The run directory contract end to end: a real (small) quickstart sweep is written, then reported.
+
+The report is otherwise tested on synthetic runs; here it reads what the runner wrote: every dataset has
+exactly its contract schema, and every report table is filled wherever the run holds rows for it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from pmem.report import build_report, compute, open_run
+from pmem.rundir import DATASETS
+from pmem.rundir import columns as C
+from pmem.runner import load_config, run_sweep
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "jobs" / "quickstart.toml"
+
+
+@pytest.fixture(scope="module")
+def quickstart_run(ray_cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The quickstart, first history of each subset (the heuristic agent: no LLM)."""
+    spec = load_config(QUICKSTART)
+    res = run_sweep(spec, out=tmp_path_factory.mktemp("rundir") / "runs", limit=1, progress_enabled=False)
+    assert res.failed == 0 and res.completed == res.total > 0
+    return res.run_dir
+
+
+def test_every_dataset_has_its_contract_schema(quickstart_run: Path) -> None:
+    seen = set()
+    for name, ds in DATASETS.items():
+        for f in sorted((quickstart_run / name).glob("*.parquet")):
+            assert pq.read_schema(f).equals(ds.schema, check_metadata=False), f
+            seen.add(name)
+    # the heuristic judge has nothing to judge in the quickstart: no judgments/
+    assert seen == {"results", "writes", "requests", "histories"}
+
+
+def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run: Path) -> None:
+    paths = build_report(quickstart_run)
+    m = compute(open_run(quickstart_run))
+    res = m.run.frame("results").collect()
+    subsets = set(res[C.SUBSET].unique().to_list())
+    fc = res.filter(res[C.BENCHMARK] == "factconsolidation")
+    # which tables the run holds rows for (two-step is not in the quickstart: that table stays empty)
+    has_rows = {
+        "coverage": True,
+        "table6_chains": "chains" in subsets,
+        "table8_retraction": "retraction" in subsets,
+        "conflict_probe": "conflict" in subsets,
+        "two_step": "two-step" in subsets,
+        "table7_factconsolidation": fc.height > 0,
+        "accuracy": True,
+        "stale_rate": res[C.STALE].drop_nulls().len() > 0,
+        "paired": True,
+        "read_cost": True,
+        "write_cost": True,
+        "break_even": True,
+        "write_audit": fc[C.AUDIT_GOLD_IN_ACTIVE_CELL].drop_nulls().len() > 0,
+        "published_vs_ours": True,
+    }
+    assert set(m.tables) == set(has_rows)
+    assert all(has_rows[t] for t in has_rows if t != "two_step")
+    for name, table in m.tables.items():
+        assert table.empty != has_rows[name], (
+            f"{name}: {table.data.height} rows, run has rows: {has_rows[name]}"
+        )
+    # an empty table says why it is empty (the quickstart sweeps no two-step subset)
+    assert "Not in this run" in " ".join(m.tables["two_step"].notes)
+    two_step = paths.markdown.read_text().split("two-step phrasing", 1)[1].split("\n## ", 1)[0]
+    assert "Not in this run" in two_step
+    cov = m.tables["coverage"].data
+    assert set(cov["status"].to_list()) == {"ok"}
+    # costs come from every dataset the runner wrote
+    wc = m.tables["write_cost"].data
+    for col in ("write_calls_per_history", "committed_facts_per_history", "wall_s_mean", "state_bytes_mean"):
+        assert wc[col].drop_nulls().len() > 0, col
+    assert paths.markdown.is_file() and {p.stem for p in paths.tables} == set(m.tables)
