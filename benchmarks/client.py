@@ -186,7 +186,16 @@ def bench_client(
             # server) is an artifact of the synthetic setup, not a property of the client.
             stagger = latency_ms / 1000.0 / concurrency
             done = 0
-            window: list[float] = []
+
+            # The window is steady state only: it opens once every worker has had two replies and
+            # closes when the first worker runs out of requests; after that fewer than `concurrency`
+            # are in flight, and counting the drain would charge the client for the generator's tail.
+            marks: list[
+                tuple[float, int, float, float]
+            ] = []  # (time, replies so far, client CPU, server CPU)
+
+            def mark() -> None:
+                marks.append((time.perf_counter(), done, _self_cpu_s(), _proc_cpu_s(proc.pid)))
 
             async def worker(w: int, quota: int) -> None:
                 nonlocal done
@@ -195,19 +204,20 @@ def bench_client(
                     purpose, msgs = prompts[(w + i) % len(prompts)]
                     await call(msgs, purpose)
                     done += 1
-                    if done == concurrency * 2:  # steady state reached: open the measuring window
-                        window.append(time.perf_counter())
-                        cpu.append((_self_cpu_s(), _proc_cpu_s(proc.pid)))
+                    if done == concurrency * 2:
+                        mark()
+                if len(marks) == 1:
+                    mark()
 
-            cpu: list[tuple[float, float]] = []
             quota = max(4, n // concurrency)
             await asyncio.gather(*(worker(w, quota) for w in range(concurrency)))
-            elapsed = time.perf_counter() - window[0]
-            c1, s1 = _self_cpu_s(), _proc_cpu_s(proc.pid)
-            measured = done - concurrency * 2
             await close()
-            (c0, s0) = cpu[0]
-            return measured / elapsed, (c1 - c0) / measured * 1e6, (s1 - s0) / measured * 1e6
+            if len(marks) < 2:
+                msg = f"{n} requests leave no steady state for {concurrency} workers: give --requests more"
+                raise RuntimeError(msg)
+            (t0, n0, c0, s0), (t1, n1, c1, s1) = marks[0], marks[1]
+            measured = n1 - n0
+            return measured / (t1 - t0), (c1 - c0) / measured * 1e6, (s1 - s0) / measured * 1e6
 
         return run_loop(go())
     finally:

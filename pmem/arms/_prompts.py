@@ -22,12 +22,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pmem.graph import OPS
 from pmem.models.sections import format_sections
 
 #: Statuses an extracted fact may carry (anything else is read as ``asserted``).
 ASSERTION_STATUSES = ("asserted", "hedged", "reported", "withdrawn")
-#: Typed operations an annotation may choose (DESIGN.md's six).
-ANNOTATION_OPS = ("accept", "contest", "reject", "revoke", "resolve", "noop")
+#: Typed operations an annotation may choose: every operation of the core.
+ANNOTATION_OPS: tuple[str, ...] = OPS
 #: Mem0-style CRUD events.
 CRUD_EVENTS = ("ADD", "UPDATE", "DELETE", "NONE")
 
