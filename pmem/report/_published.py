@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from pmem.report._table import Table
+from pmem.rundir import columns as C
 
 if TYPE_CHECKING:
     from pmem.report._metrics import Metrics
@@ -86,7 +87,7 @@ def setup_differences(m: Metrics) -> list[str]:
     run = m.run
     agent = run.agent_label
     emb = run.models.get("embedder", {})
-    benches = set(m.accuracy["benchmark"].unique().to_list()) if m.accuracy.height else set()
+    benches = set(m.accuracy[C.BENCHMARK].unique().to_list()) if m.accuracy.height else set()
     notes = [
         f"Agent: ours {agent}; published Qwen3-4B-Instruct-2507 (temperature 0, thinking off) served by vLLM.",
         f"Embedder: ours {emb.get('model') or emb.get('backend', 'unknown')} ({emb.get('backend', '?')}); "
@@ -114,8 +115,8 @@ def _filter_param(param: str, params: list[str], cols: list[str]) -> pl.Expr | N
         return None
     if param == "overall":
         return pl.lit(True)
-    if "answer_class" in cols:
-        return pl.col("answer_class") == param
+    if C.ANSWER_CLASS in cols:
+        return pl.col(C.ANSWER_CLASS) == param
     return None
 
 
@@ -132,7 +133,7 @@ def _ours(
         if d8.height == 0:
             return None, None, "no retraction rows"
         d = param.split("=", 1)[1] if "=" in param else None
-        sel = d8.filter((pl.col("arm") == arm) & (pl.col("d").cast(pl.String) == d)) if d else pl.DataFrame()
+        sel = d8.filter((pl.col(C.ARM) == arm) & (pl.col(C.D).cast(pl.String) == d)) if d else pl.DataFrame()
         if sel.height == 0:
             return None, None, "no rows for this arm/distance"
         r = sel.row(0, named=True)
@@ -144,13 +145,13 @@ def _ours(
         wc = t["write_cost"].data
         subsets = [
             s
-            for s in (wc["subset"].unique().to_list() if wc.height else [])
+            for s in (wc[C.SUBSET].unique().to_list() if wc.height else [])
             if s == subset or s.endswith("_" + subset)
         ]
         if wc.height == 0 or col not in wc.columns or not subsets:
             return None, None, "not measured"
         sel = wc.filter(
-            (pl.col("benchmark") == bench) & pl.col("subset").is_in(subsets) & (pl.col("arm") == arm)
+            (pl.col(C.BENCHMARK) == bench) & pl.col(C.SUBSET).is_in(subsets) & (pl.col(C.ARM) == arm)
         )
         mean = sel[col].mean()
         if sel.height == 0 or not isinstance(mean, int | float):  # None: no non-null value
@@ -167,7 +168,7 @@ def _ours(
         )
         if au.height == 0 or col not in au.columns:
             return None, None, "not derivable from this run's files"
-        sel = au.filter(pl.col("subset").str.ends_with("_" + subset) & (pl.col("arm") == arm))
+        sel = au.filter(pl.col(C.SUBSET).str.ends_with("_" + subset) & (pl.col(C.ARM) == arm))
         if sel.height == 0:
             return None, None, "no audit rows"
         sel = sel.filter(pl.col(col).is_not_null() & pl.col(col).is_not_nan() & (pl.col(weight) > 0))
@@ -193,36 +194,36 @@ def _ours(
     hist = m.accuracy  # one row per (benchmark, subset, arm, params, question_type) with count sums
     if hist.height == 0:
         return None, None, "no results"
-    f = (pl.col("benchmark") == bench) & (pl.col("arm") == arm)
+    f = (pl.col(C.BENCHMARK) == bench) & (pl.col(C.ARM) == arm)
     if bench == "longmemeval" and subset.startswith("ku_"):
         base = subset[3:]
-        f &= (pl.col("subset") == subset) | (
-            (pl.col("subset") == base) & pl.col("question_type").str.contains("knowledge")
+        f &= (pl.col(C.SUBSET) == subset) | (
+            (pl.col(C.SUBSET) == base) & pl.col(C.QUESTION_TYPE).str.contains("knowledge")
         )
     else:
-        f &= pl.col("subset") == subset
+        f &= pl.col(C.SUBSET) == subset
     if metric == "accuracy_post":
-        f &= pl.col("question_type") == "after_settle"
+        f &= pl.col(C.QUESTION_TYPE) == "after_settle"
     elif metric == "conflict_flagged_pre":
-        f &= pl.col("question_type") == "before_settle"
+        f &= pl.col(C.QUESTION_TYPE) == "before_settle"
     pf = _filter_param(param, m.params, cols)
     if pf is None:
         return None, None, f"parameter {param!r} not in our results"
     results = m.run.frame("results")  # not None when ``cols`` (read from it) is not empty
-    if results is not None and "answer_class" in cols and param and "=" not in param and param != "overall":
+    if results is not None and C.ANSWER_CLASS in cols and param and "=" not in param and param != "overall":
         # per-class cells (Table 4) come from the question rows: the history counts do not keep the class
         if "by_class" not in cache:
             cache["by_class"] = (
-                results.filter(pl.col("answer_class").is_not_null())
-                .group_by("benchmark", "subset", "arm", "question_type", "answer_class")
+                results.filter(pl.col(C.ANSWER_CLASS).is_not_null())
+                .group_by(C.BENCHMARK, C.SUBSET, C.ARM, C.QUESTION_TYPE, C.ANSWER_CLASS)
                 .agg(
                     n=pl.len(),
-                    correct=pl.col("correct").fill_null(False).sum(),
-                    stale_n=pl.col("stale").is_not_null().sum(),
-                    stale_k=pl.col("stale").fill_null(False).sum(),
-                    tok=pl.col("read_tokens").cast(pl.Float64).sum(),
+                    correct=pl.col(C.CORRECT).fill_null(False).sum(),
+                    stale_n=pl.col(C.STALE).is_not_null().sum(),
+                    stale_k=pl.col(C.STALE).fill_null(False).sum(),
+                    tok=pl.col(C.READ_TOKENS).cast(pl.Float64).sum(),
                     chars=pl.col("read_chars").cast(pl.Float64).sum(),
-                    tok_n=pl.col("read_tokens").is_not_null().sum(),
+                    tok_n=pl.col(C.READ_TOKENS).is_not_null().sum(),
                 )
                 .collect()
             )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pmem.arms._base import Arm, ModelSet
     from pmem.bench._types import History
+    from pmem.models import ChatModel, Embedder, ResponseCache
     from pmem.runner._config import ModelSpec, Target
 
 
@@ -42,19 +43,19 @@ def prompt_hashes() -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(hashes().items())}
 
 
-def build_chat(spec: ModelSpec, cache: Any = None) -> Any:
+def build_chat(spec: ModelSpec, cache: ResponseCache | None = None) -> ChatModel:
     from pmem.models._registry import make_chat_model
 
     return make_chat_model(spec.as_dict(), cache=cache)
 
 
-def build_embedder(spec: ModelSpec, cache: Any = None) -> Any:
+def build_embedder(spec: ModelSpec, cache: ResponseCache | None = None) -> Embedder:
     from pmem.models._registry import make_embedder
 
     return make_embedder(spec.as_dict(), cache=cache)
 
 
-def open_cache(path: str | None) -> Any:
+def open_cache(path: str | None) -> ResponseCache | None:
     """The model layer's response cache at ``path`` (None when caching is off)."""
     if not path:
         return None
