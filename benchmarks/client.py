@@ -227,7 +227,10 @@ def bench_client(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--requests", type=int, default=4000, help="requests per client run (default: %(default)s)"
+        "--requests",
+        type=int,
+        default=12000,
+        help="requests per client run; a longer steady state is a steadier figure (default: %(default)s)",
     )
     parser.add_argument(
         "--latency-ms",
