@@ -23,12 +23,6 @@ def test_arms_check_small(capsys):
     assert "both held" in out
 
 
-def test_perf_arms_prints_both_arms(capsys):
-    main(["perf", "arms", "--subset", "sh_6k", "--passes", "1"])
-    out = capsys.readouterr().out
-    assert "pmem-oracle" in out and "raw" in out and "targets:" in out
-
-
 @pytest.mark.slow
 def test_full_acceptance_check(capsys):
     """The issue's acceptance items 1-4 at n = 140 (about 90 s)."""

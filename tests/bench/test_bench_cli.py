@@ -47,9 +47,3 @@ def test_bench_coverage(capsys: pytest.CaptureFixture[str]) -> None:
         assert float(cov) >= 99.0
         assert (den == "n/a") if kind == "mh" else re.fullmatch(r"\d+/100", den)
     assert "coverage target 99%: met" in out
-
-
-def test_perf_bench(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["perf", "bench", "--repeat", "1"]) in (0, 1)
-    out = capsys.readouterr().out
-    assert "36,664 events" in out and "x baseline" in out

@@ -157,13 +157,6 @@ def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixtu
         open_run(bad)
 
 
-def test_perf_command_prints_both_timings(capsys: pytest.CaptureFixture[str]) -> None:
-    main(["perf", "report", "--results", "20000", "--requests", "60000", "--repeat", "1"])
-    out = capsys.readouterr().out
-    assert "result rows" in out and "aggregations (all 14 tables" in out
-    assert "plain pyarrow read of the same files" in out
-
-
 def test_published_per_class_rows_use_answer_class(tmp_path: Path) -> None:
     """LongMemEval per-class cells (Table 4) are computed from results' answer_class."""
     root = tmp_path / "lme"

@@ -1,0 +1,49 @@
+"""The speed benchmarks run end to end at a small size through `pmem perf NAME`, and each is runnable as
+``python -m benchmarks.NAME`` with the same options. No timing is asserted (the machine may be shared)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pmem.cli import PERF, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", sorted(PERF))
+def test_each_benchmark_is_a_module_of_benchmarks_with_its_own_entry(name: str) -> None:
+    module = PERF[name][0]
+    assert module == f"benchmarks.{name}"
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"python -m benchmarks.{name}" in proc.stdout or f"pmem perf {name}" in proc.stdout
+
+
+def test_perf_bench(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["perf", "bench", "--repeat", "1"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "36,664 events" in out and "x baseline" in out
+
+
+def test_perf_arms_prints_both_arms(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["perf", "arms", "--subset", "sh_6k", "--passes", "1"])
+    out = capsys.readouterr().out
+    assert "pmem-oracle" in out and "raw" in out and "targets:" in out
+
+
+def test_perf_command_prints_both_timings(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["perf", "report", "--results", "20000", "--requests", "60000", "--repeat", "1"])
+    out = capsys.readouterr().out
+    assert "result rows" in out and "aggregations (all 14 tables" in out
+    assert "plain pyarrow read of the same files" in out
