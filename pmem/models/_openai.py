@@ -336,15 +336,14 @@ class OpenAIEmbedder(Embedder):
         data = await self.client.post_json(
             "/embeddings", {"model": self.model_id, "input": texts}, {"X-Purpose": "embed"}
         )
+        where = f"POST {self.client.base_url}/embeddings"
         try:
             rows = sorted(data["data"], key=lambda d: d["index"])
-            vectors = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
-        except (KeyError, TypeError, ValueError) as exc:
-            msg = f"POST {self.client.base_url}/embeddings returned no usable data[].embedding: {exc}"
+            embeddings = [r["embedding"] for r in rows]
+        except (KeyError, TypeError) as exc:
+            msg = f"{where} returned no usable data[].embedding: {exc!r}"
             raise ModelCallError(msg, endpoint=self.client.base_url) from exc
-        if vectors.shape[0] != len(texts):
-            msg = f"POST {self.client.base_url}/embeddings returned {vectors.shape[0]} vectors for {len(texts)} inputs"
-            raise ModelCallError(msg, endpoint=self.client.base_url)
+        vectors = _embedding_matrix(embeddings, len(texts), self.client.base_url)
         return vectors, int((data.get("usage") or {}).get("prompt_tokens") or 0)
 
     async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
@@ -354,6 +353,12 @@ class OpenAIEmbedder(Embedder):
         parts = await asyncio.gather(
             *(self._batch(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size))
         )
+        dims = sorted({p[0].shape[1] for p in parts})
+        if len(dims) > 1:
+            msg = (
+                f"POST {self.client.base_url}/embeddings returned vectors of {dims} dimensions across batches"
+            )
+            raise ModelCallError(msg, endpoint=self.client.base_url)
         vectors = np.concatenate([p[0] for p in parts], axis=0)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.where(norms == 0, 1.0, norms)
@@ -361,3 +366,36 @@ class OpenAIEmbedder(Embedder):
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+#: what a reply of per-token vectors most likely means, and what to do about it
+_UNPOOLED = (
+    "the server seems to return one vector per token (no pooling): start it with a pooling mode "
+    "(llama.cpp: --pooling mean; vLLM: an embedding model with its pooler)"
+)
+
+
+def _embedding_matrix(embeddings: list[Any], n_inputs: int, endpoint: str) -> np.ndarray:
+    """One finite vector per input, all of one dimension, as an (n, d) float32 matrix; else a one-line
+    :class:`ModelCallError` naming the endpoint and the likely fix."""
+    where = f"POST {endpoint}/embeddings"
+    if len(embeddings) != n_inputs:
+        msg = f"{where} returned {len(embeddings)} vectors for {n_inputs} inputs"
+        raise ModelCallError(msg, endpoint=endpoint)
+    nested = any(isinstance(e, list) and e and isinstance(e[0], list) for e in embeddings)
+    if nested:
+        msg = f"{where} returned a list of vectors for each input: {_UNPOOLED}"
+        raise ModelCallError(msg, endpoint=endpoint)
+    lengths = sorted({len(e) for e in embeddings if isinstance(e, list)})
+    if len(lengths) != 1 or not all(isinstance(e, list) for e in embeddings):
+        msg = f"{where} returned vectors of unequal or unknown dimensions ({lengths or 'none'}) in one reply"
+        raise ModelCallError(msg, endpoint=endpoint)
+    try:
+        vectors = np.asarray(embeddings, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        msg = f"{where} returned embeddings that are not numbers: {exc}"
+        raise ModelCallError(msg, endpoint=endpoint) from exc
+    if not np.isfinite(vectors).all():
+        msg = f"{where} returned embeddings with NaN or infinite values"
+        raise ModelCallError(msg, endpoint=endpoint)
+    return vectors

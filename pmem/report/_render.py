@@ -71,16 +71,18 @@ def _cell(v: object) -> str:
     return str(v)
 
 
+def _md_cell(v: object) -> str:
+    """A cell on one line of a Markdown table: a line break (a multi-line error, say) would end the row."""
+    return "<br>".join(_cell(v).replace("|", "\\|").splitlines())
+
+
 def md_table(df: pl.DataFrame, max_rows: int = 400) -> str:
     if df.height == 0:
         return "_no rows_\n"
     cols = df.columns
     head = "| " + " | ".join(c or " " for c in cols) + " |"
     sep = "|" + "|".join("---" for _ in cols) + "|"
-    body = [
-        "| " + " | ".join(_cell(v).replace("|", "\\|") for v in row) + " |"
-        for row in df.head(max_rows).iter_rows()
-    ]
+    body = ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in df.head(max_rows).iter_rows()]
     more = [f"\n_{df.height - max_rows} more rows in the CSV_"] if df.height > max_rows else []
     return "\n".join([head, sep, *body, *more]) + "\n"
 

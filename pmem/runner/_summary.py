@@ -48,6 +48,21 @@ def summary_rows(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def brief_error(error: str | None, width: int = 400) -> str:
+    """An error's last line, at most ``width`` characters: its start and its end, since a server's
+    reason comes last (``... HTTP 400: {"error": ... "context_length_exceeded"}``).
+
+    >>> brief_error("Traceback ...\\nModelCallError: " + "x" * 500 + " context_length_exceeded", width=60)
+    'ModelCallError: … xxxxxxxxxxxxxxxxxx context_length_exceeded'
+    """
+    lines = [ln for ln in (error or "").splitlines() if ln.strip()]
+    last = lines[-1].strip() if lines else ""
+    if len(last) <= width:
+        return last
+    head = width // 4
+    return f"{last[:head]} … {last[-(width - head - 3) :]}"
+
+
 def print_summary(res: SweepResult, stream: TextIO | None = None) -> None:
     out = stream or sys.stdout
     print(
@@ -76,7 +91,7 @@ def print_summary(res: SweepResult, stream: TextIO | None = None) -> None:
                 )
     for f in res.failures[:10]:
         print(
-            f"failed: {f[C.SUBSET]} {f[C.ARM]} {f[C.HISTORY_ID]}: {(f[C.ERROR] or '').splitlines()[-1][:200]}",
+            f"failed: {f[C.SUBSET]} {f[C.ARM]} {f[C.HISTORY_ID]}: {brief_error(f[C.ERROR])}",
             file=out,
         )
     if len(res.failures) > 10:

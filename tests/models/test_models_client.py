@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+import numpy as np
 import pytest
 from aiohttp import web
 
@@ -498,3 +499,61 @@ def test_no_hand_written_http_in_the_package() -> None:
         if pattern.search(line)
     ]
     assert offenders == []
+
+
+def _embeddings_app(vectors: list) -> web.Application:
+    """An embeddings endpoint that answers every request with ``vectors``, whatever the input."""
+
+    async def embeddings(request: web.Request) -> web.Response:
+        data = [{"index": i, "embedding": v} for i, v in enumerate(vectors)]
+        return web.json_response({"data": data, "usage": {"prompt_tokens": 3}})
+
+    app = web.Application()
+    app.router.add_post("/v1/embeddings", embeddings)
+    return app
+
+
+@pytest.mark.parametrize(
+    ("vectors", "needle"),
+    [
+        # llama.cpp without pooling: one vector per token, for each input
+        ([[[0.1, 0.2], [0.3, 0.4]], [[0.5, 0.6], [0.7, 0.8]]], "no pooling"),
+        ([[0.1, 0.2, 0.3], [0.4, 0.5]], "unequal or unknown dimensions"),
+        ([[0.1, float("nan")], [0.4, 0.5]], "NaN or infinite"),
+        ([[0.1, 0.2]], "1 vectors for 2 inputs"),
+        ([["a", "b"], ["c", "d"]], "not numbers"),
+    ],
+)
+def test_unusable_embeddings_are_one_line_naming_the_endpoint(vectors: list, needle: str) -> None:
+    from pmem.models._openai import OpenAIEmbedder
+
+    async def go() -> None:
+        runner, port = await _serve(_embeddings_app(vectors))
+        emb = OpenAIEmbedder(OpenAIClient(f"http://127.0.0.1:{port}/v1", max_retries=0), "e")
+        try:
+            await emb.embed(["first text", "second text"])
+        finally:
+            await emb.aclose()
+            await runner.cleanup()
+
+    with pytest.raises(ModelCallError) as info:
+        run(go())
+    message = str(info.value)
+    assert needle in message and "/embeddings" in message and "127.0.0.1" in message
+    assert "\n" not in message
+
+
+def test_good_embeddings_pass_the_checks() -> None:
+    from pmem.models._openai import OpenAIEmbedder
+
+    async def go() -> np.ndarray:
+        runner, port = await _serve(_embeddings_app([[3.0, 4.0], [0.0, 2.0]]))
+        emb = OpenAIEmbedder(OpenAIClient(f"http://127.0.0.1:{port}/v1"), "e")
+        try:
+            return await emb.embed(["first text", "second text"])
+        finally:
+            await emb.aclose()
+            await runner.cleanup()
+
+    vectors = run(go())
+    assert vectors.shape == (2, 2) and np.allclose(vectors, [[0.6, 0.8], [0.0, 1.0]])
