@@ -148,11 +148,10 @@ def _failure(
     )
 
 
-class RecordingChatModel(ChatModel):
-    """A unit's view of a shared chat client: every call is logged into the unit's
-    :class:`CallRecorder`, and a call that failed for good fails the history (raised, not returned)."""
+class _UnitView:
+    """A shared model seen by one unit: its calls go to the unit's log under the unit's context."""
 
-    def __init__(self, inner: ChatModel, recorder: CallRecorder, context: CallContext) -> None:
+    def __init__(self, inner: Any, recorder: CallRecorder, context: CallContext) -> None:
         self.inner = inner
         self.model_id = inner.model_id
         self._log = recorder.log
@@ -160,6 +159,13 @@ class RecordingChatModel(ChatModel):
 
     def __getattr__(self, name: str) -> Any:  # backend extras (labels, capabilities) pass through
         return getattr(self.inner, name)
+
+
+class RecordingChatModel(_UnitView, ChatModel):
+    """A unit's view of a shared chat client: every call is logged into the unit's
+    :class:`CallRecorder`, and a call that failed for good fails the history (raised, not returned)."""
+
+    inner: ChatModel
 
     async def call(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
         options = options if options.context is not None else dataclasses.replace(options, context=self._ctx)
@@ -178,20 +184,13 @@ class RecordingChatModel(ChatModel):
         return c
 
 
-class RecordingEmbedder(Embedder):
+class RecordingEmbedder(_UnitView, Embedder):
     """An embedder that logs every batch as one ``embed`` call into the unit's :class:`CallRecorder`.
 
     Its tokens are estimated from the texts, whether or not the vectors came from the cache, so that a
     history's embedding cost does not depend on what an earlier run left in the cache."""
 
-    def __init__(self, inner: Embedder, recorder: CallRecorder, context: CallContext) -> None:
-        self.inner = inner
-        self.model_id = inner.model_id
-        self._log = recorder.log
-        self._ctx = context
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+    inner: Embedder
 
     async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
         ctx = context or self._ctx
