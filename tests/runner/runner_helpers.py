@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,23 @@ def config(tmp: Path, body: str, name: str = "t") -> Path:
     p = tmp / f"{name}.toml"
     p.write_text(f'name = "{name}"\n' + body + models)
     return p
+
+
+def sweep_argv(cfg: Path, out: Path, address: str, *extra: str) -> list[str]:
+    """The command line of a quiet ``pmem sweep`` driver process on the cluster at ``address``."""
+    return [
+        sys.executable,
+        "-m",
+        "pmem.cli",
+        "sweep",
+        str(cfg),
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+        "--address",
+        address,
+    ]
 
 
 def read(run_dir: Path, dataset: str) -> pa.Table:

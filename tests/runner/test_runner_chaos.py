@@ -33,14 +33,13 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from runner_helpers import read, result_keys, runner_pids, stop_processes
+from runner_helpers import read, result_keys, runner_pids, stop_processes, sweep_argv
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -233,20 +232,7 @@ class Sweep:
     """``pmem sweep`` subprocesses on the session's cluster, writing one --out folder."""
 
     def __init__(self, cfg: Path, out: Path, address: str, log: Path) -> None:
-        self.argv = [
-            sys.executable,
-            "-m",
-            "pmem.cli",
-            "sweep",
-            str(cfg),
-            "--out",
-            str(out),
-            "--quiet",
-            "--limit",
-            str(LIMIT),
-            "--address",
-            address,
-        ]
+        self.argv = sweep_argv(cfg, out, address, "--limit", str(LIMIT))
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 

@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from runner_helpers import config, read, result_keys, tiny_chains_body
+from runner_helpers import config, read, result_keys, sweep_argv, tiny_chains_body
 
 from pmem.runner import load_config, run_sweep
 
@@ -190,18 +190,7 @@ def test_ctrl_c_keeps_committed_work_and_says_how_to_resume(ray_cluster, tmp_pat
     cfg = config(tmp_path, tiny_chains_body(cases=20), name="sigint")
     out = tmp_path / "runs"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pmem.cli",
-            "sweep",
-            str(cfg),
-            "--out",
-            str(out),
-            "--quiet",
-            "--address",
-            ray_cluster.get_runtime_context().gcs_address,
-        ],
+        sweep_argv(cfg, out, ray_cluster.get_runtime_context().gcs_address),
         cwd=REPO,
         env=_env(),
         stdout=subprocess.PIPE,

@@ -5,12 +5,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-from runner_helpers import config, read, result_keys, runner_pids, stop_processes, tiny_chains_body
+from runner_helpers import (
+    config,
+    read,
+    result_keys,
+    runner_pids,
+    stop_processes,
+    sweep_argv,
+    tiny_chains_body,
+)
 
 from pmem.runner import load_config, run_sweep
 
@@ -28,18 +35,7 @@ def test_sigkill_driver_then_resume_matches_uninterrupted_run(ray_cluster, tmp_p
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     out_killed = tmp_path / "killed"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pmem.cli",
-            "sweep",
-            str(cfg),
-            "--out",
-            str(out_killed),
-            "--quiet",
-            "--address",
-            ray.get_runtime_context().gcs_address,
-        ],
+        sweep_argv(cfg, out_killed, ray.get_runtime_context().gcs_address),
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
