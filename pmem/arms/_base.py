@@ -40,6 +40,8 @@ class Answer:
     prediction: str
     read: ReadResult
     raw: str = ""
+    #: why the question got no answer from the model (its prompt did not fit the model's context)
+    error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pmem.arms._common import ArmBase, completion_json, event_line
-from pmem.arms._prompts import CRUD_EVENTS
+from pmem.arms._prompts import CRUD_EVENTS, build_messages, template
 from pmem.arms._retrieval import VectorIndex
 from pmem.arms._writepath import Fact, extract_units, unit_text
+from pmem.models._tokens import chars_that_fit
 
 if TYPE_CHECKING:
     from pmem.arms._base import ModelSet, ReadResult
@@ -35,8 +36,11 @@ class NoMemoryArm(ArmBase):
 class LongContextArm(ArmBase):
     """Long context: the most recent stream that fits the window, oldest first, no retrieval.
 
-    ``max_chars`` (default 56,000: ~13k tokens of a 16k window) bounds the read; the whole stream is
-    kept, so growing histories show the window's most recent fraction only.
+    The read is bounded by ``max_chars`` (default 56,000: ~13k tokens of a 16k window) and, when the
+    agent model says how long its context is (``context_tokens``), by what fits that window beside the
+    answer prompt and the reply (counted at :data:`~pmem.models._tokens.FIT_CHARS_PER_TOKEN`). The whole
+    stream is kept, so growing histories show the window's most recent fraction only; how many events
+    each question's read left out is in ``extra()["dropped_events"]``.
     """
 
     OPTIONS = (*ArmBase.OPTIONS, "max_chars")
@@ -45,22 +49,38 @@ class LongContextArm(ArmBase):
         super().__init__(name, models, options)
         self.max_chars = int(self.options.get("max_chars", 56_000))
         self._lines: list[str] = []
+        self._dropped: dict[str, int] = {}
 
     async def _ingest_units(self, units: list[list[Event]]) -> None:
         for unit in units:
             self._lines.extend(event_line(e) for e in unit)
 
+    def budget_chars(self, question: Question) -> int:
+        """The characters of stream this question's read may hold."""
+        window = getattr(self.models.agent, "context_tokens", None)
+        if not window:
+            return self.max_chars
+        answer = template("answer")
+        frame = build_messages("answer", CONTEXT="", QUESTION=question.text, DATE=question.question_date or "")
+        frame_chars = sum(len(m["content"]) for m in frame) + 16 * len(frame)  # chat-template framing
+        return min(self.max_chars, max(0, chars_that_fit(int(window) - answer.max_tokens) - frame_chars))
+
     async def read(self, question: Question) -> ReadResult:
+        budget = self.budget_chars(question)
         picked: list[str] = []
         size = 0
         for line in reversed(self._lines):
             add = len(line) + (1 if picked else 0)
-            if size + add > self.max_chars:
+            if size + add > budget:
                 break
             picked.append(line)
             size += add
         picked.reverse()
+        self._dropped[question.id] = len(self._lines) - len(picked)
         return self.make_read(picked)
+
+    def extra(self) -> dict[str, Any]:
+        return {**super().extra(), "dropped_events": dict(self._dropped)}
 
 
 @dataclass

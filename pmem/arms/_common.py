@@ -271,4 +271,4 @@ async def reader_answer(arm: ArmBase, read: ReadResult, question: Question) -> A
     if question.question_date:
         sections["DATE"] = f"The question is asked on {question.question_date}."
     c = await arm.call("answer", **sections)
-    return Answer(prediction=clean_prediction(c.text), read=read, raw=c.text)
+    return Answer(prediction=clean_prediction(c.text), read=read, raw=c.text, error=c.error)

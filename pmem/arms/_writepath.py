@@ -109,6 +109,8 @@ async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extracti
         text = unit_text(unit)
         async with sem:
             c = await arm.call("extract", TEXT=text)
+        if c.error is not None:  # the model layer let it through: the prompt does not fit the context
+            return Extraction(unit, text, [], f"extract: {c.error}")
         facts, error = parse_extraction(unit, completion_json(c))
         return Extraction(unit, text, facts, error)
 

@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pmem.models._types import Attempt
+
 
 class ModelCallError(RuntimeError):
     """A model call failed for good (after its retries). ``endpoint`` names the URL that failed.
 
     ``failover`` is true when the endpoint itself looked down (connection refused or dropped, timeout,
-    5xx), so a router may retry the call on another replica.
+    5xx), so a router may retry the call on another replica. ``attempts`` are the HTTP requests the call
+    made, each with its status and error (the request log writes one row per attempt). ``overflow`` is
+    true when the prompt did not fit the model's context: the question fails, not the history.
     """
 
-    def __init__(self, message: str, *, endpoint: str | None = None, failover: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        endpoint: str | None = None,
+        failover: bool = False,
+        attempts: tuple[Attempt, ...] = (),
+        overflow: bool = False,
+    ) -> None:
         super().__init__(message)
         self.endpoint = endpoint
         self.failover = failover
+        self.attempts = attempts
+        self.overflow = overflow
 
 
 class MissingDependencyError(ImportError):

@@ -6,13 +6,15 @@ given a ``cache`` or a ``log``; the lifecycle (``start``/``stop``/``aclose``) pa
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pmem.models._log import record_from
+from pmem.models._cache import ResponseCache
 from pmem.models._types import (
     CallContext,
     ChatModel,
@@ -25,7 +27,6 @@ from pmem.models._types import (
 )
 
 if TYPE_CHECKING:
-    from pmem.models._cache import ResponseCache
     from pmem.models._log import RequestLog
     from pmem.models._types import CallOptions
 
@@ -42,6 +43,14 @@ class _Wrapper(Model):
         self.log = log
         self.backend_calls = 0
 
+    @property
+    def context_tokens(self) -> int | None:
+        return getattr(self.inner, "context_tokens", None)
+
+    @context_tokens.setter
+    def context_tokens(self, value: int | None) -> None:
+        self.inner.context_tokens = value
+
     async def start(self) -> list[str]:
         return await self.inner.start()
 
@@ -52,43 +61,93 @@ class _Wrapper(Model):
         await self.inner.aclose()
 
 
+class _LeaderGone(Exception):
+    """The call that others were sharing ended without a reply (it was cancelled)."""
+
+
 class InstrumentedChatModel(_Wrapper, ChatModel):
-    """Cache lookups before the backend, request rows after it. Errors are logged, never cached."""
+    """Single flight, then the cache, before the backend; request rows after it.
+
+    Identical calls in flight at once (same key as the cache's) are sent once: the others wait for
+    that reply and are logged as served without a request (``cached``), so they cost no server call
+    even when caching is off. Errors are logged, never cached.
+    """
 
     inner: ChatModel
 
+    def __init__(
+        self, inner: Any, *, cache: ResponseCache | None = None, log: RequestLog | None = None
+    ) -> None:
+        super().__init__(inner, cache=cache, log=log)
+        self._inflight: dict[str, asyncio.Future[Completion]] = {}
+        self.shared_calls = 0
+
     async def generate(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
         t0 = time.perf_counter()
-        key = None
+        key = ResponseCache.chat_key(
+            self.model_id,
+            messages,
+            purpose=options.purpose,
+            max_tokens=options.max_tokens,
+            temperature=options.temperature,
+            schema=options.schema,
+        )
         completion = None
         if self.cache is not None:
-            key = self.cache.chat_key(
-                self.model_id,
-                messages,
-                purpose=options.purpose,
-                max_tokens=options.max_tokens,
-                temperature=options.temperature,
-                schema=options.schema,
-            )
             hit = self.cache.get(key)
             if hit is not None:
                 completion = _from_cache(hit, options, time.perf_counter() - t0)
         if completion is None:
+            completion = await self._single_flight(key, messages, options, t0)
+        if self.log is not None:
+            self.log.add_completion(completion, options.context)
+        return completion
+
+    async def _single_flight(
+        self, key: str, messages: Sequence[dict[str, str]], options: CallOptions, t0: float
+    ) -> Completion:
+        pending = self._inflight.get(key)
+        if pending is not None:
+            try:
+                shared = await asyncio.shield(pending)
+            except _LeaderGone:
+                pass  # the first caller was cancelled: this one makes the call itself
+            else:
+                self.shared_calls += 1
+                # the reply, as a cache hit would give it: no request of its own, parsed afresh
+                return dataclasses.replace(
+                    shared,
+                    purpose=options.purpose,
+                    cached=True,
+                    latency_s=time.perf_counter() - t0,
+                    attempts=(),
+                    http_status=None,
+                )
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
             self.backend_calls += 1
             completion = await self.inner.call(messages, options)
-            if self.cache is not None and key is not None and completion.error is None:
-                self.cache.put(
-                    key,
-                    {
-                        "text": completion.text,
-                        "model": completion.model,
-                        "prompt_tokens": completion.prompt_tokens,
-                        "completion_tokens": completion.completion_tokens,
-                        "tokens_estimated": completion.tokens_estimated,
-                    },
-                )
-        if self.log is not None:
-            self.log.add(record_from(completion, options.context))
+        except BaseException:
+            future.set_exception(_LeaderGone())
+            future.exception()  # retrieved here: no "never retrieved" warning when nobody waited
+            raise
+        finally:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+        future.set_result(completion)
+        if self.cache is not None and completion.error is None:
+            self.cache.put(
+                key,
+                {
+                    "text": completion.text,
+                    "model": completion.model,
+                    "prompt_tokens": completion.prompt_tokens,
+                    "completion_tokens": completion.completion_tokens,
+                    "tokens_estimated": completion.tokens_estimated,
+                    "finish_reason": completion.finish_reason,
+                },
+            )
         return completion
 
 
@@ -107,6 +166,7 @@ def _from_cache(hit: dict[str, Any], options: CallOptions, latency: float) -> Co
         parsed=parsed,
         parse_error=parse_error,
         tokens_estimated=bool(hit.get("tokens_estimated", False)),
+        finish_reason=hit.get("finish_reason"),
     )
 
 

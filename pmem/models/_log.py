@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
 from pmem.models._types import CallContext, Completion, RequestRecord
@@ -38,21 +38,58 @@ def requests_schema() -> pa.Schema:
     return pa.schema([full.field(c) for c in REQUEST_COLUMNS])
 
 
-def record_from(completion: Completion, context: CallContext | None) -> RequestRecord:
+def records_from(completion: Completion, context: CallContext | None) -> list[RequestRecord]:
+    """The request rows of one call: one per HTTP request it made (failed attempts first, each with its
+    status and error), or one row for a call no server saw (a cache hit, an in-process model).
+
+    The reply's raw text is kept (``reply``) when it did not parse or stopped at ``max_tokens``.
+    """
     ctx = context or CallContext()
-    return RequestRecord(
-        history_id=ctx.history_id,
-        arm=ctx.arm,
-        purpose=completion.purpose,
-        model=completion.model,
-        prompt_tokens=completion.prompt_tokens,
-        completion_tokens=completion.completion_tokens,
-        cached=completion.cached,
-        latency_s=completion.latency_s,
-        # a reply that did not parse is not a failed call: the write path records it as a noop with its reason
-        error=completion.error,
-        tokens_estimated=completion.tokens_estimated,
+    c = completion
+
+    def row(**values: Any) -> RequestRecord:
+        base: dict[str, Any] = {
+            "history_id": ctx.history_id,
+            "arm": ctx.arm,
+            "purpose": c.purpose,
+            "model": c.model,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cached": False,
+            "latency_s": 0.0,
+            "error": None,
+            "tokens_estimated": False,
+        }
+        return RequestRecord(**{**base, **values})
+
+    rows = [
+        row(http_attempt=i + 1, http_status=a.status, error=a.error, latency_s=a.latency_s)
+        for i, a in enumerate(c.attempts)
+    ]
+    if c.error is not None and rows:
+        # the call's own message (it names the endpoint and the number of attempts) on its last request
+        rows[-1] = replace(rows[-1], error=c.error)
+        return rows
+    kept = c.text if (c.parse_error is not None or c.truncated) and c.text else None
+    sent = c.http_status is not None and not c.cached
+    last_latency = c.latency_s - sum(a.latency_s for a in c.attempts) if rows else c.latency_s
+    rows.append(
+        row(
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            cached=c.cached,
+            latency_s=max(0.0, last_latency),
+            # a reply that did not parse is not a failed call: the write path records it as a noop with its reason
+            error=c.error,
+            tokens_estimated=c.tokens_estimated,
+            http_attempt=len(rows) + 1 if sent else None,
+            http_status=c.http_status if sent else None,
+            finish_reason=c.finish_reason,
+            parse_error=c.parse_error,
+            reply=kept,
+        )
     )
+    return rows
 
 
 class RequestLog:
@@ -67,7 +104,10 @@ class RequestLog:
             self._rows.append(record)
 
     def add_completion(self, completion: Completion, context: CallContext | None) -> None:
-        self.add(record_from(completion, context))
+        """One row per HTTP request of the call (see :func:`records_from`)."""
+        rows = records_from(completion, context)
+        with self._lock:
+            self._rows.extend(rows)
 
     def records(self, history_id: str | None = None, arm: str | None = None) -> list[RequestRecord]:
         """A copy of the rows (of one history/arm when given), in call order."""

@@ -11,15 +11,23 @@ Proxies and certificates come from the environment, as for any HTTP client: ``HT
 request) and ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` (read when the client is made). Redirects are not
 followed and no cookies are kept.
 
-Structured output goes out as ``response_format`` (OpenAI JSON schema) and/or vLLM's
-``structured_outputs: {"json": schema}``; ``chat_template_kwargs: {"enable_thinking": false}`` keeps
+Structured output goes out in one of several dialects (OpenAI's ``response_format`` JSON schema,
+vLLM's ``structured_outputs: {"json": schema}``, llama.cpp's ``response_format: {type: json_object,
+schema}``); ``chat_template_kwargs: {"enable_thinking": false}`` keeps
 Qwen3 out of thinking mode. Token counts come from the server's ``usage``.
 
 Options (``[models.agent]`` keys): ``url`` (base URL ending in ``/v1``), ``model``, ``api_key``,
 ``concurrency`` (64), ``max_retries`` (4), ``timeout_s`` (120), ``backoff_s`` (0.25),
-``structured`` (``response_format`` | ``structured_outputs`` | ``both``), ``enable_thinking``
-(false; ``"omit"`` sends no ``chat_template_kwargs``), ``extra_body`` (a table merged into requests),
-``batch_size`` (embeddings, 64).
+``structured`` (the dialect: ``json_schema``, ``structured_outputs``, ``both``, ``json_object`` or
+``none``; see :data:`STRUCTURED_DIALECTS`), ``enable_thinking`` (false; ``"omit"`` sends no
+``chat_template_kwargs``), ``extra_body`` (a table merged into requests), ``seed`` (sent when set),
+``context_tokens`` (the served window, also read from ``max_model_len`` / ``n_ctx``), ``batch_size``
+(embeddings, 64).
+
+Every HTTP request is an :class:`~pmem.models._types.Attempt` or the reply: a failed call carries all of
+them, so the request log has one row per request the server received. A server's refusal of the
+structured-output field, or of a prompt longer than its context, is not retried: the error names the
+field and the dialect setting, or says the prompt does not fit (``overflow``).
 """
 
 from __future__ import annotations
@@ -29,8 +37,8 @@ import json
 import random
 import ssl
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import SplitResult, urlsplit
 
 import aiohttp
@@ -39,7 +47,8 @@ from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from pmem.models._errors import ModelCallError
-from pmem.models._types import ChatModel, Completion, Embedder, Embedding, parse_json_text
+from pmem.models._spec import thaw
+from pmem.models._types import Attempt, ChatModel, Completion, Embedder, Embedding, parse_json_text
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
@@ -55,7 +64,19 @@ CLIENT_OPTIONS = (
     "enable_thinking",
     "extra_body",
     "batch_size",
+    "seed",
+    "context_tokens",
 )
+
+
+class Reply(NamedTuple):
+    """A server's JSON answer to one call: the body, its HTTP status, the failed attempts before it
+    and the latency of the request that answered."""
+
+    data: dict[str, Any]
+    status: int
+    failed: tuple[Attempt, ...]
+    latency_s: float
 
 
 def check_url(base_url: str) -> SplitResult:
@@ -150,20 +171,34 @@ class OpenAIClient:
         return base * (0.5 + random.random() / 2)  # jitter spreads retries of concurrent callers
 
     async def post_json(
-        self, path: str, payload: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> dict[str, Any]:
+        self,
+        path: str,
+        payload: dict[str, Any],
+        headers: dict[str, str] | None = None,
+        refusal: Callable[[int, str], ModelCallError | None] | None = None,
+    ) -> Reply:
+        """POST ``payload``; the JSON reply with its status and the failed attempts before it.
+
+        ``refusal(status, body)`` may turn a non-2xx answer into the call's own error (not retried, not
+        failed over): a server that refuses a request field refuses it on every retry and replica.
+        Every failure raises :class:`ModelCallError` carrying all attempts made.
+        """
         url = f"{self.base_url}{path}"
         session, sem = self._ensure()
         proxy, proxy_auth = self._proxy
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         last, failover, retry_after = "no attempt made", False, None
         attempts = self.max_retries + 1
+        failed: list[Attempt] = []
         for attempt in range(attempts):
             if attempt:
                 await asyncio.sleep(self._delay(attempt, retry_after))
             retry_after = None
-            try:
-                async with sem:
+            status: int | None = None
+            async with sem:
+                # timed inside the bound: waiting for a free slot is queueing, not the call
+                t0 = time.perf_counter()
+                try:
                     self.requests_sent += 1
                     async with session.post(
                         url,
@@ -175,40 +210,49 @@ class OpenAIClient:
                     ) as resp:
                         status, raw = resp.status, await resp.read()
                         resp_headers = resp.headers
-            except TimeoutError:
-                last, failover = f"timed out after {self.timeout_s:g} s", True
+                except TimeoutError:
+                    last, failover = f"timed out after {self.timeout_s:g} s", True
+                except aiohttp.ClientConnectorError as exc:
+                    last, failover = f"cannot connect to {self._origin}: {exc}", True
+                except aiohttp.ClientError as exc:  # dropped connections, malformed responses
+                    last, failover = f"{type(exc).__name__} from {self._origin}: {exc}", True
+                latency = time.perf_counter() - t0
+            if status is None:
+                failed.append(Attempt(None, last, latency))
                 continue
-            except aiohttp.ClientConnectorError as exc:
-                last, failover = f"cannot connect to {self._origin}: {exc}", True
-                continue
-            except aiohttp.ClientError as exc:  # dropped connections, malformed responses
-                last, failover = f"{type(exc).__name__} from {self._origin}: {exc}", True
-                continue
+            text = raw[:500].decode("utf-8", "replace")
+            if status >= 300 and refusal is not None:
+                refused = refusal(status, raw.decode("utf-8", "replace"))
+                if refused is not None:
+                    failed.append(Attempt(status, str(refused), latency))
+                    refused.attempts = tuple(failed)
+                    raise refused
             if status == 429 or status >= 500:
-                last = f"HTTP {status}: {raw[:300].decode('utf-8', 'replace')}"
+                last = f"HTTP {status}: {text[:300]}"
                 failover = status >= 500
                 retry_after = resp_headers.get("Retry-After")
+                failed.append(Attempt(status, last, latency))
                 continue
             if status in (401, 403):
                 # a credential problem is not transient: retrying (or failing over to a replica that
                 # shares the key) cannot fix it. The message names the URL, never the key.
                 sent = "the configured api_key" if self.api_key else "no api_key"
-                msg = (
-                    f"POST {url} refused the credentials (HTTP {status}; {sent} was sent): "
-                    f"{raw[:300].decode('utf-8', 'replace')}"
-                )
-                raise ModelCallError(msg, endpoint=url)
+                msg = f"POST {url} refused the credentials (HTTP {status}; {sent} was sent): {text[:300]}"
+                failed.append(Attempt(status, msg, latency))
+                raise ModelCallError(msg, endpoint=url, attempts=tuple(failed))
             if status >= 300:
                 location = resp_headers.get("Location")
                 where = f" (Location: {location})" if location else ""
-                msg = f"POST {url} rejected the request: HTTP {status}{where}: {raw[:500].decode('utf-8', 'replace')}"
-                raise ModelCallError(msg, endpoint=url)
+                msg = f"POST {url} rejected the request: HTTP {status}{where}: {text}"
+                failed.append(Attempt(status, msg, latency))
+                raise ModelCallError(msg, endpoint=url, attempts=tuple(failed))
             try:
-                return json.loads(raw)
+                return Reply(json.loads(raw), status, tuple(failed), latency)
             except ValueError:
                 last, failover = f"response body is not JSON: {raw[:120]!r}", True
+                failed.append(Attempt(status, last, latency))
         msg = f"POST {url} failed after {attempts} attempt(s): {last}"
-        raise ModelCallError(msg, endpoint=url, failover=failover)
+        raise ModelCallError(msg, endpoint=url, failover=failover, attempts=tuple(failed))
 
     async def aclose(self) -> None:
         session, closer, self._session, self._closer = self._session, self._closer, None, None
@@ -241,33 +285,76 @@ def _model_name(spec: ModelSpec, what: str) -> str:
     return spec.model
 
 
+#: How a structured (JSON) reply is asked for, per server family; ``structured`` in a model table picks one.
+STRUCTURED_DIALECTS = {
+    "json_schema": "response_format: {type: json_schema, json_schema: {schema}} (OpenAI, vLLM)",
+    "structured_outputs": "structured_outputs: {json: schema} (vLLM's own field)",
+    "both": "json_schema and structured_outputs together (servers that read either)",
+    "json_object": "response_format: {type: json_object, schema} (llama.cpp's server)",
+    "none": "no constraint: the prompt alone asks for JSON",
+}
+#: older spelling of ``json_schema``
+_DIALECT_ALIASES = {"response_format": "json_schema"}
+
+#: what a server says when a prompt does not fit its context (vLLM, llama.cpp, OpenAI)
+_OVERFLOW_MARKERS = (
+    "context_length_exceeded",
+    "maximum context length",
+    "exceed context window",
+    "exceeds the context",
+    "context window",
+    "max_model_len",
+)
+
+
+def structured_dialect(name: str) -> str:
+    """The canonical dialect name, or ValueError listing the known ones.
+
+    >>> structured_dialect("response_format"), structured_dialect("json_object")
+    ('json_schema', 'json_object')
+    """
+    name = _DIALECT_ALIASES.get(name, name)
+    if name not in STRUCTURED_DIALECTS:
+        msg = f"structured must be one of {', '.join(STRUCTURED_DIALECTS)}, not {name!r}"
+        raise ValueError(msg)
+    return name
+
+
+def _overflow(status: int, body: str) -> bool:
+    low = body.lower()
+    return status in (400, 413, 422, 500) and any(m in low for m in _OVERFLOW_MARKERS)
+
+
 class OpenAIChatModel(ChatModel):
     def __init__(
         self,
         client: OpenAIClient,
         model: str,
         *,
-        structured: str = "response_format",
+        structured: str = "json_schema",
         enable_thinking: bool | str = False,
         extra_body: dict[str, Any] | None = None,
+        seed: int | None = None,
+        context_tokens: int | None = None,
     ) -> None:
-        if structured not in ("response_format", "structured_outputs", "both"):
-            msg = f"structured must be response_format, structured_outputs or both, not {structured!r}"
-            raise ValueError(msg)
         self.client = client
         self.model_id = model
-        self.structured = structured
+        self.structured = structured_dialect(structured)
         self.enable_thinking = enable_thinking
         self.extra_body = dict(extra_body or {})
+        self.seed = None if seed is None else int(seed)
+        self.context_tokens = None if context_tokens is None else int(context_tokens)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> OpenAIChatModel:
         return cls(
             client_from_spec(spec),
             _model_name(spec, "model"),
-            structured=str(spec.option("structured", "response_format")),
+            structured=str(spec.option("structured", "json_schema")),
             enable_thinking=spec.option("enable_thinking", False),
-            extra_body=dict(spec.option("extra_body", ()) or ()),
+            extra_body=thaw(spec.option("extra_body")) or {},
+            seed=spec.option("seed"),
+            context_tokens=context_tokens_of(spec),
         )
 
     def payload(self, messages: Sequence[dict[str, str]], options: CallOptions) -> dict[str, Any]:
@@ -277,32 +364,66 @@ class OpenAIChatModel(ChatModel):
             "max_tokens": options.max_tokens,
             "temperature": options.temperature,
         }
+        if self.seed is not None:
+            payload["seed"] = self.seed
         if self.enable_thinking != "omit":
             payload["chat_template_kwargs"] = {"enable_thinking": bool(self.enable_thinking)}
         schema = options.schema
         if schema is not None:
-            if self.structured in ("response_format", "both"):
+            if self.structured in ("json_schema", "both"):
                 payload["response_format"] = {
                     "type": "json_schema",
                     "json_schema": {"name": "output", "schema": schema, "strict": True},
                 }
             if self.structured in ("structured_outputs", "both"):
                 payload["structured_outputs"] = {"json": schema}
+            if self.structured == "json_object":
+                payload["response_format"] = {"type": "json_object", "schema": schema}
         payload.update(self.extra_body)
         return payload
 
+    def _refusal(self, structured: bool) -> Callable[[int, str], ModelCallError | None]:
+        """The errors a server gives for the request itself, which no retry or replica can fix."""
+        url = f"{self.client.base_url}/chat/completions"
+
+        def check(status: int, body: str) -> ModelCallError | None:
+            line = " ".join(body.split())[:300]
+            if _overflow(status, body):
+                msg = f"POST {url}: the prompt does not fit the model's context (HTTP {status}): {line}"
+                return ModelCallError(msg, endpoint=url, overflow=True)
+            low = body.lower()
+            fields = ("response_format", "json_schema", "structured_outputs", "json_object")
+            if structured and status in (400, 422, 500, 501) and any(f in low for f in fields):
+                others = ", ".join(d for d in STRUCTURED_DIALECTS if d != self.structured)
+                msg = (
+                    f"POST {url} refused the structured-output field of dialect {self.structured!r} "
+                    f"(HTTP {status}): {line}. Set 'structured' in the model's table to the server's "
+                    f"dialect ({others}); llama.cpp's server takes 'json_object'"
+                )
+                return ModelCallError(msg, endpoint=url)
+            return None
+
+        return check
+
     async def generate(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
         t0 = time.perf_counter()
-        data = await self.client.post_json(
-            "/chat/completions", self.payload(messages, options), {"X-Purpose": options.purpose}
+        structured = options.schema is not None and self.structured != "none"
+        reply = await self.client.post_json(
+            "/chat/completions",
+            self.payload(messages, options),
+            {"X-Purpose": options.purpose},
+            refusal=self._refusal(structured),
         )
+        data = reply.data
         try:
-            text = data["choices"][0]["message"].get("content") or ""
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             msg = f"POST {self.client.base_url}/chat/completions returned no choices[0].message: {exc}"
-            raise ModelCallError(msg, endpoint=self.client.base_url) from exc
+            raise ModelCallError(msg, endpoint=self.client.base_url, attempts=reply.failed) from exc
         usage = data.get("usage") or {}
         parsed, parse_error = parse_json_text(text) if options.schema is not None else (None, None)
+        finish = choice.get("finish_reason")
         return Completion(
             text=text,
             model=str(data.get("model") or self.model_id),
@@ -312,10 +433,23 @@ class OpenAIChatModel(ChatModel):
             latency_s=time.perf_counter() - t0,
             parsed=parsed,
             parse_error=parse_error,
+            finish_reason=None if finish is None else str(finish),
+            http_status=reply.status,
+            attempts=reply.failed,
         )
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def context_tokens_of(spec: ModelSpec) -> int | None:
+    """The served model's context window from its table: ``context_tokens``, else ``max_model_len``
+    (vLLM) or ``n_ctx`` (llama.cpp); None when none is given."""
+    for key in ("context_tokens", "max_model_len", "n_ctx"):
+        value = spec.option(key)
+        if value:
+            return int(value)
+    return None
 
 
 class OpenAIEmbedder(Embedder):
@@ -333,9 +467,11 @@ class OpenAIEmbedder(Embedder):
         )
 
     async def _batch(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        data = await self.client.post_json(
-            "/embeddings", {"model": self.model_id, "input": texts}, {"X-Purpose": "embed"}
-        )
+        data = (
+            await self.client.post_json(
+                "/embeddings", {"model": self.model_id, "input": texts}, {"X-Purpose": "embed"}
+            )
+        ).data
         where = f"POST {self.client.base_url}/embeddings"
         try:
             rows = sorted(data["data"], key=lambda d: d["index"])

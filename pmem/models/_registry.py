@@ -32,15 +32,21 @@ _CHAT: dict[str, _Entry] = {
     "heuristic": _Entry("pmem.models._heuristic:HeuristicChatModel", None),
     "openai": _Entry("pmem.models._openai:OpenAIChatModel", None),
     "vllm": _Entry("pmem.models._vllm:VLLMChatModel", None, ("ray",)),
+    "llamacpp": _Entry("pmem.models._llamacpp:LlamaCppChatModel", "cpu-llm", ("ray", "llama_cpp")),
 }
 _EMBED: dict[str, _Entry] = {
     "hashing": _Entry("pmem.models._hashing:HashingEmbedder", None, ("sklearn",)),
     "openai": _Entry("pmem.models._openai:OpenAIEmbedder", None),
     "vllm": _Entry("pmem.models._vllm:VLLMEmbedder", None, ("ray",)),
+    "llamacpp": _Entry("pmem.models._llamacpp:LlamaCppEmbedder", "cpu-llm", ("ray", "llama_cpp")),
     "sentence-transformers": _Entry(
         "pmem.models._st:SentenceTransformerEmbedder", "st", ("sentence_transformers",)
     ),
 }
+
+
+#: backends whose replicas a sweep's driver launches once (Ray actors) and shares with every runner
+HOSTED_BACKENDS = ("vllm", "llamacpp")
 
 
 def register_chat_backend(

@@ -1,15 +1,18 @@
 """Replica hosting: model servers as child processes of Ray actors, placed on GPUs, restarted when they die.
 
 Each :class:`ReplicaActor` reserves its GPU(s) (one bundle of ``tensor_parallel`` GPUs in a STRICT_PACK
-placement group when a model needs several), launches the server as a child process (``vllm serve`` or
-the stand-in, :mod:`pmem.models.server`), waits on ``/health``, and restarts it when it dies (a monitor
-thread, and on demand: :meth:`ReplicaActor.ensure`). :class:`ReplicaPool` starts a model's actors and
+placement group when a model needs several) or CPUs, launches the server as a child process (``vllm
+serve``, llama-cpp-python's ``python -m llama_cpp.server``, or the stand-in, :mod:`pmem.models.server`),
+waits until it answers, and restarts it when it dies (a monitor thread, and on demand:
+:meth:`ReplicaActor.ensure`). The engines differ only in their command line, the variable that hands
+them the key and the path that says they are up (:data:`LAUNCHERS`). :class:`ReplicaPool` starts a model's actors and
 returns their base URLs. Nothing here speaks the OpenAI protocol: clients of the URLs are
 :mod:`pmem.models._openai` clients behind :mod:`pmem.models._routing`.
 
 Credentials: every replica requires ``Authorization: Bearer <key>``. The key is the configured one, else
 a random one drawn (``secrets``) when the pool starts; the server gets it through its environment
-(``VLLM_API_KEY`` for vLLM, ``PMEM_API_KEY`` for the stand-in), never on its command line.
+(``VLLM_API_KEY`` for vLLM, ``API_KEY`` for llama-cpp-python, ``PMEM_API_KEY`` for the stand-in), never
+on its command line.
 
 Each replica's server log lives in a directory of its own (``tempfile.mkdtemp``) that ``stop()``
 removes; the log's tail is in the error when a server fails to start.
@@ -40,6 +43,26 @@ STANDIN_API_KEY_ENV = "PMEM_API_KEY"
 
 
 @dataclass(frozen=True)
+class Launcher:
+    """What differs between engines: how the server learns its key, how it says it is up, how long
+    it may take to start, and how many CPUs its actor reserves."""
+
+    key_env: str
+    health_path: str  # GET here answers 200 once the server is up
+    health_needs_key: bool  # the path is behind the server's key
+    start_timeout_s: float
+
+
+#: the engines a replica can run (``ReplicaConfig.launcher``; ``auto`` picks vllm or standin)
+LAUNCHERS: dict[str, Launcher] = {
+    "vllm": Launcher("VLLM_API_KEY", "/health", False, 900.0),
+    # pydantic-settings reads API_KEY for llama_cpp.server's --api_key; it has no /health route
+    "llamacpp": Launcher("API_KEY", "/v1/models", True, 300.0),
+    "standin": Launcher(STANDIN_API_KEY_ENV, "/health", False, 60.0),
+}
+
+
+@dataclass(frozen=True)
 class ReplicaConfig:
     model: str  # weights path (vllm) or model id (stand-in)
     served_name: str
@@ -49,6 +72,9 @@ class ReplicaConfig:
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
     vllm_args: tuple[str, ...] = ()
+    n_threads: int | None = None  # llamacpp: CPU threads per replica (default: its actor's CPUs)
+    server_args: tuple[str, ...] = ()  # llamacpp: extra `python -m llama_cpp.server` flags
+    num_cpus: float = 0.0  # CPUs each replica's actor reserves in Ray
     health_timeout_s: float | None = None
     latency_ms: float = 0.0
     host: str = "auto"  # "auto": loopback when the replica shares the driver's node, else all interfaces
@@ -62,9 +88,37 @@ class ReplicaConfig:
         has_gpu = shutil.which("nvidia-smi") is not None and bool(os.environ.get("CUDA_VISIBLE_DEVICES", "x"))
         return "vllm" if shutil.which("vllm") and has_gpu else "standin"
 
+    @property
+    def engine(self) -> Launcher:
+        return LAUNCHERS[self.resolved_launcher()]
+
     def command(self, port: int, host: str = "127.0.0.1") -> list[str]:
-        """The child process's argv (documented ``vllm serve`` flags only)."""
-        if self.resolved_launcher() == "vllm":
+        """The child process's argv (documented ``vllm serve`` / ``llama_cpp.server`` flags only)."""
+        launcher = self.resolved_launcher()
+        if launcher == "llamacpp":
+            cmd = [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                self.model,
+                "--model_alias",
+                self.served_name,
+                "--host",
+                host,
+                "--port",
+                str(port),
+                "--n_ctx",
+                str(self.max_model_len or 0),  # 0: the model's own trained context
+                "--verbose",
+                "false",
+            ]
+            if self.n_threads:
+                cmd += ["--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads)]
+            if self.kind == "embed":
+                cmd += ["--embedding", "true"]
+            return [*cmd, *self.server_args]
+        if launcher == "vllm":
             cmd = [
                 "vllm",
                 "serve",
@@ -106,8 +160,7 @@ class ReplicaConfig:
         an environment variable, unlike ``--api-key``, is not visible in the process list)."""
         if not self.api_key:
             return {}
-        name = "VLLM_API_KEY" if self.resolved_launcher() == "vllm" else STANDIN_API_KEY_ENV
-        return {name: self.api_key}
+        return {self.engine.key_env: self.api_key}
 
 
 def _new_api_key() -> str:
@@ -145,10 +198,13 @@ def _free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
-def _healthy(url: str, timeout: float = 2.0) -> bool:
+def _healthy(url: str, timeout: float = 2.0, path: str = "/health", api_key: str | None = None) -> bool:
+    request = urllib.request.Request(f"{url}{path}")
+    if api_key:
+        request.add_header("Authorization", f"Bearer {api_key}")
     try:
-        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as resp:
-            return resp.status == 200
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            return bool(resp.status == 200)
     except OSError:
         return False
 
@@ -204,14 +260,16 @@ class ReplicaActor:
                 start_new_session=True,
                 preexec_fn=_die_with_parent(),
             )
-        default = 900.0 if self.config.resolved_launcher() == "vllm" else 60.0
+        engine = self.config.engine
+        default = engine.start_timeout_s
+        key = self.config.api_key if engine.health_needs_key else None
         deadline = time.monotonic() + (self.config.health_timeout_s or default)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 tail = self._log_path.read_text(errors="replace")[-2000:]
                 msg = f"replica {self.index} ({' '.join(cmd[:3])}) exited with {self.proc.returncode}: {tail}"
                 raise RuntimeError(msg)
-            if _healthy(self.base, 1.0):
+            if _healthy(self.base, 1.0, engine.health_path, key):
                 return
             time.sleep(0.1)
         msg = f"replica {self.index} at {self.base} not healthy after {self.config.health_timeout_s or default:g} s"
@@ -306,12 +364,19 @@ class ReplicaPool:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         if not ray.is_initialized():
-            ray.init(address=os.environ.get("RAY_ADDRESS") or None)
+            ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
         remote = ray.remote(ReplicaActor)
         driver_ip = ray.util.get_node_ip_address()
-        tp = self.config.tensor_parallel
+        # a CPU engine holds no GPU; its actor reserves the CPUs the config gives it (0: none, as the
+        # server's threads run outside Ray's accounting, like a GPU engine's)
+        tp = 0 if self.config.resolved_launcher() == "llamacpp" else self.config.tensor_parallel
         for i in range(self.n):
-            options: dict[str, Any] = {"num_cpus": 0, "num_gpus": tp, "max_restarts": 2, "max_concurrency": 4}
+            options: dict[str, Any] = {
+                "num_cpus": self.config.num_cpus,
+                "num_gpus": tp,
+                "max_restarts": 2,
+                "max_concurrency": 4,
+            }
             if tp > 1:
                 pg = placement_group([{"GPU": tp, "CPU": 0.01}], strategy="STRICT_PACK")
                 ray.get(pg.ready())

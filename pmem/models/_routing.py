@@ -20,12 +20,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pmem.models._errors import ModelCallError
 from pmem.models._ring import HashRing
-from pmem.models._types import CallContext, CallOptions, ChatModel, Completion, Embedder, Embedding, Model
+from pmem.models._types import (
+    Attempt,
+    CallContext,
+    CallOptions,
+    ChatModel,
+    Completion,
+    Embedder,
+    Embedding,
+    Model,
+)
 
 T = TypeVar("T")
 
@@ -95,6 +105,8 @@ class _Replicated(Model):
     def _attach(self, replicas: Sequence[Any], revive: Callable[[int], Awaitable[Any]] | None = None) -> None:
         self.replicas = list(replicas)
         self.router = ReplicaRouter(len(self.replicas), revive)
+        if getattr(self, "context_tokens", None) is None and self.replicas:
+            self.context_tokens = getattr(self.replicas[0], "context_tokens", None)
 
     async def _ready(self) -> ReplicaRouter:
         """The router, once there are replicas (a hosting subclass launches them here)."""
@@ -119,7 +131,20 @@ class RoutedChatModel(_Replicated, ChatModel):
     async def generate(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
         router = await self._ready()
         key = route_key(options.context, str(messages[0].get("content", "")) if messages else "")
-        return await router.route(key, lambda i: self.replicas[i].generate(messages, options))
+        tried: list[Attempt] = []  # every request the call made, on every replica it was tried on
+
+        async def on(index: int) -> Completion:
+            try:
+                return await self.replicas[index].generate(messages, options)
+            except ModelCallError as exc:
+                tried.extend(exc.attempts)
+                exc.attempts = tuple(tried)
+                raise
+
+        completion = await router.route(key, on)
+        return (
+            dataclasses.replace(completion, attempts=(*tried, *completion.attempts)) if tried else completion
+        )
 
 
 class RoutedEmbedder(_Replicated, Embedder):

@@ -60,6 +60,23 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+def thaw(value: Any) -> Any:
+    """A table option as a plain ``dict`` again (specs store tables as sorted pairs), recursively.
+
+    >>> thaw((("top_k", 1), ("grammar", (("a", 2),))))
+    {'top_k': 1, 'grammar': {'a': 2}}
+    """
+    if (
+        isinstance(value, tuple)
+        and value
+        and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in value)
+    ):
+        return {k: thaw(v) for k, v in value}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True, repr=False)
 class ModelSpec:
     """``[models.<role>]``: a backend name, a model id (or weights path), an endpoint URL and options.
@@ -115,6 +132,13 @@ class ModelSpec:
         check = _BACKEND_CHECKS.get(self.backend)
         if check is not None:
             check(self, kind)
+        if self.option("structured") is not None:
+            from pmem.models._openai import structured_dialect
+
+            try:
+                structured_dialect(str(self.option("structured")))
+            except ValueError as exc:
+                raise ModelSpecError("structured", str(exc)) from None
         return self
 
     def model_id(self, kind: Kind = "chat") -> str:

@@ -16,6 +16,21 @@ from collections.abc import Sequence
 MESSAGE_OVERHEAD = 4
 
 
+#: characters per token to assume when a prompt must *fit* a window: real tokenizers give fewer
+#: characters per token than the estimate above on numbers, names and JSON (a FactConsolidation prompt
+#: estimated at 6.8k tokens is 7.6k SmolLM2 tokens), so budgets err on the short side
+FIT_CHARS_PER_TOKEN = 3.0
+
+
+def chars_that_fit(tokens: int) -> int:
+    """How many characters to allow for ``tokens`` tokens of a window (never negative).
+
+    >>> chars_that_fit(1000), chars_that_fit(-5)
+    (3000, 0)
+    """
+    return max(0, int(tokens * FIT_CHARS_PER_TOKEN))
+
+
 def estimate_tokens(text: str) -> int:
     return (len(text.encode("utf-8")) + 3) // 4
 

@@ -58,9 +58,24 @@ class CallOptions:
     context: CallContext | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One HTTP request of a call that did not give the call its reply (it failed, and the call was
+    retried, failed over, or gave up). The request log writes each as a row of its own."""
+
+    status: int | None  # the HTTP status; None when no response came (timeout, refused connection)
+    error: str
+    latency_s: float
+
+
 @dataclass(frozen=True)
 class Completion:
-    """One chat completion. ``parsed`` is set when a schema was given and the text parsed."""
+    """One chat completion. ``parsed`` is set when a schema was given and the text parsed.
+
+    ``attempts`` are the failed HTTP requests made before this reply (or, for a failed call, all of
+    them); ``http_status`` and ``finish_reason`` are the reply's own. ``overflow`` marks a call refused
+    because its prompt does not fit the model's context.
+    """
 
     text: str
     model: str
@@ -73,9 +88,27 @@ class Completion:
     parsed: Any = None
     parse_error: str | None = None
     tokens_estimated: bool = False
+    finish_reason: str | None = None
+    http_status: int | None = None
+    attempts: tuple[Attempt, ...] = ()
+    overflow: bool = False
+
+    @property
+    def truncated(self) -> bool:
+        """The reply stopped at ``max_tokens`` (``finish_reason == "length"``)."""
+        return self.finish_reason == "length"
 
     @classmethod
-    def failed(cls, *, model: str, purpose: str, latency_s: float, error: str) -> Completion:
+    def failed(
+        cls,
+        *,
+        model: str,
+        purpose: str,
+        latency_s: float,
+        error: str,
+        attempts: tuple[Attempt, ...] = (),
+        overflow: bool = False,
+    ) -> Completion:
         """A call that got no reply: empty text, no tokens, and why."""
         return cls(
             text="",
@@ -85,6 +118,8 @@ class Completion:
             completion_tokens=0,
             latency_s=latency_s,
             error=error,
+            attempts=attempts,
+            overflow=overflow,
         )
 
 
@@ -124,6 +159,11 @@ class RequestRecord:
     error: str | None
     tokens_estimated: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    http_attempt: int | None = None
+    http_status: int | None = None
+    finish_reason: str | None = None
+    parse_error: str | None = None
+    reply: str | None = None
 
 
 class Model:
@@ -144,7 +184,13 @@ class Model:
 
 
 class ChatModel(Model):
-    """Async chat completion. Backends: heuristic, openai, vllm; wrappers: cache/log, replica router."""
+    """Async chat completion. Backends: heuristic, openai, vllm, llamacpp; wrappers: cache/log, router.
+
+    ``context_tokens`` is the served model's context window in tokens (prompt and reply together), or
+    None when unknown or unbounded; arms budget their prompts against it.
+    """
+
+    context_tokens: int | None = None
 
     async def complete(
         self,
@@ -170,6 +216,8 @@ class ChatModel(Model):
                 purpose=options.purpose,
                 latency_s=time.perf_counter() - t0,
                 error=str(exc),
+                attempts=exc.attempts,
+                overflow=exc.overflow,
             )
 
     async def generate(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:

@@ -70,9 +70,15 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
 
 
 class _Pooled(_Replicated):
-    """Replicas this model launches itself (on first use), routed to, restarted when they fail."""
+    """Replicas this model launches itself (on first use), routed to, restarted when they fail.
+
+    Engines differ in :meth:`replica_config` (their options and command line), :attr:`client_defaults`
+    and :meth:`default_structured`; hosting, routing and restarts are this class's, for every engine.
+    """
 
     kind = "chat"
+    #: client options of the pool's own replica clients, unless the model table sets them
+    client_defaults: dict[str, Any] = _REPLICA_CLIENT_DEFAULTS
 
     def __init__(self, config: ReplicaConfig, replicas: int = 1, spec: ModelSpec | None = None) -> None:
         super().__init__(config.served_name)
@@ -80,11 +86,27 @@ class _Pooled(_Replicated):
         self.spec = spec
         self.pool = ReplicaPool(config, replicas)
         self._start_lock: asyncio.Lock | None = None
+        self.context_tokens = config.max_model_len
+
+    @classmethod
+    def replica_config(cls, spec: ModelSpec) -> tuple[ReplicaConfig, int]:
+        """The replicas' configuration and how many to run."""
+        return _config_from_spec(spec, cls.kind)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> Any:
-        config, replicas = _config_from_spec(spec, cls.kind)
+        config, replicas = cls.replica_config(spec)
         return cls(config, replicas, spec)
+
+    def default_structured(self) -> str:
+        """The structured-output dialect of this engine (vLLM's own field; the stand-in reads either)."""
+        return "structured_outputs" if self.config.resolved_launcher() == "vllm" else "both"
+
+    @property
+    def structured(self) -> str:
+        """How replicas are asked for structured output: the spec's ``structured``, else the engine's."""
+        default = self.default_structured()
+        return str(self.spec.option("structured", default)) if self.spec is not None else default
 
     @property
     def api_key(self) -> str | None:
@@ -94,7 +116,14 @@ class _Pooled(_Replicated):
     def client_options(self) -> dict[str, Any]:
         """The `openai` options of this model's replica clients (the model table's, over the defaults)."""
         configured = {} if self.spec is None else {k: self.spec.option(k) for k in CLIENT_OPTIONS}
-        return {**_REPLICA_CLIENT_DEFAULTS, **{k: v for k, v in configured.items() if v is not None}}
+        derived: dict[str, Any] = {"context_tokens": self.context_tokens}
+        if self.kind == "chat":
+            derived["structured"] = self.structured
+        return {
+            **self.client_defaults,
+            **{k: v for k, v in derived.items() if v is not None},
+            **{k: v for k, v in configured.items() if v is not None},
+        }
 
     async def _ready(self) -> ReplicaRouter:
         if self.router is None:
@@ -126,16 +155,6 @@ class VLLMChatModel(_Pooled, RoutedChatModel):
     """Chat over vLLM replicas hosted by Ray actors; same interface as every chat model."""
 
     kind = "chat"
-
-    @property
-    def structured(self) -> str:
-        """How replicas are asked for structured output: the spec's ``structured``, else vLLM's own field
-        (``both`` for the stand-in, which reads either)."""
-        default = "structured_outputs" if self.config.resolved_launcher() == "vllm" else "both"
-        return str(self.spec.option("structured", default)) if self.spec is not None else default
-
-    def client_options(self) -> dict[str, Any]:
-        return {**super().client_options(), "structured": self.structured}
 
 
 class VLLMEmbedder(_Pooled, RoutedEmbedder):

@@ -132,6 +132,19 @@ class RequestRow(_HistoryKeys):
     latency_s: float
     error: str | None
     tokens_estimated: bool | None = None
+    #: which HTTP request of its call this row is (1 = the first; retries and failovers count up); null
+    #: for a call no server saw (a cache hit, a shared in-flight reply, an in-process model)
+    http_attempt: int | None = None
+    #: the server's HTTP status (null: no response, e.g. a timeout or a refused connection)
+    http_status: int | None = None
+    #: the server's ``finish_reason`` (``length``: the reply hit ``max_tokens``)
+    finish_reason: str | None = None
+    #: why a reply asked for as JSON did not parse (null: it parsed, or no JSON was asked for)
+    parse_error: str | None = None
+    #: the raw reply, kept when it did not parse or was cut by ``max_tokens``
+    reply: str | None = None
+    #: the row was written by a run of its history that failed (kept as evidence, left out of costs)
+    history_failed: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

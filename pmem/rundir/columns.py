@@ -75,6 +75,12 @@ CACHED: Final = "cached"
 LATENCY_S: Final = "latency_s"
 ERROR: Final = "error"
 TOKENS_ESTIMATED: Final = "tokens_estimated"
+HTTP_ATTEMPT: Final = "http_attempt"
+HTTP_STATUS: Final = "http_status"
+FINISH_REASON: Final = "finish_reason"
+PARSE_ERROR: Final = "parse_error"
+REPLY: Final = "reply"
+HISTORY_FAILED: Final = "history_failed"
 
 # -- histories/: one row per (history, arm, agent model) run --------------------------------------
 STATUS: Final = "status"

@@ -93,6 +93,10 @@ class CallRecorder:
 
     @property
     def rows(self) -> list[RequestRow]:
+        return self.rows_of(history_failed=False)
+
+    def rows_of(self, *, history_failed: bool) -> list[RequestRow]:
+        """The unit's request rows, marked as written by a run of the history that failed or not."""
         return [
             RequestRow(
                 **self.base,
@@ -104,6 +108,12 @@ class CallRecorder:
                 latency_s=r.latency_s,
                 error=r.error,
                 tokens_estimated=r.tokens_estimated,
+                http_attempt=r.http_attempt,
+                http_status=r.http_status,
+                finish_reason=r.finish_reason,
+                parse_error=r.parse_error,
+                reply=r.reply,
+                history_failed=history_failed,
             )
             for r in self.log.records()
         ]
@@ -160,6 +170,15 @@ class _UnitView:
     def __getattr__(self, name: str) -> Any:  # backend extras (labels, capabilities) pass through
         return getattr(self.inner, name)
 
+    @property
+    def context_tokens(self) -> int | None:
+        """The served model's window (a base-class attribute, so ``__getattr__`` would not see it)."""
+        return getattr(self.inner, "context_tokens", None)
+
+    @context_tokens.setter
+    def context_tokens(self, value: int | None) -> None:
+        self.inner.context_tokens = value
+
 
 class RecordingChatModel(_UnitView, ChatModel):
     """A unit's view of a shared chat client: every call is logged into the unit's
@@ -176,9 +195,10 @@ class RecordingChatModel(_UnitView, ChatModel):
             self._log.add(_failure(options.purpose, self.model_id, options.context or self._ctx, t0, exc))
             raise
         self._log.add_completion(c, options.context)
-        if c.error is not None:
+        if c.error is not None and not c.overflow:
             # The model layer gave up (after its retries): the history fails with that error rather
-            # than carrying an empty answer into the results. Parse failures are not errors here.
+            # than carrying an empty answer into the results. Parse failures are not errors here, nor
+            # is a prompt that does not fit the model's context: that call's question records the error.
             msg = f"{options.purpose} call to {self.model_id} failed: {c.error}"
             raise ModelCallError(msg)
         return c
@@ -392,7 +412,7 @@ async def run_unit(
                         read_tokens=int(ans.read.tokens),
                         read_chars=int(ans.read.chars),
                         read_items=len(ans.read.items),
-                        answer_error=None,
+                        answer_error=ans.error,
                         **pcols,
                         gold_in_state=gold_in,
                         stale_in_state=stale_in,
@@ -463,4 +483,6 @@ async def run_unit(
         runner=None,
         finished_at=time.time(),
     )
-    return UnitOutput(unit, history_row, results, writes, recorder.rows, graph)
+    return UnitOutput(
+        unit, history_row, results, writes, recorder.rows_of(history_failed=status == "failed"), graph
+    )

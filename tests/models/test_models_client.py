@@ -118,7 +118,7 @@ async def posts(
         out = []
         try:
             for _ in range(n):
-                out.append(await c.post_json("/x", {}))
+                out.append((await c.post_json("/x", {})).data)
                 await asyncio.sleep(pause)
         finally:
             await c.aclose()
@@ -201,7 +201,7 @@ def test_timeout_then_a_fresh_connection() -> None:
             c = client(f"{srv.url}/v1", timeout_s=0.3)
             with pytest.raises(ModelCallError) as info:
                 await c.post_json("/x", {})
-            data = await c.post_json("/x", {})  # not on the connection that timed out: it is out of step
+            data = (await c.post_json("/x", {})).data  # not on the connection that timed out: it is out of step
             await c.aclose()
             return str(info.value), data, srv.connections
 
@@ -240,7 +240,7 @@ def test_retries_with_retry_after_and_no_redirects() -> None:
         ]
         async with Scripted(replies) as srv:
             c = client(f"{srv.url}/v1", max_retries=3)
-            data = await c.post_json("/chat/completions", {"m": 1})
+            data = (await c.post_json("/chat/completions", {"m": 1})).data
             with pytest.raises(ModelCallError) as info:
                 await c.post_json("/chat/completions", {"m": 2})
             await c.aclose()
@@ -285,7 +285,7 @@ def test_concurrent_calls_against_an_aiohttp_server() -> None:
         runner, port = await _serve(_echo_app())
         c = OpenAIClient(f"http://127.0.0.1:{port}/v1", concurrency=8)
         try:
-            return await asyncio.gather(*(c.post_json("/chat/completions", {"i": i}) for i in range(40)))
+            return [r.data for r in await asyncio.gather(*(c.post_json("/chat/completions", {"i": i}) for i in range(40)))]
         finally:
             await c.aclose()
             await runner.cleanup()
@@ -296,7 +296,7 @@ def test_concurrent_calls_against_an_aiohttp_server() -> None:
 
 def test_a_client_used_under_several_event_loops_leaves_no_open_session(caplog) -> None:
     async def go(c: OpenAIClient) -> dict:
-        return await c.post_json("/chat/completions", {"i": 1})
+        return (await c.post_json("/chat/completions", {"i": 1})).data
 
     async def serve_for(loops: int) -> None:
         runner, port = await _serve(_echo_app())
@@ -358,7 +358,7 @@ def test_https_with_a_private_ca_from_ssl_cert_file(tls, monkeypatch) -> None:
                 await client(f"https://127.0.0.1:{port}/v1").post_json("/chat/completions", {})
             monkeypatch.setenv("SSL_CERT_FILE", str(cert))
             c = client(f"https://127.0.0.1:{port}/v1")  # the CA store is read when the client is made
-            out = [await c.post_json("/chat/completions", {"tls": i}) for i in range(2)]
+            out = [(await c.post_json("/chat/completions", {"tls": i})).data for i in range(2)]
             await c.aclose()
             return out, seen
         finally:
@@ -416,7 +416,7 @@ def test_http_proxy_from_the_environment_and_no_proxy(proxy_env) -> None:
             proxy_env.setenv("NO_PROXY", no_proxy)
         c = client(f"http://127.0.0.1:{up}/v1")
         try:
-            return await c.post_json("/chat/completions", {"via": "proxy"}), seen
+            return (await c.post_json("/chat/completions", {"via": "proxy"})).data, seen
         finally:
             await c.aclose()
             await proxy.cleanup()
@@ -471,9 +471,9 @@ def test_https_proxy_tunnels_an_https_endpoint_and_leaves_http_alone(tls, proxy_
         proxy_env.setenv("HTTPS_PROXY", f"http://127.0.0.1:{px}")
         c1, c2 = client(f"https://127.0.0.1:{sp}/v1"), client(f"http://127.0.0.1:{pp}/v1")
         try:
-            through = await c1.post_json("/chat/completions", {"via": "tunnel"})
+            through = (await c1.post_json("/chat/completions", {"via": "tunnel"})).data
             tunnels = list(seen)
-            direct = await c2.post_json("/chat/completions", {"via": "direct"})
+            direct = (await c2.post_json("/chat/completions", {"via": "direct"})).data
             return through, direct, tunnels, seen
         finally:
             await c1.aclose()
