@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -255,3 +255,33 @@ def build_history(subset: str) -> History:
         questions=questions,
         params=params,
     )
+
+
+def cut_history(history: History, *, events: int | None = None, questions: int | None = None) -> History:
+    """A smaller slice of a FactConsolidation history, for tiers where every call costs real tokens:
+    the first ``events`` facts of the stream, and the first ``questions`` questions whose gold value
+    appears in what is kept (a question about a fact that was cut would test nothing), asked after the
+    last kept fact. 0 or None keeps everything. The parameters go into ``params`` (and the history id).
+
+    >>> h = build_history("sh_6k")  # doctest: +SKIP
+    >>> small = cut_history(h, events=40, questions=5)  # doctest: +SKIP
+    """
+    kept = history.events[:events] if events else history.events
+    if not kept:
+        msg = f"{history.id}: events={events} keeps no fact"
+        raise ValueError(msg)
+    text = "\n".join(e.text for e in kept).lower()
+    last = len(kept) - 1
+    params = {
+        **history.params,
+        **({"events": events} if events else {}),
+        **({"questions": questions} if questions else {}),
+    }
+    answerable = [
+        replace(q, after_event=last, params={**q.params, **params})
+        for q in history.questions
+        if not events or any(g and g.lower() in text for g in q.gold)
+    ]
+    picked = tuple(answerable[:questions] if questions else answerable)
+    suffix = "".join(f"/{k}={params[k]}" for k in ("events", "questions") if k in params)
+    return replace(history, id=f"{history.id}{suffix}", events=tuple(kept), questions=picked, params=params)

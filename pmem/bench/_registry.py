@@ -73,12 +73,18 @@ def _alfworld_iter(subset: str, **params: Any) -> Iterator[History]:
 
 
 def _fc_iter(subset: str, **params: Any) -> Iterator[History]:
-    from pmem.bench._factconsolidation import build_history
+    from pmem.bench._factconsolidation import build_history, cut_history
 
-    if params:
-        msg = f"factconsolidation takes no parameters (got {sorted(params)}); choose a subset instead"
+    unknown = sorted(set(params) - {"events", "questions"})
+    if unknown:
+        msg = (
+            f"factconsolidation takes only 'events' and 'questions' (got {unknown}); choose a subset instead"
+        )
         raise TypeError(msg)
-    yield build_history(subset)
+    history = build_history(subset)
+    if params:
+        history = cut_history(history, events=params.get("events"), questions=params.get("questions"))
+    yield history
 
 
 def _lme_iter(subset: str, **params: Any) -> Iterator[History]:
@@ -107,7 +113,7 @@ def _builtin() -> dict[str, BenchmarkInfo]:
             "factconsolidation",
             _factconsolidation.SUBSETS,
             _factconsolidation.SOURCE,
-            MappingProxyType({}),
+            MappingProxyType({"events": int, "questions": int}),
             "MemoryAgentBench conflict resolution: numbered fact stream, 100 questions",
             iterate=_fc_iter,
         ),

@@ -74,6 +74,8 @@ class Runner:
         self._seq = 0
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pmem-commit")
         self._inflight_now = 0
+        #: the recorders of histories not yet returned (running or waiting for their commit), by unit
+        self._live: dict[str, CallRecorder] = {}
         self._lag_max = 0.0
         self._lag_total = 0.0
         self._beat: asyncio.Task[None] | None = None
@@ -89,6 +91,15 @@ class Runner:
             "pending_commit": len(self._pending),
             "loop_lag_max_s": self._lag_max,
             "loop_blocked_s": self._lag_total,
+            "live": self.live_counts(),
+        }
+
+    def live_counts(self) -> dict[str, tuple[int, int, int]]:
+        """(calls, tokens, cached calls) so far of each history not yet returned, by unit id: the
+        progress line adds them to the returned histories' counts, so a long history shows its calls
+        while it runs; keyed by unit so that the driver drops a history's figure once it has returned."""
+        return {
+            uid: (r.calls, r.prompt_tokens + r.completion_tokens, r.cached) for uid, r in self._live.items()
         }
 
     async def _heartbeat(self, period: float = 0.05) -> None:
@@ -114,32 +125,37 @@ class Runner:
         if self._sem is None:
             self._sem = asyncio.Semaphore(self.in_flight)
             self._beat = asyncio.create_task(self._heartbeat())
-        async with self._sem:
-            self._inflight_now += 1
-            try:
-                recorder = CallRecorder(unit.keys(self.run_id))
+        try:
+            async with self._sem:
+                self._inflight_now += 1
                 try:
-                    arm = B.make_arm(
-                        unit.arm, self._models(unit, recorder), self.arm_options.get(unit.arm, {})
-                    )
-                except Exception as exc:
-                    out = await run_unit(unit, history, _Broken(exc), recorder, run_id=self.run_id)
-                else:
-                    out = await run_unit(unit, history, arm, recorder, run_id=self.run_id)
-            finally:
-                self._inflight_now -= 1
-        out.history_row = replace(out.history_row, runner=self.label)
-        if out.status == "failed":
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._io, self.store.write_failure, unit.uid, out.history_row)
-        else:
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._pending.append((out, fut))
-            if len(self._pending) >= self.batch_size:
-                self._flush_now()
-            elif self._timer is None:
-                self._timer = asyncio.create_task(self._flush_later())
-            await fut
+                    recorder = CallRecorder(unit.keys(self.run_id))
+                    self._live[unit.uid] = recorder
+                    try:
+                        arm = B.make_arm(
+                            unit.arm, self._models(unit, recorder), self.arm_options.get(unit.arm, {})
+                        )
+                    except Exception as exc:
+                        out = await run_unit(unit, history, _Broken(exc), recorder, run_id=self.run_id)
+                    else:
+                        out = await run_unit(unit, history, arm, recorder, run_id=self.run_id)
+                finally:
+                    self._inflight_now -= 1
+            out.history_row = replace(out.history_row, runner=self.label)
+            if out.status == "failed":
+                await asyncio.get_running_loop().run_in_executor(self._io, self._write_failed, out)
+            else:
+                fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._pending.append((out, fut))
+                if len(self._pending) >= self.batch_size:
+                    self._flush_now()
+                elif self._timer is None:
+                    self._timer = asyncio.create_task(self._flush_later())
+                await fut
+        finally:
+            # kept until the history returns: while it waits for its commit its calls are in no
+            # returned count yet, and the progress line would dip
+            self._live.pop(unit.uid, None)
         row = out.history_row
         return {
             "uid": unit.uid,
@@ -152,6 +168,12 @@ class Runner:
             "n_questions": row.n_questions,
             "n_correct": row.n_correct,
         }
+
+    def _write_failed(self, out: UnitOutput) -> None:
+        """A failed history: its request rows first (evidence of what the servers said, kept per attempt),
+        then its status row, so that a failed-* status row always has its calls beside it."""
+        self.store.write_failed_requests(out.unit.uid, out.unit.attempt, out.requests)
+        self.store.write_failure(out.unit.uid, out.history_row)
 
     async def _flush_later(self) -> None:
         await asyncio.sleep(self.flush_s)

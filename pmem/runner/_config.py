@@ -29,9 +29,20 @@ from pathlib import Path
 from typing import Any
 
 from pmem.models import _spec as model_spec
-from pmem.models._spec import SECRET_OPTIONS, Kind, ModelSpecError, redacted
+from pmem.models._spec import SECRET_OPTIONS, Kind, ModelSpecError, redacted, thaw
 
 MODEL_ROLES = ("agent", "embedder", "judge")
+
+#: model options whose value is a table: ``extra_body`` (merged into every chat request body, nested
+#: tables allowed) and ``env`` (string -> string, the environment of replica servers)
+TABLE_OPTIONS = frozenset({"extra_body", "env"})
+#: ``env`` variables whose values are credentials (by name): masked in run.toml, left out of the run identity
+_SECRET_ENV_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+
+def _secret_env(name: str) -> bool:
+    return any(w in name.upper() for w in _SECRET_ENV_WORDS)
+
 
 _TOP_KEYS = {"name", "description", "arms", "run", "models", "benchmarks", "arm_options"}
 _BENCH_KEYS = {"name", "subset", "subsets", "arms", "limit"}
@@ -105,16 +116,27 @@ class RoleSpec:
         return tuple(sorted((k, v) for k, v in self.spec.to_dict().items() if k != "backend"))
 
     def as_dict(self) -> dict[str, Any]:
-        """Every option, credentials included: what the model layer is built from (never written out)."""
-        return {"backend": self.backend, **dict(self.options)}
+        """Every option, credentials included: what the model layer is built from (never written out).
+
+        Table options are plain dicts again (the spec holds them as sorted pairs, to stay hashable)."""
+        out = {"backend": self.backend, **dict(self.options)}
+        for k in TABLE_OPTIONS & out.keys():
+            out[k] = thaw(out[k]) or {}
+        return out
 
     def public_dict(self) -> dict[str, Any]:
         """The options with credentials masked: what ``run.toml`` and messages may show."""
-        return redacted(self.as_dict())
+        out = redacted(self.as_dict())
+        if isinstance(out.get("env"), dict):
+            out["env"] = {k: "***" if _secret_env(k) and v else v for k, v in out["env"].items()}
+        return out
 
     def identity(self) -> dict[str, Any]:
         """The options that change answers: credentials do not, so a rotated key keeps the run id."""
-        return {k: v for k, v in self.as_dict().items() if k not in SECRET_OPTIONS}
+        out = {k: v for k, v in self.as_dict().items() if k not in SECRET_OPTIONS}
+        if isinstance(out.get("env"), dict):
+            out["env"] = {k: v for k, v in out["env"].items() if not _secret_env(k)}
+        return out
 
     def __repr__(self) -> str:
         return f"RoleSpec(role={self.role!r}, backend={self.backend!r}, options={self.public_dict()!r})"
@@ -275,8 +297,16 @@ def _model(source: str, role: str, table: Any) -> RoleSpec:
     if not isinstance(backend, str) or not backend:
         raise _err(source, f"{where} backend", "is required (heuristic | hashing | openai | vllm ...)")
     for k, v in table.items():
-        if isinstance(v, dict):
-            raise _err(source, f"{where} {k}", "nested tables are not supported in model options")
+        if k in TABLE_OPTIONS:
+            if not isinstance(v, dict):
+                raise _err(source, f"{where} {k}", f"must be a table, got {v!r}")
+        elif isinstance(v, dict):
+            msg = f"nested tables are not supported in model options (only in {', '.join(sorted(TABLE_OPTIONS))})"
+            raise _err(source, f"{where} {k}", msg)
+    for name, value in table.get("env", {}).items():
+        if not isinstance(value, str):
+            msg = f'environment values must be strings, got {value!r} (quote it: {name} = "{value}")'
+            raise _err(source, f"{where} env.{name}", msg)
     if "options" in table:
         raise _err(source, f"{where} options", "give model options as keys of the table itself")
     for k in ("model", "url"):

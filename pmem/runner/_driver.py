@@ -168,8 +168,11 @@ class _Runners:
 
         self.hosts = HostedModels()
         specs = {f"agent:{a.model_id}": a for a in spec.agents} | {"embedder": spec.embedder}
-        if any(m.backend == "vllm" for m in specs.values()):
-            log("[pmem sweep] starting vllm replicas (shared by all runners)")
+        from pmem.models._registry import HOSTED_BACKENDS
+
+        hosted = sorted({m.backend for m in specs.values() if m.backend in HOSTED_BACKENDS})
+        if hosted:
+            log(f"[pmem sweep] starting {' and '.join(hosted)} replicas (shared by all runners)")
         self.hosted = self.hosts.start(specs)
         for i in range(n):
             self.start(i)
@@ -293,6 +296,7 @@ def execute(
     redone = 0
     max_retries = plan.spec.run.max_unit_retries
     interrupted = False
+    live = _LivePoll(min(progress.interval, _LIVE_POLL_S))
     try:
         while queue or inflight:
             for i in range(pool.n):
@@ -302,6 +306,7 @@ def execute(
                     inflight[ref] = (u, i)
                     per_runner[i] += 1
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=min(1.0, progress.interval))
+            live.poll(pool, progress)
             if not ready:
                 progress.tick()
                 continue
@@ -341,6 +346,39 @@ def execute(
     return summaries, redone
 
 
+#: at most this long between two polls of the runners' live call counts (the progress line's interval if shorter)
+_LIVE_POLL_S = 5.0
+
+
+class _LivePoll:
+    """The runners' calls of histories in flight, for the progress line: asked every ``period`` seconds
+    and read when the answers are there, so a runner whose event loop is busy never holds up the driver."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.asked: dict[Any, int] = {}  # stats reference -> runner index
+        self.last = -float("inf")
+
+    def poll(self, pool: _Runners, progress: Progress) -> None:
+        import ray
+
+        if self.asked:
+            ready, _ = ray.wait(list(self.asked), num_returns=len(self.asked), timeout=0)
+            for ref in ready:
+                i = self.asked.pop(ref)
+                try:
+                    stats = ray.get(ref)
+                except Exception:
+                    continue  # a runner that just died has no stats to give (its units are requeued)
+                progress.set_live(i, stats.get("live") or {})
+        now = time.monotonic()
+        if not self.asked and now - self.last >= self.period:
+            self.last = now
+            for i, actor in enumerate(pool.actors):
+                if actor is not None:
+                    self.asked[actor.stats.remote()] = i
+
+
 def _note_loop_stats(pool: _Runners, progress: Progress) -> None:
     import ray
 
@@ -376,6 +414,7 @@ def _replace_dead_runner(
     for ref, _ in lost:
         inflight.pop(ref)
     per_runner[i] = 0
+    progress.set_live(i, {})  # its histories in flight are requeued or done: their calls are not live
     committed = plan.store.recover(pool.tokens[i])
     redone = 0
     for _, u in lost:

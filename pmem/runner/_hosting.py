@@ -1,8 +1,8 @@
 """Model replicas shared by every runner of a sweep.
 
-A `vllm` model is started once, by the driver (its replica actors hold the GPUs); each runner then
-talks to those replicas' OpenAI-compatible endpoints through `openai` clients, routed as the `vllm`
-backend routes (:mod:`pmem.models._routing`: all calls of one history to one replica, prefix-cache
+A hosted model (`vllm` on GPUs, `llamacpp` on CPUs: :data:`pmem.models._registry.HOSTED_BACKENDS`) is
+started once, by the driver (its replica actors hold the GPUs or CPUs); each runner then talks to those
+replicas' OpenAI-compatible endpoints through `openai` clients, routed as the `vllm` backend routes (:mod:`pmem.models._routing`: all calls of one history to one replica, prefix-cache
 reuse; the histories of a runner across replicas; a call that fails on a replica that looks down is
 tried on the next one, so a replica that is restarting does not fail a history while others are up).
 Without this, every runner would launch its own replicas and ask for ``runners x replicas`` GPUs.
@@ -19,7 +19,6 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pmem.models._openai import CLIENT_OPTIONS
 from pmem.models._routing import RoutedChatModel, openai_replicas
 from pmem.models._routing import RoutedEmbedder as _RoutedEmbedder
 
@@ -35,7 +34,7 @@ class Hosted:
     role: str
     model_id: str
     urls: tuple[str, ...]
-    #: the `openai` client options of the model's table (the runners' clients default the rest)
+    #: the `openai` client options of the runners' clients: the engine's defaults under the model table's
     client: tuple[tuple[str, Any], ...]
     #: the bearer token the replicas require; never in a repr
     api_key: str | None = field(default=None, repr=False)
@@ -47,7 +46,7 @@ class Hosted:
 
 
 class HostedModels:
-    """Starts `vllm` models in the driver; ``hosted`` is handed to the runners; ``stop()`` at the end."""
+    """Starts hosted models in the driver; ``hosted`` is handed to the runners; ``stop()`` at the end."""
 
     def __init__(self) -> None:
         self.models: list[Model] = []
@@ -62,19 +61,19 @@ class HostedModels:
 
     def _start(self, specs: dict[str, ModelSpec]) -> dict[str, Hosted]:
         from pmem.models import make_chat_model, make_embedder
-        from pmem.models._vllm import VLLMChatModel, VLLMEmbedder
+        from pmem.models._registry import HOSTED_BACKENDS
+        from pmem.models._vllm import _Pooled
 
         for key, spec in specs.items():
-            if spec.backend != "vllm":
+            if spec.backend not in HOSTED_BACKENDS:
                 continue
             opts = spec.as_dict()
             model = (make_embedder if spec.role == "embedder" else make_chat_model)(opts)
-            assert isinstance(model, (VLLMChatModel, VLLMEmbedder))
+            assert isinstance(model, _Pooled)
             self.models.append(model)
             urls = asyncio.run(model.start())
-            client = {k: v for k, v in opts.items() if k in CLIENT_OPTIONS}
-            if isinstance(model, VLLMChatModel) and "structured" not in client:
-                client["structured"] = model.structured
+            # the engine's client defaults (dialect, window, concurrency) under the table's own options
+            client = model.client_options()
             self.hosted[key] = Hosted(
                 spec.role,
                 str(model.model_id),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 
@@ -23,7 +24,12 @@ def _dur(s: float) -> str:
 
 
 class Progress:
-    """Counts histories done / total per (subset, arm), model calls, tokens and failures; shows an ETA."""
+    """Counts histories done / total per (subset, arm), model calls, tokens and failures; shows an ETA.
+
+    ``calls``, ``cached`` and ``tokens`` are those of returned histories; the line adds the calls so far
+    of histories still running (:meth:`set_live`, from the runners' stats), so a sweep of a few long
+    histories does not show ``calls=0`` until the first one ends.
+    """
 
     def __init__(
         self,
@@ -48,6 +54,10 @@ class Progress:
         self.tokens = 0
         self.redone = 0
         self.exec_s = 0.0
+        #: runner -> unit id -> (calls, tokens, cached calls) of its histories not yet returned
+        self._live: dict[int, dict[str, tuple[int, int, int]]] = {}
+        #: units whose summary was counted: a runner's figure for one of them is stale (taken before it returned)
+        self._returned: set[str] = set()
         self.t0 = time.monotonic()
         self.interval = interval
         self._last = 0.0
@@ -84,6 +94,35 @@ class Progress:
         rate = run / max(1e-9, time.monotonic() - self.t0)
         return (self.total - self.n_done) / rate
 
+    def _live_sum(self, i: int) -> int:
+        return sum(v[i] for units in self._live.values() for v in units.values())
+
+    @property
+    def live_calls(self) -> int:
+        """Model calls so far of the histories still running."""
+        return self._live_sum(0)
+
+    @property
+    def live_tokens(self) -> int:
+        return self._live_sum(1)
+
+    @property
+    def live_cached(self) -> int:
+        return self._live_sum(2)
+
+    def set_live(self, runner: int, units: Mapping[str, Sequence[int]]) -> None:
+        """A runner's latest figures (unit id -> calls, tokens, cached calls) for its histories in flight;
+        replaces what it reported before. Units whose summary was already counted are left out."""
+        self._live[runner] = {
+            uid: (int(v[0]), int(v[1]), int(v[2])) for uid, v in units.items() if uid not in self._returned
+        }
+        if self._bar is not None:
+            self._bar.set_postfix_str(self._postfix(), refresh=True)
+
+    def _postfix(self) -> str:
+        calls, tokens = self.calls + self.live_calls, self.tokens + self.live_tokens
+        return f"calls={_human(calls)} tok={_human(tokens)} failed={self.n_failed}"
+
     def update(self, group: tuple[str, str], summary: dict[str, Any]) -> None:
         self.done[group] += 1
         if summary.get("status") == "failed":
@@ -91,11 +130,15 @@ class Progress:
         self.calls += int(summary.get("calls") or 0)
         self.cached += int(summary.get("cached") or 0)
         self.tokens += int(summary.get("tokens") or 0)
+        uid = summary.get("uid")
+        if uid is not None:
+            # its calls are counted now: drop them from the live figures, now and in any older report
+            self._returned.add(uid)
+            for units in self._live.values():
+                units.pop(uid, None)
         if self._bar is not None:
             self._bar.update(1)
-            self._bar.set_postfix_str(
-                f"calls={_human(self.calls)} tok={_human(self.tokens)} failed={self.n_failed}", refresh=False
-            )
+            self._bar.set_postfix_str(self._postfix(), refresh=False)
         self.tick()
 
     def note(self, text: str) -> None:
@@ -112,7 +155,8 @@ class Progress:
         pct = 100.0 * self.n_done / self.total if self.total else 100.0
         head = (
             f"[pmem sweep] {self.n_done}/{self.total} histories ({pct:.0f}%) failed={self.n_failed} "
-            f"calls={_human(self.calls)} (cached {_human(self.cached)}) tokens={_human(self.tokens)} "
+            f"calls={_human(self.calls + self.live_calls)} (cached {_human(self.cached + self.live_cached)}) "
+            f"tokens={_human(self.tokens + self.live_tokens)} "
             f"elapsed={_dur(elapsed)} ETA={'?' if eta is None else _dur(eta)}"
         )
         by_subset: dict[str, list[str]] = defaultdict(list)

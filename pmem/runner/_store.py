@@ -161,6 +161,41 @@ class RunStore:
         fsync_dir(dest.parent)
         return rel
 
+    def write_failed_requests(self, uid: str, attempt: int, rows: Sequence[Any]) -> str | None:
+        """The request rows of a failed run of a history (evidence of what the servers said), in a file of
+        their own per run: a later failure or success of the history neither replaces nor drops them.
+
+        Named ``requests/failed-<uid>-<attempt>.parquet``; a resumed sweep runs a history again from
+        attempt 0, so a name already taken gets a ``.<n>`` suffix rather than replacing the older evidence.
+        """
+        if not rows:
+            return None
+        tmp = self.root / STAGING / f".failed-requests-{uid}-{attempt}-{uuid.uuid4().hex[:8]}.parquet"
+        write_table(tmp, rows, REQUESTS.name)
+        fsync_file(tmp)
+        folder = self.root / REQUESTS.name
+        folder.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while True:
+            name = f"failed-{uid}-{attempt}" + (f".{n}" if n > 1 else "") + ".parquet"
+            try:
+                # a hard link publishes the file whole, like a rename, but never over an existing one
+                os.link(tmp, folder / name)
+            except FileExistsError:
+                n += 1
+                continue
+            except OSError:
+                # a file system without hard links: one driver runs a history at a time, so a name
+                # free now stays free until the rename
+                if (folder / name).exists():
+                    n += 1
+                    continue
+                os.replace(tmp, folder / name)
+            break
+        tmp.unlink(missing_ok=True)
+        fsync_dir(folder)
+        return f"{REQUESTS.name}/{name}"
+
     # -- reading state ----------------------------------------------------------------------------
     def commit_records(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -263,3 +263,62 @@ def test_benchmarks_come_from_the_benchmark_registry(tmp_path: Path, monkeypatch
         load_config(_write(tmp_path, BASE + "\n[[benchmarks]]\nname = 'chains-agian'\nsubset = 'chains'\n"))
     with pytest.raises(ConfigError, match=r"name: cannot import 'no_such_module' for plugin benchmark"):
         load_config(_write(tmp_path, BASE + "\n[[benchmarks]]\nname = 'no_such_module:f'\n"))
+
+
+TABLES = """
+[models.agent.extra_body]
+top_k = 1
+repeat_penalty = 1.1
+chat_template_kwargs = { enable_thinking = false }
+[models.agent.env]
+VLLM_ATTENTION_BACKEND = "FLASHINFER"
+HF_TOKEN = "hf-SECRET-123"
+"""
+
+
+def test_model_tables_take_extra_body_and_env_tables(tmp_path: Path) -> None:
+    spec = load_config(_write(tmp_path, BASE + TABLES))
+    agent = spec.agents[0]
+    extra = {"top_k": 1, "repeat_penalty": 1.1, "chat_template_kwargs": {"enable_thinking": False}}
+    # the model layer's spec holds a table as sorted pairs (hashable); the model layer reads it back as a dict
+    assert dict(agent.spec.option("extra_body"))["top_k"] == 1
+    assert agent.as_dict()["extra_body"] == extra
+    assert agent.as_dict()["env"] == {"VLLM_ATTENTION_BACKEND": "FLASHINFER", "HF_TOKEN": "hf-SECRET-123"}
+    hash(agent)  # still hashable: specs are cache keys
+    text = run_toml(spec, run_id="r", digest="d", prompts={}, model_ids={}, source="c.toml")
+    assert "hf-SECRET-123" not in text
+    again = parse_config(tomllib.loads(text)["config"], source="run.toml")
+    assert again.agents[0].as_dict()["extra_body"] == extra
+    assert again.agents[0].public_dict()["env"] == {"VLLM_ATTENTION_BACKEND": "FLASHINFER", "HF_TOKEN": "***"}
+    assert config_hash(again, {}) == config_hash(spec, {})
+    # an inline table is the same table; extra_body changes answers, so it is in the run identity
+    inline = BASE.replace('backend = "heuristic"', 'backend = "heuristic"\nextra_body = { top_k = 2 }')
+    assert load_config(_write(tmp_path, inline)).agents[0].as_dict()["extra_body"] == {"top_k": 2}
+    assert config_hash(load_config(_write(tmp_path, inline)), {}) != config_hash(
+        load_config(_write(tmp_path, BASE)), {}
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        (
+            "backend = 'heuristic'\nextra_body = 'top_k=1'",
+            "[models.judge] extra_body: must be a table, got 'top_k=1'",
+        ),
+        ("backend = 'heuristic'\nenv = ['A=1']", "[models.judge] env: must be a table"),
+        (
+            "backend = 'heuristic'\n[models.judge.env]\nTP = 2",
+            "[models.judge] env.TP: environment values must be strings",
+        ),
+        (
+            "backend = 'heuristic'\n[models.judge.extra]\ntop_k = 1",
+            "[models.judge] extra: nested tables are not supported in model options (only in env, extra_body)",
+        ),
+    ],
+)
+def test_table_options_are_checked(tmp_path: Path, table: str, needle: str) -> None:
+    p = _write(tmp_path, BASE + "\n[models.judge]\n" + table + "\n")
+    with pytest.raises(ConfigError) as ei:
+        load_config(p)
+    assert str(ei.value).startswith(f"{p}: ") and needle in str(ei.value)

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from runner_helpers import TINY, PoisonProxy, config, read, result_keys, runner_pids, tiny_chains_body
 
 import pmem
@@ -138,6 +139,14 @@ poison_at = 2
     err = [e for e in hist.column("error").to_pylist() if e]
     assert len(err) == 1 and "500" in err[0]
     assert {h for h, *_ in result_keys(run)} == set(status) - set(failed)
+    # both failed runs left their calls in requests/, marked, the poisoned request's 500 among them
+    evidence = sorted((run / "requests").glob("failed-*.parquet"))
+    assert [p.name.split("-", 2)[2] for p in evidence] == ["0.2.parquet", "0.parquet"]
+    for p in evidence:
+        t = pq.read_table(p)
+        assert set(t.column("history_id").to_pylist()) == set(failed)
+        assert set(t.column("history_failed").to_pylist()) == {True}
+        assert 500 in t.column("http_status").to_pylist()
 
 
 def test_runner_killed_mid_run_is_replaced_without_duplicates(ray_cluster, tmp_path: Path) -> None:
