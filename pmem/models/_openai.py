@@ -420,7 +420,9 @@ class OpenAIChatModel(ChatModel):
             text = choice["message"].get("content") or ""
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             msg = f"POST {self.client.base_url}/chat/completions returned no choices[0].message: {exc}"
-            raise ModelCallError(msg, endpoint=self.client.base_url, attempts=reply.failed) from exc
+            # the request that answered without a message is an attempt of its own
+            tried = (*reply.failed, Attempt(reply.status, msg, reply.latency_s))
+            raise ModelCallError(msg, endpoint=self.client.base_url, attempts=tried) from exc
         usage = data.get("usage") or {}
         parsed, parse_error = parse_json_text(text) if options.schema is not None else (None, None)
         finish = choice.get("finish_reason")

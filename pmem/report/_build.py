@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from pmem.report._atomic import ReportWriter
-from pmem.report._load import AGENT_SEP, Run, RunError, open_run
+from pmem.report._load import AGENT_SEP, Run, RunError, model_label, open_run
 from pmem.report._metrics import Metrics, compute
 from pmem.report._plots import plot_all
 from pmem.report._published import setup_differences
@@ -39,14 +39,7 @@ def _meta(run: Run) -> list[tuple[str, str]]:
         ("config hash", run.config_hash or "not recorded"),
     ]
     for role, spec in sorted(run.models.items()):
-        label = (
-            run.agent_label
-            if role == "agent"
-            else (f"{spec.get('model') or spec.get('backend', '?')} ({spec.get('backend', '?')})")
-        )
-        if role != "agent" and spec.get("backend") == "heuristic":
-            label = "heuristic (no LLM)"
-        meta.append((f"model: {role}", label))
+        meta.append((f"model: {role}", model_label(spec)))
     if run.versions:
         meta.append(("versions", ", ".join(f"{k} {v}" for k, v in sorted(run.versions.items()))))
     if run.missing:
@@ -55,12 +48,7 @@ def _meta(run: Run) -> list[tuple[str, str]]:
 
 
 def _preface(m: Metrics) -> list[str]:
-    notes = []
-    if m.run.models.get("agent", {}).get("backend") == "heuristic":
-        notes.append(
-            "Agent: heuristic (no LLM). A deterministic template reader/writer answers every question: "
-            "these numbers exercise the pipeline and say nothing about an LLM's accuracy."
-        )
+    notes = m.run.agent_caveats
     cov = m.tables["coverage"]
     notes += [n for n in cov.notes[1:]]
     notes += setup_differences(m)
@@ -216,9 +204,7 @@ def build_compare(
     preface = [
         "Each table joins the two runs on its row keys: <value>_a, <value>_b and <value>_diff = B − A."
     ]
-    for r in (a.run, b.run):
-        if r.models.get("agent", {}).get("backend") == "heuristic":
-            preface.append(f"{r.run_id}: agent heuristic (no LLM).")
+    preface += [f"{r.run_id}: {c}" for r in (a.run, b.run) for c in r.agent_caveats]
     warnings = tuple(f"run {r.run_id}: {d}" for r in (a.run, b.run) for d in r.damaged)
     md, html_ = render(
         f"P-Mem report comparison: {a.run.run_id} vs {b.run.run_id}", meta, preface, tables, {}, warnings

@@ -15,14 +15,17 @@ report it as missing, never as zeros. Files whose bytes differ from the checksum
 from __future__ import annotations
 
 import json
+import re
 import tomllib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import polars as pl
 
+from pmem.models import HEURISTIC_LABEL
 from pmem.report._integrity import Damaged, verify_commits
 from pmem.rundir import HISTORIES, REQUESTS, RESULTS, WRITES
 from pmem.rundir import columns as C
@@ -191,21 +194,21 @@ class Run:
             str(s.get("backend")) == "heuristic" for r, s in self.models.items() if r.startswith("agent")
         )
 
-    @staticmethod
-    def model_label(spec: dict[str, Any]) -> str:
-        """A heuristic backend is never passed off as an LLM."""
-        backend = str(spec.get("backend", "unknown"))
-        if backend == "heuristic":
-            return "heuristic (no LLM)"
-        model = spec.get("model") or spec.get("model_id") or spec.get("path") or "?"
-        return f"{model} ({backend})"
+    @property
+    def agent_specs(self) -> list[dict[str, Any]]:
+        return [s for r, s in self.models.items() if r.startswith("agent")]
 
     @property
     def agent_label(self) -> str:
-        agents = [s for r, s in self.models.items() if r.startswith("agent")]
+        agents = self.agent_specs
         if not agents:
             return "unknown (run.toml has no [models.agent])"
-        return "; ".join(self.model_label(s) for s in agents)
+        return "; ".join(model_label(s) for s in agents)
+
+    @property
+    def agent_caveats(self) -> list[str]:
+        """The report's plain warnings about what the agent model can and cannot measure."""
+        return list(dict.fromkeys(c for s in self.agent_specs if (c := model_caveat(s)) is not None))
 
     def frame(self, name: str) -> pl.LazyFrame | None:
         """Dataset ``name`` (None when the run has none); a name that is not a dataset is a bug, not missing."""
@@ -221,6 +224,106 @@ class Run:
     def params(self) -> list[str]:
         cols = set(self.columns("results"))
         return [p for p in PARAM_COLUMNS if p in cols]
+
+
+# -- model labels -----------------------------------------------------------------------------------------
+
+#: how a backend is named in a label (others by their config name)
+BACKEND_NAMES = {"llamacpp": "llama.cpp", "vllm": "vLLM", "sentence-transformers": "sentence-transformers"}
+#: where a backend's model runs when its config does not say (a ``device`` key or GPU layers do)
+DEFAULT_DEVICE = {"llamacpp": "CPU", "vllm": "GPU", "hashing": "in-process"}
+#: lower-case model families and their own spelling: only names of a known family are re-cased
+FAMILIES = {
+    "smollm": "SmolLM",
+    "qwen": "Qwen",
+    "llama": "Llama",
+    "gemma": "Gemma",
+    "phi": "Phi",
+    "mistral": "Mistral",
+    "olmo": "OLMo",
+}
+#: below this many parameters a model measures the pipeline, not the paper's accuracy
+SMALL_MODEL_PARAMS = 1e9
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([mb])$", re.I)
+_QUANT = re.compile(r"^(q\d\w*|f16|bf16|f32|iq\d\w*)$", re.I)
+
+
+def _model_name(spec: Mapping[str, Any]) -> str | None:
+    """The model's name as people write it: ``smollm2-135m-instruct`` -> ``SmolLM2-135M-Instruct``."""
+    raw = spec.get("model") or spec.get("model_id") or spec.get("path")
+    if not raw:
+        return None
+    name = str(raw)
+    if spec.get("path") and not spec.get("model"):
+        name = Path(name).name.removesuffix(".gguf")
+    family = next((f for f in FAMILIES if name.startswith(f)), None)
+    if family is None or name != name.lower():
+        return name  # an unknown family, or already spelt by its makers (Qwen/Qwen3-4B-Instruct-2507)
+    parts = []
+    for i, tok in enumerate(name.split("-")):
+        if i == 0:
+            parts.append(FAMILIES[family] + tok[len(family) :])
+        elif _SIZE.match(tok) or _QUANT.match(tok):
+            parts.append(tok.upper())
+        else:
+            parts.append(tok[:1].upper() + tok[1:])
+    return "-".join(parts)
+
+
+def _model_params(name: str) -> float | None:
+    """The parameter count a model's name states (``135M``, ``4B``), or None."""
+    for tok in re.split(r"[-_/ ]", name):
+        m = _SIZE.match(tok)
+        if m:
+            return float(m.group(1)) * (1e6 if m.group(2).lower() == "m" else 1e9)
+    return None
+
+
+def _device(spec: Mapping[str, Any]) -> str | None:
+    """Where the model runs: the config's ``device``, else its GPU layers, else the backend's default."""
+    backend = str(spec.get("backend", ""))
+    device = spec.get("device")
+    if device:
+        d = str(device)
+        return "GPU" if d.lower().startswith("cuda") else (d.upper() if d.lower() in ("cpu", "gpu") else d)
+    for key in ("n_gpu_layers", "gpu_layers", "ngl"):
+        if spec.get(key) is not None:
+            return "CPU" if str(spec[key]) == "0" else "GPU"  # -1 and "all" offload every layer
+    if backend == "openai" and spec.get("url"):
+        parts = urlsplit(str(spec["url"]))
+        # hostname and port only: a URL may carry credentials
+        host = parts.hostname or ""
+        return f"server {host}:{parts.port}" if parts.port else f"server {host}" if host else None
+    return DEFAULT_DEVICE.get(backend)
+
+
+def model_label(spec: Mapping[str, Any]) -> str:
+    """How the report names a model: its name, backend and where it runs (``SmolLM2-135M-Instruct,
+    llama.cpp, CPU``). A heuristic backend is never passed off as an LLM."""
+    backend = str(spec.get("backend", "unknown"))
+    if backend == "heuristic":
+        return HEURISTIC_LABEL
+    parts = [_model_name(spec), BACKEND_NAMES.get(backend, backend), _device(spec)]
+    return ", ".join(p for p in parts if p)
+
+
+def model_caveat(spec: Mapping[str, Any]) -> str | None:
+    """A plain warning for an agent model whose numbers are not the paper's kind (None: no warning)."""
+    label = model_label(spec)
+    if str(spec.get("backend")) == "heuristic":
+        return (
+            f"Agent: {label}. A deterministic template reader/writer answers every question: "
+            "these numbers exercise the pipeline and say nothing about an LLM's accuracy."
+        )
+    name = _model_name(spec)
+    params = None if name is None else _model_params(name)
+    if params is not None and params < SMALL_MODEL_PARAMS:
+        size = f"{params / 1e6:g}M" if params < 1e9 else f"{params / 1e9:g}B"
+        return (
+            f"Agent: {label}. A {size}-parameter model measures the pipeline under real tokens, "
+            "not the paper's accuracy."
+        )
+    return None
 
 
 def open_run(path: str | Path) -> Run:

@@ -16,14 +16,19 @@ from typing import Any
 
 import polars as pl
 
+from pmem.arms._common import WRITE_PURPOSES
 from pmem.report._load import AGENT_SEP, PLAN, Run, agent_arm
 from pmem.report._stats import cluster_bootstrap, mcnemar_exact, seed_for, wilson
 from pmem.report._table import Table, ci, num, pct
 from pmem.rundir import columns as C
 
-#: Request purposes charged to the write path; read-time ones and the evaluation harness are kept apart.
+#: Request purposes charged to the write path are the arms' own (WRITE_PURPOSES); read-time ones and the
+#: evaluation harness are kept apart.
 READ_PURPOSES = frozenset({"answer", "lookup", "prune", "gate"})
 HARNESS_PURPOSES = frozenset({"judge"})
+#: the purpose the model layer logs every embedding call under, at write and at read time alike: an
+#: embedding request cannot be told to be a write cost, so none is charged as one
+EMBED_PURPOSE = "embed"
 #: Ops that commit a value (a "committed fact").
 VALUE_OPS = ("accept", "reject", "contest", "resolve")
 #: histories/ columns whose per-history mean the write-cost table reports
@@ -876,13 +881,27 @@ def _history_index(run: Run) -> pl.LazyFrame | None:
     )
 
 
+def cost_requests(run: Run) -> pl.LazyFrame | None:
+    """requests/ rows that count as costs: rows written by a failed run of a history (``history_failed``,
+    null read as false) are evidence of what went wrong, not the cost of the result reported."""
+    req = run.frame("requests")
+    if req is None or C.HISTORY_FAILED not in run.columns("requests"):
+        return req
+    return req.filter(~pl.col(C.HISTORY_FAILED).fill_null(False))
+
+
 def write_cost_table(m: Metrics) -> Table:
     run = m.run
     keys = [C.BENCHMARK, C.SUBSET, C.ARM]
     notes = [
-        "Write cost per completed history (means). Write calls: requests whose purpose is neither read-time "
-        f"({', '.join(sorted(READ_PURPOSES))}) nor evaluation harness ({', '.join(sorted(HARNESS_PURPOSES))}). "
-        "Committed facts: applied writes with a value-carrying op (" + ", ".join(VALUE_OPS) + "); cells: "
+        "Write cost per completed history (means). Write calls: requests with a write purpose "
+        f"({', '.join(sorted(WRITE_PURPOSES))}); read calls: {', '.join(sorted(READ_PURPOSES))}; the "
+        f"evaluation harness ({', '.join(sorted(HARNESS_PURPOSES))}) is neither. Embed calls (purpose "
+        f"{EMBED_PURPOSE}) are counted apart and not charged as writes: the runner logs embedding requests "
+        "made while writing and while answering alike. Requests written by a failed run of a history "
+        f"({C.HISTORY_FAILED}) are not costs. Committed facts: applied writes with a value-carrying op ("
+        + ", ".join(VALUE_OPS)
+        + "); cells: "
         "distinct keys they touched. Wall time and state bytes from histories/.",
     ]
     idx = _history_index(run)
@@ -899,7 +918,7 @@ def write_cost_table(m: Metrics) -> Table:
     done = idx.filter(pl.col(C.STATUS) == "complete").select(C.HISTORY_ID, C.ARM, C.BENCHMARK, C.SUBSET)
     base = done.group_by(keys).agg(histories=pl.len())
     frames = [base]
-    req = run.frame("requests")
+    req = cost_requests(run)
     if req is not None:
         frames.append(_request_sums(run, req, idx, keys))
     wr = run.frame("writes")
@@ -960,6 +979,7 @@ def write_cost_table(m: Metrics) -> Table:
                 "write_tokens_per_history"
             ),
             (pl.col("read_calls") / h).alias("read_calls_per_history"),
+            (pl.col("embed_calls") / h).alias("embed_calls_per_history"),
             (pl.col("errors") / h).alias("errors_per_history"),
         ]
     else:
@@ -1012,6 +1032,7 @@ def write_cost_table(m: Metrics) -> Table:
         "wall_s_mean": "wall s",
         "state_bytes_mean": "state bytes",
         "read_calls_per_history": "read calls",
+        "embed_calls_per_history": "embed calls",
         "errors_per_history": "errors",
     }
     disp_cols = [pl.col(c).round(2).alias(lbl) for c, lbl in show.items() if c in data.columns]
@@ -1045,6 +1066,7 @@ _REQ_SUMS = (
     "read_calls",
     "read_call_tokens",
     "harness_calls",
+    "embed_calls",
     "errors",
     C.CACHED,
     "calls",
@@ -1060,9 +1082,15 @@ def _request_sums(run: Run, req: pl.LazyFrame, idx: pl.LazyFrame, keys: list[str
     a group-by over millions of distinct string pairs that costs about 4x more.
     """
     rcols = set(run.columns("requests"))
+    # 0 write, 1 read, 2 harness, 3 embed, 4 any other purpose (counted in calls only)
     code = pl.col(C.PURPOSE).replace_strict(
-        {**dict.fromkeys(READ_PURPOSES, 1), **dict.fromkeys(HARNESS_PURPOSES, 2)},
-        default=0,
+        {
+            **dict.fromkeys(WRITE_PURPOSES, 0),
+            **dict.fromkeys(READ_PURPOSES, 1),
+            **dict.fromkeys(HARNESS_PURPOSES, 2),
+            EMBED_PURPOSE: 3,
+        },
+        default=4,
         return_dtype=pl.Int8,
     )
     err = pl.col(C.ERROR).is_not_null() if C.ERROR in rcols else pl.lit(False)
@@ -1079,6 +1107,7 @@ def _request_sums(run: Run, req: pl.LazyFrame, idx: pl.LazyFrame, keys: list[str
         r.alias("read_calls"),
         (r * (pt + ct)).alias("read_call_tokens"),
         (pl.col("_c") == 2).cast(pl.Int64).alias("harness_calls"),
+        (pl.col("_c") == 3).cast(pl.Int64).alias("embed_calls"),
         err.cast(pl.Int64).alias("errors"),
         cached.cast(pl.Int64).alias(C.CACHED),
         pl.lit(1, dtype=pl.Int64).alias("calls"),
@@ -1104,8 +1133,11 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
         "context tokens it saves per query: N = (write tokens/history(W) − write tokens/history(R)) / "
         "(read tokens/query(R) − read tokens/query(W)). Assumptions: write and read tokens priced equally; "
         "read cost = context tokens shown to the reader (results.read_tokens); write cost = prompt + completion "
-        "tokens of write-purpose model calls (requests/), embedding calls and judging not charged; read-time "
-        "arms R are those with no write-purpose model calls in the cell; per-query "
+        f"tokens of write-purpose model calls (requests/: {', '.join(sorted(WRITE_PURPOSES))}); judging not "
+        f"charged; embedding calls not charged at all (the runner logs them with purpose {EMBED_PURPOSE} "
+        "whether made while writing or while answering, so write-time embeddings are left out too: an arm "
+        "that embeds what it stores is charged less than it spends); read-time arms R are those with "
+        "no write-purpose model calls in the cell; per-query "
         "verification calls of read-time paths not charged (they would lower N). 'never' = W reads no fewer "
         "tokens than R.",
     ]
@@ -1177,6 +1209,120 @@ def break_even_table(m: Metrics, read: Table, write: Table) -> Table:
         keys=(C.BENCHMARK, C.SUBSET, "write_arm", "read_arm"),
         values=("break_even_queries",),
         section="cost",
+    )
+
+
+# -- reply quality ---------------------------------------------------------------------------------------
+
+
+def _has_error(status: pl.Expr, lo: int, hi: int) -> pl.Expr:
+    return pl.col(C.ERROR).is_not_null() & status.is_between(lo, hi)
+
+
+def _rows(where: pl.Expr) -> pl.Expr:
+    """The number of rows where ``where`` holds (null counts as false)."""
+    return where.fill_null(False).cast(pl.Int64).sum()
+
+
+#: reply-quality counts per (arm, purpose): name -> (the requests/ columns it needs, its count, its
+#: heading). Counts over columns a run lacks are reported as missing, never as zero.
+REPLY_COLUMNS: dict[str, tuple[tuple[str, ...], pl.Expr, str]] = {
+    "requests": ((), pl.len(), "requests"),
+    "sent": ((C.HTTP_ATTEMPT,), _rows(pl.col(C.HTTP_ATTEMPT).is_not_null()), "sent to a server"),
+    "failed": ((C.ERROR,), _rows(pl.col(C.ERROR).is_not_null()), "failed"),
+    "refused": (
+        (C.ERROR, C.HTTP_STATUS),
+        _rows(_has_error(pl.col(C.HTTP_STATUS), 400, 499)),
+        "refused (4xx)",
+    ),
+    "server_errors": (
+        (C.ERROR, C.HTTP_STATUS),
+        _rows(_has_error(pl.col(C.HTTP_STATUS), 500, 599)),
+        "server error (5xx)",
+    ),
+    "no_response": (
+        (C.ERROR, C.HTTP_STATUS),
+        _rows(pl.col(C.ERROR).is_not_null() & pl.col(C.HTTP_STATUS).is_null()),
+        "no response",
+    ),
+    "context_overflow": (
+        (C.ERROR,),
+        _rows(pl.col(C.ERROR).str.to_lowercase().str.contains("context", literal=True)),
+        "context overflow",
+    ),
+    "truncated": ((C.FINISH_REASON,), _rows(pl.col(C.FINISH_REASON) == "length"), "truncated (length)"),
+    "unparseable": ((C.PARSE_ERROR,), _rows(pl.col(C.PARSE_ERROR).is_not_null()), "unparseable"),
+    "retries": ((C.HTTP_ATTEMPT,), _rows(pl.col(C.HTTP_ATTEMPT) > 1), "retries"),
+    "failed_history_rows": (
+        (C.HISTORY_FAILED,),
+        _rows(pl.col(C.HISTORY_FAILED)),
+        "from failed histories",
+    ),
+}
+#: requests/ columns the runner added for this table: a run without any of them predates it
+REPLY_SOURCE_COLUMNS = (C.HTTP_ATTEMPT, C.HTTP_STATUS, C.FINISH_REASON, C.PARSE_ERROR, C.HISTORY_FAILED)
+
+
+def reply_quality_table(m: Metrics) -> Table:
+    """Per (arm, purpose): requests sent, how they failed, replies cut or unparseable, retries. Rows of
+    failed histories are counted: here they are evidence."""
+    keys = (C.ARM, C.PURPOSE)
+    notes = [
+        "One row of requests/ per HTTP request (retries and failovers are rows of their own), every row "
+        "counted, those written by failed runs of a history included ('from failed histories'). sent to a "
+        f"server: {C.HTTP_ATTEMPT} set (cache hits and in-process models are not sent); failed: {C.ERROR} "
+        "set, split by the server's status into refused (4xx), server error (5xx) and no response (no "
+        "status: a timeout or a refused connection, or a call that never reached a server); context "
+        "overflow: the error mentions the context (also counted under its status); truncated: "
+        f"{C.FINISH_REASON} = length (the reply hit max_tokens); unparseable: a reply asked for as JSON that "
+        f"did not parse ({C.PARSE_ERROR}); retries: requests after the first of their call.",
+    ]
+    empty = Table(
+        "reply_quality",
+        "Model replies: failures, truncation, retries",
+        pl.DataFrame(),
+        None,
+        notes,
+        keys=keys,
+        section="replies",
+    )
+    req = m.run.frame("requests")
+    if req is None:
+        empty.notes.append("requests/ is missing: nothing to count (not zero).")
+        return empty
+    have = set(m.run.columns("requests"))
+    lacking = [c for c in (*REPLY_SOURCE_COLUMNS, C.ERROR) if c not in have]
+    counted = {k: v for k, v in REPLY_COLUMNS.items() if set(v[0]) <= have}
+    data = (
+        req.group_by(keys)
+        .agg(*[count.cast(pl.Int64).alias(k) for k, (_, count, _) in counted.items()])
+        .collect()
+        .sort(keys)
+    )
+    if lacking:
+        old = "predates these columns" if all(c not in have for c in REPLY_SOURCE_COLUMNS) else "lacks them"
+        notes.append(
+            f"requests/ has no {', '.join(lacking)} column(s) (this run {old}): the counts that need them "
+            "are shown as missing, not zero."
+        )
+    display = data.select(
+        *keys,
+        *[
+            pl.col(k).alias(label)
+            if k in counted
+            else pl.lit(f"missing (no {next(c for c in cols if c not in have)} column)").alias(label)
+            for k, (cols, _, label) in REPLY_COLUMNS.items()
+        ],
+    )
+    return Table(
+        empty.name,
+        empty.title,
+        data,
+        display,
+        notes,
+        keys=keys,
+        values=tuple(k for k in counted),
+        section="replies",
     )
 
 
@@ -1490,6 +1636,7 @@ def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     t["read_cost"] = read_cost_table(m)
     t["write_cost"] = write_cost_table(m)
     t["break_even"] = break_even_table(m, t["read_cost"], t["write_cost"])
+    t["reply_quality"] = reply_quality_table(m)
     t["write_audit"] = audit_table(m)
     from pmem.report._published import published_table
 

@@ -36,6 +36,7 @@ SECTIONS = (
     ("stale", "Stale-answer rates"),
     ("paired", "Paired comparisons"),
     ("cost", "Read and write cost"),
+    ("replies", "Model replies"),
     ("audit", "Write-path audit"),
     ("published", "Published vs ours"),
 )

@@ -72,7 +72,7 @@ def test_hand_computed_mcnemar_and_wilson(tmp_path: Path) -> None:
     assert t6["pmem"]["acc_wilson_lo"] == pytest.approx(0.5958, abs=5e-5)
     assert t6["pmem"]["acc_wilson_hi"] == pytest.approx(0.9821, abs=5e-5)
     assert t6["raw"]["stale_k"] == 9 and t6["raw"]["stale_n"] == 10
-    assert m.run.agent_label == "Qwen/Qwen3-4B-Instruct-2507 (openai)"
+    assert m.run.agent_label == "Qwen/Qwen3-4B-Instruct-2507, openai, server 127.0.0.1:8000"
     # writes/, requests/ and histories/ are absent: named as missing, costs not reported as zero
     assert {"writes/", "requests/", "histories/"} <= set(m.run.missing)
     assert "write_calls_per_history" not in m.tables["write_cost"].data.columns
@@ -101,7 +101,7 @@ def test_cli_report_and_compare(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert row["accuracy_b"] == pytest.approx(acc_b)
     assert row["accuracy_diff"] == pytest.approx(acc_b - acc_a)
     md = (cmp_dir / "report.md").read_text()
-    assert "run-a" in md and "heuristic (no LLM)" in md and "Qwen/Qwen3-4B-Instruct-2507 (openai)" in md
+    assert "run-a" in md and "heuristic (no LLM)" in md and "Qwen/Qwen3-4B-Instruct-2507, openai" in md
 
 
 def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

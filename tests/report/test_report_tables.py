@@ -185,7 +185,7 @@ def test_write_cost_and_break_even(metrics, fixture_run) -> None:
         if key not in done:
             continue  # the failed history's logged call is not charged
         e = per[(done[key], r["arm"])]
-        if r["purpose"] not in ("answer", "lookup", "prune", "gate", "judge"):
+        if r["purpose"] in ("extract", "annotate", "identity", "crud", "dedupe"):
             e[0] += 1
             e[1] += r["prompt_tokens"] + r["completion_tokens"]
     for w in wr:
@@ -330,6 +330,7 @@ def test_report_files(fixture_run: Path) -> None:
         "Published (paper) vs ours",
         "Stale-answer rate with its denominator",
         "Paired comparisons",
+        "Model replies: failures, truncation, retries",
     ):
         assert title in md and title in html
     assert "heuristic (no LLM)" in md and "heuristic (no LLM)" in html
@@ -353,6 +354,7 @@ def test_report_files(fixture_run: Path) -> None:
         "published_vs_ours",
         "paired",
         "coverage",
+        "reply_quality",
     } <= names
 
 
