@@ -61,7 +61,9 @@ class LongContextArm(ArmBase):
         if not window:
             return self.max_chars
         answer = template("answer")
-        frame = build_messages("answer", CONTEXT="", QUESTION=question.text, DATE=question.question_date or "")
+        frame = build_messages(
+            "answer", CONTEXT="", QUESTION=question.text, DATE=question.question_date or ""
+        )
         frame_chars = sum(len(m["content"]) for m in frame) + 16 * len(frame)  # chat-template framing
         return min(self.max_chars, max(0, chars_that_fit(int(window) - answer.max_tokens) - frame_chars))
 

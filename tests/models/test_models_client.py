@@ -201,7 +201,9 @@ def test_timeout_then_a_fresh_connection() -> None:
             c = client(f"{srv.url}/v1", timeout_s=0.3)
             with pytest.raises(ModelCallError) as info:
                 await c.post_json("/x", {})
-            data = (await c.post_json("/x", {})).data  # not on the connection that timed out: it is out of step
+            data = (
+                await c.post_json("/x", {})
+            ).data  # not on the connection that timed out: it is out of step
             await c.aclose()
             return str(info.value), data, srv.connections
 
@@ -285,7 +287,12 @@ def test_concurrent_calls_against_an_aiohttp_server() -> None:
         runner, port = await _serve(_echo_app())
         c = OpenAIClient(f"http://127.0.0.1:{port}/v1", concurrency=8)
         try:
-            return [r.data for r in await asyncio.gather(*(c.post_json("/chat/completions", {"i": i}) for i in range(40)))]
+            return [
+                r.data
+                for r in await asyncio.gather(
+                    *(c.post_json("/chat/completions", {"i": i}) for i in range(40))
+                )
+            ]
         finally:
             await c.aclose()
             await runner.cleanup()
