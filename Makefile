@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-browser screenshot chromium perf lint format example-report contract clean
+.PHONY: demo test test-slow test-llm test-browser screenshot chromium perf lint format example-report contract clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH (Python >= 3.11 is required; set PYTHON=...)"; exit 2; }
@@ -18,10 +18,23 @@ demo: $(STAMP)
 	$(VENV)/bin/pmem demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow and not browser" tests
+	$(PY) -m pytest -q -m "not slow and not browser and not llm" tests
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow" tests
+
+# The CPU tier: a real model (SmolLM2-135M-Instruct on llama.cpp, hosted by Ray actors like vLLM).
+# The extra builds llama-cpp-python from source once (about 5 min on 2 quiet cores; pip's wheel cache
+# makes later installs instant). Sweeps jobs/cpu_llm.toml under runs/, writes its report, then runs
+# the `llm` tests (a smaller slice, plus replica restarts and token accounting).
+LLM_STAMP := $(VENV)/.installed-cpu-llm
+$(LLM_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,cpu-llm]'
+	touch $(LLM_STAMP)
+
+test-llm: $(LLM_STAMP)
+	$(VENV)/bin/pmem report $$($(VENV)/bin/pmem sweep jobs/cpu_llm.toml | tail -n 1)
+	$(PY) -m pytest -q -m "llm" tests
 
 # Debian's chromium is the one browser the report tests drive (headless, no downloads of its own).
 chromium:

@@ -65,6 +65,10 @@ PERF: dict[str, tuple[str, str]] = {
     "arms": ("benchmarks.arms", "262k stream through P-Mem's template write path; state-read latency"),
     "sweep": ("benchmarks.sweep", "5,000 ALFWorld-Revision histories on local Ray, 1 vs 2 runners"),
     "report": ("benchmarks.report", "aggregations over 1M result rows and 5M request rows"),
+    "llm": (
+        "benchmarks.llm",
+        "SmolLM2-135M on a Ray-hosted llama.cpp replica: harness vs bare loop (cpu-llm extra)",
+    ),
 }
 
 

@@ -51,6 +51,14 @@ class _Wrapper(Model):
     def context_tokens(self, value: int | None) -> None:
         self.inner.context_tokens = value
 
+    @property
+    def reply_token_limit(self) -> int | None:
+        return getattr(self.inner, "reply_token_limit", None)
+
+    @reply_token_limit.setter
+    def reply_token_limit(self, value: int | None) -> None:
+        self.inner.reply_token_limit = value
+
     async def start(self) -> list[str]:
         return await self.inner.start()
 

@@ -72,13 +72,12 @@ def records_from(completion: Completion, context: CallContext | None) -> list[Re
         return rows
     kept = c.text if (c.parse_error is not None or c.truncated) and c.text else None
     sent = c.http_status is not None and not c.cached
-    last_latency = c.latency_s - sum(a.latency_s for a in c.attempts) if rows else c.latency_s
     rows.append(
         row(
             prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens,
             cached=c.cached,
-            latency_s=max(0.0, last_latency),
+            latency_s=c.latency_s,
             # a reply that did not parse is not a failed call: the write path records it as a noop with its reason
             error=c.error,
             tokens_estimated=c.tokens_estimated,

@@ -21,8 +21,8 @@ Options (``[models.agent]`` keys): ``url`` (base URL ending in ``/v1``), ``model
 ``structured`` (the dialect: ``json_schema``, ``structured_outputs``, ``both``, ``json_object`` or
 ``none``; see :data:`STRUCTURED_DIALECTS`), ``enable_thinking`` (false; ``"omit"`` sends no
 ``chat_template_kwargs``), ``extra_body`` (a table merged into requests), ``seed`` (sent when set),
-``context_tokens`` (the served window, also read from ``max_model_len`` / ``n_ctx``), ``batch_size``
-(embeddings, 64).
+``context_tokens`` (the served window, also read from ``max_model_len`` / ``n_ctx``),
+``max_reply_tokens`` (a cap on every call's ``max_tokens``), ``batch_size`` (embeddings, 64).
 
 Every HTTP request is an :class:`~pmem.models._types.Attempt` or the reply: a failed call carries all of
 them, so the request log has one row per request the server received. A server's refusal of the
@@ -66,6 +66,7 @@ CLIENT_OPTIONS = (
     "batch_size",
     "seed",
     "context_tokens",
+    "max_reply_tokens",
 )
 
 
@@ -336,6 +337,7 @@ class OpenAIChatModel(ChatModel):
         extra_body: dict[str, Any] | None = None,
         seed: int | None = None,
         context_tokens: int | None = None,
+        reply_token_limit: int | None = None,
     ) -> None:
         self.client = client
         self.model_id = model
@@ -344,6 +346,7 @@ class OpenAIChatModel(ChatModel):
         self.extra_body = dict(extra_body or {})
         self.seed = None if seed is None else int(seed)
         self.context_tokens = None if context_tokens is None else int(context_tokens)
+        self.reply_token_limit = None if reply_token_limit is None else int(reply_token_limit)
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> OpenAIChatModel:
@@ -355,6 +358,7 @@ class OpenAIChatModel(ChatModel):
             extra_body=thaw(spec.option("extra_body")) or {},
             seed=spec.option("seed"),
             context_tokens=context_tokens_of(spec),
+            reply_token_limit=spec.option("max_reply_tokens"),
         )
 
     def payload(self, messages: Sequence[dict[str, str]], options: CallOptions) -> dict[str, Any]:
@@ -406,7 +410,6 @@ class OpenAIChatModel(ChatModel):
         return check
 
     async def generate(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
-        t0 = time.perf_counter()
         structured = options.schema is not None and self.structured != "none"
         reply = await self.client.post_json(
             "/chat/completions",
@@ -432,7 +435,7 @@ class OpenAIChatModel(ChatModel):
             purpose=options.purpose,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
-            latency_s=time.perf_counter() - t0,
+            latency_s=reply.latency_s,  # the request that answered: not the queue, nor earlier attempts
             parsed=parsed,
             parse_error=parse_error,
             finish_reason=None if finish is None else str(finish),

@@ -310,6 +310,14 @@ class ReplicaActor:
             "log": str(self._log_path),
         }
 
+    def read_log(self) -> bytes:
+        """The server's log so far (its own output and, for uvicorn servers, one access line per
+        request): kept by the sweep in its run directory, as the servers' own record of what they got."""
+        try:
+            return self._log_path.read_bytes()
+        except OSError:
+            return b""
+
     def _kill_group(self, sig: int = signal.SIGKILL) -> None:
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -388,6 +396,22 @@ class ReplicaPool:
 
     def info(self) -> list[dict[str, Any]]:
         return _ray().get([a.info.remote() for a in self.actors])
+
+    def save_logs(self, folder: Path, prefix: str) -> list[Path]:
+        """Write each replica's server log to ``folder/<prefix>-replica-<i>.log`` (before :meth:`stop`,
+        which deletes them); replicas that cannot answer are skipped."""
+        ray = _ray()
+        folder.mkdir(parents=True, exist_ok=True)
+        written = []
+        for i, actor in enumerate(self.actors):
+            try:
+                data = ray.get(actor.read_log.remote(), timeout=60)
+            except Exception:
+                continue
+            path = folder / f"{prefix}-replica-{i}.log"
+            path.write_bytes(data)
+            written.append(path)
+        return written
 
     def stop(self) -> None:
         ray = _ray()

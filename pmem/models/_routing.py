@@ -105,8 +105,10 @@ class _Replicated(Model):
     def _attach(self, replicas: Sequence[Any], revive: Callable[[int], Awaitable[Any]] | None = None) -> None:
         self.replicas = list(replicas)
         self.router = ReplicaRouter(len(self.replicas), revive)
-        if getattr(self, "context_tokens", None) is None and self.replicas:
-            self.context_tokens = getattr(self.replicas[0], "context_tokens", None)
+        if self.replicas:
+            for name in ("context_tokens", "reply_token_limit"):  # the replicas' clients know them
+                if getattr(self, name, None) is None:
+                    setattr(self, name, getattr(self.replicas[0], name, None))
 
     async def _ready(self) -> ReplicaRouter:
         """The router, once there are replicas (a hosting subclass launches them here)."""

@@ -19,6 +19,7 @@ that their owners call them on any model without probing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -187,10 +188,13 @@ class ChatModel(Model):
     """Async chat completion. Backends: heuristic, openai, vllm, llamacpp; wrappers: cache/log, router.
 
     ``context_tokens`` is the served model's context window in tokens (prompt and reply together), or
-    None when unknown or unbounded; arms budget their prompts against it.
+    None when unknown or unbounded; arms budget their prompts against it. ``reply_token_limit`` caps
+    every call's ``max_tokens`` (a small model that loops inside a JSON array stops there, and its
+    reply is recorded as truncated); it applies before any cache key is made.
     """
 
     context_tokens: int | None = None
+    reply_token_limit: int | None = None
 
     async def complete(
         self,
@@ -207,6 +211,9 @@ class ChatModel(Model):
 
     async def call(self, messages: Sequence[dict[str, str]], options: CallOptions) -> Completion:
         """:meth:`complete` with its options as one value (what wrappers forward)."""
+        limit = self.reply_token_limit
+        if limit is not None and options.max_tokens > limit:
+            options = dataclasses.replace(options, max_tokens=limit)
         t0 = time.perf_counter()
         try:
             return await self.generate(messages, options)

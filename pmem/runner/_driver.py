@@ -222,6 +222,7 @@ class _Runners:
             if a is not None:
                 with contextlib.suppress(Exception):
                     self.ray.kill(a, no_restart=True)
+        self.hosts.save_logs(self.store.root / "logs")
         self.hosts.stop()
 
 

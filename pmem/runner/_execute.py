@@ -179,6 +179,14 @@ class _UnitView:
     def context_tokens(self, value: int | None) -> None:
         self.inner.context_tokens = value
 
+    @property
+    def reply_token_limit(self) -> int | None:
+        return getattr(self.inner, "reply_token_limit", None)
+
+    @reply_token_limit.setter
+    def reply_token_limit(self, value: int | None) -> None:
+        self.inner.reply_token_limit = value
+
 
 class RecordingChatModel(_UnitView, ChatModel):
     """A unit's view of a shared chat client: every call is logged into the unit's

@@ -21,9 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.models._routing import RoutedChatModel, openai_replicas
 from pmem.models._routing import RoutedEmbedder as _RoutedEmbedder
+from pmem.runner._store import safe_name
 
 if TYPE_CHECKING:
-    from pmem.models._types import Model
+    from pathlib import Path
+
+    from pmem.models._vllm import _Pooled
     from pmem.runner._config import ModelSpec
 
 
@@ -49,7 +52,8 @@ class HostedModels:
     """Starts hosted models in the driver; ``hosted`` is handed to the runners; ``stop()`` at the end."""
 
     def __init__(self) -> None:
-        self.models: list[Model] = []
+        self.models: list[_Pooled] = []
+        self.keyed: list[tuple[str, _Pooled]] = []  # (role key, model), for naming their logs
         self.hosted: dict[str, Hosted] = {}
 
     def start(self, specs: dict[str, ModelSpec]) -> dict[str, Hosted]:
@@ -71,6 +75,7 @@ class HostedModels:
             model = (make_embedder if spec.role == "embedder" else make_chat_model)(opts)
             assert isinstance(model, _Pooled)
             self.models.append(model)
+            self.keyed.append((key, model))
             urls = asyncio.run(model.start())
             # the engine's client defaults (dialect, window, concurrency) under the table's own options
             client = model.client_options()
@@ -83,11 +88,17 @@ class HostedModels:
             )
         return self.hosted
 
+    def save_logs(self, folder: Path) -> None:
+        """Keep every replica's server log in ``folder`` (the run's ``logs/``) before they are stopped."""
+        for key, model in self.keyed:
+            with contextlib.suppress(Exception):
+                model.pool.save_logs(folder, safe_name(key))
+
     def stop(self) -> None:
         for m in self.models:
             with contextlib.suppress(Exception):
                 m.stop()
-        self.models = []
+        self.models, self.keyed = [], []
 
 
 class RoutedChat(RoutedChatModel):

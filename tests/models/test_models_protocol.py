@@ -658,3 +658,35 @@ def test_a_reply_without_choices_is_an_attempt_of_its_own() -> None:
     assert seen == 2
     assert [(r.http_attempt, r.http_status) for r in rows] == [(1, 500), (2, 200)]
     assert "no choices[0].message" in (rows[-1].error or "")
+
+
+def test_reply_token_limit_caps_max_tokens_before_the_cache_key(tmp_path: Path) -> None:
+    """``max_reply_tokens`` bounds what the server is asked for, and the cache keys the capped call."""
+
+    class Echo(ChatModel):
+        model_id = "echo"
+        reply_token_limit = 64
+
+        def __init__(self) -> None:
+            self.asked: list[int] = []
+
+        async def generate(self, messages: Any, options: CallOptions) -> Completion:
+            self.asked.append(options.max_tokens)
+            return Completion("ok", self.model_id, options.purpose, 1, 1)
+
+    inner = Echo()
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    model = InstrumentedChatModel(inner, cache=cache)
+    assert model.reply_token_limit == 64
+    asyncio.run(model.complete(MSG, purpose="extract", max_tokens=2048))
+    asyncio.run(model.complete(MSG, purpose="extract", max_tokens=32))
+    assert inner.asked == [64, 32]
+    # the capped call is what the cache holds: asking again for 2048 (capped to 64) is a hit
+    again = asyncio.run(model.complete(MSG, purpose="extract", max_tokens=4096))
+    assert again.cached and inner.asked == [64, 32]
+    spec_model = OpenAIChatModel.from_spec(
+        ModelSpec.from_mapping(
+            {"backend": "openai", "url": "http://127.0.0.1:9/v1", "model": "m", "max_reply_tokens": 100}
+        )
+    )
+    assert spec_model.reply_token_limit == 100
