@@ -148,7 +148,10 @@ class ArmBase:
     async def call(self, name: str, **sections: str) -> Completion:
         t = template(name)
         c = await self.models.agent.complete(
-            build_messages(name, **sections), purpose=t.purpose, max_tokens=t.max_tokens, schema=t.schema
+            build_messages(name, **sections),
+            purpose=t.purpose,
+            max_tokens=t.reply_limit(sections),
+            schema=t.schema,
         )
         self._calls_by_purpose[t.purpose] = self._calls_by_purpose.get(t.purpose, 0) + 1
         if t.purpose in WRITE_PURPOSES:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pmem.graph import OPS
+from pmem.models._tokens import estimate_tokens
 from pmem.models.sections import format_sections
 
 #: Statuses an extracted fact may carry (anything else is read as ``asserted``).
@@ -43,9 +45,29 @@ class PromptTemplate:
     schema: dict[str, Any] | None = None
     max_tokens: int = 256
     optional: tuple[str, ...] = field(default=())
+    #: when set, (base, per input token): the reply may hold ``base + per x`` the sections' estimated
+    #: tokens, up to ``max_tokens``. What a reply restates cannot be much longer than its input, and a
+    #: small model that loops inside a JSON array stops there instead of at ``max_tokens``.
+    reply_scale: tuple[int, float] | None = None
+
+    def reply_limit(self, sections: Mapping[str, str]) -> int:
+        """The ``max_tokens`` of one call with these sections.
+
+        >>> template("extract").reply_limit({"TEXT": "Update: apple 1 has been moved from shelf 2 to desk 1."})
+        92
+        >>> template("answer").reply_limit({"CONTEXT": "x" * 10_000, "QUESTION": "?"})
+        128
+        """
+        if self.reply_scale is None:
+            return self.max_tokens
+        base, per = self.reply_scale
+        size = sum(estimate_tokens(v) for v in sections.values())
+        return min(self.max_tokens, base + int(per * size))
 
     def fingerprint(self) -> dict[str, Any]:
+        scale = {} if self.reply_scale is None else {"reply_scale": list(self.reply_scale)}
         return {
+            **scale,
             "name": self.name,
             "version": self.version,
             "purpose": self.purpose,
@@ -94,6 +116,7 @@ _EXTRACT = PromptTemplate(
         "required": ["facts"],
     },
     max_tokens=2048,
+    reply_scale=(64, 2.0),
 )
 
 _ANNOTATE = PromptTemplate(

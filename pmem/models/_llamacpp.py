@@ -121,6 +121,8 @@ def _replica_config(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
 
 class _LlamaPooled(_Pooled):
     client_defaults: dict[str, Any] = _CLIENT_DEFAULTS
+    # one request at a time and no prefix cache worth pinning a history for: the idlest replica first
+    routing = "least-busy"
 
     @classmethod
     def replica_config(cls, spec: ModelSpec) -> tuple[ReplicaConfig, int]:

@@ -10,6 +10,9 @@ sweep (:mod:`pmem.runner._hosting`: the driver's replicas, reached by URL). The 
   refused or dropped, timeout, 5xx: the replica looks down) is marked down and the call goes to the
   next replica of the order; replicas marked down are tried last;
 - any other failure (401/403, another 4xx) is the call's own and is not tried elsewhere;
+- with the ``least-busy`` policy (servers that answer one request at a time, like llama.cpp's, keep no
+  prefix cache worth pinning a history for) the replicas with fewer calls in flight come first, the
+  ring order breaking ties;
 - with a ``revive`` hook (the `vllm` pool's restart), a replica marked down is restarted in the
   background, and when every replica failed, a second pass waits for those restarts.
 
@@ -47,14 +50,25 @@ def route_key(context: CallContext | None, fallback: str) -> str:
     return fallback[:512]
 
 
+#: how a router orders replicas: ``affinity`` (one history -> one replica) or ``least-busy``
+ROUTING_POLICIES = ("affinity", "least-busy")
+
+
 class ReplicaRouter:
     """Failover order over ``n`` replicas for a key, and the restarts of replicas that failed."""
 
-    def __init__(self, n: int, revive: Callable[[int], Awaitable[Any]] | None = None) -> None:
+    def __init__(
+        self, n: int, revive: Callable[[int], Awaitable[Any]] | None = None, policy: str = "affinity"
+    ) -> None:
+        if policy not in ROUTING_POLICIES:
+            msg = f"routing must be one of {', '.join(ROUTING_POLICIES)}, not {policy!r}"
+            raise ValueError(msg)
         self.ring = HashRing(n)
         self._revive = revive
+        self.policy = policy
         self.down: dict[int, asyncio.Future[Any]] = {}  # replica -> its restart
         self.failovers = 0
+        self.in_flight = [0] * n
 
     def _mark_down(self, index: int) -> None:
         # without a restart to wait for, a replica keeps its place: its keys go back to it at once
@@ -63,6 +77,8 @@ class ReplicaRouter:
 
     def order(self, key: str) -> list[int]:
         order = self.ring.order(key)
+        if self.policy == "least-busy":
+            order.sort(key=lambda i: self.in_flight[i])  # stable: the ring breaks ties
         up = [i for i in order if i not in self.down or self.down[i].done()]
         return up + [i for i in order if i not in up]  # down ones last: they may be back by then
 
@@ -75,6 +91,7 @@ class ReplicaRouter:
                 if attempt and index in self.down:
                     with contextlib.suppress(Exception):
                         await self.down[index]
+                self.in_flight[index] += 1
                 try:
                     return await call(index)
                 except ModelCallError as exc:
@@ -83,6 +100,8 @@ class ReplicaRouter:
                     last = exc
                     self.failovers += 1
                     self._mark_down(index)
+                finally:
+                    self.in_flight[index] -= 1
         assert last is not None
         raise last
 
@@ -95,16 +114,18 @@ class _Replicated(Model):
         model_id: str,
         replicas: Sequence[Any] = (),
         revive: Callable[[int], Awaitable[Any]] | None = None,
+        routing: str = "affinity",
     ) -> None:
         self.model_id = model_id
         self.replicas: list[Any] = []
         self.router: ReplicaRouter | None = None
+        self.routing = routing
         if replicas:
             self._attach(replicas, revive)
 
     def _attach(self, replicas: Sequence[Any], revive: Callable[[int], Awaitable[Any]] | None = None) -> None:
         self.replicas = list(replicas)
-        self.router = ReplicaRouter(len(self.replicas), revive)
+        self.router = ReplicaRouter(len(self.replicas), revive, self.routing)
         if self.replicas:
             for name in ("context_tokens", "reply_token_limit"):  # the replicas' clients know them
                 if getattr(self, name, None) is None:

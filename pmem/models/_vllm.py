@@ -80,8 +80,11 @@ class _Pooled(_Replicated):
     #: client options of the pool's own replica clients, unless the model table sets them
     client_defaults: dict[str, Any] = _REPLICA_CLIENT_DEFAULTS
 
+    #: how calls pick a replica (:data:`pmem.models._routing.ROUTING_POLICIES`)
+    routing = "affinity"
+
     def __init__(self, config: ReplicaConfig, replicas: int = 1, spec: ModelSpec | None = None) -> None:
-        super().__init__(config.served_name)
+        super().__init__(config.served_name, routing=self.routing)
         self.config = config
         self.spec = spec
         self.pool = ReplicaPool(config, replicas)

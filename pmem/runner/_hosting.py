@@ -41,6 +41,8 @@ class Hosted:
     client: tuple[tuple[str, Any], ...]
     #: the bearer token the replicas require; never in a repr
     api_key: str | None = field(default=None, repr=False)
+    #: how runners pick a replica for a call (the engine's: :data:`pmem.models._routing.ROUTING_POLICIES`)
+    routing: str = "affinity"
 
     def replicas(self) -> list[Any]:
         """One `openai` client per replica."""
@@ -85,6 +87,7 @@ class HostedModels:
                 tuple(urls),
                 tuple(sorted(client.items())),
                 api_key=model.api_key,
+                routing=model.routing,
             )
         return self.hosted
 
@@ -105,11 +108,11 @@ class RoutedChat(RoutedChatModel):
     """Chat over a hosted model's replicas: one history -> one replica; failover to the next."""
 
     def __init__(self, hosted: Hosted) -> None:
-        super().__init__(hosted.model_id, hosted.replicas())
+        super().__init__(hosted.model_id, hosted.replicas(), routing=hosted.routing)
 
 
 class RoutedEmbedder(_RoutedEmbedder):
     """Embeddings over a hosted model's replicas, routed as chat is."""
 
     def __init__(self, hosted: Hosted) -> None:
-        super().__init__(hosted.model_id, hosted.replicas())
+        super().__init__(hosted.model_id, hosted.replicas(), routing=hosted.routing)

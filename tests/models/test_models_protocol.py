@@ -690,3 +690,37 @@ def test_reply_token_limit_caps_max_tokens_before_the_cache_key(tmp_path: Path) 
         )
     )
     assert spec_model.reply_token_limit == 100
+
+
+def test_least_busy_routing_sends_a_call_to_the_idle_replica() -> None:
+    """llama.cpp replicas serve one request at a time: a second call of the same history goes to the idle
+    replica (affinity routing would queue it behind the first)."""
+    from pmem.models._llamacpp import LlamaCppChatModel
+    from pmem.models._routing import ReplicaRouter
+
+    async def go(policy: str) -> list[int]:
+        router = ReplicaRouter(2, policy=policy)
+        release = asyncio.Event()
+        used: list[int] = []
+
+        async def call(index: int) -> int:
+            used.append(index)
+            await release.wait()
+            return index
+
+        first = asyncio.ensure_future(router.route("h1", call))
+        await asyncio.sleep(0)
+        second = asyncio.ensure_future(router.route("h1", call))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(first, second)
+        assert router.in_flight == [0, 0]
+        return used
+
+    least = asyncio.run(go("least-busy"))
+    assert sorted(least) == [0, 1]
+    affinity = asyncio.run(go("affinity"))
+    assert affinity[0] == affinity[1]
+    assert LlamaCppChatModel.routing == "least-busy"
+    with pytest.raises(ValueError, match="routing"):
+        ReplicaRouter(2, policy="random")
