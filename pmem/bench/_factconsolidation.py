@@ -266,6 +266,10 @@ def cut_history(history: History, *, events: int | None = None, questions: int |
     >>> h = build_history("sh_6k")  # doctest: +SKIP
     >>> small = cut_history(h, events=40, questions=5)  # doctest: +SKIP
     """
+    for name, value in (("events", events), ("questions", questions)):
+        if value is not None and value < 0:
+            msg = f"{history.id}: {name} must be >= 0 (0 keeps all), got {value}"
+            raise ValueError(msg)
     kept = history.events[:events] if events else history.events
     if not kept:
         msg = f"{history.id}: events={events} keeps no fact"

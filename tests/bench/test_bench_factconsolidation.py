@@ -120,7 +120,22 @@ def test_stale_denominators_and_known_question() -> None:
 def test_registry_iterates_factconsolidation() -> None:
     hs = list(iter_histories("factconsolidation"))
     assert [h.subset for h in hs] == list(SUBSETS)
-    with pytest.raises(TypeError, match="no parameters"):
+    with pytest.raises(TypeError, match="only 'events' and 'questions'"):
         list(iter_histories("factconsolidation", "sh_6k", L=3))
     with pytest.raises(ValueError, match="unknown factconsolidation subset"):
         list(iter_histories("factconsolidation", "sh_1k"))
+
+
+def test_a_slice_keeps_the_first_facts_and_only_questions_they_answer() -> None:
+    """``events``/``questions`` cut a history for tiers where every call costs real tokens: the first N
+    facts, and questions whose gold value is in what is kept, asked after the last kept fact."""
+    full = build_history("sh_6k")
+    (cut,) = iter_histories("factconsolidation", "sh_6k", events=40, questions=5)
+    assert cut.events == full.events[:40] and len(cut.questions) == 5
+    kept = "\n".join(e.text for e in cut.events).lower()
+    assert all(any(g.lower() in kept for g in q.gold) for q in cut.questions)
+    assert {q.after_event for q in cut.questions} == {39}
+    assert cut.id == "factconsolidation/sh_6k/events=40/questions=5"
+    assert cut.params["events"] == 40 and cut.questions[0].params["questions"] == 5
+    with pytest.raises(ValueError, match="events must be >= 0"):
+        list(iter_histories("factconsolidation", "sh_6k", events=-1))

@@ -54,7 +54,7 @@ def test_builtin_benchmarks_subsets_and_parameter_types(registry: R.Registry[Ben
     assert dict(alf.params or {}) == {"L": int, "d": int, "cases": int, "seed": int}
     fc = benchmark_info("factconsolidation")
     assert fc.subsets == tuple(f"{h}_{n}" for h in ("sh", "mh") for n in ("6k", "32k", "64k", "262k"))
-    assert dict(fc.params or {}) == {}
+    assert dict(fc.params or {}) == {"events": int, "questions": int}
     lme = benchmark_info("longmemeval")
     assert lme.subsets == ("oracle", "s") and lme.accepted_subsets == ("oracle", "s", "oracle-ku", "s-ku")
     assert lme.accepts("s-ku") and not lme.accepts("m")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,5 +46,5 @@ def test_perf_arms_prints_both_arms(capsys: pytest.CaptureFixture[str]) -> None:
 def test_perf_command_prints_both_timings(capsys: pytest.CaptureFixture[str]) -> None:
     main(["perf", "report", "--results", "20000", "--requests", "60000", "--repeat", "1"])
     out = capsys.readouterr().out
-    assert "result rows" in out and "aggregations (all 14 tables" in out
+    assert "result rows" in out and re.search(r"aggregations \(all \d+ tables", out)
     assert "plain pyarrow read of the same files" in out

@@ -60,6 +60,7 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
         "break_even": True,
         "write_audit": fc[C.AUDIT_GOLD_IN_ACTIVE_CELL].drop_nulls().len() > 0,
         "published_vs_ours": True,
+        "reply_quality": m.run.frame("requests") is not None,
     }
     assert set(m.tables) == set(has_rows)
     assert all(has_rows[t] for t in has_rows if t != "two_step")
