@@ -21,6 +21,7 @@ from pmem.models._types import (
     Completion,
     Embedder,
     Embedding,
+    InnerLimits,
     Model,
     RequestRecord,
     parse_json_text,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from pmem.models._types import CallOptions
 
 
-class _Wrapper(Model):
+class _Wrapper(InnerLimits, Model):
     """A model around another: same id, and the inner model's lifecycle."""
 
     def __init__(
@@ -42,22 +43,6 @@ class _Wrapper(Model):
         self.cache = cache
         self.log = log
         self.backend_calls = 0
-
-    @property
-    def context_tokens(self) -> int | None:
-        return getattr(self.inner, "context_tokens", None)
-
-    @context_tokens.setter
-    def context_tokens(self, value: int | None) -> None:
-        self.inner.context_tokens = value
-
-    @property
-    def reply_token_limit(self) -> int | None:
-        return getattr(self.inner, "reply_token_limit", None)
-
-    @reply_token_limit.setter
-    def reply_token_limit(self, value: int | None) -> None:
-        self.inner.reply_token_limit = value
 
     async def start(self) -> list[str]:
         return await self.inner.start()

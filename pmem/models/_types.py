@@ -184,6 +184,29 @@ class Model:
         """Close this event loop's connections (idle keep-alive sockets)."""
 
 
+class InnerLimits:
+    """The served model's limits, for a model that wraps another (cache, log, a unit's view): read from
+    and written to the wrapped model, which is where a backend sets them."""
+
+    inner: Any
+
+    @property
+    def context_tokens(self) -> int | None:
+        return getattr(self.inner, "context_tokens", None)
+
+    @context_tokens.setter
+    def context_tokens(self, value: int | None) -> None:
+        self.inner.context_tokens = value
+
+    @property
+    def reply_token_limit(self) -> int | None:
+        return getattr(self.inner, "reply_token_limit", None)
+
+    @reply_token_limit.setter
+    def reply_token_limit(self, value: int | None) -> None:
+        self.inner.reply_token_limit = value
+
+
 class ChatModel(Model):
     """Async chat completion. Backends: heuristic, openai, vllm, llamacpp; wrappers: cache/log, router.
 

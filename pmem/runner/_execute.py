@@ -17,8 +17,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pmem.graph import OPS
-from pmem.models import ModelCallError, RequestLog, estimate_tokens
-from pmem.models._types import CallContext, ChatModel, Completion, Embedder, Embedding, RequestRecord
+from pmem.models import REQUEST_COLUMNS, ModelCallError, RequestLog, estimate_tokens
+from pmem.models._types import (
+    CallContext,
+    ChatModel,
+    Completion,
+    Embedder,
+    Embedding,
+    InnerLimits,
+    RequestRecord,
+)
 from pmem.rundir import HistoryRow, ParamColumns, RequestRow, ResultRow, RowKeys, WriteRow
 from pmem.rundir import columns as C
 
@@ -83,6 +91,10 @@ class UnitOutput:
         return self.history_row.wall_s or 0.0
 
 
+#: what a request record gives its requests/ row (the unit's keys give history_id and arm)
+_RECORD_COLUMNS = tuple(c for c in REQUEST_COLUMNS if c not in (C.HISTORY_ID, C.ARM))
+
+
 class CallRecorder:
     """One unit's model calls: the model layer's :class:`~pmem.models.RequestLog`, read back as
     ``requests/`` rows under the unit's keys (its ``model`` column is the unit's agent)."""
@@ -99,21 +111,7 @@ class CallRecorder:
         """The unit's request rows, marked as written by a run of the history that failed or not."""
         return [
             RequestRow(
-                **self.base,
-                purpose=r.purpose,
-                model=r.model,
-                prompt_tokens=r.prompt_tokens,
-                completion_tokens=r.completion_tokens,
-                cached=r.cached,
-                latency_s=r.latency_s,
-                error=r.error,
-                tokens_estimated=r.tokens_estimated,
-                http_attempt=r.http_attempt,
-                http_status=r.http_status,
-                finish_reason=r.finish_reason,
-                parse_error=r.parse_error,
-                reply=r.reply,
-                history_failed=history_failed,
+                **self.base, **{c: getattr(r, c) for c in _RECORD_COLUMNS}, history_failed=history_failed
             )
             for r in self.log.records()
         ]
@@ -158,8 +156,9 @@ def _failure(
     )
 
 
-class _UnitView:
-    """A shared model seen by one unit: its calls go to the unit's log under the unit's context."""
+class _UnitView(InnerLimits):
+    """A shared model seen by one unit: its calls go to the unit's log under the unit's context (the
+    limits are base-class attributes of the models, so ``__getattr__`` would not pass them through)."""
 
     def __init__(self, inner: Any, recorder: CallRecorder, context: CallContext) -> None:
         self.inner = inner
@@ -169,23 +168,6 @@ class _UnitView:
 
     def __getattr__(self, name: str) -> Any:  # backend extras (labels, capabilities) pass through
         return getattr(self.inner, name)
-
-    @property
-    def context_tokens(self) -> int | None:
-        """The served model's window (a base-class attribute, so ``__getattr__`` would not see it)."""
-        return getattr(self.inner, "context_tokens", None)
-
-    @context_tokens.setter
-    def context_tokens(self, value: int | None) -> None:
-        self.inner.context_tokens = value
-
-    @property
-    def reply_token_limit(self) -> int | None:
-        return getattr(self.inner, "reply_token_limit", None)
-
-    @reply_token_limit.setter
-    def reply_token_limit(self, value: int | None) -> None:
-        self.inner.reply_token_limit = value
 
 
 class RecordingChatModel(_UnitView, ChatModel):

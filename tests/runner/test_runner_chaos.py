@@ -185,6 +185,18 @@ def _wait_for(condition: Any, timeout_s: float, what: Any) -> None:
 # -- the run's outcome ------------------------------------------------------------------------------
 
 
+def _calls_per_unit(requests: Any) -> Counter[str]:
+    """Calls that got their reply, per unit. A request that failed (a killed replica's) is a row of its
+    own, retried elsewhere; so are the rows of a history's failed run: neither is a call of the history."""
+    rows = zip(
+        requests.column("unit_id").to_pylist(),
+        requests.column("error").to_pylist(),
+        requests.column("history_failed").to_pylist(),
+        strict=True,
+    )
+    return Counter(unit for unit, error, failed_run in rows if error is None and not failed_run)
+
+
 def _snapshot(run_dir: Path) -> dict[str, Any]:
     keys = result_keys(run_dir)
     hist = read(run_dir, "histories")
@@ -193,7 +205,7 @@ def _snapshot(run_dir: Path) -> dict[str, Any]:
         "keys": keys,
         "units": hist.column("unit_id").to_pylist(),
         "status": set(hist.column("status").to_pylist()),
-        "requests": Counter(read(run_dir, "requests").column("unit_id").to_pylist()),
+        "requests": _calls_per_unit(read(run_dir, "requests")),
         "states": {
             p.relative_to(states).as_posix(): p.read_bytes() for p in states.rglob("*") if p.is_file()
         },
