@@ -1,8 +1,9 @@
 """The model layer: one async interface for chat, structured output and embeddings.
 
 Backends by name (imported lazily): chat ``heuristic`` (deterministic, no LLM), ``openai`` (any
-OpenAI-compatible endpoint), ``vllm`` (replicas hosted by Ray actors); embedders ``hashing``,
-``openai``, ``vllm``, ``sentence-transformers``. See docs/models.md.
+OpenAI-compatible endpoint), ``vllm`` (replicas hosted by Ray actors), ``llamacpp`` (the same hosting
+with llama.cpp's server on CPU); embedders ``hashing``, ``openai``, ``vllm``, ``llamacpp``,
+``sentence-transformers``. See docs/models.md.
 
 >>> import asyncio
 >>> agent = make_chat_model({"backend": "heuristic"})
