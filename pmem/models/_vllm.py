@@ -116,14 +116,21 @@ class _Pooled(_Replicated):
         """The key the replicas require (hand it only to clients of these replicas)."""
         return self.pool.api_key
 
-    def client_options(self) -> dict[str, Any]:
-        """The `openai` options of this model's replica clients (the model table's, over the defaults)."""
+    def client_options(self, *, restarts_replicas: bool = True) -> dict[str, Any]:
+        """The `openai` options of this model's replica clients (the model table's, over the defaults).
+
+        ``restarts_replicas=False``: for clients that cannot restart a failed replica (a sweep's runners),
+        which keep the `openai` client's own retries so that they ride out a restart (the pool's clients
+        retry once and fail over quickly, as the pool restarts the replica)."""
         configured = {} if self.spec is None else {k: self.spec.option(k) for k in CLIENT_OPTIONS}
         derived: dict[str, Any] = {"context_tokens": self.context_tokens}
         if self.kind == "chat":
             derived["structured"] = self.structured
+        defaults = self.client_defaults
+        if not restarts_replicas:
+            defaults = {k: v for k, v in defaults.items() if k not in ("max_retries", "backoff_s")}
         return {
-            **self.client_defaults,
+            **defaults,
             **{k: v for k, v in derived.items() if v is not None},
             **{k: v for k, v in configured.items() if v is not None},
         }

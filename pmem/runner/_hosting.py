@@ -80,7 +80,7 @@ class HostedModels:
             self.keyed.append((key, model))
             urls = asyncio.run(model.start())
             # the engine's client defaults (dialect, window, concurrency) under the table's own options
-            client = model.client_options()
+            client = model.client_options(restarts_replicas=False)
             self.hosted[key] = Hosted(
                 spec.role,
                 str(model.model_id),

@@ -101,3 +101,17 @@ cases = 6
     while ray_cluster.available_resources().get("GPU", 0) < gpus and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray_cluster.available_resources().get("GPU", 0) == gpus
+
+
+def test_runners_keep_their_own_retries_over_hosted_replicas() -> None:
+    """Runners cannot restart the driver's replicas: their clients keep the `openai` retries (which ride
+    out a restart) and take the engine's other defaults (dialect, window, one request at a time)."""
+    from pmem.models import make_chat_model
+
+    model = make_chat_model(
+        {"backend": "vllm", "model": "heuristic", "launcher": "standin", "max_model_len": 4096}
+    )
+    own = model.client_options()
+    runners = model.client_options(restarts_replicas=False)
+    assert own["max_retries"] == 1 and "max_retries" not in runners and "backoff_s" not in runners
+    assert runners["structured"] == own["structured"] and runners["context_tokens"] == 4096
