@@ -254,6 +254,10 @@ def _model_name(spec: Mapping[str, Any]) -> str | None:
     if not raw:
         return None
     name = str(raw)
+    if spec.get("backend") == "llamacpp":
+        from pmem.models._llamacpp import model_label as gguf_label
+
+        return gguf_label(name)  # the model layer names the GGUF files it knows (one table of them)
     if spec.get("path") and not spec.get("model"):
         name = Path(name).name.removesuffix(".gguf")
     family = next((f for f in FAMILIES if name.startswith(f)), None)
