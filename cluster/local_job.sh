@@ -3,6 +3,7 @@
 #
 #   cluster/local_job.sh                       # pmem sweep jobs/quickstart.toml
 #   cluster/local_job.sh jobs/x.toml --limit 2 # any `pmem sweep` arguments
+#   cluster/local_job.sh ingest /abs/stream.jsonl --out /abs/state.arrow --partitions 2   # `pmem ingest`
 #
 # What it does, exactly as a user would on a real head node:
 #   ray start --head ...
@@ -63,13 +64,16 @@ for _ in $(seq 1 60); do
   sleep 1
 done
 
+# the job runs in a copy of the working directory: give `pmem ingest` absolute paths
+COMMAND=sweep
+if [[ "${1:-}" == ingest ]]; then COMMAND=ingest; shift; fi
 if [[ $# -eq 0 ]]; then set -- jobs/quickstart.toml; fi
 # The job server answers before the head's job agent has registered with it; until then it refuses a
 # submission with "No available agent to submit job, please try again later" (HTTP 500) and starts
 # nothing, so sending the same submission again is safe. Any other failure is final.
 for attempt in $(seq 1 30); do
   set +e
-  ray job submit --address "http://127.0.0.1:$DASH" --working-dir . -- pmem sweep "$@" 2>&1 | tee "$TMP/submit.log"
+  ray job submit --address "http://127.0.0.1:$DASH" --working-dir . -- pmem "$COMMAND" "$@" 2>&1 | tee "$TMP/submit.log"
   rc=${PIPESTATUS[0]}
   set -e
   if [[ $rc -eq 0 ]] || ! grep -q "No available agent to submit job" "$TMP/submit.log"; then exit "$rc"; fi

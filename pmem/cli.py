@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pmem.graph._inspect",
         "print a saved P-Mem graph: current values, or one key's versions and evidence",
     ),
+    "ingest": (
+        "pmem.ingest._cli",
+        "build one P-Mem state from a stream (JSONL, Parquet, Arrow) on Ray; resumable",
+    ),
     "bench": ("pmem.bench._cli", "list the benchmarks, check their data files, print parser coverage"),
     "arms": ("pmem.arms._cli", "measure the memory arms on their acceptance workloads"),
     "demo": ("pmem._demo", "the quickstart: a real sweep with the embedded defaults, then its report"),
@@ -65,6 +69,10 @@ PERF: dict[str, tuple[str, str]] = {
     "arms": ("benchmarks.arms", "262k stream through P-Mem's template write path; state-read latency"),
     "sweep": ("benchmarks.sweep", "5,000 ALFWorld-Revision histories on local Ray, 1 vs 2 runners"),
     "report": ("benchmarks.report", "aggregations over 1M result rows and 5M request rows"),
+    "ingest": (
+        "benchmarks.ingest",
+        "pmem ingest: bulk apply vs one call per op; 1 vs 2 partitions; 1 vs 2 agent replicas",
+    ),
     "llm": (
         "benchmarks.llm",
         "SmolLM2-135M on a Ray-hosted llama.cpp replica: harness vs bare loop (cpu-llm extra)",

@@ -36,6 +36,8 @@ from pmem.arms._writepath import Fact, extract_units, template_facts
 from pmem.graph import KeyRegistry, Patch, PatchController, ProvenanceGraph
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from pmem.arms._base import ModelSet, ReadResult
     from pmem.bench._types import Event, Question
 
@@ -230,6 +232,31 @@ class PMemArm(ArmBase):
                 )
         self._stats.cells = self._cell_count()
 
+    # ------------------------------------------------------------------ seams for `pmem ingest`
+    # A stream ingested across a cluster runs this write path in pieces: extraction anywhere, identity
+    # in arrival order on the driver, and each key's writes in the partition that owns the key.
+
+    def adopt_graph(self, graph: ProvenanceGraph) -> None:
+        """Write into ``graph`` (and route keys with its registry) from now on."""
+        self._graph = graph
+        self._registry = graph.registry
+
+    async def route_keys(
+        self, keys: Sequence[str], embedded: Mapping[str, np.ndarray] | None = None
+    ) -> list[str]:
+        """Soft identity for one write unit's keys, in order: the canonical key of each. ``embedded``
+        may hold vectors of candidate keys embedded ahead (in one batch for many units)."""
+        return await self._route_all(keys, embedded)
+
+    def key_vectors_needed(self) -> bool:
+        """Whether routing embeds candidate keys at all (soft identity on)."""
+        return self.identity
+
+    async def write_fact(self, fact: Fact, key: str, text: str, evidence: str, first_event: int) -> None:
+        """Choose and apply the operation for one routed fact of a unit whose text is ``text``."""
+        self._stats.facts += 1
+        await self._write_fact(fact, key, text, evidence, first_event)
+
     def _oracle_commit(self, fact: Fact, evidence: str, first_event: int) -> None:
         head = self._head(fact.key)
         kind = fact.kind
@@ -248,16 +275,20 @@ class PMemArm(ArmBase):
             op, value, reason = _lower_plain(patch, head)
         self._commit(fact, fact.key, op, value, evidence, patch.op, reason, first_event)
 
-    async def _route_all(self, keys: Sequence[str]) -> list[str]:
-        """Soft identity for a unit's keys, in order (one embedding call for the unit's new keys)."""
+    async def _route_all(
+        self, keys: Sequence[str], embedded: Mapping[str, np.ndarray] | None = None
+    ) -> list[str]:
+        """Soft identity for a unit's keys, in order (one embedding call for the unit's new keys that
+        ``embedded`` does not already hold)."""
         if not self.identity:
             return list(keys)
         reg = self._registry
         new = list(dict.fromkeys(k for k in keys if reg.canonical(k) is None))
-        vectors = {}
-        if new:
-            vecs = await self.embed(new)
-            vectors = dict(zip(new, vecs, strict=True))
+        vectors = {k: embedded[k] for k in new if k in embedded} if embedded else {}
+        missing = [k for k in new if k not in vectors]
+        if missing:
+            vecs = await self.embed(missing)
+            vectors.update(zip(missing, vecs, strict=True))
         out = []
         for k in keys:
             known = reg.canonical(k)

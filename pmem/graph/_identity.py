@@ -315,6 +315,29 @@ class KeyRegistry:
         self._decisions = restored
         self._aliases = {d.candidate: d.canonical for d in restored if d.verdict == "same"}
 
+    def set_vectors(self, vectors: np.ndarray) -> None:
+        """Reinstate the registered keys' vectors: one row per key, in registration order.
+
+        After :meth:`restore` the vectors are recomputed with the registry's own embedding; a caller
+        that embedded keys with another model (the write path's embedder) hands those vectors back here,
+        so that later shortlists score exactly as before the save.
+        """
+        where = "KeyRegistry.set_vectors"
+        rows = np.asarray(vectors, dtype=np.float32)
+        if rows.size == 0 and not self._keys:
+            self._store = _VectorStore()
+            return
+        if rows.ndim != 2 or rows.shape[0] != len(self._keys):
+            msg = f"{where}: expected one row per registered key ({len(self._keys)}), got shape {rows.shape}"
+            raise ValueError(msg)
+        if not np.isfinite(rows).all():
+            msg = f"{where}: vectors must be finite (no NaN or infinity)"
+            raise ValueError(msg)
+        store = _VectorStore()
+        for row in rows:
+            store.append(_unit(row))
+        self._store = store
+
     def _checked_vector(self, vector: object, where: str) -> np.ndarray:
         """``vector`` as a unit float32 row, refused if not finite or not the stored vectors' length."""
         try:

@@ -1,0 +1,187 @@
+"""`pmem perf ingest`: what `pmem ingest` costs, each figure against a baseline measured in the same run.
+
+Three measurements (choose with ``--only``):
+
+- ``bulk``: column-wise :meth:`ProvenanceGraph.apply_batch` against one ``observe``/``apply`` call per
+  row, on a synthetic operation stream (90% accepts, the rest every other op type); identical bytes
+  required (:mod:`benchmarks.bulk`).
+- ``partitions``: the whole write path (heuristic agent, hashing embedder) over a generated stream
+  (:mod:`pmem.ingest._synthetic`), with 1 and then 2 key partitions (Ray workers) on an embedded Ray;
+  the two state files must be byte-identical. Prints the driver's wall time per stage, the peak memory
+  of the driver and of each worker, and the state file's size.
+- ``replicas``: extraction fanned out over agent replicas: the local OpenAI-compatible stand-in server
+  at a fixed latency (20 ms), hosted as 1 and then 2 replicas by Ray actors exactly as vLLM replicas are
+  (``backend = "vllm"``, ``launcher = "standin"``), each replica taking ``--slots`` requests at once
+  from each worker; throughput of the extraction stage with 2 replicas over 1.
+
+    python -m benchmarks.ingest --events 200000 --keys 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--only", choices=("bulk", "partitions", "replicas"), action="append", help="run only these"
+    )
+    p.add_argument("--bulk-events", type=int, default=10_000_000, help="rows of the bulk-apply stream")
+    p.add_argument("--bulk-keys", type=int, default=1_000_000, help="keys of the bulk-apply stream")
+    p.add_argument("--events", type=int, default=200_000, help="events of the generated ingest stream")
+    p.add_argument("--keys", type=int, default=20_000, help="keys of the generated ingest stream")
+    p.add_argument("--replica-events", type=int, default=4_000, help="events of the extraction measurement")
+    p.add_argument("--latency-ms", type=float, default=20.0, help="the stand-in server's latency per call")
+    p.add_argument("--slots", type=int, default=4, help="requests each worker keeps at each replica")
+    p.add_argument("--workdir", type=Path, help="where streams and states go (default: a temporary folder)")
+
+
+def run(args: argparse.Namespace) -> int:
+    wanted = set(args.only or ("bulk", "partitions", "replicas"))
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="pmem-perf-ingest-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        if "bulk" in wanted:
+            _bulk(args)
+        if "partitions" in wanted:
+            _partitions(args, root)
+        if "replicas" in wanted:
+            _replicas(args, root)
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def _bulk(args: argparse.Namespace) -> None:
+    from benchmarks.bulk import measure
+
+    r = measure(args.bulk_events, args.bulk_keys)
+    print(
+        f"bulk apply, {args.bulk_events:,} observation+operation pairs over {args.bulk_keys:,} keys: "
+        f"sequential {r['sequential_s']:.1f} s, apply_batch {r['bulk_s']:.2f} s -> {r['ratio']:.1f}x "
+        f"(target >= 10x); identical bytes: {bool(r['identical'])}; state {r['state_bytes'] / 2**20:,.0f} MiB"
+    )
+
+
+def _ingest(stream: Path, out: Path, partitions: int, config: Any) -> Any:
+    from pmem.ingest import ingest
+
+    shutil.rmtree(out.with_name(out.name + ".ingest"), ignore_errors=True)
+    out.unlink(missing_ok=True)
+    t0 = time.perf_counter()
+    report = ingest(stream, out, config=config, partitions=partitions, progress=False)
+    return report, time.perf_counter() - t0
+
+
+def _partitions(args: argparse.Namespace, root: Path) -> None:
+    import ray
+
+    from pmem.ingest import IngestSpec
+    from pmem.ingest._synthetic import write_synthetic_stream
+
+    stream = write_synthetic_stream(root / "stream.jsonl", args.events, keys=args.keys, seed=0)
+    # no response cache: it measures SQLite, not the pipeline (a real model's calls are what it saves)
+    spec = IngestSpec.default()
+    spec = type(spec)(**{**spec.__dict__, "cache": False})
+    ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False)
+    try:
+        results = {}
+        for n in (1, 2):
+            report, wall = _ingest(stream, root / f"state-{n}.arrow", n, spec)
+            results[n] = (report, wall)
+            print(f"  {n} partition(s): " + "\n    ".join(report.lines()))
+    finally:
+        ray.shutdown()
+    (r1, _), (r2, _) = results[1], results[2]
+    same = (root / "state-1.arrow").read_bytes() == (root / "state-2.arrow").read_bytes()
+    steady1 = r1.events / (r1.wall_s - 0.0)
+    print(
+        f"partitioned ingest, {args.events:,} events over {args.keys:,} keys (heuristic agent, hashing embedder): "
+        f"1 worker {r1.wall_s:.1f} s, 2 workers {r2.wall_s:.1f} s -> {r1.wall_s / r2.wall_s:.2f}x "
+        f"(target >= 1.7x); identical bytes: {same}; {steady1:,.0f} events/s with 1 worker; "
+        f"state {r1.state_bytes / 2**20:,.1f} MiB"
+    )
+
+
+def _replicas(args: argparse.Namespace, root: Path) -> None:
+    import ray
+
+    from pmem.ingest._synthetic import write_synthetic_stream
+
+    stream = write_synthetic_stream(root / "replicas.jsonl", args.replica_events, keys=args.keys, seed=1)
+    # logical GPUs: the stand-in replicas are placed exactly as vLLM replicas are (one GPU each)
+    ray.init(
+        address="local", include_dashboard=False, configure_logging=False, log_to_driver=False, num_gpus=2
+    )
+    try:
+        rates = {n: _extraction_rate(stream, n, args) for n in (1, 2)}
+    finally:
+        ray.shutdown()
+    print(
+        f"extraction over stand-in replicas at {args.latency_ms:.0f} ms/call, {args.slots} slots per worker and "
+        f"replica, 2 workers, {args.replica_events:,} events: 1 replica {rates[1]:,.0f} events/s, "
+        f"2 replicas {rates[2]:,.0f} events/s -> {rates[2] / rates[1]:.2f}x (target >= 1.8x)"
+    )
+
+
+def _extraction_rate(stream: Path, replicas: int, args: argparse.Namespace) -> float:
+    """Events/s of the ingest's extraction stage alone: batches fanned out over 2 workers, whose calls
+    go to the hosted replicas."""
+    from pmem.ingest._driver import _Ingest
+    from pmem.ingest._spec import parse_ingest_config
+    from pmem.ingest._stream import read_stream
+
+    spec = parse_ingest_config(
+        {
+            "models": {
+                "agent": {
+                    "backend": "vllm",
+                    "model": "heuristic",
+                    "launcher": "standin",
+                    "replicas": replicas,
+                    "latency_ms": args.latency_ms,
+                    "concurrency": args.slots,
+                },
+                "embedder": {"backend": "hashing"},
+            },
+            "ingest": {"cache": False, "concurrency": 64},
+        }
+    )
+    job = _Ingest(spec, stream, stream.with_suffix(".arrow"), 2, False, False, open("/dev/null", "w"))  # noqa: SIM115
+    hosted = job._host_models()
+    try:
+        job.workers = job._start_workers(hosted, None)
+        batches = list(read_stream(stream, batch_rows=spec.batch_events))
+        return asyncio.run(_fan_out(job, batches))
+    finally:
+        job._stop_models()
+
+
+async def _fan_out(job: Any, batches: list[Any]) -> float:
+    await asyncio.gather(*(w.extract.remote([(0, 1, "warm-up", "user", None)]) for w in job.workers))
+    t0 = time.perf_counter()
+    first = 0
+    in_flight: list[Any] = []
+    for batch in batches:  # two batches in flight, as the ingest keeps them
+        in_flight.append(job._extract(batch, first))
+        first += batch.events.num_rows
+        if len(in_flight) == 2:
+            await asyncio.gather(*in_flight.pop(0))
+    for refs in in_flight:
+        await asyncio.gather(*refs)
+    return first / (time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_arguments(parser)
+    raise SystemExit(run(parser.parse_args()))

@@ -1,0 +1,27 @@
+"""Cluster-scale ingestion of a user's stream into one P-Mem state (``pmem ingest``).
+
+>>> from pmem.ingest import IngestSpec
+>>> IngestSpec.default().agent.backend
+'heuristic'
+"""
+
+from __future__ import annotations
+
+from pmem.ingest._driver import IngestReport, ingest
+from pmem.ingest._reference import ingest_sequential
+from pmem.ingest._spec import IngestSpec, load_ingest_config, parse_ingest_config
+from pmem.ingest._stream import EVENT_SCHEMA, StreamError, read_stream
+from pmem.ingest._workdir import ResumeError
+
+__all__ = [
+    "EVENT_SCHEMA",
+    "IngestReport",
+    "IngestSpec",
+    "ResumeError",
+    "StreamError",
+    "ingest",
+    "ingest_sequential",
+    "load_ingest_config",
+    "parse_ingest_config",
+    "read_stream",
+]

@@ -1,0 +1,581 @@
+"""``pmem ingest``: one P-Mem state from a stream of any length, across a Ray cluster.
+
+The write path is P-Mem's (the ``pmem`` arm's), cut where its semantics allow:
+
+1. **Read** (driver): the stream in batches of ``batch_events`` rows (:mod:`pmem.ingest._stream`).
+2. **Extract** (all workers): each batch is split into one contiguous slice per worker; extraction of a
+   row depends on nothing but the row, so it fans out across every worker and, through them, across
+   every agent replica. At most two batches are in flight (the next batch is extracted while the
+   current one is routed and committed): that is the backpressure.
+3. **Route** (driver, in arrival order): soft key identity reads the registry of every key seen so far,
+   so it runs in one place, in order; the candidate keys of a batch are embedded in one call.
+4. **Commit** (the worker owning each key): the operation of a fact depends on its key's head only
+   (annotation sees the key's head and the row's text; the controller lowers against the key's head),
+   so each key's facts are applied, in arrival order, in the partition that owns the key; no write reads
+   another key's head, and nothing else is shared between partitions.
+5. **Merge** (driver): the applied operations of all partitions, in global arrival order, interleaved
+   with the rows' evidence, are written into the one graph with :meth:`ProvenanceGraph.apply_batch`.
+   The result is byte-identical to feeding the same rows to the ``pmem`` arm one by one.
+
+Durability: every ``checkpoint_every`` events (at a batch end) the merged graph and then a manifest
+naming it are written atomically; a re-run of the same command resumes from the last manifest, and
+model calls made after it are answered by the response cache (see :mod:`pmem.ingest._workdir`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import sys
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import pyarrow as pa
+
+from pmem.ingest._calls import build_models, for_row, new_log
+from pmem.ingest._spec import IngestSpec, load_ingest_config
+from pmem.ingest._stream import Position, StreamBatch, StreamError, count_rows, read_stream
+from pmem.ingest._workdir import ResumeError, Workdir, stream_check, workdir_of
+from pmem.ingest._worker import IngestWorker, commit_item, partition_of, peak_rss_mb
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pmem.graph import ProvenanceGraph
+    from pmem.models._types import RequestRecord
+
+#: The driver-side stages whose wall time the report gives (extract and commit: waiting on workers).
+STAGES = ("read", "extract", "route", "commit", "merge", "checkpoint")
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did: counts, model use, and where the time went."""
+
+    stream: str
+    out: str
+    partitions: int
+    events: int = 0
+    rejects: int = 0
+    facts: int = 0
+    refused: int = 0
+    graph: dict[str, int] = field(default_factory=dict)
+    calls: dict[str, dict[str, int]] = field(default_factory=dict)
+    stage_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    wall_s: float = 0.0
+    resumed_from: int = 0
+    attempts: int = 1
+    state_bytes: int = 0
+    state_sha256: str = ""
+    #: peak resident memory (MiB) of the driver and of each worker, this attempt
+    peak_rss_mb: dict[str, float] = field(default_factory=dict)
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def lines(self) -> list[str]:
+        """The report as a person reads it."""
+        ops = {k[3:]: v for k, v in self.graph.items() if k.startswith("op_") and v}
+        calls = sum(c["calls"] for c in self.calls.values())
+        cached = sum(c["cached"] for c in self.calls.values())
+        tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in self.calls.values())
+        rate = self.events / self.wall_s if self.wall_s else 0.0
+        out = [
+            f"ingested {self.events:,} events ({self.rejects:,} rejected) into {self.out} "
+            f"({self.state_bytes:,} bytes) with {self.partitions} partition(s) in {self.wall_s:.1f} s "
+            f"({rate:,.0f} events/s)",
+            f"facts {self.facts:,}; keys {self.graph.get('keys', 0):,}; cells {self.graph.get('cells', 0):,}; "
+            f"operations {self.graph.get('operations', 0):,} "
+            f"({', '.join(f'{k} {v:,}' for k, v in ops.items()) or 'none'}); refused writes {self.refused:,}",
+            f"model calls {calls:,} ({cached:,} from the cache), tokens {tokens:,}: "
+            + ", ".join(f"{p} {c['calls']:,}" for p, c in sorted(self.calls.items())),
+            "driver wall time by stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.stage_s.items()),
+        ]
+        if self.peak_rss_mb:
+            out.append(
+                "peak memory (MiB): " + ", ".join(f"{k} {v:,.0f}" for k, v in self.peak_rss_mb.items())
+            )
+        if self.resumed_from:
+            out.append(f"resumed from event {self.resumed_from:,} (attempt {self.attempts})")
+        return out
+
+
+class _Progress:
+    """A tqdm bar (events, events/s, facts/s, ETA) on a terminal; a line every ``interval`` s otherwise."""
+
+    def __init__(
+        self, total: int | None, initial: int, enabled: bool, stream: TextIO, interval: float = 10.0
+    ) -> None:
+        self.enabled, self.stream, self.interval = enabled, stream, interval
+        self.total, self.done, self.facts = total, initial, 0
+        self.t0 = self._last = time.monotonic()
+        self.start = initial
+        self._bar: Any = None
+        if enabled and stream.isatty():
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total, initial=initial, unit="ev", file=stream, dynamic_ncols=True, desc="ingest"
+            )
+
+    def update(self, events: int, facts: int) -> None:
+        self.done += events
+        self.facts += facts
+        elapsed = max(time.monotonic() - self.t0, 1e-9)
+        if self._bar is not None:
+            self._bar.update(events)
+            self._bar.set_postfix_str(f"facts/s={self.facts / elapsed:,.0f}", refresh=False)
+            return
+        now = time.monotonic()
+        if self.enabled and now - self._last >= self.interval:
+            self._last = now
+            rate = (self.done - self.start) / elapsed
+            eta = f", ETA {(self.total - self.done) / rate:,.0f} s" if self.total and rate else ""
+            print(
+                f"[pmem ingest] {self.done:,}/{self.total or '?'} events, {rate:,.0f} events/s, "
+                f"{self.facts / elapsed:,.0f} facts/s{eta}",
+                file=self.stream,
+                flush=True,
+            )
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def ingest(
+    stream: str | Path,
+    out: str | Path,
+    *,
+    config: str | Path | IngestSpec | None = None,
+    partitions: int = 1,
+    address: str | None = None,
+    skip_bad: bool = False,
+    progress: bool = True,
+    log: TextIO | None = None,
+) -> IngestReport:
+    """Build one P-Mem state at ``out`` from ``stream`` (JSONL, Parquet or Arrow; one event per row).
+
+    Re-running the same call after an interruption resumes from the last checkpoint and ends in the
+    same bytes; ``partitions`` changes the speed, never the bytes.
+    """
+    spec = config if isinstance(config, IngestSpec) else load_ingest_config(config)
+    if partitions < 1:
+        msg = f"partitions must be at least 1, got {partitions}"
+        raise ValueError(msg)
+    stream, out = Path(stream), Path(out)
+    if not stream.is_file():
+        msg = f"{stream}: stream file not found"
+        raise FileNotFoundError(msg)
+    if not out.parent.is_dir():
+        msg = f"--out {out}: the directory {out.parent} does not exist"
+        raise FileNotFoundError(msg)
+    from pmem.runner._connect import connect
+
+    started = connect(address)
+    try:
+        return _Ingest(spec, stream, out, partitions, skip_bad, progress, log or sys.stderr).execute()
+    finally:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+class _Ingest:
+    def __init__(
+        self,
+        spec: IngestSpec,
+        stream: Path,
+        out: Path,
+        partitions: int,
+        skip_bad: bool,
+        progress: bool,
+        log: TextIO,
+    ) -> None:
+        self.spec, self.stream, self.out, self.partitions = spec, stream, out, partitions
+        self.skip_bad, self.show_progress, self.log = skip_bad, progress, log
+        self.work = Workdir(workdir_of(out))
+        self.report = IngestReport(str(stream), str(out), partitions, spec=spec.public())
+        self.calls: dict[str, dict[str, int]] = defaultdict(
+            lambda: {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        )
+        self.driver_log = new_log()
+        self.attempt = 1
+        self.hosts: Any = None
+        self._file_check: dict[str, Any] | None = None
+
+    def say(self, text: str) -> None:
+        print(f"[pmem ingest] {text}", file=self.log, flush=True)
+
+    # ------------------------------------------------------------------ set-up
+
+    def _resume_point(self) -> tuple[dict[str, Any] | None, bytes | None]:
+        doc = self.work.read_manifest()
+        if doc is None:
+            return None, None
+        problems = []
+        check = doc.get("stream_check") or {}
+        position = Position(**doc["position"])
+        if stream_check(self.stream, position.offset) != check:
+            what = "the rows already ingested differ" if check.get("prefix") else "the stream file differs"
+            problems.append(f"{what} (checkpoint of {doc.get('stream')})")
+        if doc.get("spec") != self.spec.identity_hash():
+            problems.append("the models or write options differ")
+        if problems:
+            msg = (
+                f"{self.work.root} holds a checkpoint of another ingest: {'; '.join(problems)}. "
+                f"Remove {self.work.root} (and {self.out}) to start over, or pass the same stream and config."
+            )
+            raise ResumeError(msg)
+        path = self.work.root / doc["checkpoint"]
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            msg = f"{self.work.manifest_path} names {path.name}, which is missing; remove {self.work.root} to start over"
+            raise ResumeError(msg) from None
+        if hashlib.sha256(data).hexdigest() != doc["checkpoint_sha256"]:
+            msg = f"{path}: checksum does not match the manifest; remove {self.work.root} to start over"
+            raise ResumeError(msg)
+        return doc, data
+
+    def execute(self) -> IngestReport:
+        """Resume or start, run to the end of the stream, save; the models are stopped in any case."""
+        t_start = time.monotonic()
+        self.work.create()
+        doc, state = self._resume_point()
+        if doc is not None and doc.get("done") and self._complete(doc):
+            self.say(f"{self.out} is complete and the stream has not grown; nothing to do")
+            return IngestReport(**doc["report"])
+        self.attempt = int(doc.get("attempts", 0)) + 1 if doc else 1
+        position = Position(**doc["position"]) if doc else Position(0, 0)
+        self.position = position
+        if doc is not None:
+            for k in ("events", "rejects", "facts", "refused"):
+                setattr(self.report, k, int(doc["report"][k]))
+            for purpose, c in doc["report"]["calls"].items():
+                self.calls[purpose] = dict(c)
+            self.report.resumed_from = self.report.events
+            self.work.drop_rejects_from(position.row + 1)
+            self.last_checkpoint = (self.work.root / doc["checkpoint"], doc["checkpoint_sha256"])
+            self.say(
+                f"resuming at row {position.row + 1:,} ({self.report.events:,} events in {doc['checkpoint']})"
+            )
+        self.report.attempts = self.attempt
+
+        hosted = self._host_models()  # outside the event loop: the pools start their own
+        try:
+            asyncio.run(self._run(hosted, position, state))
+        finally:
+            self._stop_models()
+        return self._finish(time.monotonic() - t_start)
+
+    async def _run(self, hosted: dict[str, Any], position: Position, state: bytes | None) -> None:
+        import ray
+
+        from pmem.arms._base import ModelSet
+        from pmem.arms._pmem import PMemArm
+        from pmem.graph import ProvenanceGraph
+
+        cache = str(self.work.cache_path) if self.spec.cache else None
+        agent = build_models(
+            self.spec.agent, hosted, cache, self.driver_log, f"agent:{self.spec.agent.model_id}"
+        )
+        embedder = build_models(self.spec.embedder, hosted, cache, self.driver_log, "embedder")
+        self.arm = PMemArm("pmem", ModelSet(agent=agent, embedder=embedder), self.spec.arm_options())
+        self.arm.stream = "events"
+        if state is not None:
+            graph = ProvenanceGraph.from_bytes(state)
+            self.arm.adopt_graph(graph)
+            await self._restore_key_vectors(graph)
+        self.graph: ProvenanceGraph = self.arm.graph()  # type: ignore[assignment]
+        self.workers = self._start_workers(hosted, cache)
+        state_ref = ray.put(state)
+        await asyncio.gather(*(w.restore.remote(state_ref) for w in self.workers))
+        await self._loop(position)
+        rss = await asyncio.gather(*(w.peak_rss_mb.remote() for w in self.workers))
+        self.report.peak_rss_mb = {"driver": peak_rss_mb(), **{f"worker{i}": m for i, m in enumerate(rss)}}
+
+    def _complete(self, doc: dict[str, Any]) -> bool:
+        """The output is the manifest's and the stream holds nothing after the ingested rows."""
+        if not self.out.is_file() or hashlib.sha256(self.out.read_bytes()).hexdigest() != doc.get(
+            "out_sha256"
+        ):
+            return False
+        return bool(doc["stream_check"]["bytes"] == self.stream.stat().st_size)
+
+    def _host_models(self) -> dict[str, Any]:
+        from pmem.models._registry import HOSTED_BACKENDS
+        from pmem.runner._hosting import HostedModels
+
+        specs = {f"agent:{self.spec.agent.model_id}": self.spec.agent, "embedder": self.spec.embedder}
+        if not any(s.backend in HOSTED_BACKENDS for s in specs.values()):
+            return {}
+        self.hosts = HostedModels()
+        self.say("starting model replicas")
+        hosted = self.hosts.start(specs)
+        # A row is not a conversation: no replica holds a prefix worth returning to, so each call goes
+        # to the replica with the fewest calls in flight (a sweep pins a history to one replica instead).
+        return {k: dataclasses.replace(h, routing="least-busy") for k, h in hosted.items()}
+
+    def _stop_models(self) -> None:
+        import ray
+
+        for w in getattr(self, "workers", []):
+            ray.kill(w)
+        if self.hosts is not None:
+            self.hosts.stop()
+
+    def _start_workers(self, hosted: dict[str, Any], cache: str | None) -> list[Any]:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        cpus = self.spec.worker_cpus
+        if not cpus:
+            total = ray.cluster_resources().get("CPU", 1.0)
+            cpus = min(1.0, total / self.partitions)
+        # the workers share the response cache file with the driver: they run on the driver's node
+        node = ray.get_runtime_context().get_node_id()
+        cls = ray.remote(IngestWorker)
+        return [
+            cls.options(
+                num_cpus=cpus,
+                max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
+            ).remote(self.spec, hosted, cache, i)
+            for i in range(self.partitions)
+        ]
+
+    async def _restore_key_vectors(self, graph: ProvenanceGraph) -> None:
+        """Vectors of the registered keys, from the write path's embedder (the cache answers them)."""
+        if not self.arm.key_vectors_needed():
+            return
+        keys = graph.registry.keys
+        if not keys:
+            return
+        import numpy as np
+
+        blocks = [await self.arm.embed(keys[i : i + 4096]) for i in range(0, len(keys), 4096)]
+        graph.registry.set_vectors(np.concatenate(blocks))
+
+    # ------------------------------------------------------------------ the loop
+
+    def _batches(self, position: Position) -> Iterator[StreamBatch | StreamError]:
+        """The stream's batches; a bad row ends it with its error (after the batches before it)."""
+        try:
+            yield from read_stream(
+                self.stream, start=position, batch_rows=self.spec.batch_events, skip_bad=self.skip_bad
+            )
+        except StreamError as exc:
+            yield exc
+
+    def _extract(self, batch: StreamBatch, first: int) -> list[Any]:
+        ev = batch.events
+        rows = list(
+            zip(
+                range(first, first + ev.num_rows),
+                ev.column("row").to_pylist(),
+                ev.column("text").to_pylist(),
+                ev.column("source").to_pylist(),
+                ev.column("time").to_pylist(),
+                strict=True,
+            )
+        )
+        n = len(self.workers)
+        size = -(-len(rows) // n) if rows else 0
+        return [
+            self.workers[i].extract.remote(rows[i * size : (i + 1) * size])
+            for i in range(n)
+            if rows[i * size : (i + 1) * size]
+        ]
+
+    async def _loop(self, position: Position) -> None:
+        total = count_rows(self.stream)
+        bar = _Progress(total, position.row, self.show_progress, self.log)
+        stage = self.report.stage_s
+        since_checkpoint = 0
+        error: StreamError | None = None
+        t = time.monotonic()
+        batches = self._batches(position)
+        current = next(batches, None)
+        stage["read"] += time.monotonic() - t
+        first = self.report.events
+        pending = self._extract(current, first) if isinstance(current, StreamBatch) else []
+        try:
+            while current is not None:
+                if isinstance(current, StreamError):
+                    error = current
+                    break
+                t = time.monotonic()
+                upcoming = next(batches, None)
+                stage["read"] += time.monotonic() - t
+                next_first = first + current.events.num_rows
+                upcoming_refs = (
+                    self._extract(upcoming, next_first) if isinstance(upcoming, StreamBatch) else []
+                )
+                facts = await self._process(current, first, pending)
+                position = current.end
+                self.report.events += current.events.num_rows
+                self.report.rejects += current.rejects.num_rows
+                since_checkpoint += current.events.num_rows
+                bar.update(current.end.row - bar.done, facts)
+                if since_checkpoint >= self.spec.checkpoint_every:
+                    self._checkpoint(position)
+                    since_checkpoint = 0
+                current, pending, first = upcoming, upcoming_refs, next_first
+        finally:
+            bar.close()
+        self._checkpoint(position)
+        if error is not None:
+            raise error
+
+    async def _process(self, batch: StreamBatch, first: int, extract_refs: list[Any]) -> int:
+        stage = self.report.stage_s
+        t = time.monotonic()
+        extracted = [r for part in await asyncio.gather(*extract_refs) for r in part]
+        stage["extract"] += time.monotonic() - t
+
+        t = time.monotonic()
+        ev = batch.events
+        rows = ev.column("row").to_pylist()
+        texts = ev.column("text").to_pylist()
+        times = ev.column("time").to_pylist()
+        lines = _unit_texts(texts, times)
+        items: list[list[Any]] = [[] for _ in self.workers]
+        n_facts = 0
+        embedded = await self._embed_candidates(extracted, rows[0] if rows else 0)
+        for i, (facts, _error) in enumerate(extracted):
+            if not facts:
+                continue
+            n_facts += len(facts)
+            with for_row(rows[i]):
+                keys = await self.arm.route_keys([f[0] for f in facts], embedded)
+            for fidx, ((fact_key, value, status, event), key) in enumerate(zip(facts, keys, strict=True)):
+                item = commit_item(first + i, rows[i], fidx, key, value, status, fact_key, event, lines[i])
+                items[partition_of(key, len(self.workers))].append(item)
+        stage["route"] += time.monotonic() - t
+
+        t = time.monotonic()
+        parts = await asyncio.gather(
+            *(w.commit.remote(its) for w, its in zip(self.workers, items, strict=True) if its)
+        )
+        drained = await asyncio.gather(*(w.drain.remote() for w in self.workers))
+        stage["commit"] += time.monotonic() - t
+
+        t = time.monotonic()
+        applied = sorted((a for part in parts for a in part), key=lambda a: (a[0], a[1]))
+        self._merge(batch, first, applied)
+        records: list[RequestRecord] = self.driver_log.drain()
+        for d in drained:
+            records.extend(d["requests"])
+            self.report.refused += len(d["refused"])
+        self._count_calls(records)
+        self._write_side_files(batch, records)
+        self.report.facts += n_facts
+        stage["merge"] += time.monotonic() - t
+        return n_facts
+
+    async def _embed_candidates(self, extracted: list[Any], row: int) -> dict[str, Any]:
+        """One embedding call for the batch's candidate keys the registry does not know yet."""
+        if not self.arm.key_vectors_needed():
+            return {}
+        registry = self.graph.registry
+        new = list(
+            dict.fromkeys(f[0] for facts, _ in extracted for f in facts if registry.canonical(f[0]) is None)
+        )
+        if not new:
+            return {}
+        with for_row(row):
+            vectors = await self.arm.embed(new)
+        return dict(zip(new, vectors, strict=True))
+
+    def _merge(self, batch: StreamBatch, first: int, applied: list[Any]) -> None:
+        from pmem.ingest._merge import merge_batch
+
+        merge_batch(self.graph, batch.events, first, applied)
+
+    def _count_calls(self, records: list[RequestRecord]) -> None:
+        for r in records:
+            c = self.calls[r.purpose]
+            c["calls"] += 1
+            c["cached"] += int(r.cached)
+            c["prompt_tokens"] += int(r.prompt_tokens)
+            c["completion_tokens"] += int(r.completion_tokens)
+
+    def _write_side_files(self, batch: StreamBatch, records: list[RequestRecord]) -> None:
+        from pmem.models._log import records_to_table
+
+        first_row = int(batch.events.column("row")[0].as_py()) if batch.events.num_rows else batch.end.row
+        if records:
+            self.work.write_requests(first_row, self.attempt, records_to_table(records))
+        if batch.rejects.num_rows:
+            rejected_first = int(batch.rejects.column("row")[0].as_py())
+            self.work.write_rejects(min(first_row, rejected_first), pa.Table.from_batches([batch.rejects]))
+
+    # ------------------------------------------------------------------ durability
+
+    def _checkpoint(self, position: Position) -> None:
+        t = time.monotonic()
+        data = self.graph.to_bytes()
+        path = self.work.write_checkpoint(self.report.events, data)
+        self.report.calls = {k: dict(v) for k, v in sorted(self.calls.items())}
+        self.report.stage_s["checkpoint"] += time.monotonic() - t
+        self.position = position
+        self.last_checkpoint = (path, hashlib.sha256(data).hexdigest())
+        self.work.write_manifest(self._manifest())
+        self.work.drop_checkpoints_but(path)
+
+    def _stream_check(self) -> dict[str, Any]:
+        if self.position.offset > 0:  # JSONL: the ingested prefix, which grows
+            return stream_check(self.stream, self.position.offset)
+        if self._file_check is None:  # Parquet, Arrow: the whole file, hashed once
+            self._file_check = stream_check(self.stream, 0)
+        return self._file_check
+
+    def _manifest(self, **extra: Any) -> dict[str, Any]:
+        path, sha = self.last_checkpoint
+        return {
+            "stream": str(self.stream),
+            "stream_check": self._stream_check(),
+            "spec": self.spec.identity_hash(),
+            "position": {"row": self.position.row, "offset": self.position.offset},
+            "checkpoint": path.name,
+            "checkpoint_sha256": sha,
+            "attempts": self.attempt,
+            "report": self.report.to_dict(),
+            "done": False,
+            **extra,
+        }
+
+    def _finish(self, wall_s: float) -> IngestReport:
+        """Save the state, then mark the manifest done (a kill in between leaves a resumable ingest)."""
+        import json
+
+        from pmem._atomic import atomic_write_bytes
+
+        data = self.graph.to_bytes()
+        self.graph.save(self.out)
+        self.report.wall_s = round(wall_s, 3)
+        self.report.graph = self.graph.stats()
+        self.report.calls = {k: dict(v) for k, v in sorted(self.calls.items())}
+        self.report.stage_s = {k: round(v, 3) for k, v in self.report.stage_s.items()}
+        self.report.state_bytes = len(data)
+        self.report.state_sha256 = hashlib.sha256(data).hexdigest()
+        self.work.write_manifest(self._manifest(done=True, out_sha256=self.report.state_sha256))
+        atomic_write_bytes(
+            self.work.root / "report.json", json.dumps(self.report.to_dict(), indent=2).encode()
+        )
+        return self.report
+
+
+def _unit_texts(texts: list[str], times: list[str | None]) -> list[str]:
+    """Each row's unit text, as the ``pmem`` arm renders a one-event unit."""
+    from pmem.arms._common import event_line
+    from pmem.bench._types import Event
+
+    return [event_line(Event(0, text, time=t)) for text, t in zip(texts, times, strict=True)]

@@ -1,0 +1,649 @@
+r"""Read a user's stream of events (JSONL, Parquet or Arrow IPC) in batches of normalized rows.
+
+One event per row: ``text`` (required), ``source`` (default ``"user"``), ``time`` (observation time),
+``valid_time`` and ``id`` (optional); other fields are ignored. Every batch comes out in
+:data:`EVENT_SCHEMA`, whatever the input format, with ``row`` the row's 1-based number in the input (its
+line number for JSONL), so a bad row can always be named and a reader can resume at a :class:`Position`.
+
+The input is never read whole: JSONL is read in blocks of whole lines, Parquet by row group, Arrow IPC by
+record batch. A JSONL block is first parsed by Arrow's JSON reader and checked column-wise; a block that
+fails (a bad row, a number where a string is expected, invalid UTF-8, ...) is parsed again line by line
+with :func:`json.loads`, which finds the exact row and reason and accepts numbers for ``time``/``id``.
+
+>>> import tempfile
+>>> from pathlib import Path
+>>> tmp = tempfile.TemporaryDirectory()
+>>> path = Path(tmp.name) / "stream.jsonl"
+>>> _ = path.write_text('{"text": "I moved to Lyon", "time": 1709251200}\n\n{"text": "hi", "source": "chat"}\n')
+>>> for batch in read_stream(path):
+...     print(batch.events.select(["row", "source", "time"]).to_pylist(), batch.end)
+[{'row': 1, 'source': 'user', 'time': '1709251200'}, {'row': 3, 'source': 'chat', 'time': None}] Position(row=3, offset=...)
+>>> _ = path.write_text('{"text": "ok"}\n{"text": ""}\n')
+>>> list(read_stream(path))
+Traceback (most recent call last):
+...
+pmem.ingest._stream.StreamError: .../stream.jsonl: line 2: field 'text' is empty (only whitespace)
+>>> [batch.rejects.to_pylist() for batch in read_stream(path, skip_bad=True)]
+[[{'row': 2, 'reason': "field 'text' is empty (only whitespace)", 'raw': '{"text": ""}'}]]
+>>> tmp.cleanup()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+
+from pmem.graph._validate import check_text
+
+__all__ = [
+    "EVENT_SCHEMA",
+    "REJECT_SCHEMA",
+    "Position",
+    "StreamBatch",
+    "StreamError",
+    "count_rows",
+    "read_stream",
+    "stream_fingerprint",
+]
+
+#: A normalized batch of events: the one definition the rest of the ingest code imports.
+_EVENT_FIELDS: list[pa.Field[Any]] = [
+    pa.field("row", pa.int64(), nullable=False),  # 1-based row in the input (line number for JSONL)
+    pa.field("text", pa.large_string(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),  # missing/null -> "user"
+    pa.field("time", pa.string()),
+    pa.field("valid_time", pa.string()),
+    pa.field("id", pa.string()),
+]
+EVENT_SCHEMA = pa.schema(_EVENT_FIELDS)
+#: Rows refused under ``skip_bad``: the caller writes them to a rejects file.
+_REJECT_FIELDS: list[pa.Field[Any]] = [
+    pa.field("row", pa.int64(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+    pa.field("raw", pa.large_string(), nullable=False),  # excerpt of the row, valid UTF-8
+]
+REJECT_SCHEMA = pa.schema(_REJECT_FIELDS)
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+PARQUET_SUFFIXES = (".parquet", ".pq")
+ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
+_FIELDS = ("text", "source", "time", "valid_time", "id")
+_TEMPORAL = ("time", "valid_time")
+_EXPECTED = {
+    "text": "a string",
+    "source": "a string",
+    "time": "a string or a number",
+    "valid_time": "a string or a number",
+    "id": "a string or an integer",
+}
+#: Every character ``str.isspace`` accepts (so ``str.strip`` and the Arrow trim agree on "empty"), pinned
+#: by a test against the full Unicode range; Arrow's own whitespace class lacks ``\x1c``-``\x1f``.
+_WHITESPACE = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_RAW_CHARS = 500  # reject excerpts
+_CHUNK = 1 << 20  # JSONL read size
+_PARSE_BLOCK = 1 << 18  # Arrow parses a block of lines per thread
+_JSON_WS = b" \t\r"  # JSON's insignificant whitespace (besides the newline that ends a line)
+_BOM = b"\xef\xbb\xbf"
+_JSONL_READ_SCHEMA = pa.schema(
+    [("text", pa.large_string()), ("source", pa.string())] + [(f, pa.string()) for f in _FIELDS[2:]]
+)
+
+
+class StreamError(ValueError):
+    """A bad row: ``"{path}: row {n}: {what}"`` (``line {n}`` for JSONL), ``n`` 1-based."""
+
+    def __init__(self, path: Path, row: int, what: str, *, unit: str = "row") -> None:
+        super().__init__(f"{path}: {unit} {row}: {what}")
+        self.path = path
+        self.row = row
+        self.what = what
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a reader stands: ``row`` rows (JSONL: lines) consumed; ``offset`` the byte after them (JSONL only)."""
+
+    row: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """One batch: the valid ``events`` (EVENT_SCHEMA), the ``rejects`` (REJECT_SCHEMA) and the position after it."""
+
+    events: pa.RecordBatch
+    rejects: pa.RecordBatch
+    end: Position
+
+
+def read_stream(
+    path: str | os.PathLike[str],
+    *,
+    start: Position | None = None,
+    batch_rows: int = 8192,
+    skip_bad: bool = False,
+) -> Iterator[StreamBatch]:
+    """Yield the stream at ``path`` from ``start`` in batches covering ``batch_rows`` input rows each.
+
+    A batch covers ``batch_rows`` rows of the input (JSONL: lines, blank ones included; the last batch
+    fewer); its events are those of its rows that are valid, so a batch may hold fewer events, or none.
+    Without ``skip_bad`` the first bad row raises :class:`StreamError` (the batches before it were already
+    yielded); with it, bad rows come back in ``rejects``.
+    """
+    path = Path(path)
+    start = start or Position()
+    if type(batch_rows) is not int or batch_rows < 1:
+        msg = f"read_stream: batch_rows must be a positive integer, got {batch_rows!r}"
+        raise ValueError(msg)
+    if start.row < 0 or start.offset < 0:
+        msg = f"{path}: cannot resume at {start}: negative position"
+        raise ValueError(msg)
+    kind = _format(path)
+    if kind == "jsonl":
+        return _read_jsonl(path, start, batch_rows, skip_bad)
+    if start.offset:
+        msg = f"{path}: cannot resume at {start}: a byte offset applies to JSONL only"
+        raise ValueError(msg)
+    return _read_columnar(path, kind, start.row, batch_rows, skip_bad)
+
+
+def stream_fingerprint(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 (hex) of the file's bytes, read in chunks: resuming on a different file is refused."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def count_rows(path: str | os.PathLike[str]) -> int | None:
+    """The number of rows in the stream, for a progress bar (JSONL: lines, counted like ``Position.row``).
+
+    Parquet reads the footer; Arrow IPC the record batch headers (memory-mapped, no data is copied); JSONL
+    counts newlines in 1 MiB binary chunks (one pass at disk speed, never ``None`` today).
+    """
+    path = Path(path)
+    kind = _format(path)
+    if kind == "parquet":
+        return int(_parquet(path).metadata.num_rows)
+    if kind == "arrow":
+        return sum(batch.num_rows for batch in _arrow_batches(path))
+    lines = 0
+    last = b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")  # an unterminated last line is a row too
+
+
+# --- formats -----------------------------------------------------------------------------------------
+
+
+def _format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in JSONL_SUFFIXES:
+        return "jsonl"
+    if suffix in PARQUET_SUFFIXES:
+        return "parquet"
+    if suffix in ARROW_SUFFIXES:
+        return "arrow"
+    accepted = ", ".join(JSONL_SUFFIXES + PARQUET_SUFFIXES + ARROW_SUFFIXES)
+    msg = f"{path}: unknown stream format {suffix or '(no suffix)'!r}; accepted suffixes: {accepted}"
+    raise ValueError(msg)
+
+
+def _batch(columns: dict[str, Any], schema: pa.Schema) -> pa.RecordBatch:
+    arrays = [pa.array(columns.get(field.name, []), field.type) for field in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _excerpt(raw: bytes | str) -> str:
+    text = raw if isinstance(raw, str) else raw[: 4 * _RAW_CHARS].decode("utf-8", "backslashreplace")
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # lone surrogates, if any
+    return text if len(text) <= _RAW_CHARS else text[: _RAW_CHARS - 3] + "..."
+
+
+# --- JSONL ---------------------------------------------------------------------------------------------
+
+
+class _Number(str):
+    """A JSON number kept as written: ``time`` and ``id`` take its decimal text, ``text`` refuses it."""
+
+    __slots__ = ()
+
+
+def _no_constant(name: str) -> Any:
+    msg = f"{name} is not valid JSON"
+    raise ValueError(msg)
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return "boolean"
+    if type(value) is _Number:
+        return "number"
+    if type(value) is str:
+        return "string"
+    return "array" if type(value) is list else "object"
+
+
+class _BadRow(Exception):
+    pass
+
+
+def _string_field(obj: dict[str, Any], name: str, *, required: bool = False) -> str | None:
+    """The value of a text field (``text``, ``source``): a non-blank UTF-8-encodable string."""
+    if name not in obj:
+        if required:
+            raise _BadRow(f"field {name!r} is missing")
+        return None
+    value = obj[name]
+    if value is None:
+        if required:
+            raise _BadRow(f"field {name!r} is null")
+        return None
+    if type(value) is not str:
+        raise _BadRow(f"field {name!r} must be a string, got {_json_kind(value)}")
+    _check_encodable(value, name)
+    if not value.strip():
+        raise _BadRow(f"field {name!r} is empty (only whitespace)")
+    return value
+
+
+def _check_encodable(value: str, name: str) -> None:
+    try:
+        check_text(value, name, "")  # the graph's one definition of a text it can keep
+    except ValueError:
+        msg = (
+            f"field {name!r} contains a lone surrogate (e.g. a \\udc80 escape) and cannot be stored as UTF-8"
+        )
+        raise _BadRow(msg) from None
+
+
+def _scalar_field(obj: dict[str, Any], name: str, *, integers_only: bool) -> str | None:
+    """The value of ``time``/``valid_time`` (string or number) or ``id`` (string or integer), as text."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    if type(value) is str:
+        _check_encodable(value, name)
+        return value
+    if type(value) is _Number and not (integers_only and any(c in value for c in ".eE")):
+        return str.__str__(value)
+    expected = "a string or an integer" if integers_only else "a string or a number"
+    raise _BadRow(f"field {name!r} must be {expected}, got {_json_kind(value)}")
+
+
+def _parse_line(line: bytes, last: bool) -> tuple[str, str, str | None, str | None, str | None]:
+    try:
+        decoded = line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _BadRow(f"invalid UTF-8 at byte {e.start + 1} of the line") from None
+    try:
+        obj = json.loads(decoded, parse_int=_Number, parse_float=_Number, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+        if last:
+            raise _BadRow("truncated last line (no newline and not valid JSON)") from None
+        detail = (
+            f"{e.msg.removesuffix(' at')} at column {e.colno}"
+            if isinstance(e, json.JSONDecodeError)
+            else str(e)
+        )
+        raise _BadRow(f"not valid JSON ({detail})") from None
+    if type(obj) is not dict:
+        hint = "; a .json stream must be JSON Lines: one object per line" if type(obj) is list else ""
+        raise _BadRow(f"not a JSON object, got {_json_kind(obj)}{hint}")
+    text = _string_field(obj, "text", required=True)
+    assert text is not None
+    source = _string_field(obj, "source") or "user"
+    time = _scalar_field(obj, "time", integers_only=False)
+    valid_time = _scalar_field(obj, "valid_time", integers_only=False)
+    event_id = _scalar_field(obj, "id", integers_only=True)
+    return text, source, time, valid_time, event_id
+
+
+def _read_jsonl(path: Path, start: Position, batch_rows: int, skip_bad: bool) -> Iterator[StreamBatch]:
+    size = path.stat().st_size
+    offset, row = start.offset, start.row
+    with open(path, "rb") as f:
+        if offset > size:
+            msg = f"{path}: cannot resume at {start}: the file has only {size} bytes"
+            raise ValueError(msg)
+        if offset:  # a resume point is always just after a newline: anything else is another file
+            f.seek(offset - 1)
+            if f.read(1) != b"\n":
+                msg = f"{path}: cannot resume at {start}: byte offset {offset} is not at the start of a line"
+                raise ValueError(msg)
+        pending: list[bytes] = []
+        pending_lines = 0
+        eof = False
+        while True:
+            while pending_lines < batch_rows and not eof:
+                chunk = f.read(_CHUNK)
+                if not chunk:
+                    eof = True
+                    break
+                pending.append(chunk)
+                pending_lines += chunk.count(b"\n")
+            buf = b"".join(pending)
+            if not buf:
+                return
+            newlines = np.flatnonzero(np.frombuffer(buf, np.uint8) == 10)
+            if len(newlines) >= batch_rows:
+                newlines = newlines[:batch_rows]
+                cut = int(newlines[-1]) + 1
+            else:  # end of file: the rest, possibly with an unterminated last line
+                cut = len(buf)
+            block = buf[:cut]
+            pending = [buf[cut:]] if cut < len(buf) else []
+            pending_lines -= len(newlines)
+            events, rejects, lines = _jsonl_block(path, block, newlines, row, skip_bad)
+            offset += len(block)
+            row += lines
+            yield StreamBatch(events, rejects, Position(row, offset))
+
+
+def _jsonl_block(
+    path: Path, block: bytes, newlines: np.ndarray[Any, Any], row: int, skip_bad: bool
+) -> tuple[pa.RecordBatch, pa.RecordBatch, int]:
+    """Parse one block of whole lines (the first is line ``row + 1``); returns events, rejects, line count."""
+    unterminated = not block.endswith(b"\n")
+    lines = len(newlines) + unterminated
+    events = _fast_block(block, newlines, unterminated, row)
+    if events is not None:
+        return events, _batch({}, REJECT_SCHEMA), lines
+    columns: dict[str, list[Any]] = {name: [] for name in ("row", *_FIELDS)}
+    rejects: dict[str, list[Any]] = {"row": [], "reason": [], "raw": []}
+    pieces = block.split(b"\n")
+    if not unterminated:
+        pieces.pop()  # the empty piece after the final newline
+    for i, line in enumerate(pieces):
+        number = row + i + 1
+        if number == 1 and line.startswith(_BOM):
+            line = line[len(_BOM) :]
+        if not line.strip(_JSON_WS):
+            continue  # blank lines are allowed (and still counted)
+        try:
+            values = _parse_line(line, last=unterminated and i == len(pieces) - 1)
+        except _BadRow as bad:
+            if not skip_bad:
+                raise StreamError(path, number, str(bad), unit="line") from None
+            rejects["row"].append(number)
+            rejects["reason"].append(str(bad))
+            rejects["raw"].append(_excerpt(line))
+            continue
+        columns["row"].append(number)
+        for name, value in zip(_FIELDS, values, strict=True):
+            columns[name].append(value)
+    return _batch(columns, EVENT_SCHEMA), _batch(rejects, REJECT_SCHEMA), lines
+
+
+def _fast_block(
+    block: bytes, newlines: np.ndarray[Any, Any], unterminated: bool, row: int
+) -> pa.RecordBatch | None:
+    """The block's events parsed by Arrow, or None when any line needs the per-line parser."""
+    if not block.isascii():
+        try:
+            block.decode("utf-8")  # Arrow's JSON reader would pass invalid UTF-8 through
+        except UnicodeDecodeError:
+            return None
+    data = np.frombuffer(block, np.uint8)
+    starts = np.concatenate(([0], newlines + 1))
+    ends = np.concatenate((newlines, [len(block)]))
+    if not unterminated:
+        starts, ends = starts[:-1], ends[:-1]
+    numbers = np.arange(row + 1, row + 1 + len(starts), dtype=np.int64)
+    if not (data[starts] == ord("{")).all():
+        # some line does not open an object: number only the non-blank ones, as Arrow skips blank lines
+        ink = ~np.isin(data, np.frombuffer(_JSON_WS + b"\n", np.uint8))
+        counts = np.concatenate(([0], np.cumsum(ink, dtype=np.int64)))
+        numbers = numbers[(counts[ends] - counts[starts]) > 0]
+    if not len(numbers):
+        return _batch({}, EVENT_SCHEMA)
+    longest = int((ends - starts).max())
+    try:
+        table = pj.read_json(
+            pa.BufferReader(block),  # type: ignore[arg-type]  # the stubs miss Arrow's own streams
+            read_options=pj.ReadOptions(block_size=max(_PARSE_BLOCK, 2 * longest + 2)),
+            parse_options=pj.ParseOptions(
+                explicit_schema=_JSONL_READ_SCHEMA, unexpected_field_behavior="ignore"
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != len(numbers):  # e.g. two objects on one line
+        return None
+    columns: dict[str, pa.Array | None] = {name: table.column(name).combine_chunks() for name in _FIELDS}
+    events, reasons = _normalize(columns, pa.array(numbers, pa.int64()), check_utf8=False)
+    return events if reasons is None else None
+
+
+# --- Arrow: Parquet and IPC ----------------------------------------------------------------------------
+
+
+def _arrow_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    source = pa.memory_map(str(path))
+    try:
+        if source.read(6) == b"ARROW1":  # the IPC file format's magic; otherwise the stream format
+            source.seek(0)
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                yield reader.get_batch(i)
+        else:
+            source.seek(0)
+            yield from pa.ipc.open_stream(source)
+    except pa.ArrowInvalid as e:
+        msg = f"{path}: not a readable Arrow IPC file or stream ({e})"
+        raise ValueError(msg) from None
+    finally:
+        source.close()
+
+
+def _parquet(path: Path) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path)
+    except pa.ArrowInvalid as e:  # FileNotFoundError passes: it names the path already
+        msg = f"{path}: not a readable Parquet file ({e})"
+        raise ValueError(msg) from None
+
+
+def _source_batches(
+    path: Path, kind: str, skip: int, batch_rows: int
+) -> tuple[Iterator[pa.RecordBatch], int]:
+    """The file's batches with whole row groups before row ``skip`` left unread; the rows still to drop."""
+    if kind == "arrow":  # unknown columns are dropped before any copy (Parquet does not read them)
+        known = (
+            batch.select([name for name in _FIELDS if name in batch.schema.names] or batch.schema.names)
+            for batch in _arrow_batches(path)
+        )
+        return known, skip
+    parquet = _parquet(path)
+    metadata = parquet.metadata
+    group = 0
+    while group < metadata.num_row_groups and skip >= metadata.row_group(group).num_rows:
+        skip -= metadata.row_group(group).num_rows
+        group += 1
+    names = set(parquet.schema_arrow.names)
+    columns = [name for name in _FIELDS if name in names] or None
+    batches = parquet.iter_batches(
+        batch_size=batch_rows, row_groups=list(range(group, metadata.num_row_groups)), columns=columns
+    )
+    return batches, skip
+
+
+def _rebatch(batches: Iterable[pa.RecordBatch], skip: int, size: int) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches`` after the first ``skip``, in batches of ``size`` rows (the last fewer)."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for batch in batches:
+        if skip >= batch.num_rows:  # a record batch wholly before the resume point: never decoded
+            skip -= batch.num_rows
+            continue
+        if skip:
+            batch, skip = batch.slice(skip), 0
+        held.append(batch)
+        count += batch.num_rows
+        while count >= size:
+            whole = pa.Table.from_batches(held).combine_chunks()
+            yield from whole.slice(0, size).to_batches()
+            rest = whole.slice(size)
+            held = [b for b in rest.to_batches() if b.num_rows]
+            count -= size
+    if count:
+        yield from pa.Table.from_batches(held).combine_chunks().to_batches()
+
+
+def _read_columnar(
+    path: Path, kind: str, start_row: int, batch_rows: int, skip_bad: bool
+) -> Iterator[StreamBatch]:
+    if start_row and start_row > (total := count_rows(path) or 0):
+        msg = f"{path}: cannot resume at row {start_row}: the file has only {total} rows"
+        raise ValueError(msg)
+    batches, skip = _source_batches(path, kind, start_row, batch_rows)
+    row = start_row
+    for batch in _rebatch(batches, skip, batch_rows):
+        if "text" not in batch.schema.names:
+            names = ", ".join(batch.schema.names)
+            what = f"field 'text' is missing: the file has no 'text' column (its columns: {names})"
+            raise StreamError(path, row + 1, what)
+        numbers = pa.array(np.arange(row + 1, row + 1 + batch.num_rows, dtype=np.int64))
+        columns = {name: batch.column(name) if name in batch.schema.names else None for name in _FIELDS}
+        events, reasons = _normalize(columns, numbers, check_utf8=True)
+        rejects = _batch({}, REJECT_SCHEMA)
+        if reasons is not None:
+            bad = pc.is_valid(reasons)
+            first = pc.index(bad, True).as_py()
+            if not skip_bad:
+                raise StreamError(path, row + 1 + first, reasons[first].as_py())
+            indices = np.flatnonzero(bad.to_numpy(zero_copy_only=False))
+            raws = [_row_excerpt(batch, int(i)) for i in indices]
+            rejects = pa.RecordBatch.from_arrays(
+                [numbers.take(indices), reasons.take(indices), pa.array(raws, pa.large_string())],
+                schema=REJECT_SCHEMA,
+            )
+        row += batch.num_rows
+        yield StreamBatch(events, rejects, Position(row, 0))
+
+
+def _row_excerpt(batch: pa.RecordBatch, i: int) -> str:
+    values: dict[str, Any] = {}
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        try:
+            values[name] = column[i].as_py()
+        except (UnicodeDecodeError, ValueError, pa.ArrowException):  # invalid UTF-8, out-of-range dates
+            values[name] = column.cast(pa.large_binary())[i].as_py().decode("utf-8", "backslashreplace")
+    return _excerpt(json.dumps(values, ensure_ascii=False, default=str))
+
+
+# --- column-wise validation (Arrow formats and the JSONL fast path) -----------------------------------
+
+
+def _is_string(kind: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or getattr(pa.types, "is_string_view", bool)(kind)
+    )
+
+
+def _invalid_utf8(column: pa.Array) -> pa.Array | None:
+    """A mask of the values that are not valid UTF-8 (None when all are): Parquet does not check."""
+    try:
+        column.validate(full=True)
+    except pa.ArrowInvalid:
+        raw = column.cast(pa.large_binary()).to_pylist()
+        return pa.array([_is_invalid(value) for value in raw], pa.bool_())
+    return None
+
+
+def _is_invalid(value: bytes | None) -> bool:
+    if value is None:
+        return False
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _iso(column: pa.Array) -> pa.Array:
+    """Timestamps and dates as ISO-8601 text: ``2024-01-02T03:04:05.123+01:00``, ``2024-01-02``."""
+    text = pc.cast(column, pa.string())  # "2024-01-02 03:04:05.123+0100" (or ...Z for UTC)
+    if pa.types.is_timestamp(column.type):
+        text = pc.replace_substring(text, " ", "T", max_replacements=1)
+        text = pc.replace_substring_regex(text, r"([+-]\d\d)(\d\d)$", r"\1:\2")
+    return text
+
+
+def _normalize(
+    columns: dict[str, pa.Array | None], numbers: pa.Array, *, check_utf8: bool
+) -> tuple[pa.RecordBatch, pa.Array | None]:
+    """The valid rows as EVENT_SCHEMA and each row's reason to refuse it (None when every row is valid).
+
+    A row's reason is its first problem in field order; ``columns`` maps each known field to its column
+    (None when absent). Arrow type names appear in reasons (``got list<item: int64>``).
+    """
+    n = len(numbers)
+    problems: list[tuple[Any, str]] = []  # (mask, reason) in field order
+    out: dict[str, Any] = {}
+    for name in _FIELDS:
+        column: Any = columns.get(name)
+        target = EVENT_SCHEMA.field(name).type
+        if column is None or pa.types.is_null(column.type):
+            if name == "text":
+                problems.append((pa.array(np.ones(n, bool)), "field 'text' is missing"))
+            out[name] = pa.nulls(n, target)
+            continue
+        if pa.types.is_dictionary(column.type):
+            column = column.dictionary_decode()
+        kind = column.type
+        if _is_string(kind):
+            if check_utf8 and (invalid := _invalid_utf8(column)) is not None:
+                problems.append((invalid, f"field {name!r} is not valid UTF-8"))
+                column = pc.if_else(invalid, pa.scalar(None, kind), column)
+            value = pc.cast(column, target)
+        elif name in _TEMPORAL and (pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
+            value = _iso(column)
+        elif name in _TEMPORAL and pa.types.is_floating(kind):
+            infinite = pc.invert(pc.fill_null(pc.is_finite(column), True))
+            problems.append((infinite, f"field {name!r} is not a finite number"))
+            value = pc.cast(column, target)
+        elif (pa.types.is_integer(kind) and name in ("time", "valid_time", "id")) or (
+            pa.types.is_decimal(kind) and name in _TEMPORAL
+        ):
+            value = pc.cast(column, target)
+        else:
+            problems.append((pc.is_valid(column), f"field {name!r} must be {_EXPECTED[name]}, got {kind}"))
+            out[name] = pa.nulls(n, target)
+            continue
+        if name == "text":
+            problems.append((pc.is_null(value), "field 'text' is null"))
+        if name in ("text", "source"):
+            blank = pc.equal(pc.utf8_length(pc.utf8_trim(value, characters=_WHITESPACE)), pa.scalar(0))
+            problems.append((pc.fill_null(blank, False), f"field {name!r} is empty (only whitespace)"))
+        out[name] = value
+    out["source"] = pc.fill_null(out["source"], "user")
+    reasons: Any = pa.nulls(n, pa.string())
+    any_bad = False
+    for mask, reason in reversed(problems):  # the first problem in field order wins
+        if pc.any(mask).as_py():
+            any_bad = True
+            reasons = pc.if_else(mask, reason, reasons)
+    events = pa.RecordBatch.from_arrays([numbers, *(out[name] for name in _FIELDS)], schema=EVENT_SCHEMA)
+    if not any_bad:
+        return events, None
+    return events.filter(pc.is_null(reasons)), reasons

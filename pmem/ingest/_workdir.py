@@ -1,0 +1,141 @@
+"""The ingest's working directory next to its output: checkpoints, cache, request log, rejects.
+
+``pmem ingest STREAM --out STATE`` keeps everything it needs to resume in ``STATE.ingest/``:
+
+- ``manifest.json``: the last durable checkpoint: where in the stream it is, which graph file holds
+  the state up to there (and that file's sha256), the stream's fingerprint and the spec's identity,
+  and the counters of the report. It is replaced atomically, after the graph file it names is on disk.
+- ``checkpoint-EVENTS.arrow``: the merged graph after EVENTS events (older ones are removed once a
+  newer manifest names a newer file).
+- ``cache.sqlite``: the model layer's response cache; a re-run after a kill answers from it every call
+  that was already made.
+- ``requests/rows-FIRST-aATTEMPT.parquet``: one file per batch and attempt of the model layer's request
+  rows (``history_id`` names the stream row).
+- ``rejects/rows-FIRST.parquet``: rows skipped under ``--skip-bad``, with the reason.
+- ``report.json``: the ingest report, when the ingest is complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pmem._atomic import atomic_write_bytes, fsync_file, temp_path
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+MANIFEST_FORMAT = "pmem-ingest"
+MANIFEST_VERSION = 1
+
+
+class ResumeError(ValueError):
+    """A checkpoint that does not belong to this stream or config: the user decides what to do."""
+
+
+def workdir_of(out: Path) -> Path:
+    return out.with_name(out.name + ".ingest")
+
+
+@dataclass
+class Workdir:
+    root: Path
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def cache_path(self) -> Path:
+        return self.root / "cache.sqlite"
+
+    def create(self) -> None:
+        for sub in ("", "requests", "rejects"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        try:
+            text = self.manifest_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            msg = f"{self.manifest_path}: not a readable ingest manifest ({exc}); remove {self.root} to start over"
+            raise ResumeError(msg) from None
+        if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
+            msg = f"{self.manifest_path}: not an ingest manifest; remove {self.root} to start over"
+            raise ResumeError(msg)
+        return doc
+
+    def write_manifest(self, doc: dict[str, Any]) -> None:
+        doc = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, **doc}
+        atomic_write_bytes(self.manifest_path, json.dumps(doc, indent=2, sort_keys=True).encode())
+
+    def checkpoint_path(self, events: int) -> Path:
+        return self.root / f"checkpoint-{events:012d}.arrow"
+
+    def write_checkpoint(self, events: int, data: bytes) -> Path:
+        path = self.checkpoint_path(events)
+        atomic_write_bytes(path, data)
+        return path
+
+    def drop_checkpoints_but(self, keep: Path) -> None:
+        for p in self.root.glob("checkpoint-*.arrow"):
+            if p != keep:
+                p.unlink(missing_ok=True)
+
+    def write_requests(self, first_row: int, attempt: int, table: pa.Table) -> None:
+        if table.num_rows:
+            _write_parquet(self.root / "requests" / f"rows-{first_row:012d}-a{attempt}.parquet", table)
+
+    def write_rejects(self, first_row: int, table: pa.Table) -> None:
+        if table.num_rows:
+            _write_parquet(self.root / "rejects" / f"rows-{first_row:012d}.parquet", table)
+
+    def drop_rejects_from(self, first_row: int) -> None:
+        """Rejects of batches after the checkpoint are written again by the re-run (same rows)."""
+        for p in (self.root / "rejects").glob("rows-*.parquet"):
+            if int(p.stem.split("-")[1]) >= first_row:
+                p.unlink()
+
+    def request_files(self) -> Iterable[Path]:
+        return sorted((self.root / "requests").glob("rows-*.parquet"))
+
+
+def stream_check(path: Path, offset: int) -> dict[str, Any]:
+    """What must be unchanged for a checkpoint at byte ``offset`` of ``path`` to be resumed.
+
+    A JSONL stream (``offset`` > 0) is checked on the bytes already ingested only, so a stream that grew
+    since (a log appended to) or whose bad line after the checkpoint was fixed is resumed; a Parquet or
+    Arrow file is checked whole.
+    """
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        left = offset if offset > 0 else None
+        while left is None or left > 0:
+            chunk = f.read(1 << 20 if left is None else min(1 << 20, left))
+            if not chunk:
+                break
+            digest.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    return {
+        "bytes": offset if offset > 0 else path.stat().st_size,
+        "prefix": offset > 0,
+        "sha256": digest.hexdigest(),
+    }
+
+
+def _write_parquet(path: Path, table: pa.Table) -> None:
+    tmp = temp_path(path)
+    pq.write_table(table, tmp)
+    fsync_file(tmp)
+    os.replace(tmp, path)

@@ -1,0 +1,165 @@
+"""A partition worker: extraction for any rows, and the writes of the keys its partition owns.
+
+Each worker runs P-Mem's write path (the ``pmem`` arm) over its own :class:`PartitionGraph`. Keys are
+assigned to partitions by :func:`partition_of`, so every write to one key happens in one worker, in
+arrival order, against that key's real head; a write never reads another key's head, so partitions
+never wait for each other. The worker does not keep the evidence: it reports each operation it applied
+(op, key, value, evidence index) and the driver replays them, in global arrival order, into the one
+graph that is saved (see :mod:`pmem.ingest._merge`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from pmem.graph import OpResult, ProvenanceGraph
+from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, new_log
+
+if TYPE_CHECKING:
+    from pmem.ingest._spec import IngestSpec
+    from pmem.models._types import RequestRecord
+    from pmem.runner._hosting import Hosted
+
+#: (row position, fact index, requested op, canonical key, value, evidence index): one applied call.
+Applied = tuple[int, int, str, str, str | None, int]
+#: What the driver sends for one routed fact (see :func:`commit_item`).
+Item = tuple[int, int, int, str, str | None, str, str, int, str]
+#: What the driver sends for extraction: (row position, stream row number, text, source, time).
+Row = tuple[int, int, str, str, str | None]
+_SINK: contextvars.ContextVar[list[tuple[str, str, str | None, str | None]] | None] = contextvars.ContextVar(
+    "pmem_ingest_sink", default=None
+)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MiB (Linux reports ru_maxrss in KiB)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The partition owning ``key``: a stable hash, the same in every process and on every run."""
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % partitions
+
+
+class PartitionGraph(ProvenanceGraph):
+    """A graph holding a partition's keys. Evidence lives on the driver: applies are recorded with
+    the evidence id they name, for the merge, and run here without it (no outcome depends on it)."""
+
+    def apply(self, op: str, key: str, value: str | None = None, evidence: str | None = None) -> OpResult:
+        result = super().apply(op, key, value, None)
+        sink = _SINK.get()
+        if sink is not None:
+            sink.append((op, key, value, evidence))
+        return result
+
+
+def commit_item(
+    position: int,
+    row: int,
+    fact_index: int,
+    key: str,
+    value: str | None,
+    status: str,
+    fact_key: str,
+    event: int,
+    text: str,
+) -> Item:
+    """One routed fact: its row's position among the ingested rows (= its evidence index) and number in
+    the stream, its index in the row, the canonical key, the extracted fact (value, status, key as
+    extracted, attributed event) and the unit's text."""
+    return (position, row, fact_index, key, value, status, fact_key, event, text)
+
+
+class IngestWorker:
+    """Runs as a Ray actor (``ray.remote(IngestWorker)``); usable in-process as well."""
+
+    def __init__(
+        self,
+        spec: IngestSpec,
+        hosted: dict[str, Hosted] | None = None,
+        cache_path: str | None = None,
+        index: int = 0,
+    ) -> None:
+        from pmem.arms._base import ModelSet
+        from pmem.arms._pmem import PMemArm
+
+        self.index = index
+        self.log = new_log()
+        agent = build_models(spec.agent, hosted or {}, cache_path, self.log, f"agent:{spec.agent.model_id}")
+        self.arm = PMemArm("pmem", ModelSet(agent=agent, embedder=UnusedEmbedder()), spec.arm_options())
+        self.arm.stream = "events"
+        self.arm.adopt_graph(PartitionGraph())
+        self.concurrency = self.arm.concurrency
+
+    def ready(self) -> int:
+        return self.index
+
+    def restore(self, state: bytes | None) -> int:
+        """Start from a checkpoint's graph (every key's chain; this worker writes only its own)."""
+        graph = PartitionGraph() if state is None else PartitionGraph.from_bytes(state)
+        self.arm.adopt_graph(graph)
+        return len(graph)
+
+    async def extract(self, rows: list[Row]) -> list[tuple[list[Any], str | None]]:
+        """Extraction of each row: its facts ``(key, value, status, event)`` and any error."""
+        from pmem.arms._writepath import extract_units
+        from pmem.bench._types import Event
+
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(row: Row) -> tuple[list[Any], str | None]:
+            position, number, text, source, time = row
+            with for_row(number):
+                async with sem:
+                    (ex,) = await extract_units(self.arm, [[Event(position, text, time=time, source=source)]])
+            facts = [(f.key, f.value, f.status, f.event) for f in ex.facts]
+            return facts, ex.error
+
+        return list(await asyncio.gather(*(one(r) for r in rows)))
+
+    async def commit(self, items: list[Item]) -> list[Applied]:
+        """Apply routed facts: each key's in arrival order, different keys concurrently."""
+        from pmem.arms._writepath import Fact
+
+        by_key: dict[str, list[Item]] = defaultdict(list)
+        for item in items:
+            by_key[item[3]].append(item)
+        applied: list[Applied] = []
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def chain(chain_items: list[Item]) -> None:
+            for position, row, fidx, key, value, status, fact_key, event, text in chain_items:
+                sink: list[tuple[str, str, str | None, str | None]] = []
+                token = _SINK.set(sink)
+                try:
+                    fact = Fact(fact_key, value, status, event)
+                    with for_row(row, fidx):
+                        async with sem:
+                            await self.arm.write_fact(fact, key, text, f"e{position}", position)
+                finally:
+                    _SINK.reset(token)
+                for op, k, v, ev in sink:
+                    applied.append((position, fidx, op, k, v, -1 if ev is None else int(ev[1:])))
+
+        await asyncio.gather(*(chain(c) for c in by_key.values()))
+        applied.sort(key=lambda a: (a[0], a[1]))
+        return applied
+
+    def peak_rss_mb(self) -> float:
+        """This worker process's peak resident memory."""
+        return peak_rss_mb()
+
+    def drain(self) -> dict[str, Any]:
+        """The request records and write-log noops since the last drain (then forgotten)."""
+        records: list[RequestRecord] = self.log.drain()
+        log = self.arm._log  # the arm's write log: noops for bad extractions and annotations
+        noops = [(r.reason or "") for r in log if not r.applied]
+        log.clear()
+        return {"requests": records, "refused": noops}
