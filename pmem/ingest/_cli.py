@@ -31,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from pmem.ingest import ingest
     from pmem.ingest._stream import StreamError
     from pmem.ingest._workdir import ResumeError
+    from pmem.models import ModelCallError
     from pmem.runner._config import ConfigError
 
     try:
@@ -46,6 +47,12 @@ def run(args: argparse.Namespace) -> int:
     except (StreamError, ResumeError, ConfigError, FileNotFoundError, ValueError) as exc:
         print(f"pmem ingest: error: {exc}", file=sys.stderr)
         return 2
+    except ModelCallError as exc:
+        print(
+            f"pmem ingest: error: {exc}; the last checkpoint is kept: run the same command to resume",
+            file=sys.stderr,
+        )
+        return 1
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

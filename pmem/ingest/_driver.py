@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pyarrow as pa
 
 from pmem.ingest._calls import build_models, for_row, new_log
+from pmem.ingest._merge import merge_batch
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import Position, StreamBatch, StreamError, count_rows, read_stream
 from pmem.ingest._workdir import ResumeError, Workdir, stream_check, workdir_of
@@ -50,6 +51,20 @@ if TYPE_CHECKING:
 
 #: The driver-side stages whose wall time the report gives (extract and commit: waiting on workers).
 STAGES = ("read", "extract", "route", "commit", "merge", "checkpoint")
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    """A routed batch whose partitions are committing it."""
+
+    batch: StreamBatch
+    first: int
+    commits: list[Any]
+    facts: int
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
+    return batch.column(name).to_pylist()
 
 
 @dataclass
@@ -209,6 +224,8 @@ class _Ingest:
         self.attempt = 1
         self.hosts: Any = None
         self._file_check: dict[str, Any] | None = None
+        self._batch_index = 0
+        self._since_checkpoint = 0
 
     def say(self, text: str) -> None:
         print(f"[pmem ingest] {text}", file=self.log, flush=True)
@@ -271,6 +288,11 @@ class _Ingest:
         hosted = self._host_models()  # outside the event loop: the pools start their own
         try:
             asyncio.run(self._run(hosted, position, state))
+        except Exception as exc:
+            # a worker's failure (a model call that failed for good) arrives wrapped by Ray: raise the
+            # worker's own exception, which names the call; the last checkpoint stays resumable
+            cause = getattr(exc, "as_instanceof_cause", None)
+            raise (cause() if callable(cause) else exc) from None
         finally:
             self._stop_models()
         return self._finish(time.monotonic() - t_start)
@@ -395,17 +417,19 @@ class _Ingest:
         ]
 
     async def _loop(self, position: Position) -> None:
-        total = count_rows(self.stream)
-        bar = _Progress(total, position.row, self.show_progress, self.log)
+        """Three batches in flight: batch b+1 is extracted and batch b routed while batch b-1 commits;
+        a batch is merged (and checkpointed) in order once its commits are back."""
+        bar = _Progress(count_rows(self.stream), position.row, self.show_progress, self.log)
         stage = self.report.stage_s
-        since_checkpoint = 0
+        self._since_checkpoint = 0
         error: StreamError | None = None
-        t = time.monotonic()
         batches = self._batches(position)
+        t = time.monotonic()
         current = next(batches, None)
         stage["read"] += time.monotonic() - t
         first = self.report.events
         pending = self._extract(current, first) if isinstance(current, StreamBatch) else []
+        committing: _InFlight | None = None
         try:
             while current is not None:
                 if isinstance(current, StreamError):
@@ -418,23 +442,22 @@ class _Ingest:
                 upcoming_refs = (
                     self._extract(upcoming, next_first) if isinstance(upcoming, StreamBatch) else []
                 )
-                facts = await self._process(current, first, pending)
-                position = current.end
-                self.report.events += current.events.num_rows
-                self.report.rejects += current.rejects.num_rows
-                since_checkpoint += current.events.num_rows
-                bar.update(current.end.row - bar.done, facts)
-                if since_checkpoint >= self.spec.checkpoint_every:
-                    self._checkpoint(position)
-                    since_checkpoint = 0
+                routed = await self._route(current, first, pending)
+                if committing is not None:
+                    position = await self._merge_committed(committing, bar)
+                committing = routed
                 current, pending, first = upcoming, upcoming_refs, next_first
+            if committing is not None:
+                position = await self._merge_committed(committing, bar)
+                committing = None
         finally:
             bar.close()
         self._checkpoint(position)
         if error is not None:
             raise error
 
-    async def _process(self, batch: StreamBatch, first: int, extract_refs: list[Any]) -> int:
+    async def _route(self, batch: StreamBatch, first: int, extract_refs: list[Any]) -> _InFlight:
+        """Wait for a batch's extraction, route its keys in arrival order, send each partition its facts."""
         stage = self.report.stage_s
         t = time.monotonic()
         extracted = [r for part in await asyncio.gather(*extract_refs) for r in part]
@@ -442,10 +465,8 @@ class _Ingest:
 
         t = time.monotonic()
         ev = batch.events
-        rows = ev.column("row").to_pylist()
-        texts = ev.column("text").to_pylist()
-        times = ev.column("time").to_pylist()
-        lines = _unit_texts(texts, times)
+        rows = _column(ev, "row")
+        lines = _unit_texts(_column(ev, "text"), _column(ev, "time"))
         items: list[list[Any]] = [[] for _ in self.workers]
         n_facts = 0
         embedded = await self._embed_candidates(extracted, rows[0] if rows else 0)
@@ -458,27 +479,39 @@ class _Ingest:
             for fidx, ((fact_key, value, status, event), key) in enumerate(zip(facts, keys, strict=True)):
                 item = commit_item(first + i, rows[i], fidx, key, value, status, fact_key, event, lines[i])
                 items[partition_of(key, len(self.workers))].append(item)
+        self._batch_index += 1
+        refs = [w.commit.remote(self._batch_index, its) for w, its in zip(self.workers, items, strict=True)]
         stage["route"] += time.monotonic() - t
+        return _InFlight(batch, first, refs, n_facts)
 
+    async def _merge_committed(self, done: _InFlight, bar: _Progress) -> Position:
+        """Merge a committed batch into the graph, write its side files, checkpoint when due."""
+        stage = self.report.stage_s
         t = time.monotonic()
-        parts = await asyncio.gather(
-            *(w.commit.remote(its) for w, its in zip(self.workers, items, strict=True) if its)
-        )
+        parts = await asyncio.gather(*done.commits)
         drained = await asyncio.gather(*(w.drain.remote() for w in self.workers))
         stage["commit"] += time.monotonic() - t
 
         t = time.monotonic()
+        batch = done.batch
         applied = sorted((a for part in parts for a in part), key=lambda a: (a[0], a[1]))
-        self._merge(batch, first, applied)
+        merge_batch(self.graph, batch.events, done.first, applied)
         records: list[RequestRecord] = self.driver_log.drain()
         for d in drained:
             records.extend(d["requests"])
             self.report.refused += len(d["refused"])
         self._count_calls(records)
         self._write_side_files(batch, records)
-        self.report.facts += n_facts
+        self.report.facts += done.facts
+        self.report.events += batch.events.num_rows
+        self.report.rejects += batch.rejects.num_rows
         stage["merge"] += time.monotonic() - t
-        return n_facts
+        bar.update(batch.end.row - bar.done, done.facts)
+        self._since_checkpoint += batch.events.num_rows
+        if self._since_checkpoint >= self.spec.checkpoint_every:
+            self._checkpoint(batch.end)
+            self._since_checkpoint = 0
+        return batch.end
 
     async def _embed_candidates(self, extracted: list[Any], row: int) -> dict[str, Any]:
         """One embedding call for the batch's candidate keys the registry does not know yet."""
@@ -493,11 +526,6 @@ class _Ingest:
         with for_row(row):
             vectors = await self.arm.embed(new)
         return dict(zip(new, vectors, strict=True))
-
-    def _merge(self, batch: StreamBatch, first: int, applied: list[Any]) -> None:
-        from pmem.ingest._merge import merge_batch
-
-        merge_batch(self.graph, batch.events, first, applied)
 
     def _count_calls(self, records: list[RequestRecord]) -> None:
         for r in records:

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 def merge_batch(graph: ProvenanceGraph, events: pa.RecordBatch, first: int, applied: list[Any]) -> None:
     """Observe ``events`` (positions ``first``...) and replay ``applied`` (sorted by position, fact)."""
-    texts = events.column("text").to_pylist()
-    sources = events.column("source").to_pylist()
-    times = events.column("time").to_pylist()
+    texts: list[Any] = events.column("text").to_pylist()
+    sources: list[Any] = events.column("source").to_pylist()
+    times: list[Any] = events.column("time").to_pylist()
     at = 0
     for i, (text, source, time) in enumerate(zip(texts, sources, times, strict=True)):
         graph.observe(text, source=source or "user", time=time)

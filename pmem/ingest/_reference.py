@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import read_stream
@@ -39,16 +39,12 @@ async def _run(stream: Path, spec: IngestSpec, skip_bad: bool) -> ProvenanceGrap
     position = 0
     for batch in read_stream(stream, skip_bad=skip_bad):
         ev = batch.events
+        texts: list[Any] = ev.column("text").to_pylist()
+        sources: list[Any] = ev.column("source").to_pylist()
+        times: list[Any] = ev.column("time").to_pylist()
         events = [
             Event(position + i, text, time=time, source=source)
-            for i, (text, source, time) in enumerate(
-                zip(
-                    ev.column("text").to_pylist(),
-                    ev.column("source").to_pylist(),
-                    ev.column("time").to_pylist(),
-                    strict=True,
-                )
-            )
+            for i, (text, source, time) in enumerate(zip(texts, sources, times, strict=True))
         ]
         position += len(events)
         await arm.ingest(events)

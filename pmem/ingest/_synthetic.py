@@ -99,17 +99,16 @@ def write_synthetic_stream(path: str | Path, events: int, *, keys: int, seed: in
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        with pq.ParquetWriter(
-            path, pa.schema([(c, pa.string()) for c in ("id", "text", "source", "time")])
-        ) as w:
+        schema = pa.schema([(c, pa.string()) for c in ("id", "text", "source", "time")])
+        with pq.ParquetWriter(path, schema) as w:
             chunk: list[dict[str, Any]] = []
             for row in rows:
                 chunk.append(row)
                 if len(chunk) == 100_000:
-                    w.write_table(pa.Table.from_pylist(chunk, schema=w.schema))
+                    w.write_table(pa.Table.from_pylist(chunk, schema=schema))
                     chunk = []
             if chunk:
-                w.write_table(pa.Table.from_pylist(chunk, schema=w.schema))
+                w.write_table(pa.Table.from_pylist(chunk, schema=schema))
         return path
     with open(path, "w", encoding="utf-8") as f:
         for row in rows:

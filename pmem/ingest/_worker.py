@@ -97,6 +97,8 @@ class IngestWorker:
         self.arm.stream = "events"
         self.arm.adopt_graph(PartitionGraph())
         self.concurrency = self.arm.concurrency
+        self._turn = asyncio.Condition()
+        self._committed = 0  # the last batch whose commit has finished
 
     def ready(self) -> int:
         return self.index
@@ -124,8 +126,22 @@ class IngestWorker:
 
         return list(await asyncio.gather(*(one(r) for r in rows)))
 
-    async def commit(self, items: list[Item]) -> list[Applied]:
-        """Apply routed facts: each key's in arrival order, different keys concurrently."""
+    async def commit(self, batch: int, items: list[Item]) -> list[Applied]:
+        """Apply routed facts: each key's in arrival order, different keys concurrently.
+
+        Batches are numbered 1, 2, ... by the driver, which sends the next before the last is done: each
+        waits for its predecessor here, whatever order the calls arrive in, so a key's facts are never
+        applied out of arrival order."""
+        async with self._turn:
+            await self._turn.wait_for(lambda: self._committed == batch - 1)
+        try:
+            return await self._commit(items)
+        finally:
+            async with self._turn:
+                self._committed = batch
+                self._turn.notify_all()
+
+    async def _commit(self, items: list[Item]) -> list[Applied]:
         from pmem.arms._writepath import Fact
 
         by_key: dict[str, list[Item]] = defaultdict(list)

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -242,3 +243,44 @@ def test_config_errors_name_the_file_and_key(tmp_path: Path) -> None:
     )
     assert dict(sweep.write) == {"annotate": "controller"}
     assert sweep.identity_hash() != spec.identity_hash()
+
+
+def test_cli_refuses_bad_input_in_one_line_before_starting_anything(tmp_path: Path) -> None:
+    def pmem_ingest(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pmem.cli", "ingest", *argv], capture_output=True, text=True, cwd=REPO
+        )
+
+    missing = pmem_ingest(str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "s.arrow"))
+    assert missing.returncode == 2 and "nope.jsonl: stream file not found" in missing.stderr
+    stream = write_synthetic_stream(tmp_path / "s.jsonl", 5, keys=2)
+    no_dir = pmem_ingest(str(stream), "--out", str(tmp_path / "no" / "s.arrow"))
+    assert no_dir.returncode == 2 and "does not exist" in no_dir.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[models.agent]\nbackend = "heuristic"\n[models.embedder]\nbackend = "hashing"\n[ingest]\nbatch = 3\n'
+    )
+    refused = pmem_ingest(str(stream), "--out", str(tmp_path / "s.arrow"), "--config", str(bad))
+    assert refused.returncode == 2 and "bad.toml: [ingest]: unknown key 'batch'" in refused.stderr
+    assert "Traceback" not in missing.stderr + no_dir.stderr + refused.stderr
+    assert not (tmp_path / "s.arrow").exists() and not (tmp_path / "s.arrow.ingest").exists()
+
+
+def test_a_model_call_that_fails_for_good_stops_the_ingest_naming_the_call(
+    ray_cluster, tmp_path: Path
+) -> None:
+    from pmem.models import ModelCallError
+
+    stream = write_synthetic_stream(tmp_path / "s.jsonl", 50, keys=10)
+    cfg = tmp_path / "dead.toml"
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg.write_text(
+        f'[models.agent]\nbackend = "openai"\nurl = "http://127.0.0.1:{port}/v1"\nmodel = "m"\n'
+        'max_retries = 0\n[models.embedder]\nbackend = "hashing"\n'
+    )
+    out = tmp_path / "state.arrow"
+    with pytest.raises(ModelCallError, match=r"extract call to m failed"):
+        ingest(stream, out, config=cfg, progress=False)
+    assert not out.exists()
