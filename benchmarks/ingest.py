@@ -24,11 +24,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
 import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 SECTIONS = ("bulk", "partitions", "replicas")
 
@@ -80,6 +85,27 @@ def _bulk(args: argparse.Namespace) -> None:
     )
 
 
+@contextlib.contextmanager
+def _local_ray(**resources: Any) -> Iterator[None]:
+    """A new local Ray for one measurement (never a cluster found on the machine)."""
+    import ray
+
+    ray.init(
+        address="local", include_dashboard=False, configure_logging=False, log_to_driver=False, **resources
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+def _uncached_defaults() -> Any:
+    """The embedded defaults without the response cache: it would measure SQLite, not the pipeline."""
+    from pmem.ingest import IngestSpec
+
+    return dataclasses.replace(IngestSpec.default(), cache=False)
+
+
 def _ingest(stream: Path, out: Path, partitions: int, config: Any) -> Any:
     from pmem.ingest import ingest
 
@@ -91,27 +117,19 @@ def _ingest(stream: Path, out: Path, partitions: int, config: Any) -> Any:
 
 
 def _partitions(args: argparse.Namespace, root: Path) -> None:
-    import ray
 
-    from pmem.ingest import IngestSpec
     from pmem.ingest._synthetic import write_synthetic_stream
 
     stream = write_synthetic_stream(root / "stream.jsonl", args.events, keys=args.keys, seed=0)
-    # no response cache: it measures SQLite, not the pipeline (a real model's calls are what it saves)
-    spec = IngestSpec.default()
-    spec = type(spec)(**{**spec.__dict__, "cache": False})
-    ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False)
-    try:
+    spec = _uncached_defaults()
+    with _local_ray():
         results = {}
         for n in (1, 2):
-            report, wall = _ingest(stream, root / f"state-{n}.arrow", n, spec)
-            results[n] = (report, wall)
-            print(f"  {n} partition(s): " + "\n    ".join(report.lines()))
-    finally:
-        ray.shutdown()
-    (r1, _), (r2, _) = results[1], results[2]
+            results[n] = _ingest(stream, root / f"state-{n}.arrow", n, spec)[0]
+            print(f"  {n} partition(s): " + "\n    ".join(results[n].lines()))
+    r1, r2 = results[1], results[2]
     same = (root / "state-1.arrow").read_bytes() == (root / "state-2.arrow").read_bytes()
-    steady1 = r1.events / (r1.wall_s - 0.0)
+    steady1 = r1.events / r1.wall_s
     print(
         f"partitioned ingest, {args.events:,} events over {args.keys:,} keys (heuristic agent, hashing embedder): "
         f"1 worker {r1.wall_s:.1f} s, 2 workers {r2.wall_s:.1f} s -> {r1.wall_s / r2.wall_s:.2f}x "
@@ -121,23 +139,18 @@ def _partitions(args: argparse.Namespace, root: Path) -> None:
 
 
 def _equivalence(args: argparse.Namespace, root: Path) -> None:
-    import ray
 
     from pmem.graph import ProvenanceGraph
-    from pmem.ingest import IngestSpec, ingest_sequential
+    from pmem.ingest import ingest_sequential
     from pmem.ingest._synthetic import write_synthetic_stream
 
     stream = write_synthetic_stream(root / "equivalence.jsonl", args.events, keys=args.keys, seed=2)
-    spec = IngestSpec.default()
-    spec = type(spec)(**{**spec.__dict__, "cache": False})
+    spec = _uncached_defaults()
     t0 = time.perf_counter()
     reference = ingest_sequential(stream, config=spec).to_bytes()
     sequential_s = time.perf_counter() - t0
-    ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False)
-    try:
+    with _local_ray():
         walls = {n: _ingest(stream, root / f"equivalence-{n}.arrow", n, spec)[1] for n in (1, 4)}
-    finally:
-        ray.shutdown()
     states = {n: (root / f"equivalence-{n}.arrow").read_bytes() for n in (1, 4)}
     frontier = ProvenanceGraph.from_bytes(reference).frontier()
     print(
@@ -150,19 +163,13 @@ def _equivalence(args: argparse.Namespace, root: Path) -> None:
 
 
 def _replicas(args: argparse.Namespace, root: Path) -> None:
-    import ray
 
     from pmem.ingest._synthetic import write_synthetic_stream
 
     stream = write_synthetic_stream(root / "replicas.jsonl", args.replica_events, keys=args.keys, seed=1)
     # logical GPUs: the stand-in replicas are placed exactly as vLLM replicas are (one GPU each)
-    ray.init(
-        address="local", include_dashboard=False, configure_logging=False, log_to_driver=False, num_gpus=2
-    )
-    try:
+    with _local_ray(num_gpus=2):
         rates = {n: _extraction_rate(stream, n, args) for n in (1, 2)}
-    finally:
-        ray.shutdown()
     print(
         f"extraction over stand-in replicas at {args.latency_ms:.0f} ms/call, {args.slots} slots per worker and "
         f"replica, 2 workers, {args.replica_events:,} events: 1 replica {rates[1]:,.0f} events/s, "

@@ -6,6 +6,7 @@ meant to be embedded in any agent.
 
 from __future__ import annotations
 
+from pmem.graph._bulk import WRITE_BATCH_SCHEMA, BatchResult
 from pmem.graph._codes import DISCLOSURES, EDGE_KINDS, OPS, STATUSES
 from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._identity import (
@@ -26,6 +27,8 @@ __all__ = [
     "GENERIC_KEY_WORDS",
     "OPS",
     "STATUSES",
+    "WRITE_BATCH_SCHEMA",
+    "BatchResult",
     "Cell",
     "Evidence",
     "HashingKeyEmbedding",

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from pathlib import Path
 
+    import pyarrow as pa
+
+    from pmem.graph._bulk import BatchResult
     from pmem.graph._identity import KeyRegistry
 
     #: An operation other than accept: (key, value, evidence index) -> result.
@@ -239,6 +242,16 @@ class ProvenanceGraph:
         self._op_code.append(_ACCEPT_APPLIED)
         self._op_target.append(vid)
         return _APPLIED_ACCEPT
+
+    def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> BatchResult:
+        """Apply a write batch (``pmem.graph.WRITE_BATCH_SCHEMA``) column-wise, as one call.
+
+        The graph ends exactly as after observing or applying its rows one by one (see
+        ``pmem.graph._bulk``); an invalid row raises ``ValueError`` naming it, and then nothing is written.
+        """
+        from pmem.graph._bulk import apply_batch
+
+        return apply_batch(self, batch)
 
     def _evidence_index(self, evidence: object, op: str, key: str) -> int:
         if type(evidence) is str and evidence[:1] == "e" and evidence[1:].isdigit():

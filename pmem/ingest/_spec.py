@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pmem.runner._config import ConfigError, RoleSpec, _check_keys, _err, _model
+from pmem.runner._config import RoleSpec, _check_keys, _err, _model, read_toml
 
 #: The write-path options of the ``pmem`` arm that an ingest honours (the rest concern reads).
 WRITE_OPTIONS = ("annotate", "identity", "identity_threshold", "concurrency")
@@ -148,13 +147,4 @@ def load_ingest_config(path: str | Path | None) -> IngestSpec:
     """The spec of ``path`` (a TOML file), or the embedded defaults when ``path`` is None."""
     if path is None:
         return IngestSpec.default()
-    p = Path(path)
-    if not p.is_file():
-        msg = f"{p}: config file not found"
-        raise ConfigError(msg)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        msg = f"{p}: not a valid UTF-8 TOML file: {exc}"
-        raise ConfigError(msg) from exc
-    return parse_ingest_config(data, source=str(p))
+    return parse_ingest_config(read_toml(path), source=str(path))

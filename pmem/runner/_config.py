@@ -501,14 +501,15 @@ def parse_config(data: dict[str, Any], *, source: str = "<config>", base: Path |
     return spec
 
 
-def load_config(path: str | os.PathLike[str]) -> SweepSpec:
-    """Read and validate a sweep config file."""
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A config file's TOML document; a missing, unreadable, non-UTF-8 or invalid file is a ConfigError
+    naming it (sweep and ingest configs alike)."""
     p = Path(path)
     if not p.is_file():
         msg = f"{p}: config file not found"
         raise ConfigError(msg)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        return tomllib.loads(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         msg = f"{p}: not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files must be UTF-8"
         raise ConfigError(msg) from exc
@@ -518,7 +519,12 @@ def load_config(path: str | os.PathLike[str]) -> SweepSpec:
     except tomllib.TOMLDecodeError as exc:
         msg = f"{p}: not valid TOML: {exc}"
         raise ConfigError(msg) from exc
-    return parse_config(data, source=str(p), base=p.resolve().parent)
+
+
+def load_config(path: str | os.PathLike[str]) -> SweepSpec:
+    """Read and validate a sweep config file."""
+    data = read_toml(path)
+    return parse_config(data, source=str(path), base=Path(path).resolve().parent)
 
 
 def canonical_json(obj: Any) -> str:

@@ -155,7 +155,7 @@ def test_skip_bad_counts_and_lists_the_rejects(ray_cluster, tmp_path: Path) -> N
 
 
 def _kill_and_resume(ray_cluster, tmp_path: Path, rng: random.Random) -> None:
-    stream = write_synthetic_stream(tmp_path / "s.jsonl", 1200, keys=120, seed=rng.randrange(1000))
+    stream = write_synthetic_stream(tmp_path / "s.jsonl", 3000, keys=300, seed=rng.randrange(1000))
     cfg = _config(tmp_path, batch_events=50, checkpoint_every=100)
     out = tmp_path / "state.arrow"
     argv = [
@@ -180,7 +180,7 @@ def _kill_and_resume(ray_cluster, tmp_path: Path, rng: random.Random) -> None:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and proc.poll() is None and not manifest.exists():
             time.sleep(0.02)
-        time.sleep(rng.uniform(0.0, 2.0))  # a random moment after the first checkpoint
+        time.sleep(rng.uniform(0.0, 1.0))  # a random moment after the first checkpoint
         finished = proc.poll() is not None
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
@@ -189,9 +189,14 @@ def _kill_and_resume(ray_cluster, tmp_path: Path, rng: random.Random) -> None:
             proc.kill()
     if finished:  # the whole ingest beat the kill: nothing to resume (still a valid outcome)
         assert proc.returncode == 0, proc.stdout.read().decode() if proc.stdout else ""
+    # the kill may also land after the ingest finished its work (while Ray shuts down)
+    completed = json.loads((workdir_of(out) / "manifest.json").read_text()).get("done", False)
     report = ingest(stream, out, config=cfg, partitions=2, progress=False)
-    assert report.events == 1200
-    assert finished or (report.attempts == 2 and report.resumed_from >= 100), report
+    assert report.events == 3000
+    assert completed or (report.attempts == 2 and report.resumed_from >= 100), report
+    print(
+        f"killed {'after completion' if completed else f'mid-run, resumed from event {report.resumed_from}'}"
+    )
     assert out.read_bytes() == ingest_sequential(stream, config=cfg).to_bytes()
     # no model call was made twice: across every attempt's request rows, a row's chat call (by its
     # stream row and purpose) reached the model at most once; repeats were answered by the cache
