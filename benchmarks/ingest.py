@@ -127,6 +127,7 @@ def _partitions(args: argparse.Namespace, root: Path) -> None:
         for n in (1, 2):
             results[n] = _ingest(stream, root / f"state-{n}.arrow", n, spec)[0]
             print(f"  {n} partition(s): " + "\n    ".join(results[n].lines()))
+        bare = {n: _bare_fan_out(stream, n, spec) for n in (1, 2)}
     r1, r2 = results[1], results[2]
     same = (root / "state-1.arrow").read_bytes() == (root / "state-2.arrow").read_bytes()
     steady1 = r1.events / r1.wall_s
@@ -136,6 +137,46 @@ def _partitions(args: argparse.Namespace, root: Path) -> None:
         f"(target >= 1.7x); identical bytes: {same}; {steady1:,.0f} events/s with 1 worker; "
         f"state {r1.state_bytes / 2**20:,.1f} MiB"
     )
+    print(
+        f"  same-run baseline: the workers' extraction alone, no driver work (the machine's ceiling for "
+        f"this CPU-bound Python on its cores): 1 worker {bare[1]:.1f} s, 2 workers {bare[2]:.1f} s -> "
+        f"{bare[1] / bare[2]:.2f}x"
+    )
+
+
+def _bare_fan_out(stream: Path, workers: int, spec: Any) -> float:
+    """Seconds for ``workers`` partition workers to extract every row, batches sent straight to them."""
+    import ray
+
+    from pmem.ingest._stream import read_stream
+    from pmem.ingest._worker import IngestWorker
+
+    cls: Any = ray.remote(IngestWorker)  # Ray's handles are untyped here
+    actors: list[Any] = [cls.options(num_cpus=1).remote(spec, {}, None, i) for i in range(workers)]
+    try:
+        ray.get([a.extract.remote([(0, 1, "warm-up", "user", None)]) for a in actors])
+        batches = [b.events for b in read_stream(stream, batch_rows=spec.batch_events)]
+        t0 = time.perf_counter()
+        refs, first = [], 0
+        for ev in batches:
+            rows = list(
+                zip(
+                    range(first, first + ev.num_rows),
+                    ev.column("row").to_pylist(),
+                    ev.column("text").to_pylist(),
+                    ev.column("source").to_pylist(),
+                    ev.column("time").to_pylist(),
+                    strict=True,
+                )
+            )
+            first += ev.num_rows
+            size = -(-len(rows) // workers)
+            refs += [a.extract.remote(rows[i * size : (i + 1) * size]) for i, a in enumerate(actors)]
+        ray.get(refs)
+        return time.perf_counter() - t0
+    finally:
+        for a in actors:
+            ray.kill(a)
 
 
 def _equivalence(args: argparse.Namespace, root: Path) -> None:
