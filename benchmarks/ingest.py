@@ -149,7 +149,7 @@ def _bare_fan_out(stream: Path, workers: int, spec: Any) -> float:
     import ray
 
     from pmem.ingest._stream import read_stream
-    from pmem.ingest._worker import IngestWorker
+    from pmem.ingest._worker import IngestWorker, extraction_rows
 
     cls: Any = ray.remote(IngestWorker)  # Ray's handles are untyped here
     actors: list[Any] = [cls.options(num_cpus=1).remote(spec, {}, None, i) for i in range(workers)]
@@ -159,16 +159,7 @@ def _bare_fan_out(stream: Path, workers: int, spec: Any) -> float:
         t0 = time.perf_counter()
         refs, first = [], 0
         for ev in batches:
-            rows = list(
-                zip(
-                    range(first, first + ev.num_rows),
-                    ev.column("row").to_pylist(),
-                    ev.column("text").to_pylist(),
-                    ev.column("source").to_pylist(),
-                    ev.column("time").to_pylist(),
-                    strict=True,
-                )
-            )
+            rows = extraction_rows(ev, first)
             first += ev.num_rows
             size = -(-len(rows) // workers)
             refs += [a.extract.remote(rows[i * size : (i + 1) * size]) for i, a in enumerate(actors)]

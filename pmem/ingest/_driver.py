@@ -41,7 +41,7 @@ from pmem.ingest._merge import merge_batch
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import Position, StreamBatch, StreamError, count_rows, read_stream
 from pmem.ingest._workdir import ResumeError, Workdir, stream_check, workdir_of
-from pmem.ingest._worker import IngestWorker, commit_item, partition_of, peak_rss_mb
+from pmem.ingest._worker import IngestWorker, commit_item, extraction_rows, partition_of, peak_rss_mb
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -397,17 +397,7 @@ class _Ingest:
             yield exc
 
     def _extract(self, batch: StreamBatch, first: int) -> list[Any]:
-        ev = batch.events
-        rows = list(
-            zip(
-                range(first, first + ev.num_rows),
-                ev.column("row").to_pylist(),
-                ev.column("text").to_pylist(),
-                ev.column("source").to_pylist(),
-                ev.column("time").to_pylist(),
-                strict=True,
-            )
-        )
+        rows = extraction_rows(batch.events, first)
         n = len(self.workers)
         size = -(-len(rows) // n) if rows else 0
         return [

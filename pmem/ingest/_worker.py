@@ -20,6 +20,8 @@ from pmem.graph import OpResult, ProvenanceGraph
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, new_log
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from pmem.ingest._spec import IngestSpec
     from pmem.models._types import RequestRecord
     from pmem.runner._hosting import Hosted
@@ -33,6 +35,12 @@ Row = tuple[int, int, str, str, str | None]
 _SINK: contextvars.ContextVar[list[tuple[str, str, str | None, str | None]] | None] = contextvars.ContextVar(
     "pmem_ingest_sink", default=None
 )
+
+
+def extraction_rows(events: pa.RecordBatch, first: int) -> list[Row]:
+    """A batch's rows as the workers' :meth:`IngestWorker.extract` takes them (positions from ``first``)."""
+    columns: list[list[Any]] = [events.column(c).to_pylist() for c in ("row", "text", "source", "time")]
+    return list(zip(range(first, first + events.num_rows), *columns, strict=True))
 
 
 def peak_rss_mb() -> float:
