@@ -16,12 +16,12 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from pmem.models import CallContext
-from pmem.models._log import RequestLog
 from pmem.runner._actor import _client
 from pmem.runner._bindings import open_cache
 from pmem.runner._execute import RecordingChatModel, RecordingEmbedder
 
 if TYPE_CHECKING:
+    from pmem.models._log import RequestLog
     from pmem.models._types import CallOptions, Completion, Embedding
     from pmem.runner._config import RoleSpec
     from pmem.runner._hosting import Hosted
@@ -82,7 +82,3 @@ def build_models(
     recorder = SimpleNamespace(log=log)
     ctx = CallContext(arm=INGEST_ARM)
     return (RowEmbedder if spec.role == "embedder" else RowChat)(base, recorder, ctx)  # type: ignore[arg-type]
-
-
-def new_log() -> RequestLog:
-    return RequestLog()

@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pyarrow as pa
 
-from pmem.ingest._calls import build_models, for_row, new_log
+from pmem.ingest._calls import build_models, for_row
 from pmem.ingest._merge import merge_batch
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import Position, StreamBatch, StreamError, count_rows, read_stream
 from pmem.ingest._workdir import ResumeError, Workdir, stream_check, workdir_of
 from pmem.ingest._worker import IngestWorker, commit_item, extraction_rows, partition_of, peak_rss_mb
+from pmem.models._log import RequestLog
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -220,12 +221,13 @@ class _Ingest:
         self.calls: dict[str, dict[str, int]] = defaultdict(
             lambda: {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0}
         )
-        self.driver_log = new_log()
+        self.driver_log = RequestLog()
         self.attempt = 1
         self.hosts: Any = None
         self._file_check: dict[str, Any] | None = None
         self._batch_index = 0
         self._since_checkpoint = 0
+        self._state = b""
 
     def say(self, text: str) -> None:
         print(f"[pmem ingest] {text}", file=self.log, flush=True)
@@ -545,6 +547,7 @@ class _Ingest:
         self.report.stage_s["checkpoint"] += time.monotonic() - t
         self.position = position
         self.last_checkpoint = (path, hashlib.sha256(data).hexdigest())
+        self._state = data  # the last checkpoint is the final state: _finish writes these bytes
         self.work.write_manifest(self._manifest())
         self.work.drop_checkpoints_but(path)
 
@@ -576,14 +579,14 @@ class _Ingest:
 
         from pmem._atomic import atomic_write_bytes
 
-        data = self.graph.to_bytes()
-        self.graph.save(self.out)
+        data = self._state  # the loop ends with a checkpoint of the finished graph
+        atomic_write_bytes(self.out, data)
         self.report.wall_s = round(wall_s, 3)
         self.report.graph = self.graph.stats()
         self.report.calls = {k: dict(v) for k, v in sorted(self.calls.items())}
         self.report.stage_s = {k: round(v, 3) for k, v in self.report.stage_s.items()}
         self.report.state_bytes = len(data)
-        self.report.state_sha256 = hashlib.sha256(data).hexdigest()
+        self.report.state_sha256 = self.last_checkpoint[1]
         self.work.write_manifest(self._manifest(done=True, out_sha256=self.report.state_sha256))
         atomic_write_bytes(
             self.work.root / "report.json", json.dumps(self.report.to_dict(), indent=2).encode()

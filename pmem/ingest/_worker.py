@@ -17,7 +17,8 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from pmem.graph import OpResult, ProvenanceGraph
-from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, new_log
+from pmem.ingest._calls import UnusedEmbedder, build_models, for_row
+from pmem.models._log import RequestLog
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -99,7 +100,7 @@ class IngestWorker:
         from pmem.arms._pmem import PMemArm
 
         self.index = index
-        self.log = new_log()
+        self.log = RequestLog()
         agent = build_models(spec.agent, hosted or {}, cache_path, self.log, f"agent:{spec.agent.model_id}")
         self.arm = PMemArm("pmem", ModelSet(agent=agent, embedder=UnusedEmbedder()), spec.arm_options())
         self.arm.stream = "events"

@@ -148,3 +148,26 @@ def test_blocked_vector_store_matches_brute_force(kind):
         g = ProvenanceGraph(registry=reg)
         h = ProvenanceGraph.from_bytes(g.to_bytes(), registry=KeyRegistry(confirm=lambda a, b: False))
         assert h.registry.shortlist(probe)[0] == expected
+
+
+def test_set_vectors_restores_scores_of_another_embedder_and_refuses_bad_shapes() -> None:
+    import numpy as np
+    import pytest
+
+    from pmem.graph import KeyRegistry, ProvenanceGraph
+
+    rng = np.random.default_rng(0)
+    vectors = {k: rng.normal(size=8).astype(np.float32) for k in ("a.x", "b.y", "c.z")}
+    g = ProvenanceGraph(registry=KeyRegistry())
+    for k, v in vectors.items():
+        g.registry.decide(k, None, 0.0, False, v)
+    probe = vectors["b.y"] + 0.01
+    before = g.registry.shortlist("b.yy", probe)
+    restored = ProvenanceGraph.from_bytes(g.to_bytes()).registry
+    with pytest.raises(ValueError, match="one row per registered key"):
+        restored.set_vectors(np.ones((2, 8)))
+    with pytest.raises(ValueError, match="finite"):
+        restored.set_vectors(np.full((3, 8), np.nan))
+    restored.set_vectors(np.stack(list(vectors.values())))
+    assert restored.shortlist("b.yy", probe) == before
+    assert before is not None and before[0] == "b.y"

@@ -26,13 +26,16 @@ REPO = Path(__file__).resolve().parents[2]
 SMALL = {"batch_events": 64, "checkpoint_every": 128}
 
 
-def _config(tmp_path: Path, name: str = "ingest.toml", **ingest_options: object) -> Path:
+def _config(
+    tmp_path: Path, name: str = "ingest.toml", embedder_dim: int = 1024, **ingest_options: object
+) -> Path:
     options = {**SMALL, **ingest_options}
     lines = [
         "[models.agent]",
         'backend = "heuristic"',
         "[models.embedder]",
         'backend = "hashing"',
+        f"dim = {embedder_dim}",
         "[ingest]",
     ]
     lines += [f"{k} = {json.dumps(v)}" for k, v in options.items()]
@@ -84,14 +87,16 @@ def test_a_rerun_of_a_complete_ingest_does_nothing_and_a_grown_stream_continues(
     ray_cluster, tmp_path: Path
 ) -> None:
     stream = write_synthetic_stream(tmp_path / "s.jsonl", 300, keys=40, seed=5)
-    cfg = _config(tmp_path)
+    # an embedder other than the registry's own: a resume must score new keys with its vectors
+    cfg = _config(tmp_path, embedder_dim=512)
     out = tmp_path / "state.arrow"
     first = ingest(stream, out, config=cfg, progress=False)
     again = ingest(stream, out, config=cfg, progress=False)
     assert again.state_sha256 == first.state_sha256 and again.attempts == first.attempts
     # a log that grew: only the new rows are ingested, and the state is that of the whole stream
     more = (
-        write_synthetic_stream(tmp_path / "more.jsonl", 500, keys=40, seed=5).read_text().splitlines()[300:]
+        # new keys arrive after the resume, so they are scored against the restored registry
+        write_synthetic_stream(tmp_path / "more.jsonl", 500, keys=90, seed=6).read_text().splitlines()[300:]
     )
     with open(stream, "a") as f:
         f.write("\n".join(more) + "\n")
