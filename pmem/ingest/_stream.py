@@ -30,7 +30,6 @@ pmem.ingest._stream.StreamError: .../stream.jsonl: line 2: field 'text' is empty
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -54,7 +53,6 @@ __all__ = [
     "StreamError",
     "count_rows",
     "read_stream",
-    "stream_fingerprint",
 ]
 
 #: A normalized batch of events: the one definition the rest of the ingest code imports.
@@ -159,12 +157,6 @@ def read_stream(
         msg = f"{path}: cannot resume at {start}: a byte offset applies to JSONL only"
         raise ValueError(msg)
     return _read_columnar(path, kind, start.row, batch_rows, skip_bad)
-
-
-def stream_fingerprint(path: str | os.PathLike[str]) -> str:
-    """The SHA-256 (hex) of the file's bytes, read in chunks: resuming on a different file is refused."""
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def count_rows(path: str | os.PathLike[str]) -> int | None:

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from pmem._atomic import atomic_write_bytes, fsync_file, temp_path
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    pass
 
 MANIFEST_FORMAT = "pmem-ingest"
 MANIFEST_VERSION = 1
@@ -105,9 +105,6 @@ class Workdir:
         for p in (self.root / "rejects").glob("rows-*.parquet"):
             if int(p.stem.split("-")[1]) >= first_row:
                 p.unlink()
-
-    def request_files(self) -> Iterable[Path]:
-        return sorted((self.root / "requests").glob("rows-*.parquet"))
 
 
 def stream_check(path: Path, offset: int) -> dict[str, Any]:

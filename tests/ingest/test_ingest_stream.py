@@ -23,7 +23,6 @@ from pmem.ingest._stream import (
     StreamError,
     count_rows,
     read_stream,
-    stream_fingerprint,
 )
 
 RECORDS: list[dict[str, Any]] = [
@@ -482,13 +481,22 @@ def test_batch_rows_must_be_positive(tmp_path: Path) -> None:
             read_stream(path, batch_rows=bad)  # type: ignore[arg-type]
 
 
-def test_count_rows_and_fingerprint(stream_path: Path) -> None:
+def test_count_rows_and_the_resume_check(stream_path: Path) -> None:
+    from pmem.ingest._workdir import stream_check
+
     assert count_rows(stream_path) == 10
-    digest = stream_fingerprint(stream_path)
-    assert digest == hashlib.sha256(stream_path.read_bytes()).hexdigest()
+    whole = stream_check(stream_path, 0)
+    assert whole["sha256"] == hashlib.sha256(stream_path.read_bytes()).hexdigest() and not whole["prefix"]
+    prefix = stream_check(stream_path, 20)
+    assert prefix == {
+        "bytes": 20,
+        "prefix": True,
+        "sha256": hashlib.sha256(stream_path.read_bytes()[:20]).hexdigest(),
+    }
     with stream_path.open("ab") as f:
         f.write(b"\n")
-    assert stream_fingerprint(stream_path) != digest
+    assert stream_check(stream_path, 0) != whole  # a Parquet/Arrow file is checked whole
+    assert stream_check(stream_path, 20) == prefix  # a JSONL prefix already ingested is unchanged
 
 
 def test_count_rows_counts_lines_like_positions(tmp_path: Path) -> None:
