@@ -1,6 +1,6 @@
 """`pmem perf ingest`: what `pmem ingest` costs, each figure against a baseline measured in the same run.
 
-Three measurements (choose with ``--only``):
+The measurements (choose with ``--only``):
 
 - ``bulk``: column-wise :meth:`ProvenanceGraph.apply_batch` against one ``observe``/``apply`` call per
   row, on a synthetic operation stream (90% accepts, the rest every other op type); identical bytes
@@ -12,6 +12,9 @@ Three measurements (choose with ``--only``):
 - ``equivalence``: the acceptance check at scale: the generated stream ingested with ``--partitions 1``
   and ``--partitions 4`` gives byte-identical files, equal to feeding the same rows to the ``pmem`` arm
   one by one (:func:`pmem.ingest.ingest_sequential`); frontiers compared too.
+- ``scale`` (only when asked for): a long generated stream (10,000,000 events over 1,000,000 keys by
+  default) ingested with 2 partitions, soft identity off unless ``--scale-identity`` (its exact scan
+  costs new keys x registered keys): the peak memory of the driver and of each worker, the state size.
 - ``replicas``: extraction fanned out over agent replicas: the local OpenAI-compatible stand-in server
   at a fixed latency (20 ms), hosted as 1 and then 2 replicas by Ray actors exactly as vLLM replicas are
   (``backend = "vllm"``, ``launcher = "standin"``), each replica taking ``--slots`` requests at once
@@ -36,14 +39,16 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 SECTIONS = ("bulk", "partitions", "replicas")
+#: measured only when asked for (``--only``): long runs
+LONG_SECTIONS = ("equivalence", "scale")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--only",
-        choices=(*SECTIONS, "equivalence"),
+        choices=(*SECTIONS, *LONG_SECTIONS),
         action="append",
-        help="run only these (default: all but equivalence, the long acceptance check)",
+        help="run only these (default: all but the long ones: equivalence, scale)",
     )
     p.add_argument("--bulk-events", type=int, default=10_000_000, help="rows of the bulk-apply stream")
     p.add_argument("--bulk-keys", type=int, default=1_000_000, help="keys of the bulk-apply stream")
@@ -52,6 +57,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replica-events", type=int, default=4_000, help="events of the extraction measurement")
     p.add_argument("--latency-ms", type=float, default=20.0, help="the stand-in server's latency per call")
     p.add_argument("--slots", type=int, default=4, help="requests each worker keeps at each replica")
+    p.add_argument("--scale-events", type=int, default=10_000_000, help="events of the scale run")
+    p.add_argument("--scale-keys", type=int, default=1_000_000, help="keys of the scale run")
+    p.add_argument(
+        "--scale-identity",
+        action="store_true",
+        help="soft identity on in the scale run (off by default: its scan is quadratic in the keys)",
+    )
     p.add_argument("--workdir", type=Path, help="where streams and states go (default: a temporary folder)")
 
 
@@ -68,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
             _replicas(args, root)
         if "equivalence" in wanted:
             _equivalence(args, root)
+        if "scale" in wanted:
+            _scale(args, root)
     finally:
         if args.workdir is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -192,6 +206,26 @@ def _equivalence(args: argparse.Namespace, root: Path) -> None:
         f"{states[1] == reference}; frontier equal: {ProvenanceGraph.from_bytes(states[4]).frontier() == frontier} "
         f"({len(frontier):,} cells)"
     )
+
+
+def _scale(args: argparse.Namespace, root: Path) -> None:
+    """The long stream end to end with 2 partitions: peak memory of driver and workers, state size."""
+    from pmem.ingest._synthetic import write_synthetic_stream
+
+    stream = write_synthetic_stream(root / "scale.jsonl", args.scale_events, keys=args.scale_keys, seed=3)
+    base = _uncached_defaults()
+    write = {**dict(base.write), "identity": bool(args.scale_identity)}
+    # a checkpoint serializes the whole merged graph: every million events, not every 50,000
+    spec = dataclasses.replace(base, write=tuple(sorted(write.items())), checkpoint_every=1_000_000)
+    with _local_ray():
+        report, wall = _ingest(stream, root / "scale.arrow", 2, spec)
+    print(
+        f"scale run, {args.scale_events:,} events over {args.scale_keys:,} keys, 2 partitions, soft identity "
+        f"{'on' if args.scale_identity else 'off'}: {wall:,.0f} s; stream {stream.stat().st_size / 2**20:,.0f} MiB"
+    )
+    print("  " + "\n  ".join(report.lines()))
+    print(f"  state file {(root / 'scale.arrow').stat().st_size / 2**20:,.0f} MiB")
+    stream.unlink()
 
 
 def _replicas(args: argparse.Namespace, root: Path) -> None:

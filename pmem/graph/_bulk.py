@@ -257,13 +257,14 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
     first_evidence = len(graph._ev_seq)
     if table.num_rows == 0:
         return BatchResult(np.zeros(0, np.int8), np.zeros(0, np.bool_), first_evidence)
-    is_obs, ops = _validate(graph, table)
-    # Nothing below can fail. The batch allocates its container objects (records, log tuples) by the
-    # hundred thousand; the cyclic GC would collect every 700 of them and now and then traverse the whole
-    # graph (measured: 1.6x slower). They hold no cycles, so collection is paused while they are built.
+    # The batch allocates container objects (field tuples, records, log tuples) by the hundred thousand;
+    # the cyclic GC would collect every 700 of them and now and then traverse the whole graph (measured:
+    # 1.6x slower, and more as the graph grows). They hold no cycles, so collection is paused throughout.
     enabled = gc.isenabled()
     gc.disable()
     try:
+        is_obs, ops = _validate(graph, table)
+        # Nothing below can fail.
         code = _Writer(graph, table, is_obs, ops).run()
     finally:
         if enabled:

@@ -133,6 +133,17 @@ def rule_confirm(candidate: str, registered: str) -> bool:
     return (ta ^ tb) <= GENERIC_KEY_WORDS
 
 
+@dataclass(frozen=True, slots=True)
+class _Prescored:
+    """A candidate's best match among the first ``rows`` registered keys of ``store``, scored ahead."""
+
+    store: _VectorStore
+    vector: np.ndarray
+    rows: int
+    index: int
+    score: np.float32
+
+
 class KeyRegistry:
     """Maps candidate keys to canonical keys, recording every merge decision."""
 
@@ -150,6 +161,7 @@ class KeyRegistry:
         self._index: dict[str, int] = {}
         self._aliases: dict[str, str] = {}
         self._store = _VectorStore()
+        self._prescored: dict[str, _Prescored] = {}
         self._decisions: list[IdentityDecision] = []
         self.exact_hits = 0
 
@@ -208,12 +220,45 @@ class KeyRegistry:
             return None
         self._ensure_vectors()
         vec = self._embed_one(candidate) if vector is None else _unit(vector)
-        scores = self._store.scores(vec)
-        best = int(np.argmax(scores))
-        score = float(scores[best])
+        pre = self._prescored.pop(candidate, None)
+        if pre is not None and pre.store is self._store and np.array_equal(pre.vector, vec):
+            # the rows scored ahead keep their scores; only the keys registered since are scored now
+            best, top = pre.index, pre.score
+            rest = self._store.scores(vec, start=pre.rows)
+            if len(rest):
+                j = int(np.argmax(rest))
+                if rest[j] > top:  # a tie keeps the earlier key, as one argmax over all rows does
+                    best, top = pre.rows + j, rest[j]
+        else:
+            scores = self._store.scores(vec)
+            best = int(np.argmax(scores))
+            top = scores[best]
+        score = float(top)
         if score < self.threshold:
             return None
         return self._keys[best], score
+
+    def prescore(self, candidates: Sequence[str], vectors: Sequence[np.ndarray] | np.ndarray) -> None:
+        """Score many candidate keys against the registered keys in one sparse product.
+
+        Only a speed-up: a later ``shortlist(candidate, vector)`` with the same vector then scores just
+        the keys registered since, and returns exactly what it would have returned without this call
+        (same key, same score to the bit). Write paths that resolve a batch of new keys in order call it
+        once per batch. Candidates not shortlisted before the next call are forgotten.
+        """
+        self._prescored = {}
+        if not candidates or not self._keys:
+            return
+        if len(vectors) != len(candidates):
+            msg = f"KeyRegistry.prescore: {len(candidates)} candidates but {len(vectors)} vectors"
+            raise ValueError(msg)
+        self._ensure_vectors()
+        units = [self._checked_vector(v, "KeyRegistry.prescore") for v in vectors]
+        rows, best, index = self._store.prefix_best(np.stack(units, axis=1))
+        if rows == 0:
+            return
+        for candidate, unit, top, at in zip(candidates, units, best, index.tolist(), strict=True):
+            self._prescored[candidate] = _Prescored(self._store, unit, rows, at, top)
 
     def register(self, key: str, vector: np.ndarray | None = None) -> None:
         check_key(key, "KeyRegistry.register")
@@ -384,9 +429,14 @@ class _VectorStore:
         self._sparse: Any = None  # scipy.sparse.csr_matrix of every frozen sparse row (scipy is untyped)
         self._dense: list[np.ndarray] = []  # frozen dense blocks
         self._order: list[tuple[str, int]] = []  # frozen blocks in registration order: (kind, rows)
+        # the tail is stored transposed (dimensions x rows): a sparse query then reads only the rows of
+        # its non-zero dimensions, each one contiguous
         self._tail: np.ndarray | None = None
         self._n_tail = 0
         self._n = 0
+        # sparse blocks frozen since the last prefix_best, with their first row: scoring the rows after
+        # a prefix then needs no slice of the whole CSR matrix (None: not tracked; they are copies)
+        self._since: list[tuple[int, Any]] | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -394,24 +444,28 @@ class _VectorStore:
     @property
     def dim(self) -> int | None:
         """Length of the stored vectors (None while empty)."""
-        return None if self._tail is None else self._tail.shape[1]
+        return None if self._tail is None else self._tail.shape[0]
 
     def append(self, vec: np.ndarray) -> None:
         tail = self._tail
         if tail is None:
-            tail = self._tail = np.zeros((self.TAIL, vec.shape[0]), dtype=np.float32)
-        tail[self._n_tail] = vec
+            tail = self._tail = np.zeros((vec.shape[0], self.TAIL), dtype=np.float32)
+        tail[:, self._n_tail] = vec
         self._n_tail += 1
         self._n += 1
         if self._n_tail == self.TAIL:
             self._freeze(tail)
 
     def _freeze(self, tail: np.ndarray) -> None:
-        block = tail[: self._n_tail].copy()
+        block = np.ascontiguousarray(tail[:, : self._n_tail].T)
         if np.count_nonzero(block) < self.SPARSE_BELOW * block.size:
             import scipy.sparse as sp
 
             csr = sp.csr_matrix(block)
+            if self._since is not None:
+                self._since.append((self._n - self._n_tail, csr))
+                if len(self._since) > self.SINCE_BLOCKS:
+                    self._since = None
             self._sparse = csr if self._sparse is None else sp.vstack([self._sparse, csr], format="csr")
             self._order.append(("sparse", len(block)))
         else:
@@ -419,8 +473,42 @@ class _VectorStore:
             self._order.append(("dense", len(block)))
         self._n_tail = 0
 
-    def scores(self, vec: np.ndarray) -> np.ndarray:
-        """Cosine of ``vec`` (unit) with every stored row, in registration order."""
+    #: Blocks frozen after a prefix that are kept for scoring the rows after it.
+    SINCE_BLOCKS = 8
+    #: Scores held at once by :meth:`prefix_best`: at most this many queries (a narrow block keeps the
+    #: column-wise argmax in cache) and this many cells (rows x queries float32: 256 MiB).
+    PREFIX_COLUMNS = 64
+    PREFIX_CELLS = 1 << 26
+
+    def prefix_best(self, queries: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """Per query (a column of unit vectors): the best score and its first row among the frozen rows.
+
+        Covers the frozen rows when every frozen block is sparse (they are then a prefix of the
+        registration order, all in one CSR matrix), and nothing otherwise: ``(rows covered, best, index)``.
+        A CSR product with many vectors computes each row's dot product exactly as a product with one
+        vector does (the same sum over the row's non-zeros, in order), so the scores are the very ones
+        :meth:`scores` gives.
+        """
+        m = queries.shape[1]
+        none = (0, np.zeros(m, np.float32), np.zeros(m, np.int64))
+        if self._sparse is None or self._dense:
+            return none
+        n = self._sparse.shape[0]
+        self._since = []
+        best = np.empty(m, np.float32)
+        index = np.empty(m, np.int64)
+        step = max(1, min(self.PREFIX_COLUMNS, self.PREFIX_CELLS // n))
+        for a in range(0, m, step):
+            block = np.asarray(self._sparse @ np.ascontiguousarray(queries[:, a : a + step]))
+            at = np.argmax(block, axis=0)
+            index[a : a + step] = at
+            best[a : a + step] = block[at, np.arange(block.shape[1])]
+        return n, best, index
+
+    def scores(self, vec: np.ndarray, start: int = 0) -> np.ndarray:
+        """Cosine of ``vec`` (unit) with every stored row from ``start`` on, in registration order."""
+        if start:
+            return self._scores_from(vec, start)
         sparse = self._sparse @ vec if self._sparse is not None else None
         parts, s_at, d_at = [], 0, 0
         for kind, rows in self._order:
@@ -431,9 +519,55 @@ class _VectorStore:
             else:
                 parts.append(self._dense[d_at] @ vec)
                 d_at += 1
-        if self._n_tail and self._tail is not None:  # rows in the tail imply a tail
-            parts.append(self._tail[: self._n_tail] @ vec)
+        if self._n_tail:
+            parts.append(self._tail_scores(vec, 0))
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def _tail_scores(self, vec: np.ndarray, skip: int) -> np.ndarray:
+        """Scores of the tail's rows from ``skip`` on (a sparse query reads its non-zero dimensions only)."""
+        assert self._tail is not None  # rows in the tail imply a tail
+        rows = self._tail[:, skip : self._n_tail]
+        nz = np.flatnonzero(vec)
+        scores: np.ndarray = vec[nz] @ rows[nz] if len(nz) < self.SPARSE_BELOW * len(vec) else vec @ rows
+        return scores
+
+    def _scores_from(self, vec: np.ndarray, start: int) -> np.ndarray:
+        """:meth:`scores` of the rows from ``start`` on; each row is scored by the same product.
+
+        Used with ``start`` at most the frozen rows (a prefix scored ahead), so a frozen block is sliced
+        only when it is sparse (a CSR row's product does not depend on the rows around it).
+        """
+        parts: list[np.ndarray] = []
+        at = len(self) - self._n_tail  # frozen rows
+        if not self._dense:  # the frozen rows are the CSR matrix's, in order
+            since = self._since
+            if since and since[0][0] == start:  # the blocks frozen after a prefix scored ahead
+                parts.extend(csr @ vec for _, csr in since)
+            elif start < at:
+                parts.append(self._sparse[start:] @ vec)
+        else:
+            at = self._scores_from_blocks(vec, start, parts)
+        if self._n_tail:
+            parts.append(self._tail_scores(vec, max(0, start - at)))
+        if not parts:
+            return np.zeros(0, np.float32)
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    def _scores_from_blocks(self, vec: np.ndarray, start: int, parts: list[np.ndarray]) -> int:
+        """Append the frozen blocks' scores from row ``start`` on to ``parts``; return the frozen rows."""
+        at, s_at, d_at = 0, 0, 0  # first row of the block, in registration order / in the CSR matrix
+        for kind, rows in self._order:
+            skip = max(0, start - at)
+            if kind == "sparse":
+                if skip < rows:
+                    parts.append(self._sparse[s_at + skip : s_at + rows] @ vec)
+                s_at += rows
+            else:
+                if skip < rows:
+                    parts.append(self._dense[d_at][skip:] @ vec)
+                d_at += 1
+            at += rows
+        return at
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:

@@ -171,3 +171,62 @@ def test_set_vectors_restores_scores_of_another_embedder_and_refuses_bad_shapes(
     restored.set_vectors(np.stack(list(vectors.values())))
     assert restored.shortlist("b.yy", probe) == before
     assert before is not None and before[0] == "b.y"
+
+
+@pytest.mark.parametrize("kind", ["hashing", "dense"])
+def test_prescored_batches_decide_exactly_as_one_shortlist_at_a_time(kind, monkeypatch):
+    """prescore() is only a speed-up: same shortlisted keys, same scores to the bit, across freezes."""
+    from pmem.graph import _identity
+
+    rng = np.random.default_rng(1)
+    if kind == "hashing":
+        embed = HashingKeyEmbedding()
+    else:
+        table: dict[str, np.ndarray] = {}
+
+        def embed(keys):
+            return np.stack([table.setdefault(k, rng.normal(size=16).astype(np.float32)) for k in keys])
+
+    def confirm(a: str, b: str) -> bool:
+        return (len(a) + len(b)) % 3 == 0
+
+    ahead_calls = []
+    scores = _identity._VectorStore.scores
+
+    def spy(self, vec, start=0):
+        ahead_calls.append(start)
+        return scores(self, vec, start)
+
+    monkeypatch.setattr(_identity._VectorStore, "scores", spy)
+    plain, batched = KeyRegistry(embed=embed), KeyRegistry(embed=embed)
+    words = ["budget", "city", "time", "owner", "colour"]
+    for _ in range(8):  # batches of up to 700 candidates: the 512-row tail freezes inside batches
+        names = [f"entity_{rng.integers(2500)}.{words[rng.integers(5)]}" for _ in range(rng.integers(1, 700))]
+        new = [k for k in dict.fromkeys(names) if batched.canonical(k) is None]
+        vectors = list(np.asarray(embed(new), dtype=np.float32)) if new else []
+        batched.prescore(new, vectors)
+        for key, vec in zip(new, vectors, strict=True):
+            for reg in (plain, batched):
+                if reg.canonical(key) is not None:  # merged into a key registered earlier in the batch
+                    continue
+                hit = reg.shortlist(key, vec)
+                if hit is None:
+                    reg.decide(key, None, 0.0, False, vec)
+                else:
+                    reg.decide(key, hit[0], hit[1], confirm(key, hit[0]), vec)
+    assert plain.decisions == batched.decisions  # IdentityDecision compares scores exactly
+    assert plain.keys == batched.keys
+    assert sum(d.verdict != "new" for d in plain.decisions) > 100
+    if kind == "hashing":  # the scores ahead were used: later shortlists scored only the newer rows
+        assert sum(start > 0 for start in ahead_calls) > 1000
+    else:  # dense blocks are not scored ahead
+        assert not any(ahead_calls)
+
+
+def test_prescore_refuses_mismatched_vectors() -> None:
+    reg = KeyRegistry()
+    reg.resolve("a.b")
+    with pytest.raises(ValueError, match="2 candidates but 1 vectors"):
+        reg.prescore(["x.y", "z.w"], [np.ones(1024, np.float32)])
+    with pytest.raises(ValueError, match="dimensions"):
+        reg.prescore(["x.y"], [np.ones(3, np.float32)])
