@@ -345,6 +345,8 @@ class _Writer:
         mixed_u[ops.key[ops.code != ACCEPT]] = True
         if g._open_alts:
             mixed_u |= np.isin(kid_u, np.fromiter(g._open_alts, _I64, len(g._open_alts)))
+        if g._authority is not None:  # an accept may be lowered by source authority: apply() decides
+            mixed_u[:] = True
         row_mixed = mixed_u[ops.key]
         self._observe()
         mj = np.flatnonzero(row_mixed)

@@ -21,6 +21,8 @@ are the tombstones themselves.
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, TypeAlias
 
 from pmem.graph._codes import (
@@ -73,6 +75,7 @@ _APPLIED = {name: OpResult(True, name, None) for name in OPS}
 _APPLIED_ACCEPT = _APPLIED["accept"]
 _ACCEPT_APPLIED = ACCEPT | ACCEPT << 3 | 1 << 6
 _SUPPORT_RESULT = OpResult(True, "noop", "value equals the current head: counted as support")
+_INSUFFICIENT = "insufficient authority"
 _CONTEST_REPEATS_HEAD = OpResult(True, "noop", "contest repeats the current head's value: counted as support")
 _CONTEST_REPEATS_ALT = OpResult(True, "noop", "contest repeats an open alternative: counted as its support")
 
@@ -94,8 +97,26 @@ class ProvenanceGraph:
     [('$30k', 'active'), ('$50k', 'contradicted')]
     """
 
-    def __init__(self, registry: KeyRegistry | None = None) -> None:
+    def __init__(
+        self,
+        registry: KeyRegistry | None = None,
+        *,
+        authority: Mapping[str, int] | None = None,
+        default_authority: int = 1,
+    ) -> None:
         self._seq = 0
+        # source authority: None (not configured) behaves exactly as before there was any
+        self._default_authority = _checked_level(default_authority, "default_authority")
+        self._authority: dict[str, int] | None = None
+        self._authority_log: list[tuple[int, str, int]] = []  # (after seq, source, level); seq -1: initial
+        self._authority_from_start = authority is not None  # configured by the constructor (maybe empty)
+        if authority is not None:
+            if not isinstance(authority, Mapping):
+                msg = f"ProvenanceGraph: authority must be a mapping of source -> level, got {preview(authority)}"
+                raise ValueError(msg)
+            self._authority = {}
+            for source, level in authority.items():
+                self._set_authority(source, level, -1)
         # evidence
         self._ev_text: list[str] = []
         self._ev_source: list[int] = []  # code into _sources
@@ -124,6 +145,10 @@ class ProvenanceGraph:
         self._v_older: dict[int, int] = {}
         self._v_alt: dict[int, int] = {}  # alternative-of edge target (sparse)
         self._v_extra_support: dict[int, int] = {}  # support beyond the creating assertion (sparse)
+        # premises (sparse): version -> ((premise key id, the premise's head when asserted), ...) from the
+        # latest assertion of that version with depends_on; operation -> premise key ids it requested
+        self._dep: dict[int, tuple[tuple[int, int], ...]] = {}
+        self._op_deps: dict[int, tuple[int, ...]] = {}
         # supported-by edges added after creation (noop, repeated values, resolve)
         self._sb_version: list[int] = []
         self._sb_ev: list[int] = []
@@ -178,14 +203,29 @@ class ProvenanceGraph:
         self._last_ev = n
         return eid
 
-    def apply(self, op: str, key: str, value: str | None = None, evidence: str | None = None) -> OpResult:
+    def apply(
+        self,
+        op: str,
+        key: str,
+        value: str | None = None,
+        evidence: str | None = None,
+        *,
+        depends_on: Iterable[str] | None = None,
+    ) -> OpResult:
         """Apply one typed operation to ``key``.
 
         A failed precondition is recorded in the operation log as a noop with its reason and changes no
         status. Invalid arguments (unknown op, a key that is empty or holds control characters, a missing
         or ill-typed value, a string with a lone surrogate, an unknown evidence id) raise ``ValueError``
         naming the argument and record nothing (see ``pmem.graph._validate``).
+
+        ``depends_on`` names the keys this fact was derived from: the operation records their current
+        heads (each must have one, and none may be ``key``), and once one of those heads changes the
+        cell reads as stale (``Cell.stale``) until the fact is asserted again with current premises. An
+        empty ``depends_on`` is no premise at all (it clears nothing).
         """
+        if depends_on is not None:
+            return self._apply_with_premises(op, key, value, evidence, depends_on)
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
         handler: _Handler | None = None
@@ -216,6 +256,13 @@ class ProvenanceGraph:
         if rec is None:
             rec = self._new_key(key)
         kid, head = rec.kid, rec.head
+        if (
+            head != NONE
+            and self._authority is not None
+            and rec.value != value
+            and self._outranked(ev, (head,))
+        ):
+            return self._contest(key, value, ev, ACCEPT)  # a lower-ranked source cannot displace the head
         self._seq = seq = self._seq + 1
         if head != NONE:
             if rec.value == value:
@@ -243,6 +290,61 @@ class ProvenanceGraph:
         self._op_target.append(vid)
         return _APPLIED_ACCEPT
 
+    def _apply_with_premises(
+        self, op: str, key: str, value: str | None, evidence: str | None, depends_on: Iterable[str]
+    ) -> OpResult:
+        premises = self._premises(op, key, depends_on)
+        result = self.apply(op, key, value, evidence)  # checks the other arguments before writing
+        if not premises:  # no premise named: a plain operation
+            return result
+        n = len(self._op_code) - 1
+        self._op_deps[n] = tuple(kid for kid, _ in premises)
+        target = self._op_target[n]
+        if result.applied and target != NONE and target == self._records[self._v_key[target]].head:
+            self._dep[target] = premises
+        return result
+
+    def _premises(self, op: str, key: str, depends_on: Iterable[str]) -> tuple[tuple[int, int], ...]:
+        """``depends_on`` checked: (key id, current head) per distinct premise key, in order."""
+        if isinstance(depends_on, str) or not hasattr(depends_on, "__iter__"):
+            msg = f"apply {op} {key}: depends_on must be a list or tuple of keys, got {preview(depends_on)}"
+            raise ValueError(msg)
+        out: dict[int, int] = {}
+        for name in depends_on:
+            rec = self._cells.get(name) if type(name) is str else None
+            if rec is None or rec.head == NONE:
+                msg = f"apply {op} {key}: premise {preview(name)} has no current value (depends_on names keys with a head)"
+                raise ValueError(msg)
+            if name == key:
+                msg = f"apply {op} {key}: a fact cannot depend on its own key"
+                raise ValueError(msg)
+            out.setdefault(rec.kid, rec.head)
+        return tuple(out.items())
+
+    def _stale(self, kid: int, visiting: set[int] | None = None) -> tuple[str, ...]:
+        """Premise keys of ``kid``'s head that changed since it was asserted, or are stale themselves."""
+        premises = self._dep.get(self._records[kid].head)
+        if not premises:
+            return ()
+        visiting = visiting or set()
+        visiting.add(kid)
+        records, names = self._records, self._key_names
+        out = [
+            names[pk]
+            for pk, pv in premises
+            if records[pk].head != pv or (pk not in visiting and self._stale(pk, visiting))
+        ]
+        visiting.discard(kid)
+        return tuple(out)
+
+    def stale_premises_changed(self, cell: Cell) -> frozenset[str]:
+        """Of ``cell.stale``, the premises whose own head changed (the others are stale through theirs)."""
+        if not cell.stale:
+            return frozenset()
+        rec = self._cells[cell.key]
+        premises = self._dep.get(rec.head, ())
+        return frozenset(self._key_names[pk] for pk, pv in premises if self._records[pk].head != pv)
+
     def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> BatchResult:
         """Apply a write batch (``pmem.graph.WRITE_BATCH_SCHEMA``) column-wise, as one call.
 
@@ -252,6 +354,17 @@ class ProvenanceGraph:
         from pmem.graph._bulk import apply_batch
 
         return apply_batch(self, batch)
+
+    def as_of(self, seq: int | None = None, *, time: str | None = None) -> ProvenanceGraph:
+        """A read-only graph equal to replaying what arrived up to ``seq`` and was observed up to ``time``.
+
+        Both bounds are optional (neither: a read-only copy). An operation is observed when its evidence
+        is; an arrival without a time takes the latest time before it (see ``pmem.graph._replay``). The
+        identity registry's decisions carry no seq and are copied whole.
+        """
+        from pmem.graph._replay import as_of
+
+        return as_of(self, seq, time)
 
     def _evidence_index(self, evidence: object, op: str, key: str) -> int:
         if type(evidence) is str and evidence[:1] == "e" and evidence[1:].isdigit():
@@ -339,6 +452,8 @@ class ProvenanceGraph:
             kid = (self._cells.get(key) or self._new_key(key)).kid
             return self._fail(REJECT, kid, value, ev, "reject: the key has no current head")
         kid, head = rec.kid, rec.head
+        if self._authority is not None and self._outranked(ev, (head,)):
+            return self._fail(REJECT, kid, value, ev, _INSUFFICIENT)
         self._seq = seq = self._seq + 1
         self._v_status[head] = CONTRADICTED
         self._v_to[head] = seq
@@ -358,6 +473,8 @@ class ProvenanceGraph:
             kid = (self._cells.get(key) or self._new_key(key)).kid
             return self._fail(REVOKE, kid, value, ev, "revoke: the key has no current head")
         kid, head = rec.kid, rec.head
+        if self._authority is not None and self._outranked(ev, (head,)):
+            return self._fail(REVOKE, kid, value, ev, _INSUFFICIENT)
         if value is not None and value != rec.value:
             reason = f"revoke names {value!r} but the current head is {rec.value!r}"
             return self._fail(REVOKE, kid, value, ev, reason)
@@ -384,7 +501,8 @@ class ProvenanceGraph:
             self._v_to[p] = NONE
         self._set_head(rec, p)
 
-    def _contest(self, key: str, value: str | None, ev: int) -> OpResult:
+    def _contest(self, key: str, value: str | None, ev: int, req: int = CONTEST) -> OpResult:
+        """``req``: the requested op (an accept lowered to contest by source authority is logged so)."""
         rec = self._head_of(key)
         if rec is None:
             kid = (self._cells.get(key) or self._new_key(key)).kid
@@ -392,17 +510,17 @@ class ProvenanceGraph:
         kid, head = rec.kid, rec.head
         self._seq = seq = self._seq + 1
         if rec.value == value:
-            return self._support(CONTEST, kid, head, value, ev, seq, _CONTEST_REPEATS_HEAD)
+            return self._support(req, kid, head, value, ev, seq, _CONTEST_REPEATS_HEAD)
         alts = self._open_alts.get(kid, [])
         for a in alts:
             if self._v_value[a] == value:
-                return self._support(CONTEST, kid, a, value, ev, seq, _CONTEST_REPEATS_ALT)
+                return self._support(req, kid, a, value, ev, seq, _CONTEST_REPEATS_ALT)
         assert value is not None  # apply() refuses contest without a value
         vid = self._new_version(rec, value, ALTERNATIVE, seq, ev, NONE)
         self._v_alt[vid] = head
         self._open_alts[kid] = [*alts, vid]
         self._v_status[head] = CONTESTED
-        self._log(seq, CONTEST, CONTEST, kid, ev, True, vid, created=True)
+        self._log(seq, req, CONTEST, kid, ev, True, vid, created=True)
         return _APPLIED["contest"]
 
     def _resolve(self, key: str, value: str | None, ev: int) -> OpResult:
@@ -414,6 +532,8 @@ class ProvenanceGraph:
         if self._v_status[head] != CONTESTED:
             return self._fail(RESOLVE, kid, value, ev, "resolve: the cell is not contested")
         alts = self._open_alts.get(kid, [])
+        if self._authority is not None and self._outranked(ev, (head, *alts)):
+            return self._fail(RESOLVE, kid, value, ev, _INSUFFICIENT)
         if rec.value == value:
             winner = head
         else:
@@ -454,6 +574,47 @@ class ProvenanceGraph:
             self._log(seq, NOOP, NOOP, kid, ev, True, NONE, value)
             return _APPLIED["noop"]
         return self._support(NOOP, kid, head, value, ev, seq, _APPLIED["noop"])
+
+    # ------------------------------------------------------------------ source authority
+
+    def set_authority(self, source: str, level: int) -> None:
+        """Rank ``source`` at ``level`` from now on (earlier operations keep the outcome they had).
+
+        An operation whose evidence's source ranks below the source that created a key's head cannot
+        displace it: ``accept`` is lowered to ``contest`` (the claim is kept as an alternative and the
+        cell is contested), ``reject`` and ``revoke`` are not applied (``insufficient authority``), and
+        ``resolve`` needs a rank at least every competitor's. Unlisted sources, and operations without
+        evidence, rank at ``default_authority``.
+        """
+        check_text(source, "source", "set_authority", non_empty=True)
+        if self._authority is None:
+            self._authority = {}
+        self._set_authority(source, level, self._seq)
+
+    def _set_authority(self, source: str, level: object, after: int) -> None:
+        if type(source) is not str or not source:
+            msg = f"authority: a source must be a non-empty string, got {preview(source)}"
+            raise ValueError(msg)
+        checked = _checked_level(level, f"authority of {source!r}")
+        assert self._authority is not None  # configured by the caller
+        self._authority[source] = checked
+        self._authority_log.append((after, source, checked))
+
+    def authority(self, source: str) -> int:
+        """The level ``source`` ranks at now (``default_authority`` when unlisted or not configured)."""
+        table = self._authority or {}
+        return table.get(source, self._default_authority)
+
+    def _rank(self, ev: int) -> int:
+        if ev == NONE:
+            return self._default_authority
+        assert self._authority is not None  # only called when authority is configured
+        return self._authority.get(self._sources[self._ev_source[ev]], self._default_authority)
+
+    def _outranked(self, ev: int, versions: Iterable[int]) -> bool:
+        """Whether evidence ``ev``'s source ranks below the source that created any of ``versions``."""
+        rank, creator = self._rank(ev), self._v_ev
+        return any(self._rank(creator[v]) > rank for v in versions)
 
     # ------------------------------------------------------------------ identity
 
@@ -571,6 +732,7 @@ class ProvenanceGraph:
             alternatives=[self._v_value[a] for a in alts],
             history=history,
             support=1 + self._v_extra_support.get(head, 0),
+            stale=self._stale(kid) if self._dep else (),
         )
 
     def frontier(self) -> dict[str, Cell]:
@@ -701,6 +863,13 @@ class ProvenanceGraph:
         from pmem.graph._state import build_graph, decode_tables
 
         return build_graph(cls, *decode_tables(data), registry)
+
+
+def _checked_level(level: object, what: str) -> int:
+    if not isinstance(level, numbers.Integral) or isinstance(level, bool):
+        msg = f"{what} must be an integer level, got {preview(level)}"
+        raise ValueError(msg)
+    return int(level)
 
 
 def _parse_id(text: str, prefix: str, bound: int) -> int:

@@ -1,7 +1,9 @@
-"""`pmem inspect STATE [--key KEY]`: print a saved graph's cells, or one key's full history.
+"""`pmem inspect STATE [--key KEY] [--as-of SEQ|TIME]`: print a saved graph's cells, or one key's history.
 
-Values and evidence are escaped as in ``render`` (one line each). Errors go to stderr with exit status 2:
-an unreadable state file, or a ``--key`` the file does not hold.
+Values and evidence are escaped as in ``render`` (one line each). ``--as-of`` shows the graph as it was:
+an integer is an arrival seq, anything else an ISO 8601 observation time (``ProvenanceGraph.as_of``).
+Errors go to stderr with exit status 2: an unreadable state file, a bad ``--as-of``, or a ``--key`` the
+(replayed) graph does not hold.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key", action="append", help="show this key's history (repeatable)")
     parser.add_argument("--all", action="store_true", help="include empty cells")
     parser.add_argument("--ops", action="store_true", help="with --key: also print the operation log")
+    parser.add_argument(
+        "--as-of",
+        metavar="SEQ|TIME",
+        help="show the graph as of an arrival seq (an integer) or an ISO 8601 observation time",
+    )
 
 
 def _shown(value: str | None) -> str:
@@ -72,6 +79,15 @@ def run(args: argparse.Namespace) -> int:
     except StateFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    when = ""
+    if args.as_of is not None:
+        text = args.as_of.strip()
+        try:
+            graph = graph.as_of(int(text)) if text.isdigit() else graph.as_of(time=text)
+        except ValueError as exc:
+            print(f"error: --as-of {args.as_of!r}: {exc}", file=sys.stderr)
+            return 2
+        when = f" as of {'seq ' if text.isdigit() else ''}{text}"
     if args.key:
         # refuse before printing anything, so that a typo is never mistaken for an answer
         missing = [key for key in dict.fromkeys(args.key) if graph.cell(key) is None]
@@ -85,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     st = graph.stats()
     print(
-        f"{args.state}: {st['cells']} cells, {st['keys']} keys, {st['versions']} versions, "
+        f"{args.state}{when}: {st['cells']} cells, {st['keys']} keys, {st['versions']} versions, "
         f"{st['operations']} operations ({st['failed_operations']} not applied), {st['evidence']} evidence"
     )
     if args.all:

@@ -6,6 +6,9 @@ Line shape (disclosures appended in a fixed order, whatever order they were aske
     key = value [contested] | alternatives: b; c
     key = value | support: 3 | history: old (superseded, t=4..9); older (contradicted, t=2..4)
 
+A cell whose premises changed (``Cell.stale``) says so whatever is disclosed, last:
+``key = value | stale: premise a changed; premise b is stale`` (b did not change, but its own premise did).
+
 One cell is always exactly one line: keys cannot hold control characters (see ``_validate``), and every
 value is passed through :func:`escape`, which writes a backslash as ``\\``, newline, carriage return and tab
 as ``\n``, ``\r``, ``\t``, and any other control character or line/paragraph separator as ``\xNN`` or
@@ -58,7 +61,8 @@ def _check_disclose(disclose: Iterable[str]) -> frozenset[str]:
     return wanted
 
 
-def render_cell(cell: Cell, disclose: frozenset[str]) -> str:
+def render_cell(cell: Cell, disclose: frozenset[str], changed: frozenset[str] = frozenset()) -> str:
+    """One cell's line; ``changed``: the stale premises whose own head changed (the rest are stale)."""
     if cell.value is None:
         line = f"{cell.key} = (no current value)"
     else:
@@ -75,6 +79,10 @@ def render_cell(cell: Cell, disclose: frozenset[str]) -> str:
             end = "" if v.valid_to is None else str(v.valid_to)
             parts.append(f"{escape(v.value)} ({v.status}, t={v.valid_from}..{end})")
         line += " | history: " + "; ".join(parts)
+    if cell.stale:
+        line += " | stale: " + "; ".join(
+            f"premise {escape(k)} {'changed' if k in changed else 'is stale'}" for k in cell.stale
+        )
     return line
 
 
@@ -94,4 +102,4 @@ def render_cells(graph: ProvenanceGraph, keys: Iterable[str] | None, disclose: I
             cell = graph.cell(key)
             if cell is not None:
                 cells.append(cell)
-    return "\n".join(render_cell(c, wanted) for c in cells)
+    return "\n".join(render_cell(c, wanted, graph.stale_premises_changed(c)) for c in cells)

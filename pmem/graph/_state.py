@@ -33,7 +33,11 @@ if TYPE_CHECKING:
     from pmem.graph._identity import KeyRegistry
 
 FORMAT = "pmem-state"
-SCHEMA_VERSION = 1
+#: Written by this code. Version 2 added the premise tables (``apply(..., depends_on=...)``).
+SCHEMA_VERSION = 2
+#: Read by this code: a table a file's version predates loads empty.
+READABLE_VERSIONS = (1, 2)
+_ADDED_IN = {"premises": 2, "operation_premises": 2, "authority": 2}
 
 # Typed as the base class: the schema lists below mix these, and pa.schema takes (name, DataType) pairs.
 I64: pa.DataType = pa.int64()
@@ -74,6 +78,10 @@ _SPARSE: dict[str, tuple[str, tuple[str, pa.DataType], list[tuple[str, pa.DataTy
         [("seq", I64), ("key", I64), ("evidence", I64), ("value", LSTR), ("reason", STR)],
     ),
 }
+_PREMISES = pa.schema([("version", I64), ("key", I64), ("premise_version", I64)])
+_OPERATION_PREMISES = pa.schema([("operation", I64), ("key", I64)])
+#: source authority: every setting in order; ``after`` is the seq it was made after (-1: the constructor's)
+_AUTHORITY = pa.schema([("after", I64), ("source", STR), ("level", I64)])
 _IDENTITY = pa.schema(
     [
         ("candidate", STR),
@@ -154,6 +162,19 @@ def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     tables["open_alternatives"] = pa.table(
         [pa.array(alt_key, type=I64), pa.array(alt_version, type=I64)], names=["key", "version"]
     )
+    dep_rows = [(v, k, pv) for v, premises in graph._dep.items() for k, pv in premises]
+    tables["premises"] = pa.table(
+        [pa.array([r[i] for r in dep_rows], type=I64) for i in range(3)], schema=_PREMISES
+    )
+    op_rows = [(n, k) for n, keys in graph._op_deps.items() for k in keys]
+    tables["operation_premises"] = pa.table(
+        [pa.array([r[i] for r in op_rows], type=I64) for i in range(2)], schema=_OPERATION_PREMISES
+    )
+    settings = graph._authority_log
+    tables["authority"] = pa.table(
+        [pa.array([r[i] for r in settings], type=t) for i, t in enumerate(_AUTHORITY.types)],
+        schema=_AUTHORITY,
+    )
     reg = graph._registry
     decisions = reg.decisions if reg is not None else []
     tables["identity"] = pa.table(
@@ -187,6 +208,14 @@ def _outer_table(graph: ProvenanceGraph) -> pa.Table:
         "statuses": json.dumps(STATUSES),
         "ops": json.dumps(OPS),
         "registry": json.dumps(reg.config() if reg is not None else None, sort_keys=True),
+        "authority": json.dumps(
+            {
+                "configured": graph._authority is not None,
+                "from_start": graph._authority_from_start,
+                "default": graph._default_authority,
+            },
+            sort_keys=True,
+        ),
     }
     # Build the binary column straight from the payload buffers: one copy, not one per step.
     offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
@@ -292,8 +321,10 @@ def decode_tables(
     meta = {k.decode(): v.decode() for k, v in raw_meta.items()}
     if meta.get("format") != FORMAT:
         raise _refuse(path, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
-    if meta.get("schema_version") != str(SCHEMA_VERSION):
-        raise _refuse(path, f"schema version {meta.get('schema_version')} is not supported")
+    version = meta.get("schema_version")
+    if version not in {str(v) for v in READABLE_VERSIONS}:
+        readable = ", ".join(map(str, READABLE_VERSIONS))
+        raise _refuse(path, f"schema version {version} is not supported (this code reads {readable})")
     names = outer.column("table").to_pylist()
     payloads = [scalar.as_buffer() for scalar in outer.column("payload").combine_chunks()]
     if _digest(payloads) != meta.get("sha256"):
@@ -306,7 +337,8 @@ def decode_tables(
             tables[name] = pa.ipc.open_stream(payload).read_all()
         except pa.ArrowInvalid as exc:
             raise _refuse(path, f"table {name!r} is damaged ({exc})") from exc
-    expected = {*_TABLES, *_SPARSE, "open_alternatives", "identity", "registry_keys"}
+    expected = {*_TABLES, *_SPARSE, "open_alternatives", "identity", "registry_keys", *_ADDED_IN}
+    expected -= {name for name, since in _ADDED_IN.items() if int(version) < since}
     missing = expected - tables.keys()
     if missing:
         raise _refuse(path, f"missing tables {sorted(missing)}")
@@ -366,6 +398,31 @@ def build_graph(
     for kid, vid in zip(_column_list(alts, "key"), _column_list(alts, "version"), strict=True):
         open_alts.setdefault(kid, []).append(vid)
     graph._open_alts = open_alts
+    authority = json.loads(meta.get("authority", "null")) or {
+        "configured": False,
+        "from_start": False,
+        "default": 1,
+    }
+    graph._default_authority = int(authority["default"])
+    graph._authority_from_start = bool(authority["from_start"])
+    if authority["configured"]:
+        graph._authority = {}
+        for after, source, level in zip(
+            *(_column_list(tables["authority"], c) for c in _AUTHORITY.names), strict=True
+        ):
+            graph._authority[source] = level
+            graph._authority_log.append((after, source, level))
+    if "premises" in tables:
+        premises = tables["premises"]
+        deps: dict[int, list[tuple[int, int]]] = {}
+        for v, k, pv in zip(*(_column_list(premises, c) for c in _PREMISES.names), strict=True):
+            deps.setdefault(v, []).append((k, pv))
+        graph._dep = {v: tuple(p) for v, p in deps.items()}
+        op_premises = tables["operation_premises"]
+        op_deps: dict[int, list[int]] = {}
+        for n, k in zip(*(_column_list(op_premises, c) for c in _OPERATION_PREMISES.names), strict=True):
+            op_deps.setdefault(n, []).append(k)
+        graph._op_deps = {n: tuple(k) for n, k in op_deps.items()}
     identity = tables["identity"].to_pylist()
     reg_keys: list[str] = _column_list(tables["registry_keys"], "key")  # a string column: to_pylist()
     reg_config = json.loads(meta.get("registry", "null"))

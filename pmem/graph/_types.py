@@ -36,7 +36,11 @@ class Version:
 
 @dataclass(frozen=True, slots=True)
 class Cell:
-    """The materialized state of one key: its head's value, status, alternatives and closed history."""
+    """The materialized state of one key: its head's value, status, alternatives and closed history.
+
+    ``stale`` names the premise keys (``apply(..., depends_on=...)``) whose head is no longer the version
+    the current value was asserted on, or is itself stale.
+    """
 
     key: str
     value: str | None
@@ -44,6 +48,7 @@ class Cell:
     alternatives: list[str]
     history: list[Version]
     support: int
+    stale: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

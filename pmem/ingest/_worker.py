@@ -21,6 +21,8 @@ from pmem.ingest._calls import UnusedEmbedder, build_models, for_row
 from pmem.models._log import RequestLog
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import pyarrow as pa
 
     from pmem.ingest._spec import IngestSpec
@@ -59,9 +61,21 @@ def partition_of(key: str, partitions: int) -> int:
 
 class PartitionGraph(ProvenanceGraph):
     """A graph holding a partition's keys. Evidence lives on the driver: applies are recorded with
-    the evidence id they name, for the merge, and run here without it (no outcome depends on it)."""
+    the evidence id they name, for the merge, and run here without it (no outcome depends on it: an
+    ingest configures no source authority, and its write path names no premises)."""
 
-    def apply(self, op: str, key: str, value: str | None = None, evidence: str | None = None) -> OpResult:
+    def apply(
+        self,
+        op: str,
+        key: str,
+        value: str | None = None,
+        evidence: str | None = None,
+        *,
+        depends_on: Iterable[str] | None = None,
+    ) -> OpResult:
+        if depends_on is not None:
+            msg = "an ingest partition applies no premises (they may live in another partition)"
+            raise ValueError(msg)
         result = super().apply(op, key, value, None)
         sink = _SINK.get()
         if sink is not None:

@@ -119,7 +119,9 @@ def test_a_long_mixed_stream_over_many_keys_equals_the_loop() -> None:
 @given(st.data())
 def test_batches_equal_the_loop(data: st.DataObject) -> None:
     prefix = data.draw(rows(max_size=30), label="prefix")
-    seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
+    # with source authority an accept may be lowered to a contest: the batch must lower it too
+    authority = data.draw(st.sampled_from([None, {"user": 2, "doc": 0, "tool": 1}]), label="authority")
+    seq_graph, bulk_graph = ProvenanceGraph(authority=authority), ProvenanceGraph(authority=authority)
     loop(seq_graph, prefix)
     loop(bulk_graph, prefix)
     n_ev = len(seq_graph._ev_seq)

@@ -24,6 +24,23 @@ def test_inspect_prints_cells_and_key_history(tmp_path, capsys):
     assert "reject" in out
 
 
+def test_inspect_as_of_a_seq_or_a_time(tmp_path, capsys):
+    g = ProvenanceGraph()
+    g.apply("accept", "budget", "$30k", evidence=g.observe("Budget is $30k", time="2024-01-01"))
+    g.apply("accept", "budget", "$50k", evidence=g.observe("Raised to $50k", time="2024-03-01"))
+    g.save(tmp_path / "s.arrow")
+    assert main(["inspect", str(tmp_path / "s.arrow"), "--as-of", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "as of seq 2: 1 cells" in out and "budget = $30k" in out and "$50k" not in out
+    assert main(["inspect", str(tmp_path / "s.arrow"), "--as-of", "2024-02-01", "--key", "budget"]) == 0
+    out = capsys.readouterr().out
+    assert "budget = $30k" in out and "Raised" not in out
+    assert main(["inspect", str(tmp_path / "s.arrow"), "--as-of", "0", "--key", "budget"]) == 2
+    assert "no such key 'budget'" in capsys.readouterr().err
+    assert main(["inspect", str(tmp_path / "s.arrow"), "--as-of", "soon"]) == 2
+    assert "--as-of 'soon'" in capsys.readouterr().err
+
+
 def test_inspect_refuses_damaged_state(tmp_path, capsys):
     bad = tmp_path / "bad.arrow"
     bad.write_bytes(b"junk")

@@ -1,0 +1,212 @@
+"""Replay: a graph rebuilt from another graph's arrival log, the definition of reads as of the past.
+
+Every arrival has a seq: an observation (evidence text, source, time) or an operation, which records
+what was *requested* (op, key, value, evidence) next to what it did. The core is deterministic, so
+feeding the arrivals again, in seq order, to an empty graph rebuilds the graph exactly (the same
+``to_bytes()``); feeding a subset of them builds the graph that subset alone would have built. That is
+what :meth:`ProvenanceGraph.as_of` returns: the arrivals up to a seq, or those observed up to a time.
+
+An operation's observation time is its evidence's; an arrival without a time (evidence observed
+without one, an operation without evidence) takes the time of the latest timed arrival before it, and
+is kept when there is none. Times are compared as ISO 8601 datetimes.
+
+>>> from pmem.graph import ProvenanceGraph
+>>> g = ProvenanceGraph()
+>>> e = g.observe("budget is 30k", time="2026-01-05")
+>>> _ = g.apply("accept", "budget", "30k", evidence=e)
+>>> e = g.observe("budget is 50k", time="2026-02-01")
+>>> _ = g.apply("accept", "budget", "50k", evidence=e)
+>>> g.as_of(2).head_value("budget"), g.as_of(time="2026-01-31").head_value("budget")
+('30k', '30k')
+>>> g.as_of().to_bytes() == g.to_bytes()
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import numpy as np
+import pyarrow as pa
+
+from pmem.graph._bulk import WRITE_BATCH_SCHEMA
+from pmem.graph._graph import ProvenanceGraph
+from pmem.graph._identity import KeyRegistry
+from pmem.graph._validate import preview
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+
+def as_of(graph: ProvenanceGraph, seq: int | None = None, time: object = None) -> ProvenanceGraph:
+    """The read-only graph replaying ``graph``'s arrivals up to ``seq`` and observed up to ``time``."""
+    if seq is not None and (not isinstance(seq, numbers.Integral) or isinstance(seq, bool) or seq < 0):
+        msg = f"as_of: seq must be a non-negative integer, got {preview(seq)}"
+        raise ValueError(msg)
+    cutoff = None if time is None else _instant(time, "as_of: time")
+    log = arrival_log(graph)
+    keep = np.ones(len(log["seq"]), np.bool_)
+    if seq is not None:
+        keep &= log["seq"] <= int(seq)
+    if cutoff is not None:
+        keep &= _observed_by(graph, log, cutoff)
+    initial = {source: level for after, source, level in graph._authority_log if after < 0}
+    replayed = ProvenanceGraph(
+        registry=_registry_copy(graph),
+        authority=initial if graph._authority_from_start else None,
+        default_authority=graph._default_authority,
+    )
+    bound = graph.seq if seq is None else int(seq)
+    _replay_into(replayed, graph, log, keep, bound)
+    replayed.__class__ = ReadOnlyGraph  # built by the writers, then frozen
+    return replayed
+
+
+def arrival_log(graph: ProvenanceGraph) -> dict[str, Any]:
+    """The arrivals in seq order, as columns: ``seq``, ``evidence`` (index of an observation, -1 for an
+    operation) and ``op`` (index into the operation log, -1 for an observation)."""
+    n_ev = len(graph._ev_seq)
+    ops = list(graph.operations())
+    seq = np.fromiter((*graph._ev_seq, *(o.seq for o in ops)), np.int64, n_ev + len(ops))
+    order = np.argsort(seq, kind="stable")
+    index = np.arange(len(seq))
+    is_ev = index < n_ev
+    return {
+        "seq": seq[order],
+        "evidence": np.where(is_ev, index, -1)[order],
+        "op": np.where(is_ev, -1, index - n_ev)[order],
+        "operations": ops,
+    }
+
+
+def _observed_by(graph: ProvenanceGraph, log: dict[str, Any], cutoff: datetime) -> np.ndarray:
+    """Which arrivals were observed at or before ``cutoff`` (see the module's rule for untimed ones)."""
+    ops = log["operations"]
+    keep = np.ones(len(log["seq"]), np.bool_)
+    latest: datetime | None = None
+    ev_time: dict[int, datetime | None] = {}
+    for i, (ev, op) in enumerate(zip(log["evidence"].tolist(), log["op"].tolist(), strict=True)):
+        if ev >= 0:
+            text = graph._ev_time.get(ev)
+            when = latest if text is None else _instant(text, f"evidence e{ev}: time")
+            ev_time[ev] = when
+        else:
+            cited = ops[op].evidence
+            when = latest if cited is None else ev_time.get(int(cited[1:]), latest)
+        if when is not None:
+            latest = when
+            keep[i] = when <= cutoff
+    return keep
+
+
+def _instant(value: object, what: str) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    msg = f"{what} must be an ISO 8601 date or datetime, got {preview(value)}"
+    raise ValueError(msg)
+
+
+def _replay_into(
+    replayed: ProvenanceGraph, graph: ProvenanceGraph, log: dict[str, Any], keep: np.ndarray, bound: int
+) -> None:
+    """Feed the kept arrivals to ``replayed``: column-wise, except operations that named premises.
+
+    An operation with premises is applied on its own with them (``depends_on``), less any premise that
+    has no head in the replay (a time bound can leave one out). Source authority settings are made at
+    their place in the log: after the arrival they followed, if it is at most ``bound``.
+    """
+    settings = [s for s in graph._authority_log if 0 <= s[0] <= bound]
+    arrival_seqs = log["seq"][keep].tolist()
+    ops = log["operations"]
+    evidence = log["evidence"][keep].tolist()
+    op_rows = log["op"][keep].tolist()
+    new_index = {ev: i for i, ev in enumerate(e for e in evidence if e >= 0)}
+    sources, texts, times = graph._sources, graph._ev_text, graph._ev_time
+    premised, names = graph._op_deps, graph._key_names
+    columns: dict[str, list[Any]] = {name: [] for name in WRITE_BATCH_SCHEMA.names}
+
+    def flush() -> None:
+        if columns["op"]:
+            replayed.apply_batch(pa.table(columns, schema=WRITE_BATCH_SCHEMA))
+            for column in columns.values():
+                column.clear()
+
+    def set_before(seq: int) -> None:
+        while settings and settings[0][0] < seq:
+            flush()
+            _, source, level = settings.pop(0)
+            replayed.set_authority(source, level)
+
+    for ev, op, at in zip(evidence, op_rows, arrival_seqs, strict=True):
+        set_before(at)
+        if ev >= 0:
+            row: tuple[Any, ...] = (
+                None,
+                texts[ev],
+                sources[graph._ev_source[ev]],
+                times.get(ev),
+                None,
+                None,
+                None,
+            )
+        else:
+            o = ops[op]
+            cited = None if o.evidence is None else new_index[int(o.evidence[1:])]
+            if op in premised:
+                flush()
+                held = [names[k] for k in premised[op] if replayed.head_value(names[k]) is not None]
+                ev_id = None if cited is None else f"e{cited}"
+                replayed.apply(o.requested, o.key, o.value, ev_id, depends_on=held)
+                continue
+            row = (o.requested, None, None, None, o.key, o.value, cited)
+        for name, cell in zip(WRITE_BATCH_SCHEMA.names, row, strict=True):
+            columns[name].append(cell)
+    flush()
+    set_before(bound + 1)
+
+
+def _registry_copy(graph: ProvenanceGraph) -> KeyRegistry | None:
+    """The identity registry's keys and decisions (they carry no seq, so they are not cut)."""
+    source = graph._registry
+    if source is None:  # none was ever used: none is made (it would be saved)
+        return None
+    copy = KeyRegistry(threshold=source.threshold)
+    copy.restore(source.keys, [dataclasses.asdict(d) for d in source.decisions], source.config())
+    return copy
+
+
+def _refuse(name: str) -> NoReturn:
+    msg = f"{name}: this graph is a read-only replay (as_of); write to the graph it was read from"
+    raise PermissionError(msg)
+
+
+class ReadOnlyGraph(ProvenanceGraph):
+    """A graph rebuilt by replay (:meth:`ProvenanceGraph.as_of`): every read works, every write refuses."""
+
+    def observe(self, text: str, source: str = "user", time: str | None = None) -> NoReturn:
+        _refuse("observe")
+
+    def apply(
+        self,
+        op: str,
+        key: str,
+        value: str | None = None,
+        evidence: str | None = None,
+        *,
+        depends_on: Iterable[str] | None = None,
+    ) -> NoReturn:
+        _refuse("apply")
+
+    def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> NoReturn:
+        _refuse("apply_batch")
+
+    def set_authority(self, source: str, level: int) -> NoReturn:
+        _refuse("set_authority")
