@@ -265,11 +265,30 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
     try:
         is_obs, ops = _validate(graph, table)
         # Nothing below can fail.
-        code = _Writer(graph, table, is_obs, ops).run()
+        if graph._authority is not None or graph._valid_at:
+            # an accept may be lowered (authority) or enter the history (valid time): outcomes the
+            # column-wise pass does not model, so the rows go through the loop itself
+            code = _loop(graph, table, is_obs)
+        else:
+            code = _Writer(graph, table, is_obs, ops).run()
     finally:
         if enabled:
             gc.enable()
     return BatchResult(((code >> 3) & 7).astype(np.int8), (code >> 6).astype(np.bool_), first_evidence)
+
+
+def _loop(graph: ProvenanceGraph, table: pa.Table, is_obs: NDArray[np.bool_]) -> NDArray[np.int64]:
+    """The validated rows through ``observe`` and ``apply``; the operation rows' result codes."""
+    out = []
+    columns = [_col(table, name).to_pylist() for name in WRITE_BATCH_SCHEMA.names]
+    rows = zip(*columns, strict=True)
+    for obs, (op, text, source, time, key, value, ev) in zip(is_obs.tolist(), rows, strict=True):
+        if obs:
+            graph.observe(text, source or "user", time)
+            continue
+        result = graph.apply(op, key, value, evidence=None if ev is None else f"e{ev}")
+        out.append(OPS.index(result.op) << 3 | int(result.applied) << 6)
+    return np.array(out, dtype=_I64)
 
 
 def _remap(x: NDArray[np.int64], base: int, final: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -345,8 +364,6 @@ class _Writer:
         mixed_u[ops.key[ops.code != ACCEPT]] = True
         if g._open_alts:
             mixed_u |= np.isin(kid_u, np.fromiter(g._open_alts, _I64, len(g._open_alts)))
-        if g._authority is not None:  # an accept may be lowered by source authority: apply() decides
-            mixed_u[:] = True
         row_mixed = mixed_u[ops.key]
         self._observe()
         mj = np.flatnonzero(row_mixed)

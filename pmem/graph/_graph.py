@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeAlias
 
 from pmem.graph._codes import (
@@ -122,6 +123,8 @@ class ProvenanceGraph:
         self._ev_source: list[int] = []  # code into _sources
         self._ev_seq: list[int] = []
         self._ev_time: dict[int, str] = {}  # sparse: only evidence that carries a time
+        self._ev_valid: dict[int, str] = {}  # sparse: evidence that says when its facts became true
+        self._valid_at: dict[int, datetime] = {}  # the same, parsed (naive UTC): not saved
         self._last_eid: str | None = None  # observe-then-apply fast path: no id index needed
         self._last_ev = NONE
         self._sources: list[str] = []
@@ -175,9 +178,14 @@ class ProvenanceGraph:
 
     # ------------------------------------------------------------------ writing
 
-    def observe(self, text: str, source: str = "user", time: str | None = None) -> str:
+    def observe(
+        self, text: str, source: str = "user", time: str | None = None, valid_time: str | None = None
+    ) -> str:
         """Admit an observation as an evidence node and return its id.
 
+        ``time`` is when it was observed (free text, or a datetime); ``valid_time`` (an ISO 8601 date or
+        datetime) is when the facts it states became true: an ``accept`` citing evidence valid before
+        the head's enters the key's history at its place instead of displacing the head.
         Every argument is checked before anything is written: a refused call leaves no trace.
         """
         if type(text) is not str or not text.isascii():
@@ -188,6 +196,8 @@ class ProvenanceGraph:
         if time is not None:
             time = time if type(time) is str else _format_time(time)
             check_text(time, "time", "observe")
+        if valid_time is not None:
+            valid_time, valid_at = _valid_instant(valid_time)
         # nothing below can fail
         if code is None:
             code = self._source_code[source] = len(self._sources)
@@ -199,6 +209,9 @@ class ProvenanceGraph:
         self._ev_seq.append(seq)
         if time is not None:
             self._ev_time[n] = time
+        if valid_time is not None:
+            self._ev_valid[n] = valid_time
+            self._valid_at[n] = valid_at
         self._last_eid = eid = f"e{n}"
         self._last_ev = n
         return eid
@@ -256,6 +269,8 @@ class ProvenanceGraph:
         if rec is None:
             rec = self._new_key(key)
         kid, head = rec.kid, rec.head
+        if head != NONE and self._valid_at and rec.value != value and self._valid_before(ev, head):
+            return self._enter_history(rec, value, ev)  # a late fact does not roll the present back
         if (
             head != NONE
             and self._authority is not None
@@ -396,6 +411,32 @@ class ProvenanceGraph:
             self._v_older[vid] = rec.newest
         rec.newest = vid
         return vid
+
+    def _valid_before(self, ev: int, version: int) -> bool:
+        """Whether evidence ``ev`` is valid before the evidence that created ``version`` (both dated)."""
+        valid_at = self._valid_at
+        mine, theirs = valid_at.get(ev), valid_at.get(self._v_ev[version])
+        return mine is not None and theirs is not None and mine < theirs
+
+    def _enter_history(self, rec: _KeyState, value: str, ev: int) -> OpResult:
+        """Accept a value valid before the head's: a superseded version at its valid-time place."""
+        kid = rec.kid
+        self._seq = seq = self._seq + 1
+        status, to, prev, older = self._v_status, self._v_to, self._v_prev, self._v_older
+        for p, closed_at in self._closing(kid).items():  # supersedes links change below: close eagerly
+            status[p] = SUPERSEDED
+            to[p] = closed_at
+        at, valid_at = self._valid_at[ev], self._valid_at
+        above, below = rec.head, prev[rec.head]  # walk down to the first version valid at or before it
+        while below != NONE and (when := valid_at.get(self._v_ev[below])) is not None and when > at:
+            above, below = below, prev[below]
+        vid = self._new_version(rec, value, SUPERSEDED, seq, ev, below)
+        to[vid] = seq
+        if above not in older:  # the version now superseding this one keeps its arrival chain
+            older[above] = prev[above]
+        prev[above] = vid
+        self._log(seq, ACCEPT, ACCEPT, kid, ev, True, vid, created=True)
+        return _APPLIED_ACCEPT
 
     def _set_head(self, rec: _KeyState, vid: int) -> None:
         rec.head = vid
@@ -763,7 +804,14 @@ class ProvenanceGraph:
             msg = f"unknown evidence id {evidence_id!r}"
             raise KeyError(msg) from None
         source = self._sources[self._ev_source[n]]
-        return Evidence(evidence_id, self._ev_text[n], source, self._ev_time.get(n), self._ev_seq[n])
+        return Evidence(
+            evidence_id,
+            self._ev_text[n],
+            source,
+            self._ev_time.get(n),
+            self._ev_seq[n],
+            self._ev_valid.get(n),
+        )
 
     def operations(self, key: str | None = None) -> Iterator[Operation]:
         """The operation log in order, optionally for one key (failed preconditions included)."""
@@ -863,6 +911,22 @@ class ProvenanceGraph:
         from pmem.graph._state import build_graph, decode_tables
 
         return build_graph(cls, *decode_tables(data), registry)
+
+
+def _valid_instant(value: object) -> tuple[str, datetime]:
+    """A valid time as stored (ISO text) and as compared (naive UTC)."""
+    iso = value if type(value) is str else getattr(value, "isoformat", lambda: None)()
+    text = iso if isinstance(iso, str) else ""
+    try:
+        at = datetime.fromisoformat(text) if text else None
+    except ValueError:
+        at = None
+    if at is None:
+        msg = f"observe: valid_time must be an ISO 8601 date or datetime, got {preview(value)}"
+        raise ValueError(msg)
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC).replace(tzinfo=None)
+    return text, at
 
 
 def _checked_level(level: object, what: str) -> int:

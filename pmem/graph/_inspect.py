@@ -58,6 +58,7 @@ def describe_key(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> li
         if v.evidence is not None:
             ev = graph.evidence(v.evidence)
             when = f" @ {escape(ev.time)}" if ev.time else ""
+            when += f", valid from {escape(ev.valid_time)}" if ev.valid_time else ""
             lines.append(f"              evidence {ev.id} ({escape(ev.source)}{when}): {escape(ev.text)}")
     if with_ops:
         lines.append("  operations:")

@@ -6,9 +6,10 @@ feeding the arrivals again, in seq order, to an empty graph rebuilds the graph e
 ``to_bytes()``); feeding a subset of them builds the graph that subset alone would have built. That is
 what :meth:`ProvenanceGraph.as_of` returns: the arrivals up to a seq, or those observed up to a time.
 
-An operation's observation time is its evidence's; an arrival without a time (evidence observed
-without one, an operation without evidence) takes the time of the latest timed arrival before it, and
-is kept when there is none. Times are compared as ISO 8601 datetimes.
+An operation's time is its evidence's: the evidence's valid time where it has one, else its observation
+time; an arrival without a time (evidence observed without one, an operation without evidence) takes the
+time of the latest timed arrival before it, and is kept when there is none. Times are compared as ISO
+8601 datetimes.
 
 >>> from pmem.graph import ProvenanceGraph
 >>> g = ProvenanceGraph()
@@ -33,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from pmem.graph._bulk import WRITE_BATCH_SCHEMA
-from pmem.graph._graph import ProvenanceGraph
+from pmem.graph._graph import ProvenanceGraph, _valid_instant
 from pmem.graph._identity import KeyRegistry
 from pmem.graph._validate import preview
 
@@ -90,7 +91,8 @@ def _observed_by(graph: ProvenanceGraph, log: dict[str, Any], cutoff: datetime) 
     ev_time: dict[int, datetime | None] = {}
     for i, (ev, op) in enumerate(zip(log["evidence"].tolist(), log["op"].tolist(), strict=True)):
         if ev >= 0:
-            text = graph._ev_time.get(ev)
+            valid = graph._ev_valid.get(ev)
+            text = graph._ev_time.get(ev) if valid is None else valid
             when = latest if text is None else _instant(text, f"evidence e{ev}: time")
             ev_time[ev] = when
         else:
@@ -103,15 +105,12 @@ def _observed_by(graph: ProvenanceGraph, log: dict[str, Any], cutoff: datetime) 
 
 
 def _instant(value: object, what: str) -> datetime:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value)
-        except ValueError:
-            pass
-    msg = f"{what} must be an ISO 8601 date or datetime, got {preview(value)}"
-    raise ValueError(msg)
+    """``value`` as compared (naive UTC, as valid times are)."""
+    try:
+        return _valid_instant(value)[1]
+    except ValueError:
+        msg = f"{what} must be an ISO 8601 date or datetime, got {preview(value)}"
+        raise ValueError(msg) from None
 
 
 def _replay_into(
@@ -129,7 +128,7 @@ def _replay_into(
     evidence = log["evidence"][keep].tolist()
     op_rows = log["op"][keep].tolist()
     new_index = {ev: i for i, ev in enumerate(e for e in evidence if e >= 0)}
-    sources, texts, times = graph._sources, graph._ev_text, graph._ev_time
+    sources, texts, times, valid = graph._sources, graph._ev_text, graph._ev_time, graph._ev_valid
     premised, names = graph._op_deps, graph._key_names
     columns: dict[str, list[Any]] = {name: [] for name in WRITE_BATCH_SCHEMA.names}
 
@@ -147,6 +146,10 @@ def _replay_into(
 
     for ev, op, at in zip(evidence, op_rows, arrival_seqs, strict=True):
         set_before(at)
+        if ev >= 0 and ev in valid:  # the batch has no valid-time column
+            flush()
+            replayed.observe(texts[ev], sources[graph._ev_source[ev]], times.get(ev), valid[ev])
+            continue
         if ev >= 0:
             row: tuple[Any, ...] = (
                 None,
@@ -191,7 +194,9 @@ def _refuse(name: str) -> NoReturn:
 class ReadOnlyGraph(ProvenanceGraph):
     """A graph rebuilt by replay (:meth:`ProvenanceGraph.as_of`): every read works, every write refuses."""
 
-    def observe(self, text: str, source: str = "user", time: str | None = None) -> NoReturn:
+    def observe(
+        self, text: str, source: str = "user", time: str | None = None, valid_time: str | None = None
+    ) -> NoReturn:
         _refuse("observe")
 
     def apply(

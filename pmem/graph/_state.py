@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from pmem.graph._codes import ACTIVE, OPS, STATUSES, SUPERSEDED
+from pmem.graph._graph import _valid_instant
 
 if TYPE_CHECKING:
     from pmem.graph._graph import ProvenanceGraph
@@ -37,7 +38,7 @@ FORMAT = "pmem-state"
 SCHEMA_VERSION = 2
 #: Read by this code: a table a file's version predates loads empty.
 READABLE_VERSIONS = (1, 2)
-_ADDED_IN = {"premises": 2, "operation_premises": 2, "authority": 2}
+_ADDED_IN = {"premises": 2, "operation_premises": 2, "authority": 2, "evidence_valid_time": 2}
 
 # Typed as the base class: the schema lists below mix these, and pa.schema takes (name, DataType) pairs.
 I64: pa.DataType = pa.int64()
@@ -69,6 +70,7 @@ _TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
 # Sparse tables: table name -> (graph attribute holding a dict, index column, value columns)
 _SPARSE: dict[str, tuple[str, tuple[str, pa.DataType], list[tuple[str, pa.DataType]]]] = {
     "evidence_time": ("_ev_time", ("evidence", I64), [("time", STR)]),
+    "evidence_valid_time": ("_ev_valid", ("evidence", I64), [("valid_time", STR)]),
     "alternative_of": ("_v_alt", ("version", I64), [("target", I64)]),
     "older": ("_v_older", ("version", I64), [("older", I64)]),
     "extra_support": ("_v_extra_support", ("version", I64), [("count", I64)]),
@@ -378,12 +380,15 @@ def build_graph(
         for column, attr, _ in columns:
             setattr(graph, attr, _column_list(table, column))
     for name, (attr, (index, _), value_columns) in _SPARSE.items():
+        if name not in tables:  # a table added after the file's schema version (checked on decoding)
+            continue
         table = tables[name]
         keys = _column_list(table, index)
         values = [_column_list(table, c) for c, _ in value_columns]
         rows = values[0] if len(values) == 1 else list(zip(*values, strict=True))
         setattr(graph, attr, dict(zip(keys, rows, strict=True)))
     graph._seq = int(meta["seq"])
+    graph._valid_at = {n: _valid_instant(text)[1] for n, text in graph._ev_valid.items()}
     graph._source_code = {s: i for i, s in enumerate(graph._sources)}
     value = graph._v_value
     heads, newest = _column_list(tables["keys"], "head"), _column_list(tables["keys"], "newest")

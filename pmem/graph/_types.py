@@ -53,11 +53,14 @@ class Cell:
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
+    """An observation: ``time`` when it was observed, ``valid_time`` when what it states became true."""
+
     id: str
     text: str
     source: str
     time: str | None
     seq: int
+    valid_time: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,13 +19,21 @@ KEYS = ["a", "b", "c"]
 VALUES = ["x", "y", "z"]
 DAY0 = datetime(2026, 1, 1)
 
-# ("observe", text, source, day or None) | (op, key, value, cite: evidence k back, or None, premises)
+# ("observe", text, source, day or None, valid day or None)
+# | (op, key, value, cite: evidence k back, or None, premises) | ("authority", source, level)
 observe_call = st.tuples(
     st.just("observe"),
     st.sampled_from(["seen", "said", "read"]),
     st.sampled_from(["user", "tool", "web"]),
     st.one_of(st.none(), st.integers(0, 30)),
+    st.one_of(st.none(), st.integers(0, 30)),
 )
+
+
+def day(n: int | None) -> str | None:
+    return None if n is None else (DAY0 + timedelta(days=n)).isoformat()
+
+
 op_call = st.tuples(
     st.sampled_from(OPS),
     st.sampled_from(KEYS),
@@ -48,9 +56,8 @@ def build(chosen: list[tuple], authority: dict | None = None) -> ProvenanceGraph
         if call[0] == "authority":
             g.set_authority(call[1], call[2])
         elif call[0] == "observe":
-            _, text, source, day = call
-            time = None if day is None else (DAY0 + timedelta(days=day)).isoformat()
-            evidence.append(g.observe(f"{text} {i}", source, time))
+            _, text, source, seen, valid = call
+            evidence.append(g.observe(f"{text} {i}", source, day(seen), day(valid)))
         else:
             op, key, value, back, premises = call
             if value is None and op in ("accept", "contest", "resolve"):
@@ -61,27 +68,25 @@ def build(chosen: list[tuple], authority: dict | None = None) -> ProvenanceGraph
     return g
 
 
-def resolved(chosen: list[tuple]) -> list[tuple]:
+def resolved(chosen: list[tuple], authority: dict | None = None) -> list[tuple]:
     """The calls as ``build`` made them (citations, values and premises made absolute), so that a
     subset replays the same requests."""
     out: list[tuple] = []
     evidence: list[int] = []
-    g = build([])
     for i, call in enumerate(chosen):
         if call[0] == "authority":
             out.append(call)
         elif call[0] == "observe":
-            _, text, source, day = call
+            _, text, source, seen, valid = call
             evidence.append(i)
-            out.append(("observe", f"{text} {i}", source, day, i))
-            g.observe("x")
+            out.append(("observe", f"{text} {i}", source, seen, valid, i))
         else:
             op, key, value, back, premises = call
             if value is None and op in ("accept", "contest", "resolve"):
                 value = VALUES[i % len(VALUES)]
             cited = evidence[-1 - back] if back is not None and back < len(evidence) else None
-            held = [p for p in premises if p != key and g.head_value(p) is not None]
-            g.apply(op, key, value)
+            before = build(chosen[:i], authority)  # the premises build() could name at this call
+            held = [p for p in premises if p != key and before.head_value(p) is not None]
             out.append((op, key, value, cited, i, held))
     return out
 
@@ -93,9 +98,8 @@ def build_resolved(chosen: list[tuple], authority: dict | None = None) -> Proven
         if call[0] == "authority":
             g.set_authority(call[1], call[2])
         elif call[0] == "observe":
-            _, text, source, day, i = call
-            time = None if day is None else (DAY0 + timedelta(days=day)).isoformat()
-            ids[i] = g.observe(text, source, time)
+            _, text, source, seen, valid, i = call
+            ids[i] = g.observe(text, source, day(seen), day(valid))
         else:
             op, key, value, cited, _, premises = call
             held = [p for p in premises if p != key and g.head_value(p) is not None] or None
@@ -104,21 +108,22 @@ def build_resolved(chosen: list[tuple], authority: dict | None = None) -> Proven
 
 
 def observed_by(chosen: list[tuple], cutoff: int) -> list[tuple]:
-    """The definition: an operation is observed when its evidence is; an untimed arrival takes the
-    latest time before it and is kept when there is none."""
+    """The definition: an operation's time is its evidence's (valid time where given, else observation
+    time); an untimed arrival takes the latest time before it and is kept when there is none."""
     kept, latest, when_of = [], None, {}
     for call in chosen:
         if call[0] == "authority":  # a setting is not observed: it stays in its place
             kept.append(call)
             continue
         if call[0] == "observe":
-            day = call[3] if call[3] is not None else latest
-            when_of[call[4]] = day
+            own = call[4] if call[4] is not None else call[3]
+            when = own if own is not None else latest
+            when_of[call[5]] = when
         else:
-            day = latest if call[3] is None else when_of.get(call[3], latest)
-        if day is not None:
-            latest = day
-        if day is None or day <= cutoff:
+            when = latest if call[3] is None else when_of.get(call[3], latest)
+        if when is not None:
+            latest = when
+        if when is None or when <= cutoff:
             kept.append(call)
     return kept
 
@@ -143,10 +148,10 @@ def test_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority):
 def test_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority):
     g = build(chosen, authority)
     when = (DAY0 + timedelta(days=cutoff)).isoformat()
-    want = build_resolved(observed_by(resolved(chosen), cutoff), authority)
+    want = build_resolved(observed_by(resolved(chosen, authority), cutoff), authority)
     assert g.as_of(time=when).to_bytes() == want.to_bytes()
     half = g.seq // 2
-    both = build_resolved(observed_by(resolved(up_to(chosen, half)), cutoff), authority)
+    both = build_resolved(observed_by(resolved(up_to(chosen, half), authority), cutoff), authority)
     assert g.as_of(half, time=when).to_bytes() == both.to_bytes()
 
 
