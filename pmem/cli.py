@@ -45,6 +45,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pmem.graph._inspect",
         "print a saved P-Mem graph: current values, or one key's versions and evidence",
     ),
+    "erase": (
+        "pmem.graph._erase_cli",
+        "erase one evidence item from a saved graph into a new state file; print the receipt",
+    ),
     "ingest": (
         "pmem.ingest._cli",
         "build one P-Mem state from a stream (JSONL, Parquet, Arrow) on Ray; resumable",

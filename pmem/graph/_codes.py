@@ -5,12 +5,27 @@ The graph stores codes in flat columns (fast appends, compact Arrow state); the 
 
 from __future__ import annotations
 
-STATUSES: tuple[str, ...] = ("active", "contested", "alternative", "superseded", "contradicted", "revoked")
-ACTIVE, CONTESTED, ALTERNATIVE, SUPERSEDED, CONTRADICTED, REVOKED = range(6)
+#: ``undone``: a version that exists only through undone operations (its value kept, so that undoing
+#: the undo restores it); ``erased``: one that existed only through erased evidence (its value gone).
+STATUSES: tuple[str, ...] = (
+    "active",
+    "contested",
+    "alternative",
+    "superseded",
+    "contradicted",
+    "revoked",
+    "undone",
+    "erased",
+)
+ACTIVE, CONTESTED, ALTERNATIVE, SUPERSEDED, CONTRADICTED, REVOKED, UNDONE, ERASED = range(8)
 
+#: The six typed write operations (a write path chooses among them; run directories count them).
 OPS: tuple[str, ...] = ("accept", "contest", "reject", "revoke", "resolve", "noop")
 ACCEPT, CONTEST, REJECT, REVOKE, RESOLVE, NOOP = range(6)
 OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OPS)}
+#: Names in the operation log: the six, and ``undo`` (``ProvenanceGraph.undo``).
+LOG_OPS: tuple[str, ...] = (*OPS, "undo")
+UNDO = 6
 
 EDGE_KINDS: tuple[str, ...] = ("supported-by", "supersedes", "alternative-of", "revokes")
 

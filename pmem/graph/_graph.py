@@ -33,6 +33,8 @@ from pmem.graph._codes import (
     CONTEST,
     CONTESTED,
     CONTRADICTED,
+    ERASED,
+    LOG_OPS,
     NONE,
     NOOP,
     OPS,
@@ -42,6 +44,7 @@ from pmem.graph._codes import (
     REVOKED,
     STATUSES,
     SUPERSEDED,
+    UNDONE,
 )
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
 from pmem.graph._validate import check_key, check_text, preview
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
 
     from pmem.graph._bulk import BatchResult
     from pmem.graph._identity import KeyRegistry
+    from pmem.graph._rederive import ErasureReceipt, OpIndex
 
     #: An operation other than accept: (key, value, evidence index) -> result.
     _Handler: TypeAlias = Callable[[str, str | None, int], OpResult]
@@ -166,6 +170,9 @@ class ProvenanceGraph:
         self._op_code: list[int] = []
         self._op_target: list[int] = []
         self._op_extra: dict[int, tuple[int, int, int, str | None, str | None]] = {}
+        self._undo_of: dict[int, int] = {}  # an undo operation -> the operation it undoes
+        self._erased: set[int] = set()  # erased evidence
+        self._op_index: OpIndex | None = None  # built by the first undo or erase (not saved)
         self._registry = registry
         # accept is inlined in apply(); every other operation has a handler
         self._handlers: dict[str, _Handler] = {
@@ -385,6 +392,9 @@ class ProvenanceGraph:
         if type(evidence) is str and evidence[:1] == "e" and evidence[1:].isdigit():
             n = int(evidence[1:])
             if n < len(self._ev_seq) and evidence == f"e{n}":
+                if self._erased and n in self._erased and op != "evidence":
+                    msg = f"{op} {key}: evidence {evidence} was erased (it cannot be cited any more)"
+                    raise ValueError(msg)
                 return n
         msg = f"{op} {key}: unknown evidence id {preview(evidence)} (evidence must be an id returned by observe)"
         raise ValueError(msg)
@@ -616,6 +626,34 @@ class ProvenanceGraph:
             return _APPLIED["noop"]
         return self._support(NOOP, kid, head, value, ev, seq, _APPLIED["noop"])
 
+    # ------------------------------------------------------------------ undo and erasure
+
+    def undo(self, op_seq: int, evidence: str | None = None) -> OpResult:
+        """Undo the operation at seq ``op_seq``: its key becomes what replaying the log without it gives.
+
+        Later operations on the key are kept and re-applied in order. Recorded as an ``undo`` operation
+        naming ``op_seq`` (undoing that undo restores the operation). A seq that is not an operation
+        raises ``ValueError``; an operation that changed nothing (not applied, or already undone) is not
+        undone: the undo is logged, not applied, with the reason. Versions that only the undone
+        operation created keep their place with status ``undone``.
+        """
+        from pmem.graph._rederive import undo
+
+        return undo(self, op_seq, evidence)
+
+    def erase(self, evidence_id: str) -> ErasureReceipt:
+        """Erase evidence: its text is gone from the graph and from every byte saved afterwards.
+
+        Every operation that cited it is treated as never having happened (its keys are re-derived by
+        replay without them; a value other evidence also stated survives through that evidence's own
+        operation); versions that existed only through it get status ``erased`` and no value. The
+        receipt names the evidence, the keys whose value changed (before, after) and the versions
+        erased; it holds no erased text.
+        """
+        from pmem.graph._rederive import erase
+
+        return erase(self, evidence_id)
+
     # ------------------------------------------------------------------ source authority
 
     def set_authority(self, source: str, level: int) -> None:
@@ -762,7 +800,12 @@ class ProvenanceGraph:
         alts = self._open_alts.get(kid, ())
         shown = {head, *alts}
         closing = self._closing(kid)
-        history = [self._version(v, closing) for v in self._chain(kid) if v not in shown]
+        v_status = self._v_status
+        history = [
+            self._version(v, closing)
+            for v in self._chain(kid)
+            if v not in shown and v_status[v] != UNDONE and v_status[v] != ERASED
+        ]
         if head == NONE:
             return Cell(self._key_names[kid], None, "empty", [], history, 0)
         status = "contested" if self._v_status[head] == CONTESTED else "active"
@@ -832,8 +875,8 @@ class ProvenanceGraph:
                 continue
             yield Operation(
                 seq=seq,
-                requested=OPS[code & 7],
-                op=OPS[(code >> 3) & 7],
+                requested=LOG_OPS[code & 7],
+                op=LOG_OPS[(code >> 3) & 7],
                 key=names[k],
                 value=value,
                 evidence=None if ev == NONE else f"e{ev}",
@@ -858,10 +901,10 @@ class ProvenanceGraph:
 
     def stats(self) -> dict[str, int]:
         """Node and edge counts, plus operations by effective type."""
-        by_op = dict.fromkeys(OPS, 0)
+        by_op = dict.fromkeys(LOG_OPS, 0)
         failed = 0
         for code in self._op_code:
-            by_op[OPS[(code >> 3) & 7]] += 1
+            by_op[LOG_OPS[(code >> 3) & 7]] += 1
             failed += not code >> 6
         return {
             "evidence": len(self._ev_seq),

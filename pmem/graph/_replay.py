@@ -124,6 +124,9 @@ def _replay_into(
     """
     settings = [s for s in graph._authority_log if 0 <= s[0] <= bound]
     arrival_seqs = log["seq"][keep].tolist()
+    erased, undo_of = graph._erased, graph._undo_of
+    # an undo names its target by the seq it has in the replay: arrivals are numbered as they are fed
+    replay_seq: dict[int, int] = {}
     ops = log["operations"]
     evidence = log["evidence"][keep].tolist()
     op_rows = log["op"][keep].tolist()
@@ -146,6 +149,13 @@ def _replay_into(
 
     for ev, op, at in zip(evidence, op_rows, arrival_seqs, strict=True):
         set_before(at)
+        if op >= 0:
+            o = ops[op]
+            if o.evidence is not None and int(o.evidence[1:]) in erased:
+                continue  # never happened: its evidence is erased
+            if o.requested == "undo" and ops[undo_of[op]].seq not in replay_seq:
+                continue  # a bound left the undone operation out: nothing to undo
+        replay_seq[at] = len(replay_seq) + 1
         if ev >= 0 and ev in valid:  # the batch has no valid-time column
             flush()
             replayed.observe(texts[ev], sources[graph._ev_source[ev]], times.get(ev), valid[ev])
@@ -161,8 +171,11 @@ def _replay_into(
                 None,
             )
         else:
-            o = ops[op]
             cited = None if o.evidence is None else new_index[int(o.evidence[1:])]
+            if o.requested == "undo":
+                flush()
+                replayed.undo(replay_seq[ops[undo_of[op]].seq], None if cited is None else f"e{cited}")
+                continue
             if op in premised:
                 flush()
                 held = [names[k] for k in premised[op] if replayed.head_value(names[k]) is not None]

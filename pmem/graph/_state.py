@@ -38,7 +38,14 @@ FORMAT = "pmem-state"
 SCHEMA_VERSION = 2
 #: Read by this code: a table a file's version predates loads empty.
 READABLE_VERSIONS = (1, 2)
-_ADDED_IN = {"premises": 2, "operation_premises": 2, "authority": 2, "evidence_valid_time": 2}
+_ADDED_IN = {
+    "premises": 2,
+    "operation_premises": 2,
+    "authority": 2,
+    "evidence_valid_time": 2,
+    "undo": 2,
+    "erased": 2,
+}
 
 # Typed as the base class: the schema lists below mix these, and pa.schema takes (name, DataType) pairs.
 I64: pa.DataType = pa.int64()
@@ -71,6 +78,7 @@ _TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
 _SPARSE: dict[str, tuple[str, tuple[str, pa.DataType], list[tuple[str, pa.DataType]]]] = {
     "evidence_time": ("_ev_time", ("evidence", I64), [("time", STR)]),
     "evidence_valid_time": ("_ev_valid", ("evidence", I64), [("valid_time", STR)]),
+    "undo": ("_undo_of", ("operation", I64), [("undoes", I64)]),
     "alternative_of": ("_v_alt", ("version", I64), [("target", I64)]),
     "older": ("_v_older", ("version", I64), [("older", I64)]),
     "extra_support": ("_v_extra_support", ("version", I64), [("count", I64)]),
@@ -172,6 +180,7 @@ def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     tables["operation_premises"] = pa.table(
         [pa.array([r[i] for r in op_rows], type=I64) for i in range(2)], schema=_OPERATION_PREMISES
     )
+    tables["erased"] = pa.table([pa.array(sorted(graph._erased), type=I64)], names=["evidence"])
     settings = graph._authority_log
     tables["authority"] = pa.table(
         [pa.array([r[i] for r in settings], type=t) for i, t in enumerate(_AUTHORITY.types)],
@@ -403,6 +412,8 @@ def build_graph(
     for kid, vid in zip(_column_list(alts, "key"), _column_list(alts, "version"), strict=True):
         open_alts.setdefault(kid, []).append(vid)
     graph._open_alts = open_alts
+    if "erased" in tables:
+        graph._erased = set(_column_list(tables["erased"], "evidence"))
     authority = json.loads(meta.get("authority", "null")) or {
         "configured": False,
         "from_start": False,

@@ -102,3 +102,23 @@ def test_inspect_escapes_values_like_render(tmp_path, capsys):
         assert main(["inspect", str(path), *args]) == 0
         out = capsys.readouterr().out
         assert not any(line.startswith("forged") for line in out.splitlines()), args
+
+
+def test_erase_writes_a_new_state_and_prints_the_receipt(tmp_path, capsys):
+    import json
+
+    g = ProvenanceGraph()
+    g.apply("accept", "user.city", "Lisbon", evidence=g.observe("I live in Lisbon"))
+    g.apply("accept", "user.city", "Oslo", evidence=g.observe("Moved to Oslo, said Xylophon"))
+    g.save(tmp_path / "s.arrow")
+    out = tmp_path / "erased.arrow"
+    assert main(["erase", str(tmp_path / "s.arrow"), "e1", "--out", str(out)]) == 0
+    receipt = json.loads(capsys.readouterr().out)
+    assert receipt["evidence"] == "e1" and receipt["changed"] == {"user.city": ["Oslo", "Lisbon"]}
+    assert receipt["erased_versions"] == ["v1"] and receipt["out"] == str(out)
+    assert b"Xylophon" not in out.read_bytes() and b"Xylophon" in (tmp_path / "s.arrow").read_bytes()
+    assert ProvenanceGraph.load(out).head_value("user.city") == "Lisbon"
+    assert main(["erase", str(tmp_path / "s.arrow"), "e9", "--out", str(out)]) == 2
+    assert "unknown evidence id 'e9'" in capsys.readouterr().err
+    assert main(["erase", str(tmp_path / "s.arrow"), "e1", "--out", str(tmp_path / "s.arrow")]) == 2
+    assert "is the input state" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from pmem.graph import ProvenanceGraph
 
 FIXTURES = Path(__file__).parent / "fixtures"
 #: view fields added after a schema version: its fixture's views do not have them
-ADDED_SINCE = {1: {"stale", "valid_time"}}
+ADDED_SINCE = {1: {"stale", "valid_time", "op_undo"}}
 
 
 def _view(obj: object, schema: int) -> dict:
@@ -28,7 +28,7 @@ def test_a_state_file_of_an_earlier_schema_loads_with_the_same_views(schema: int
     assert [dataclasses.asdict(o) for o in g.operations()] == want["operations"]
     assert [_view(g.evidence(f"e{i}"), schema) for i in range(len(want["evidence"]))] == want["evidence"]
     assert [dataclasses.asdict(d) for d in g.registry.decisions] == want["decisions"]
-    assert g.stats() == want["stats"]
+    assert {k: v for k, v in g.stats().items() if k not in ADDED_SINCE[schema]} == want["stats"]
     assert g.render() == want["render"]
 
 

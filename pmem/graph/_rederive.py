@@ -1,0 +1,364 @@
+"""Undo and erasure: a key re-derived by replaying its own operations with a change.
+
+Both are defined by replay (see ``pmem.graph._replay``): the graph is what replaying the log gives when
+an undone operation, or every operation citing erased evidence, is left out. An operation's outcome
+depends only on its own key's history (and, for authority and valid time, on evidence and settings that
+the change does not touch), so only the keys holding a left-out operation are re-derived: their
+operations are replayed, in order and at their own seqs, into a scratch graph that shares this graph's
+evidence, and the scratch key's versions, edges and log outcomes are written back.
+
+Nothing admitted is deleted. A version keeps its id as long as the operation that created it still
+creates one; a version no replayed operation creates any more keeps its place in the key's history with
+status ``undone`` (value kept: undoing the undo restores it) or ``erased`` (value gone, with the text of
+its evidence). A left-out operation stays in the log, not applied, with the reason. Premises recorded on
+a version are kept with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pmem.graph._codes import ERASED, NONE, NOOP, OPS, UNDO, UNDONE
+from pmem.graph._types import OpResult
+
+if TYPE_CHECKING:
+    from pmem.graph._graph import ProvenanceGraph
+
+_TOKEN = "<re-derived evidence>"  # the scratch graph's evidence fast path (see ProvenanceGraph.apply)
+
+
+@dataclass(frozen=True)
+class ErasureReceipt:
+    """What :meth:`ProvenanceGraph.erase` did: never any erased text.
+
+    ``changed``: key -> (frontier value before, after) for every key whose value changed;
+    ``erased_versions``: ids of the versions that existed only through the evidence.
+    """
+
+    evidence: str
+    changed: dict[str, tuple[str | None, str | None]]
+    erased_versions: tuple[str, ...]
+    operations: int = 0  # operations that cited it, now left out
+
+
+@dataclass
+class OpIndex:
+    """Operations by key, by evidence and by seq.
+
+    Built on the first undo or erase, column-wise over the whole log (so that writes pay nothing for
+    it); the operations logged since are added one by one on each later use.
+    """
+
+    upto: int = 0
+    key_of: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # sorted key ids ...
+    key_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # ... and their operations
+    ev_of: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    ev_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    seqs: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # seq of each indexed op
+    tail_key: dict[int, list[int]] = field(default_factory=dict)  # operations logged after the build
+    tail_ev: dict[int, list[int]] = field(default_factory=dict)
+    tail_seq: dict[int, int] = field(default_factory=dict)
+
+    def sync(self, g: ProvenanceGraph) -> OpIndex:
+        if self.upto == 0 and g._op_code:
+            self._build(g)
+        extra, target, v_key, v_ev, v_from = g._op_extra, g._op_target, g._v_key, g._v_ev, g._v_from
+        for i in range(self.upto, len(g._op_code)):
+            e = extra.get(i)
+            if e is None:
+                t = target[i]
+                seq, kid, ev = v_from[t], v_key[t], v_ev[t]
+            else:
+                seq, kid, ev = e[0], e[1], e[2]
+            self.tail_key.setdefault(kid, []).append(i)
+            if ev != NONE:
+                self.tail_ev.setdefault(ev, []).append(i)
+            self.tail_seq[seq] = i
+        self.upto = len(g._op_code)
+        return self
+
+    def _build(self, g: ProvenanceGraph) -> None:
+        n = len(g._op_code)
+        target = np.asarray(g._op_target, dtype=np.int64)
+        kid, ev, seq = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+        extra = np.zeros(n, np.bool_)
+        at = np.fromiter(g._op_extra, np.int64, len(g._op_extra))
+        extra[at] = True
+        created = np.flatnonzero(~extra)
+        t = target[created]
+        kid[created] = np.asarray(g._v_key, dtype=np.int64)[t]
+        ev[created] = np.asarray(g._v_ev, dtype=np.int64)[t]
+        seq[created] = np.asarray(g._v_from, dtype=np.int64)[t]
+        rows = list(g._op_extra.values())
+        for column, field_at in ((seq, 0), (kid, 1), (ev, 2)):
+            column[at] = np.fromiter((r[field_at] for r in rows), np.int64, len(rows))
+        order = np.argsort(kid, kind="stable")
+        self.key_of, self.key_ops = kid[order], order
+        cited = np.flatnonzero(ev != NONE)
+        order = cited[np.argsort(ev[cited], kind="stable")]
+        self.ev_of, self.ev_ops = ev[order], order
+        self.seqs = seq
+        self.upto = n
+
+    def by_key(self, kid: int) -> list[int]:
+        """The key's operations, in log order."""
+        a, b = np.searchsorted(self.key_of, [kid, kid + 1])
+        ops: list[int] = self.key_ops[a:b].tolist()
+        return ops + self.tail_key.get(kid, [])
+
+    def by_ev(self, ev: int) -> list[int]:
+        """The operations citing evidence ``ev``, in log order."""
+        a, b = np.searchsorted(self.ev_of, [ev, ev + 1])
+        ops: list[int] = self.ev_ops[a:b].tolist()
+        return ops + self.tail_ev.get(ev, [])
+
+    def by_seq(self, seq: int) -> int | None:
+        """The operation that arrived at ``seq`` (None: no operation did)."""
+        i = int(np.searchsorted(self.seqs, seq))
+        if i < len(self.seqs) and self.seqs[i] == seq:
+            return i
+        return self.tail_seq.get(seq)
+
+
+def index(g: ProvenanceGraph) -> OpIndex:
+    if g._op_index is None:
+        g._op_index = OpIndex()
+    return g._op_index.sync(g)
+
+
+def request(g: ProvenanceGraph, i: int) -> tuple[int, int, str | None, int, int]:
+    """What operation ``i`` requested: (op code, key id, value, evidence index, seq)."""
+    e = g._op_extra.get(i)
+    if e is None:
+        t = g._op_target[i]
+        return g._op_code[i] & 7, g._v_key[t], g._v_value[t], g._v_ev[t], g._v_from[t]
+    return g._op_code[i] & 7, e[1], e[3], e[2], e[0]
+
+
+def left_out(g: ProvenanceGraph, ops: list[int]) -> dict[int, str]:
+    """Of a key's operations, those the replay leaves out, with the reason: cited erased evidence, or
+    undone by an undo that is itself in effect (an undo is in effect unless an undo in effect undoes
+    it, or its own evidence is erased)."""
+    out: dict[int, str] = {}
+    erased, undo_of = g._erased, g._undo_of
+    for i in ops:
+        if request(g, i)[3] in erased:
+            out[i] = "its evidence was erased"
+    code = g._op_code
+    for u in reversed(ops):  # an undo names an earlier operation: the latest undos decide first
+        if u in undo_of and u not in out and code[u] >> 6:
+            target = undo_of[u]
+            out.setdefault(target, f"undone by the undo at seq {request(g, u)[4]}")
+    return out
+
+
+def undo(g: ProvenanceGraph, op_seq: object, evidence: str | None) -> OpResult:
+    """:meth:`ProvenanceGraph.undo` (arguments checked here, before anything is written)."""
+    if not isinstance(op_seq, int) or isinstance(op_seq, bool):
+        msg = f"undo: op_seq must be the seq of an operation (an int), got {op_seq!r}"
+        raise ValueError(msg)
+    ev = NONE if evidence is None else g._evidence_index(evidence, "undo", f"seq {op_seq}")
+    idx = index(g)
+    target = idx.by_seq(op_seq)
+    if target is None:
+        what = "an observation" if op_seq in set(g._ev_seq) else "no arrival of this graph"
+        msg = f"undo: seq {op_seq} is not an operation ({what}); name the seq of an entry of operations()"
+        raise ValueError(msg)
+    kid = request(g, target)[1]
+    skipped = left_out(g, idx.by_key(kid))
+    reason = None
+    if target in skipped:
+        reason = f"operation seq {op_seq} is already left out ({skipped[target]})"
+    elif not g._op_code[target] >> 6:
+        reason = f"operation seq {op_seq} changed nothing (it was not applied)"
+    # nothing below can fail
+    g._seq = seq = g._seq + 1
+    n = len(g._op_code)
+    g._undo_of[n] = target  # kept for a refused undo too: replay asks for the same
+    if reason is not None:
+        g._log(seq, UNDO, NOOP, kid, ev, False, NONE, None, reason)
+        idx.sync(g)
+        return OpResult(False, "noop", reason)
+    g._log(seq, UNDO, UNDO, kid, ev, True, NONE, None, f"undoes the operation at seq {op_seq}")
+    idx.sync(g)
+    rederive(g, kid, idx)
+    return OpResult(True, "undo", None)
+
+
+def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
+    """:meth:`ProvenanceGraph.erase`."""
+    n = g._evidence_index(evidence_id, "evidence", "")
+    idx = index(g)
+    cited = idx.by_ev(n)
+    keys = list(dict.fromkeys(request(g, i)[1] for i in cited))
+    before = {kid: g._records[kid].value for kid in keys}
+    dead_before = {v for kid in keys for v in g._chain(kid) if g._v_status[v] == ERASED}
+    g._erased.add(n)
+    g._ev_text[n] = ""
+    if g._last_ev == n:  # the observe-then-apply fast path must not cite it either
+        g._last_eid, g._last_ev = None, NONE
+    for kid in keys:
+        rederive(g, kid, idx)
+    names = g._key_names
+    changed = {
+        names[kid]: (before[kid], g._records[kid].value)
+        for kid in keys
+        if before[kid] != g._records[kid].value
+    }
+    erased = sorted(
+        v for kid in keys for v in g._chain(kid) if g._v_status[v] == ERASED and v not in dead_before
+    )
+    return ErasureReceipt(f"e{n}", changed, tuple(f"v{v}" for v in erased), len(cited))
+
+
+def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex) -> None:
+    """Replay key ``kid``'s operations, less those left out, and write the outcome back."""
+    from pmem.graph._graph import ProvenanceGraph
+
+    ops = idx.by_key(kid)
+    skipped = left_out(g, ops)
+    key = g._key_names[kid]
+    s = ProvenanceGraph()
+    # the scratch graph reads this graph's evidence (sources for authority, valid times)
+    s._ev_text, s._ev_source, s._ev_seq = g._ev_text, g._ev_source, g._ev_seq
+    s._sources, s._source_code = g._sources, g._source_code
+    s._ev_valid, s._valid_at = g._ev_valid, g._valid_at
+    s._default_authority = g._default_authority
+    settings = [entry for entry in g._authority_log if entry[0] >= 0]
+    if g._authority_from_start:
+        s._authority = {src: level for after, src, level in g._authority_log if after < 0}
+    s._new_key(key)
+    replayed: dict[int, int] = {}  # this graph's operation -> the scratch graph's
+    for i in ops:
+        req, _, value, ev, seq = request(g, i)
+        if req == UNDO or i in skipped:
+            continue
+        while settings and settings[0][0] < seq:
+            _, src, level = settings.pop(0)
+            if s._authority is None:
+                s._authority = {}
+            s._authority[src] = level
+        s._seq = seq - 1
+        s._last_eid, s._last_ev = _TOKEN, ev
+        s.apply(OPS[req], key, value, None if ev == NONE else _TOKEN)
+        replayed[i] = len(s._op_code) - 1
+    _write_back(g, kid, ops, skipped, replayed, s)
+
+
+def _write_back(
+    g: ProvenanceGraph,
+    kid: int,
+    ops: list[int],
+    skipped: dict[int, str],
+    replayed: dict[int, int],
+    s: ProvenanceGraph,
+) -> None:
+    versions = g._chain(kid)
+    by_from = {g._v_from[v]: v for v in versions}  # a version is known by its creating operation's seq
+    vmap: dict[int, int] = {NONE: NONE}  # scratch version -> this graph's
+    for t in replayed.values():
+        if t in s._op_extra:
+            continue  # created nothing
+        sv = s._op_target[t]
+        v = by_from.get(s._v_from[sv])
+        if v is None:  # created now by an operation that created nothing before
+            v = len(g._v_key)
+            g._v_value.append(s._v_value[sv])
+            for column, cell in (
+                (g._v_key, kid),
+                (g._v_status, 0),
+                (g._v_from, s._v_from[sv]),
+                (g._v_to, NONE),
+                (g._v_ev, s._v_ev[sv]),
+                (g._v_prev, NONE),
+            ):
+                column.append(cell)
+            versions.append(v)
+        vmap[sv] = v
+    live = {v: sv for sv, v in vmap.items() if sv != NONE}
+    erased_ops = {request(g, i)[4] for i, why in skipped.items() if why == "its evidence was erased"}
+    for v in versions:
+        g._v_older.pop(v, None)
+        g._v_alt.pop(v, None)
+        g._v_extra_support.pop(v, None)
+        found = live.get(v)
+        if found is None:  # no replayed operation creates it any more
+            gone = g._v_from[v] in erased_ops
+            if g._v_status[v] not in (UNDONE, ERASED) or gone:
+                g._v_status[v] = ERASED if gone else UNDONE
+                if g._v_to[v] == NONE:
+                    g._v_to[v] = g._seq
+            if gone:
+                g._v_value[v] = ""
+            g._v_prev[v] = NONE
+            continue
+        sv = found
+        g._v_status[v] = s._v_status[sv]
+        g._v_to[v] = s._v_to[sv]
+        g._v_prev[v] = vmap[s._v_prev[sv]]
+        alt = s._v_alt.get(sv)
+        if alt is not None:
+            g._v_alt[v] = vmap[alt]
+        support = s._v_extra_support.get(sv)
+        if support is not None:
+            g._v_extra_support[v] = support
+    # the key's arrival chain, over every version it ever had (by creating seq)
+    ordered = sorted(versions, key=lambda v: g._v_from[v])
+    older = NONE
+    for v in ordered:
+        if g._v_prev[v] != older:
+            g._v_older[v] = older
+        older = v
+    rec = g._records[kid]
+    rec.newest = ordered[-1] if ordered else NONE
+    srec = s._records[0]
+    g._set_head(rec, vmap[srec.head])
+    alts = s._open_alts.get(0)
+    if alts:
+        g._open_alts[kid] = [vmap[a] for a in alts]
+    else:
+        g._open_alts.pop(kid, None)
+    _replace_edges(g, kid, s, vmap)
+    for i in ops:
+        req, _, value, ev, seq = request(g, i)
+        if req == UNDO:
+            continue
+        if i in skipped:
+            why = skipped[i]
+            kept = None if why == "its evidence was erased" else value
+            g._op_code[i] = req | NOOP << 3
+            g._op_target[i] = NONE
+            g._op_extra[i] = (seq, kid, ev, kept, f"left out: {why}")
+            continue
+        t = replayed[i]
+        g._op_code[i] = s._op_code[t]
+        g._op_target[i] = vmap[s._op_target[t]]
+        e = s._op_extra.get(t)
+        if e is None:
+            g._op_extra.pop(i, None)
+        else:
+            g._op_extra[i] = (e[0], kid, e[2], e[3], e[4])
+
+
+def _replace_edges(g: ProvenanceGraph, kid: int, s: ProvenanceGraph, vmap: dict[int, int]) -> None:
+    """Supported-by edges and tombstones of the key: the replay's, in place of the old ones."""
+    v_key = g._v_key
+    keep = [j for j, v in enumerate(g._sb_version) if v_key[v] != kid]
+    if len(keep) != len(g._sb_version):
+        g._sb_version = [g._sb_version[j] for j in keep]
+        g._sb_ev = [g._sb_ev[j] for j in keep]
+        g._sb_seq = [g._sb_seq[j] for j in keep]
+    g._sb_version.extend(vmap[v] for v in s._sb_version)
+    g._sb_ev.extend(s._sb_ev)
+    g._sb_seq.extend(s._sb_seq)
+    keep = [j for j, v in enumerate(g._tb_version) if v_key[v] != kid]
+    if len(keep) != len(g._tb_version):
+        g._tb_version = [g._tb_version[j] for j in keep]
+        g._tb_seq = [g._tb_seq[j] for j in keep]
+        g._tb_ev = [g._tb_ev[j] for j in keep]
+    g._tb_version.extend(vmap[v] for v in s._tb_version)
+    g._tb_seq.extend(s._tb_seq)
+    g._tb_ev.extend(s._tb_ev)

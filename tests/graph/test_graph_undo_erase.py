@@ -1,0 +1,265 @@
+"""Undo and erasure, checked against a reference replayer written from their definition.
+
+The reference never calls ``undo`` or ``erase``: it keeps the calls made, decides from the definition
+which operations are left out (undone by an undo in effect, or citing erased evidence), and replays the
+rest into a fresh graph. The graph must agree on the frontier and on every key's live versions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pmem.graph import OPS, ProvenanceGraph
+
+KEYS = ["a", "b"]
+VALUES = ["x", "y", "z"]
+SOURCES = ["user", "tool", "web"]
+
+call = st.one_of(
+    st.tuples(st.just("observe"), st.sampled_from(SOURCES), st.one_of(st.none(), st.integers(0, 9))),
+    st.tuples(st.sampled_from(OPS), st.sampled_from(KEYS), st.sampled_from(VALUES), st.integers(0, 3)),
+    st.tuples(st.sampled_from(OPS), st.sampled_from(KEYS), st.none(), st.integers(0, 3)),
+    st.tuples(st.just("authority"), st.sampled_from(SOURCES), st.integers(0, 2)),
+    st.tuples(st.just("undo"), st.integers(0, 10_000)),
+    st.tuples(st.just("erase"), st.integers(0, 10_000)),
+    st.tuples(st.just("reload")),
+)
+configured = st.one_of(st.none(), st.dictionaries(st.sampled_from(SOURCES), st.integers(0, 2)))
+
+
+def valid(day: int | None) -> str | None:
+    return None if day is None else f"2026-01-{day + 1:02d}"
+
+
+class Run:
+    """The calls made, as the reference needs them, next to the graph they were made on."""
+
+    def __init__(self, authority: dict | None) -> None:
+        self.authority = authority
+        self.g = ProvenanceGraph(authority=authority)
+        self.log: list[
+            tuple
+        ] = []  # ("observe", source, day) | ("op", op, key, value, ev) | ("authority", ...)
+        self.op_entry: list[int] = []  # log position of each operation call, in call order
+        self.seq_of: dict[int, int] = {}  # log position of an operation -> its seq in the graph
+        self.undos: list[tuple[int, int]] = []  # (log position of the undo, log position of its target)
+        self.erased: set[int] = set()
+
+    def evidence_count(self) -> int:
+        return sum(1 for entry in self.log if entry[0] == "observe")
+
+    def do(self, c: tuple, tmp_path) -> None:
+        g = self.g
+        kind = c[0]
+        if kind == "observe":
+            g.observe("text", c[1], valid_time=valid(c[2]))
+            self.log.append(("observe", c[1], c[2]))
+        elif kind == "authority":
+            g.set_authority(c[1], c[2])
+            self.log.append(c)
+        elif kind == "reload":
+            g.save(tmp_path / "s.arrow")
+            self.g = ProvenanceGraph.load(tmp_path / "s.arrow")
+        elif kind == "erase":
+            n = self.evidence_count()
+            if n:
+                self.erased.add(c[1] % n)
+                g.erase(f"e{c[1] % n}")
+        elif kind == "undo":
+            if self.op_entry:
+                target = self.op_entry[c[1] % len(self.op_entry)]
+                g.undo(self.seq_of[target])
+                self.log.append(("undo", target))
+                self.seq_of[len(self.log) - 1] = g.seq
+                self.op_entry.append(len(self.log) - 1)
+        else:
+            op, key, value, back = c
+            if value is None and op in ("accept", "contest", "resolve"):
+                return
+            n = self.evidence_count()
+            ev = n - 1 - back if back < n else None
+            if ev in self.erased:
+                with pytest.raises(ValueError, match="was erased"):
+                    g.apply(op, key, value, evidence=f"e{ev}")
+                return
+            g.apply(op, key, value, evidence=None if ev is None else f"e{ev}")
+            self.log.append(("op", op, key, value, ev))
+            self.seq_of[len(self.log) - 1] = g.seq
+            self.op_entry.append(len(self.log) - 1)
+
+    # ---------------------------------------------------------------- the reference
+
+    def left_out(self, upto: int) -> set[int]:
+        """Log positions of operations left out, deciding each undo before ``upto`` in order."""
+        active: dict[int, int] = {}  # undo -> target, for undos that were applied
+
+        def out_now() -> set[int]:
+            undone = set()
+            for u in sorted(active, reverse=True):  # the latest undos decide first
+                if u not in undone:
+                    undone.add(active[u])
+            erased = {i for i, e in enumerate(self.log) if e[0] == "op" and e[4] in self.erased}
+            return undone | erased
+
+        for i, entry in enumerate(self.log[:upto]):
+            if entry[0] != "undo":
+                continue
+            target = entry[1]
+            if target in out_now():
+                continue  # already left out
+            if self.log[target][0] == "op" and not self.replay(i, out_now())[1].get(target, False):
+                continue  # changed nothing
+            active[i] = target
+        return out_now()
+
+    def replay(self, upto: int, out: set[int]) -> tuple[ProvenanceGraph, dict[int, bool]]:
+        g = ProvenanceGraph(authority=self.authority)
+        applied: dict[int, bool] = {}
+        for i, entry in enumerate(self.log[:upto]):
+            if entry[0] == "observe":
+                g.observe("text", entry[1], valid_time=valid(entry[2]))
+            elif entry[0] == "authority":
+                g.set_authority(entry[1], entry[2])
+            elif entry[0] == "op" and i not in out:
+                _, op, key, value, ev = entry
+                applied[i] = g.apply(op, key, value, evidence=None if ev is None else f"e{ev}").applied
+        return g, applied
+
+    def reference(self) -> ProvenanceGraph:
+        return self.replay(len(self.log), self.left_out(len(self.log)))[0]
+
+
+def live(g: ProvenanceGraph, key: str) -> list[tuple[str, str]]:
+    return [(v.value, v.status) for v in g.versions(key) if v.status not in ("undone", "erased")]
+
+
+def cells(g: ProvenanceGraph) -> dict:
+    out = {}
+    for key, cell in g.frontier().items():
+        out[key] = (cell.value, cell.status, cell.alternatives, cell.support)
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(call, max_size=40), configured)
+def test_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls, authority):
+    tmp = tmp_path_factory.mktemp("state")
+    run = Run(authority)
+    for c in calls:
+        run.do(c, tmp)
+    want = run.reference()
+    assert cells(run.g) == cells(want)
+    for key in want:
+        assert live(run.g, key) == live(want, key), key
+    again = ProvenanceGraph.from_bytes(run.g.to_bytes())
+    assert again.to_bytes() == run.g.to_bytes()
+    if not run.erased:  # undo is an arrival: replaying the log, undos included, gives the same graph
+        assert run.g.as_of().to_bytes() == run.g.to_bytes()
+    assert cells(run.g.as_of()) == cells(want)  # erased operations never happened in a replay either
+
+
+def test_undo_restores_what_the_log_without_the_operation_gives() -> None:
+    g = ProvenanceGraph()
+    for value in ("a", "b", "c"):
+        g.apply("accept", "k", value, g.observe(f"k is {value}"))
+    seqs = [o.seq for o in g.operations()]
+    result = g.undo(seqs[1])
+    assert result.applied and result.op == "undo" and g.head_value("k") == "c"
+    assert [(v.value, v.status) for v in g.versions("k")] == [
+        ("a", "superseded"),
+        ("b", "undone"),
+        ("c", "active"),
+    ]
+    undo_seq = g.seq
+    log = list(g.operations())
+    assert (log[-1].requested, log[-1].applied, log[-1].reason) == (
+        "undo",
+        True,
+        f"undoes the operation at seq {seqs[1]}",
+    )
+    assert (log[1].applied, log[1].reason) == (False, f"left out: undone by the undo at seq {undo_seq}")
+    g.undo(seqs[2])
+    assert g.head_value("k") == "a"
+    g.undo(undo_seq)  # undoing the undo restores b (c stays undone)
+    assert g.head_value("k") == "b" and [v.status for v in g.versions("k")] == [
+        "superseded",
+        "active",
+        "undone",
+    ]
+    again = g.undo(seqs[1])  # b is in effect again: it can be undone again
+    assert again.applied and g.head_value("k") == "a"
+
+
+def test_undo_refuses_what_is_not_an_operation_and_records_what_changed_nothing() -> None:
+    g = ProvenanceGraph()
+    e = g.observe("k is a")
+    g.apply("accept", "k", "a", e)
+    g.apply("reject", "other")  # fails: no head
+    with pytest.raises(ValueError, match="seq 1 is not an operation"):
+        g.undo(1)
+    with pytest.raises(ValueError, match="seq 99 is not an operation"):
+        g.undo(99)
+    with pytest.raises(ValueError, match="op_seq must be"):
+        g.undo("2")
+    before = g.seq
+    result = g.undo(3)
+    assert (result.applied, result.reason) == (False, "operation seq 3 changed nothing (it was not applied)")
+    assert g.seq == before + 1 and list(g.operations())[-1].requested == "undo"
+    assert g.undo(2).applied
+    again = g.undo(2)
+    assert not again.applied and "already left out" in again.reason
+
+
+def test_erasure_leaves_no_byte_of_the_text_and_repairs_the_frontier(tmp_path) -> None:
+    g = ProvenanceGraph()
+    g.apply("accept", "user.city", "Lisbon", g.observe("I live in Lisbon", "user"))
+    secret = g.observe("Zorblax moved me to Qwertyville-7731 last week", "user")
+    g.apply("accept", "user.city", "Qwertyville-7731", secret)
+    g.apply("accept", "user.pet", "Lisbon", g.observe("my cat is called Lisbon"))
+    g.apply("noop", "user.city", "Qwertyville-7731", secret)  # support from the same evidence
+    before = g.to_bytes()
+    assert b"Zorblax" in before and b"Qwertyville-7731" in before
+    receipt = g.erase(secret)
+    assert receipt.evidence == secret
+    assert receipt.changed == {"user.city": ("Qwertyville-7731", "Lisbon")}
+    assert receipt.erased_versions == ("v1",) and receipt.operations == 2
+    # the receipt names values (the contract's before -> after), never the evidence's text
+    assert "Zorblax" not in repr(receipt) and "last week" not in repr(receipt)
+    g.save(tmp_path / "s.arrow")
+    for data in (g.to_bytes(), (tmp_path / "s.arrow").read_bytes()):
+        for text in (b"Zorblax", b"Qwertyville-7731", b"last week"):
+            assert data.count(text) == 0
+    assert g.head_value("user.city") == "Lisbon" and g.head_value("user.pet") == "Lisbon"
+    assert [(v.value, v.status) for v in g.versions("user.city")] == [("Lisbon", "active"), ("", "erased")]
+    assert g.evidence(secret).text == ""
+    loaded = ProvenanceGraph.load(tmp_path / "s.arrow")
+    assert loaded.to_bytes() == g.to_bytes()
+
+
+def test_a_value_also_stated_by_other_evidence_survives_erasure() -> None:
+    g = ProvenanceGraph()
+    first = g.observe("k is a (first source)")
+    g.apply("accept", "k", "a", first)
+    g.apply("accept", "k", "a", g.observe("k is a (second source)"))  # support
+    receipt = g.erase(first)
+    assert receipt.changed == {} and g.head_value("k") == "a"
+    (version,) = [v for v in g.versions("k") if v.status == "active"]
+    assert version.evidence == "e1" and version.support == 1  # created now by the second statement
+    assert dataclasses.asdict(g.cell("k"))["history"] == []
+
+
+def test_a_re_derived_key_is_replayed_under_the_authority_each_operation_had() -> None:
+    g = ProvenanceGraph()
+    g.apply("accept", "k", "a", g.observe("a", "user"))
+    g.apply("noop", "k", "a", g.observe("still a", "user"))
+    g.set_authority("web", 0)  # from here on the web ranks below the user
+    g.set_authority("user", 2)
+    g.apply("accept", "k", "b", g.observe("b", "web"))  # lowered to a contest
+    noop_seq = [o.seq for o in g.operations()][1]
+    g.undo(noop_seq)
+    assert g.head_value("k") == "a" and g.cell("k").alternatives == ["b"]
+    assert list(g.operations())[2].op == "contest"
