@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
     from pmem.graph._bulk import BatchResult
     from pmem.graph._identity import KeyRegistry
-    from pmem.graph._rederive import ErasureReceipt, OpIndex
+    from pmem.graph._rederive import ErasureReceipt, MergeReceipt, OpIndex
 
     #: An operation other than accept: (key, value, evidence index) -> result.
     _Handler: TypeAlias = Callable[[str, str | None, int], OpResult]
@@ -171,6 +171,7 @@ class ProvenanceGraph:
         self._op_target: list[int] = []
         self._op_extra: dict[int, tuple[int, int, int, str | None, str | None]] = {}
         self._undo_of: dict[int, int] = {}  # an undo operation -> the operation it undoes
+        self._op_alias: dict[int, str] = {}  # an operation -> the key as extracted, when merged (sparse)
         self._erased: set[int] = set()  # erased evidence
         self._op_index: OpIndex | None = None  # built by the first undo or erase (not saved)
         self._registry = registry
@@ -231,6 +232,7 @@ class ProvenanceGraph:
         evidence: str | None = None,
         *,
         depends_on: Iterable[str] | None = None,
+        alias: str | None = None,
     ) -> OpResult:
         """Apply one typed operation to ``key``.
 
@@ -243,9 +245,12 @@ class ProvenanceGraph:
         heads (each must have one, and none may be ``key``), and once one of those heads changes the
         cell reads as stale (``Cell.stale``) until the fact is asserted again with current premises. An
         empty ``depends_on`` is no premise at all (it clears nothing).
+
+        ``alias`` is the key as the write path extracted it, when soft identity mapped it onto ``key``:
+        :meth:`unmerge` can then move the operation back to a key of its own.
         """
-        if depends_on is not None:
-            return self._apply_with_premises(op, key, value, evidence, depends_on)
+        if depends_on is not None or alias is not None:
+            return self._apply_recorded(op, key, value, evidence, depends_on, alias)
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
         handler: _Handler | None = None
@@ -312,14 +317,28 @@ class ProvenanceGraph:
         self._op_target.append(vid)
         return _APPLIED_ACCEPT
 
-    def _apply_with_premises(
-        self, op: str, key: str, value: str | None, evidence: str | None, depends_on: Iterable[str]
+    def _apply_recorded(
+        self,
+        op: str,
+        key: str,
+        value: str | None,
+        evidence: str | None,
+        depends_on: Iterable[str] | None,
+        alias: str | None,
     ) -> OpResult:
-        premises = self._premises(op, key, depends_on)
+        """``apply`` with premises and/or the key as extracted, both recorded with the operation."""
+        premises = () if depends_on is None else self._premises(op, key, depends_on)
+        if alias is not None:
+            check_key(alias, f"apply {op} {key}", "alias")
+            if alias == key:
+                msg = f"apply {op} {key}: alias must differ from the key (it names the key as extracted)"
+                raise ValueError(msg)
         result = self.apply(op, key, value, evidence)  # checks the other arguments before writing
-        if not premises:  # no premise named: a plain operation
-            return result
         n = len(self._op_code) - 1
+        if alias is not None:
+            self._op_alias[n] = alias
+        if not premises:  # no premise named
+            return result
         self._op_deps[n] = tuple(kid for kid, _ in premises)
         target = self._op_target[n]
         if result.applied and target != NONE and target == self._records[self._v_key[target]].head:
@@ -640,6 +659,17 @@ class ProvenanceGraph:
         from pmem.graph._rederive import undo
 
         return undo(self, op_seq, evidence)
+
+    def unmerge(self, alias: str) -> MergeReceipt:
+        """Split a soft-identity merge: every operation recorded with ``alias`` moves to key ``alias``.
+
+        Both keys become what replaying the log with those operations on ``alias`` gives (undos of a
+        moved operation move with it); the registry records the split and never merges the pair again.
+        An alias no operation was recorded with raises ``ValueError``.
+        """
+        from pmem.graph._rederive import unmerge
+
+        return unmerge(self, alias)
 
     def erase(self, evidence_id: str) -> ErasureReceipt:
         """Erase evidence: its text is gone from the graph and from every byte saved afterwards.

@@ -44,7 +44,8 @@ _STOP = frozenset({"the", "of", "a", "an", "in", "at", "on", "for", "to", "is", 
 
 @dataclass(frozen=True, slots=True)
 class IdentityDecision:
-    """``verdict``: ``new`` (nothing shortlisted), ``same`` (merged) or ``different`` (kept apart)."""
+    """``verdict``: ``new`` (nothing shortlisted), ``same`` (merged), ``different`` (kept apart) or
+    ``split`` (a merge undone by ``ProvenanceGraph.unmerge``: never merged again)."""
 
     candidate: str
     shortlisted: str | None
@@ -160,6 +161,7 @@ class KeyRegistry:
         self._keys: list[str] = []
         self._index: dict[str, int] = {}
         self._aliases: dict[str, str] = {}
+        self._splits: set[tuple[str, str]] = set()  # (candidate, key) pairs never to be merged again
         self._store = _VectorStore()
         self._prescored: dict[str, _Prescored] = {}
         self._decisions: list[IdentityDecision] = []
@@ -305,7 +307,7 @@ class KeyRegistry:
         self, candidate: str, shortlisted: str | None, score: float, same: bool, vec: np.ndarray | None
     ) -> str:
         """Record a verdict whose arguments are already checked (nothing here can fail half-way)."""
-        if shortlisted is not None and same:
+        if shortlisted is not None and same and (candidate, shortlisted) not in self._splits:
             canonical, verdict = shortlisted, "same"
             self._aliases[candidate] = shortlisted
         else:
@@ -358,7 +360,24 @@ class KeyRegistry:
         self._index = {k: i for i, k in enumerate(self._keys)}
         self._store = _VectorStore()
         self._decisions = restored
-        self._aliases = {d.candidate: d.canonical for d in restored if d.verdict == "same"}
+        self._aliases, self._splits = {}, set()
+        for d in restored:  # in order: a split undoes the merge before it
+            if d.verdict == "same":
+                self._aliases[d.candidate] = d.canonical
+            elif d.verdict == "split" and d.shortlisted is not None:
+                self._aliases.pop(d.candidate, None)
+                self._splits.add((d.candidate, d.shortlisted))
+
+    def split(self, alias: str, key: str) -> None:
+        """Record that ``alias`` names another thing than ``key``: it becomes a key of its own (registered,
+        embedded), the merge is undone, and the pair is never merged again (``ProvenanceGraph.unmerge``)."""
+        check_key(alias, "KeyRegistry.split", "alias")
+        check_key(key, "KeyRegistry.split")
+        if self._aliases.get(alias) == key:
+            del self._aliases[alias]
+        self._splits.add((alias, key))
+        self._register(alias, None)
+        self._decisions.append(IdentityDecision(alias, key, 0.0, "split", alias))
 
     def set_vectors(self, vectors: np.ndarray) -> None:
         """Reinstate the registered keys' vectors: one row per key, in registration order.

@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 _TOKEN = "<re-derived evidence>"  # the scratch graph's evidence fast path (see ProvenanceGraph.apply)
 
 
+class _NoKey:
+    kid = NONE
+
+
+_NO = _NoKey()
+
+
 @dataclass(frozen=True)
 class ErasureReceipt:
     """What :meth:`ProvenanceGraph.erase` did: never any erased text.
@@ -42,6 +49,16 @@ class ErasureReceipt:
     changed: dict[str, tuple[str | None, str | None]]
     erased_versions: tuple[str, ...]
     operations: int = 0  # operations that cited it, now left out
+
+
+@dataclass(frozen=True)
+class MergeReceipt:
+    """What :meth:`ProvenanceGraph.unmerge` did: ``changed`` as for erasure, over the two keys."""
+
+    alias: str
+    key: str
+    changed: dict[str, tuple[str | None, str | None]]
+    operations: int = 0  # operations moved to the alias
 
 
 @dataclass
@@ -214,8 +231,63 @@ def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
     return ErasureReceipt(f"e{n}", changed, tuple(f"v{v}" for v in erased), len(cited))
 
 
-def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex) -> None:
-    """Replay key ``kid``'s operations, less those left out, and write the outcome back."""
+def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
+    """:meth:`ProvenanceGraph.unmerge`."""
+    if not isinstance(alias, str):
+        msg = f"unmerge: alias must be a key string, got {alias!r}"
+        raise ValueError(msg)
+    idx = index(g)
+    recorded = sorted(
+        i for i, a in g._op_alias.items() if a == alias and request(g, i)[1] != g._cells.get(alias, _NO).kid
+    )
+    if not recorded:
+        what = (
+            "is already a key of its own"
+            if alias in g._cells
+            else "was never recorded (apply(..., alias=...))"
+        )
+        msg = f"unmerge: no operation to move: alias {alias!r} {what}"
+        raise ValueError(msg)
+    keys = list(dict.fromkeys(request(g, i)[1] for i in recorded))
+    moving = set(recorded)
+    for kid in keys:  # an undo follows the operation it undoes (and an undo of it, that undo)
+        for u in idx.by_key(kid):
+            if u in g._undo_of and g._undo_of[u] in moving:
+                moving.add(u)
+    target = g._cells.get(alias)
+    akid = (target or g._new_key(alias)).kid
+    before = {kid: g._records[kid].value for kid in (*keys, akid)}
+    seqs = {request(g, i)[4] for i in moving}
+    adopted = [v for kid in keys for v in g._chain(kid) if g._v_key[v] == kid and g._v_from[v] in seqs]
+    # nothing below can fail
+    for v in adopted:  # versions created by a moving operation move with it (undone ones too)
+        g._v_key[v] = akid
+    for i in moving:
+        e = g._op_extra.get(i)
+        if e is not None:
+            g._op_extra[i] = (e[0], akid, e[2], e[3], e[4])
+    g._op_index = None  # operations changed keys: the index is rebuilt
+    idx = index(g)
+    for kid in keys:
+        rederive(g, kid, idx)
+    rederive(g, akid, idx, adopted)
+    reg = g.registry
+    for kid in keys:
+        reg.split(alias, g._key_names[kid])
+    names = g._key_names
+    changed = {
+        names[kid]: (before[kid], g._records[kid].value)
+        for kid in before
+        if before[kid] != g._records[kid].value
+    }
+    return MergeReceipt(alias, names[keys[0]], changed, len(recorded))
+
+
+def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | None = None) -> None:
+    """Replay key ``kid``'s operations, less those left out, and write the outcome back.
+
+    ``adopted``: versions just moved to this key (by :func:`unmerge`), not yet on its chain.
+    """
     from pmem.graph._graph import ProvenanceGraph
 
     ops = idx.by_key(kid)
@@ -245,7 +317,7 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex) -> None:
         s._last_eid, s._last_ev = _TOKEN, ev
         s.apply(OPS[req], key, value, None if ev == NONE else _TOKEN)
         replayed[i] = len(s._op_code) - 1
-    _write_back(g, kid, ops, skipped, replayed, s)
+    _write_back(g, kid, ops, skipped, replayed, s, adopted or [])
 
 
 def _write_back(
@@ -255,8 +327,10 @@ def _write_back(
     skipped: dict[int, str],
     replayed: dict[int, int],
     s: ProvenanceGraph,
+    adopted: list[int],
 ) -> None:
-    versions = g._chain(kid)
+    own = [v for v in g._chain(kid) if g._v_key[v] == kid]  # a chain may pass through moved versions
+    versions = list(dict.fromkeys([*own, *adopted]))
     by_from = {g._v_from[v]: v for v in versions}  # a version is known by its creating operation's seq
     vmap: dict[int, int] = {NONE: NONE}  # scratch version -> this graph's
     for t in replayed.values():

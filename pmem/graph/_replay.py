@@ -132,7 +132,7 @@ def _replay_into(
     op_rows = log["op"][keep].tolist()
     new_index = {ev: i for i, ev in enumerate(e for e in evidence if e >= 0)}
     sources, texts, times, valid = graph._sources, graph._ev_text, graph._ev_time, graph._ev_valid
-    premised, names = graph._op_deps, graph._key_names
+    premised, names, aliases = graph._op_deps, graph._key_names, graph._op_alias
     columns: dict[str, list[Any]] = {name: [] for name in WRITE_BATCH_SCHEMA.names}
 
     def flush() -> None:
@@ -176,11 +176,16 @@ def _replay_into(
                 flush()
                 replayed.undo(replay_seq[ops[undo_of[op]].seq], None if cited is None else f"e{cited}")
                 continue
-            if op in premised:
+            alias = aliases.get(op)
+            if op in premised or (alias is not None and alias != o.key):
                 flush()
-                held = [names[k] for k in premised[op] if replayed.head_value(names[k]) is not None]
+                held = None
+                if op in premised:
+                    held = [names[k] for k in premised[op] if replayed.head_value(names[k]) is not None]
                 ev_id = None if cited is None else f"e{cited}"
-                replayed.apply(o.requested, o.key, o.value, ev_id, depends_on=held)
+                # an alias that is now the operation's own key was split off: the replay applies it there
+                alias = None if alias == o.key else alias
+                replayed.apply(o.requested, o.key, o.value, ev_id, depends_on=held, alias=alias)
                 continue
             row = (o.requested, None, None, None, o.key, o.value, cited)
         for name, cell in zip(WRITE_BATCH_SCHEMA.names, row, strict=True):
@@ -220,8 +225,18 @@ class ReadOnlyGraph(ProvenanceGraph):
         evidence: str | None = None,
         *,
         depends_on: Iterable[str] | None = None,
+        alias: str | None = None,
     ) -> NoReturn:
         _refuse("apply")
+
+    def undo(self, op_seq: int, evidence: str | None = None) -> NoReturn:
+        _refuse("undo")
+
+    def erase(self, evidence_id: str) -> NoReturn:
+        _refuse("erase")
+
+    def unmerge(self, alias: str) -> NoReturn:
+        _refuse("unmerge")
 
     def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> NoReturn:
         _refuse("apply_batch")

@@ -45,6 +45,7 @@ _ADDED_IN = {
     "evidence_valid_time": 2,
     "undo": 2,
     "erased": 2,
+    "operation_alias": 2,
 }
 
 # Typed as the base class: the schema lists below mix these, and pa.schema takes (name, DataType) pairs.
@@ -79,6 +80,7 @@ _SPARSE: dict[str, tuple[str, tuple[str, pa.DataType], list[tuple[str, pa.DataTy
     "evidence_time": ("_ev_time", ("evidence", I64), [("time", STR)]),
     "evidence_valid_time": ("_ev_valid", ("evidence", I64), [("valid_time", STR)]),
     "undo": ("_undo_of", ("operation", I64), [("undoes", I64)]),
+    "operation_alias": ("_op_alias", ("operation", I64), [("alias", STR)]),
     "alternative_of": ("_v_alt", ("version", I64), [("target", I64)]),
     "older": ("_v_older", ("version", I64), [("older", I64)]),
     "extra_support": ("_v_extra_support", ("version", I64), [("count", I64)]),

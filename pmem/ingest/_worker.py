@@ -72,9 +72,10 @@ class PartitionGraph(ProvenanceGraph):
         evidence: str | None = None,
         *,
         depends_on: Iterable[str] | None = None,
+        alias: str | None = None,
     ) -> OpResult:
-        if depends_on is not None:
-            msg = "an ingest partition applies no premises (they may live in another partition)"
+        if depends_on is not None or alias is not None:
+            msg = "an ingest partition records no premises or aliases (the merge would not carry them)"
             raise ValueError(msg)
         result = super().apply(op, key, value, None)
         sink = _SINK.get()

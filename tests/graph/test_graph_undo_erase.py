@@ -1,8 +1,9 @@
-"""Undo and erasure, checked against a reference replayer written from their definition.
+"""Undo, erasure and unmerge, checked against a reference replayer written from their definition.
 
-The reference never calls ``undo`` or ``erase``: it keeps the calls made, decides from the definition
-which operations are left out (undone by an undo in effect, or citing erased evidence), and replays the
-rest into a fresh graph. The graph must agree on the frontier and on every key's live versions.
+The reference never calls ``undo``, ``erase`` or ``unmerge``: it keeps the calls made, decides from the
+definition which operations are left out (undone by an undo in effect, or citing erased evidence) and
+which key each operation is on (its alias, once that alias was split off), and replays the rest into a
+fresh graph. The graph must agree on the frontier and on every key's live versions.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ SOURCES = ["user", "tool", "web"]
 
 call = st.one_of(
     st.tuples(st.just("observe"), st.sampled_from(SOURCES), st.one_of(st.none(), st.integers(0, 9))),
-    st.tuples(st.sampled_from(OPS), st.sampled_from(KEYS), st.sampled_from(VALUES), st.integers(0, 3)),
-    st.tuples(st.sampled_from(OPS), st.sampled_from(KEYS), st.none(), st.integers(0, 3)),
+    st.tuples(
+        st.sampled_from(OPS), st.sampled_from(KEYS), st.sampled_from(VALUES), st.integers(0, 3), st.booleans()
+    ),
+    st.tuples(st.sampled_from(OPS), st.sampled_from(KEYS), st.none(), st.integers(0, 3), st.booleans()),
+    st.tuples(st.just("unmerge"), st.integers(0, 10_000)),
     st.tuples(st.just("authority"), st.sampled_from(SOURCES), st.integers(0, 2)),
     st.tuples(st.just("undo"), st.integers(0, 10_000)),
     st.tuples(st.just("erase"), st.integers(0, 10_000)),
@@ -46,8 +50,8 @@ class Run:
         ] = []  # ("observe", source, day) | ("op", op, key, value, ev) | ("authority", ...)
         self.op_entry: list[int] = []  # log position of each operation call, in call order
         self.seq_of: dict[int, int] = {}  # log position of an operation -> its seq in the graph
-        self.undos: list[tuple[int, int]] = []  # (log position of the undo, log position of its target)
         self.erased: set[int] = set()
+        self.unmerged: list[tuple[int, str]] = []  # (log length when split, alias)
 
     def evidence_count(self) -> int:
         return sum(1 for entry in self.log if entry[0] == "observe")
@@ -69,6 +73,14 @@ class Run:
             if n:
                 self.erased.add(c[1] % n)
                 g.erase(f"e{c[1] % n}")
+        elif kind == "unmerge":
+            recorded = sorted({e[5] for e in self.log if e[0] == "op" and e[5] is not None})
+            split = {alias for _, alias in self.unmerged}
+            candidates = [a for a in recorded if a not in split]
+            if candidates:
+                alias = candidates[c[1] % len(candidates)]
+                g.unmerge(alias)
+                self.unmerged.append((len(self.log), alias))
         elif kind == "undo":
             if self.op_entry:
                 target = self.op_entry[c[1] % len(self.op_entry)]
@@ -77,17 +89,22 @@ class Run:
                 self.seq_of[len(self.log) - 1] = g.seq
                 self.op_entry.append(len(self.log) - 1)
         else:
-            op, key, value, back = c
+            op, key, value, back, aliased = c
             if value is None and op in ("accept", "contest", "resolve"):
                 return
+            alias = f"{key}_as_extracted" if aliased else None
+            if alias is not None and any(a == alias for _, a in self.unmerged):
+                key = alias  # split off: the write path now routes it to its own key
             n = self.evidence_count()
             ev = n - 1 - back if back < n else None
+            if key == alias:
+                alias = None
             if ev in self.erased:
                 with pytest.raises(ValueError, match="was erased"):
-                    g.apply(op, key, value, evidence=f"e{ev}")
+                    g.apply(op, key, value, evidence=f"e{ev}", alias=alias)
                 return
-            g.apply(op, key, value, evidence=None if ev is None else f"e{ev}")
-            self.log.append(("op", op, key, value, ev))
+            g.apply(op, key, value, evidence=None if ev is None else f"e{ev}", alias=alias)
+            self.log.append(("op", op, key, value, ev, alias))
             self.seq_of[len(self.log) - 1] = g.seq
             self.op_entry.append(len(self.log) - 1)
 
@@ -111,12 +128,17 @@ class Run:
             target = entry[1]
             if target in out_now():
                 continue  # already left out
-            if self.log[target][0] == "op" and not self.replay(i, out_now())[1].get(target, False):
+            if self.log[target][0] == "op" and not self.replay(i, out_now(), i)[1].get(target, False):
                 continue  # changed nothing
             active[i] = target
         return out_now()
 
-    def replay(self, upto: int, out: set[int]) -> tuple[ProvenanceGraph, dict[int, bool]]:
+    def replay(
+        self, upto: int, out: set[int], when: int | None = None
+    ) -> tuple[ProvenanceGraph, dict[int, bool]]:
+        """The calls before ``upto`` less ``out``, each operation on its alias if split off by ``when``."""
+        when = len(self.log) if when is None else when
+        split = {alias for at, alias in self.unmerged if at <= when}
         g = ProvenanceGraph(authority=self.authority)
         applied: dict[int, bool] = {}
         for i, entry in enumerate(self.log[:upto]):
@@ -125,7 +147,8 @@ class Run:
             elif entry[0] == "authority":
                 g.set_authority(entry[1], entry[2])
             elif entry[0] == "op" and i not in out:
-                _, op, key, value, ev = entry
+                _, op, key, value, ev, alias = entry
+                key = alias if alias in split else key
                 applied[i] = g.apply(op, key, value, evidence=None if ev is None else f"e{ev}").applied
         return g, applied
 
@@ -157,7 +180,7 @@ def test_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls,
         assert live(run.g, key) == live(want, key), key
     again = ProvenanceGraph.from_bytes(run.g.to_bytes())
     assert again.to_bytes() == run.g.to_bytes()
-    if not run.erased:  # undo is an arrival: replaying the log, undos included, gives the same graph
+    if not run.erased and not run.unmerged:  # undo is an arrival: replaying the log gives the same graph
         assert run.g.as_of().to_bytes() == run.g.to_bytes()
     assert cells(run.g.as_of()) == cells(want)  # erased operations never happened in a replay either
 
@@ -263,3 +286,58 @@ def test_a_re_derived_key_is_replayed_under_the_authority_each_operation_had() -
     g.undo(noop_seq)
     assert g.head_value("k") == "a" and g.cell("k").alternatives == ["b"]
     assert list(g.operations())[2].op == "contest"
+
+
+def test_unmerge_moves_the_aliased_operations_to_their_own_key_and_never_merges_again(tmp_path) -> None:
+    g = ProvenanceGraph()
+    reg = g.registry
+    assert reg.resolve("user.personal_best_5k") == "user.personal_best_5k"
+    assert reg.resolve("user.personal_best_5k_time") == "user.personal_best_5k"  # merged by soft identity
+    g.apply("accept", "user.personal_best_5k", "21:00", g.observe("my 5k best is 21:00"))
+    g.apply(
+        "accept",
+        "user.personal_best_5k",
+        "20:30",
+        g.observe("my 5k time today: 20:30"),
+        alias="user.personal_best_5k_time",
+    )
+    undo_me = g.apply(
+        "accept",
+        "user.personal_best_5k",
+        "20:45",
+        g.observe("today 20:45"),
+        alias="user.personal_best_5k_time",
+    )
+    assert undo_me.applied
+    g.undo(g.seq)  # the undo moves with the operation it undoes
+    assert g.head_value("user.personal_best_5k") == "20:30"
+    receipt = g.unmerge("user.personal_best_5k_time")
+    assert (receipt.alias, receipt.key, receipt.operations) == (
+        "user.personal_best_5k_time",
+        "user.personal_best_5k",
+        2,
+    )
+    assert receipt.changed == {
+        "user.personal_best_5k": ("20:30", "21:00"),
+        "user.personal_best_5k_time": (None, "20:30"),
+    }
+    assert [(v.value, v.status) for v in g.versions("user.personal_best_5k_time")] == [
+        ("20:30", "active"),
+        ("20:45", "undone"),
+    ]
+    assert reg.resolve("user.personal_best_5k_time") == "user.personal_best_5k_time"
+    assert reg.decisions[-1].verdict == "split"
+    assert (
+        reg.decide("user.personal_best_5k_time", "user.personal_best_5k", 0.99, True)
+        == "user.personal_best_5k_time"
+    )
+    g.save(tmp_path / "s.arrow")
+    h = ProvenanceGraph.load(tmp_path / "s.arrow")
+    assert h.to_bytes() == g.to_bytes()
+    assert h.registry.canonical("user.personal_best_5k_time") == "user.personal_best_5k_time"
+    with pytest.raises(ValueError, match="already a key of its own"):
+        g.unmerge("user.personal_best_5k_time")
+    with pytest.raises(ValueError, match="was never recorded"):
+        g.unmerge("user.nothing")
+    with pytest.raises(ValueError, match="alias must differ from the key"):
+        g.apply("accept", "k", "v", alias="k")
