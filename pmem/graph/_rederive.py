@@ -419,20 +419,15 @@ def _write_back(
 
 def _replace_edges(g: ProvenanceGraph, kid: int, s: ProvenanceGraph, vmap: dict[int, int]) -> None:
     """Supported-by edges and tombstones of the key: the replay's, in place of the old ones."""
-    v_key = g._v_key
-    keep = [j for j, v in enumerate(g._sb_version) if v_key[v] != kid]
-    if len(keep) != len(g._sb_version):
-        g._sb_version = [g._sb_version[j] for j in keep]
-        g._sb_ev = [g._sb_ev[j] for j in keep]
-        g._sb_seq = [g._sb_seq[j] for j in keep]
-    g._sb_version.extend(vmap[v] for v in s._sb_version)
-    g._sb_ev.extend(s._sb_ev)
-    g._sb_seq.extend(s._sb_seq)
-    keep = [j for j, v in enumerate(g._tb_version) if v_key[v] != kid]
-    if len(keep) != len(g._tb_version):
-        g._tb_version = [g._tb_version[j] for j in keep]
-        g._tb_seq = [g._tb_seq[j] for j in keep]
-        g._tb_ev = [g._tb_ev[j] for j in keep]
-    g._tb_version.extend(vmap[v] for v in s._tb_version)
-    g._tb_seq.extend(s._tb_seq)
-    g._tb_ev.extend(s._tb_ev)
+    for names in (("_sb_version", "_sb_ev", "_sb_seq"), ("_tb_version", "_tb_seq", "_tb_ev")):
+        columns: list[list[int]] = [getattr(g, name) for name in names]
+        v_key = g._v_key
+        keep = [j for j, v in enumerate(columns[0]) if v_key[v] != kid]
+        if len(keep) != len(columns[0]):
+            columns = [[column[j] for j in keep] for column in columns]
+        replayed: list[list[int]] = [getattr(s, name) for name in names]
+        columns[0].extend(vmap[v] for v in replayed[0])
+        for name, column, added in zip(names, columns, replayed, strict=True):
+            if name != names[0]:
+                column.extend(added)
+            setattr(g, name, column)
