@@ -17,7 +17,7 @@ from pmem.graph._identity import (
     rule_confirm,
 )
 from pmem.graph._patch import Lowering, Patch, PatchController
-from pmem.graph._rederive import ErasureReceipt
+from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._state import StateFileError
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
 from pmem.graph._validate import key_problem
@@ -37,6 +37,7 @@ __all__ = [
     "IdentityDecision",
     "KeyRegistry",
     "Lowering",
+    "MergeReceipt",
     "OpResult",
     "Operation",
     "Patch",
