@@ -227,7 +227,10 @@ def test_with_a_restart_hook_the_second_pass_waits_for_the_restarts() -> None:
 
     m = RoutedChatModel("m", replicas, revive=revive)
     c = run(m.complete(MSG, purpose="x", context=CallContext(h)))
-    assert c.error is None and c.model == f"r{HashRing(2).order(h)[0]}" and sorted(revived) == [0, 1]
+    # the second pass waits for the restart of the replica it tries (the key's first): the call lands
+    # there. Whether the other restart has finished by then is the event loop's timing, not asserted.
+    first = HashRing(2).order(h)[0]
+    assert c.error is None and c.model == f"r{first}" and revived[0] == first
 
 
 def test_embedder_router_raises_the_last_error() -> None:
