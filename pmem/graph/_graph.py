@@ -3,7 +3,9 @@
 Storage is columnar: every node kind is a set of parallel Python lists indexed by a small integer id,
 so that applying an operation is a handful of list appends and index writes (see ``pmem perf core``).
 Nothing admitted is ever removed from these lists; operations only retype statuses, close or reopen
-intervals, and append edges.
+intervals, and append edges. The exceptions are the re-derivations of ``pmem.graph._rederive`` (undo,
+erase, unmerge): a re-derived key's supported-by edges and tombstones are replaced by its replay's, and
+erasure blanks the erased evidence's text and the values only it stated.
 
 Node kinds and where they live:
 
