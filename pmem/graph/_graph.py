@@ -380,7 +380,7 @@ class ProvenanceGraph:
         visiting.discard(kid)
         return tuple(out)
 
-    def stale_premises_changed(self, cell: Cell) -> frozenset[str]:
+    def _premises_changed(self, cell: Cell) -> frozenset[str]:
         """Of ``cell.stale``, the premises whose own head changed (the others are stale through theirs)."""
         if not cell.stale:
             return frozenset()

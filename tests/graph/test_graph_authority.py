@@ -92,8 +92,8 @@ def test_set_authority_applies_from_then_on_and_survives_save_and_as_of(tmp_path
     assert g.as_of().to_bytes() == g.to_bytes()
 
 
-def test_a_graph_without_authority_writes_what_it_wrote_before() -> None:
-    """No authority configured: the same bytes as a graph that never heard of it (schema aside)."""
+def test_a_default_authority_alone_configures_no_ranking() -> None:
+    """Only ``default_authority``, no table: operations and frontier as without any authority."""
     plain, ranked = ProvenanceGraph(), ProvenanceGraph(default_authority=3)
     for g in (plain, ranked):
         g.apply("accept", "k", "a", g.observe("a", "web"))
