@@ -1,7 +1,9 @@
 """The interface every memory design implements.
 
 The runner drives an arm per history: ``ingest`` the events in arrival order (in slices, so questions
-can be asked between events), then ``answer`` questions. Model calls go through the model layer with
+can be asked between events), then ``answer`` questions. An arm may also offer ``retained() -> bytes``,
+everything its memory holds now (the built-in arms do): the provenance probes' erasure check searches
+it, and leaves ``artifact_bytes`` null for an arm without one. Model calls go through the model layer with
 purpose tags and a :class:`~pmem.models.CallContext` naming the history and arm.
 """
 

@@ -84,6 +84,9 @@ class LongContextArm(ArmBase):
     def extra(self) -> dict[str, Any]:
         return {**super().extra(), "dropped_events": dict(self._dropped)}
 
+    def retained(self) -> bytes:
+        return "\n".join(self._lines).encode()
+
 
 @dataclass
 class _Item:
@@ -132,6 +135,10 @@ class _ItemStore(ArmBase):
         if "top_k" in self.options:
             return self.top_k
         return 10 if self.stream == "events" else self.DEFAULT_TOP_K
+
+    def retained(self) -> bytes:
+        # deleted items (CRUD) are blanked; invalidated edges (bitemporal) are kept, so they count
+        return "\n".join(it.text for it in self._items if it.text).encode()
 
     def is_current(self, slot: int) -> bool:
         """Not deleted (CRUD) and not invalidated (bitemporal); pending items count as stored."""

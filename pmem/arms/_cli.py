@@ -16,6 +16,7 @@ import dataclasses
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pmem.models import ChatModel, Embedder
@@ -243,14 +244,24 @@ def _list() -> int:
     return 0
 
 
+def _plumbing_options(arm: str, options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any] | None:
+    from pmem.bench._probes import SOURCE_AUTHORITY
+
+    if options is not None:
+        return dict(options.get(arm, {}))
+    return {"authority": SOURCE_AUTHORITY} if arm.startswith("pmem") else None
+
+
 def _plumbing_histories(longmemeval: str | None = None) -> list[Any]:
     from pmem.bench import iter_histories
+    from pmem.bench._probes import SUBSETS as PROBE_SUBSETS
 
     hs = [
         next(iter_histories("alfworld-revision", "chains", L=2, cases=1)),
         next(iter_histories("alfworld-revision", "retraction", d=0, cases=1)),
         next(iter_histories("alfworld-revision", "conflict", cases=1)),
         next(iter_histories("factconsolidation", "sh_6k")),
+        *(next(iter_histories("provenance-probes", s, cases=1)) for s in PROBE_SUBSETS),
     ]
     if longmemeval is not None:
         hs.append(next(iter_histories("longmemeval", "s", path=longmemeval, verify=False)))
@@ -264,8 +275,12 @@ async def plumbing(
     arms: list[str] | None = None,
     histories: list[Any] | None = None,
     out: Any = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Every arm x history over the openai backend; returns per-(arm, history) purpose counts."""
+    """Every arm x history over the openai backend; returns per-(arm, history) purpose counts.
+
+    ``options``: arm -> its options (``[arm_options.ARM]``); by default every P-Mem arm ranks sources
+    as the provenance probes' job does (``pmem.bench._probes.SOURCE_AUTHORITY``)."""
     from pmem.arms import ARM_NAMES, ModelSet
     from pmem.arms._harness import run_history
     from pmem.models import CallContext, RequestLog, make_chat_model, make_embedder
@@ -281,7 +296,7 @@ async def plumbing(
             models = ModelSet(_BoundChat(agent, ctx), _BoundEmbedder(emb, ctx))
             from pmem.arms import make_arm
 
-            arm = make_arm(name, models)
+            arm = make_arm(name, models, _plumbing_options(name, options))
             rows = await run_history(arm, h)
             recs = log.drain(h.id, name)
             purposes = Counter(r.purpose for r in recs)

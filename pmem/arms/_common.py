@@ -222,6 +222,12 @@ class ArmBase:
     def graph(self) -> ProvenanceGraph | None:
         return None
 
+    def retained(self) -> bytes:
+        """What the memory holds, as bytes (its saved state where it has one); the harness's own copy
+        of the stream (``_events``, for audits) is not the memory's."""
+        graph = self.graph()
+        return b"" if graph is None else graph.to_bytes()
+
     def extra(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "calls_by_purpose": dict(sorted(self._calls_by_purpose.items())),

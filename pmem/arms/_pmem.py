@@ -25,14 +25,16 @@ cell; the CRUD corner), ``identity=False`` routes by exact key only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pmem.arms._common import ArmBase, completion_json, event_line, first_word
 from pmem.arms._prompts import ANNOTATION_OPS
 from pmem.arms._retrieval import VectorIndex
-from pmem.arms._writepath import Fact, extract_units, template_facts
+from pmem.arms._writepath import Extraction, Fact, extract_units, normalize_key, template_extraction
 from pmem.graph import KeyRegistry, Patch, PatchController, ProvenanceGraph
 
 if TYPE_CHECKING:
@@ -103,6 +105,9 @@ class PMemArm(ArmBase):
         "gate",
         "gate_examples",
         "identity_threshold",
+        "provenance",
+        "authority",
+        "default_authority",
     )
 
     def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
@@ -138,8 +143,13 @@ class PMemArm(ArmBase):
             path = o.get("gate_examples")
             self._classifier = QuestionGate.from_file(path) if path else QuestionGate.default()
         self._explicit_top_k = "top_k" in o
+        self.provenance = bool(o.get("provenance", True))
+        self.authority = _authority_option(name, o.get("authority")) if self.provenance else None
+        default_authority = int(o.get("default_authority", 1))
         registry = KeyRegistry(threshold=float(o.get("identity_threshold", 0.72)))
-        self._graph = ProvenanceGraph(registry=registry)
+        self._graph = ProvenanceGraph(
+            registry=registry, authority=self.authority, default_authority=default_authority
+        )
         self._store = None if self.retention else OverwriteStore()
         self._registry = registry
         self._controller = PatchController()
@@ -153,6 +163,11 @@ class PMemArm(ArmBase):
         self._turn_index = VectorIndex()
         self._turns_pending = 0
         self._prune_log: list[dict[str, Any]] = []
+        # replayable provenance (``provenance=True``): what erasure and unmerge need to find their targets
+        self._aliases: dict[str, str] = {}  # key as extracted -> the key soft identity merged it into
+        self._records_of: dict[str, list[int]] = {}  # evidence id -> write-log entries citing it
+        self._erased: set[str] = set()
+        self._valid_times = False  # whether any evidence carries a valid time (reads of the past)
 
     # ------------------------------------------------------------------ state access
 
@@ -164,12 +179,25 @@ class PMemArm(ArmBase):
             return None
         return cell.value, cell.status, list(cell.alternatives)
 
-    def _apply(self, op: str, key: str, value: str | None, evidence: str | None) -> _Result:
+    def _apply(
+        self,
+        op: str,
+        key: str,
+        value: str | None,
+        evidence: str | None,
+        depends_on: tuple[str, ...] = (),
+        alias: str | None = None,
+    ) -> _Result:
         if self._store is not None:
             r = self._store.apply(op, key, value)
         else:
             try:
-                res = self._graph.apply(op, key, value, evidence=evidence)
+                if depends_on or alias is not None:
+                    res = self._graph.apply(
+                        op, key, value, evidence=evidence, depends_on=depends_on or None, alias=alias
+                    )
+                else:
+                    res = self._graph.apply(op, key, value, evidence=evidence)
             except ValueError as exc:
                 # An annotation the core refuses becomes a noop with its reason, as the design says, never
                 # a failed history; the core checks every argument before it changes anything.
@@ -189,9 +217,19 @@ class PMemArm(ArmBase):
         reason: str | None,
         first_event: int,
     ) -> None:
-        r = self._apply(op, key, None if op == "revoke" else value, evidence)
+        premises: tuple[str, ...] = ()
+        alias = None
+        if self.provenance and self._store is None:
+            op, value = self._repeat_as_accept(op, key, value, fact.value)
+            premises = self._premises(fact, key)
+            if fact.key != key:
+                alias = fact.key
+                self._aliases[fact.key] = key
+        r = self._apply(op, key, None if op == "revoke" else value, evidence, premises, alias)
         if fact.event >= 0:
             self._key_events.setdefault(key, set()).add(fact.event)
+        if evidence is not None:
+            self._records_of.setdefault(evidence, []).append(len(self._log))
         self.record(
             r.op,
             key,
@@ -203,6 +241,117 @@ class PMemArm(ArmBase):
             event=first_event,
         )
 
+    # ------------------------------------------------------------------ replayable provenance
+
+    def _repeat_as_accept(
+        self, op: str, key: str, value: str | None, stated: str | None
+    ) -> tuple[str, str | None]:
+        """A noop for a fact that repeats the head is requested as an accept (the core records it as
+        support): the operation log then says the statement asserted the value, so erasing an earlier
+        statement of it leaves this one standing, as replaying the log without the erased evidence
+        requires."""
+        if op != "noop" or stated is None or value not in (None, stated):
+            return op, value
+        if self._graph.head_value(key) == stated:
+            return "accept", stated
+        return op, value
+
+    def _premises(self, fact: Fact, key: str) -> tuple[str, ...]:
+        """The fact's premises as canonical keys that hold a value now (others cannot be depended on)."""
+        out = []
+        for premise in fact.depends_on:
+            canonical = self._registry.canonical(premise) if self.identity else premise
+            canonical = canonical or premise
+            if canonical != key and self._graph.head_value(canonical) is not None:
+                out.append(canonical)
+        return tuple(dict.fromkeys(out))
+
+    def _observe(self, e: Event, facts: Sequence[Fact]) -> str:
+        """Admit one event as evidence, with its valid time (event metadata, else the extraction's)."""
+        valid = None
+        if self.provenance:
+            valid = e.valid_time or next(
+                (f.valid_time for f in facts if f.valid_time and f.event in (e.index, -1)), None
+            )
+        if valid is not None:
+            try:
+                eid = self._graph.observe(e.text, source=e.source or "user", time=e.time, valid_time=valid)
+            except ValueError:
+                valid = None  # a valid time the core cannot read is dropped, never the event
+            else:
+                self._valid_times = True
+                return eid
+        return self._graph.observe(e.text, source=e.source or "user", time=e.time)
+
+    def _forget(self, key: str, source: str, first_event: int) -> None:
+        """Erase every statement ``source`` made about ``key`` (the evidence its operations cite)."""
+        canonical = (self._registry.canonical(key) if self.identity else key) or key
+        if self._graph.cell(canonical) is None:
+            self.record(
+                "noop", canonical, None, False, "forget: nothing is stored under this key", event=first_event
+            )
+            return
+        cited = dict.fromkeys(
+            op.evidence
+            for op in self._graph.operations(canonical)
+            if op.evidence is not None and op.evidence not in self._erased
+        )
+        mine = [eid for eid in cited if self._graph.evidence(eid).source == source]
+        if not mine:
+            self.record(
+                "noop",
+                canonical,
+                None,
+                False,
+                f"forget: no statement by {source!r} about this key",
+                event=first_event,
+            )
+            return
+        for eid in mine:
+            receipt = self._graph.erase(eid)
+            self._erased.add(eid)
+            self._dirty.update(receipt.changed)
+            self._dirty.add(canonical)
+            # the arm's own log held the erased statement's values: they go with it
+            for i in self._records_of.pop(eid, []):
+                self._log[i] = replace(self._log[i], value=None, reason="erased")
+            self.record(
+                "erase",
+                canonical,
+                None,
+                True,
+                f"erased {eid}: {receipt.operations} operation(s), {len(receipt.erased_versions)} version(s)",
+                event=first_event,
+            )
+
+    def _requests(self, ex: Extraction) -> None:
+        """A unit's forget requests and different-entity statements (with provenance on)."""
+        if not self.provenance or self._store is not None:
+            return
+        source = ex.unit[0].source or "user"
+        for key in ex.forget:
+            self._forget(key, source, ex.unit[0].index)
+        for a, b in ex.distinct:
+            self._split(a, b, ex.unit[0].index)
+
+    def _split(self, a: str, b: str, first_event: int) -> None:
+        """Undo every merge of a key of ``a`` into one of ``b`` (or the reverse): they name different things."""
+        names = {normalize_key(a), normalize_key(b)}
+        for alias, key in list(self._aliases.items()):
+            if {alias.split(".", 1)[0], key.split(".", 1)[0]} != names:
+                continue
+            receipt = self._graph.unmerge(alias)
+            del self._aliases[alias]
+            self._dirty.update((alias, key, *receipt.changed))
+            self.record(
+                "unmerge",
+                alias,
+                None,
+                True,
+                f"split from {key}: {receipt.operations} operation(s)",
+                event=first_event,
+            )
+
     # ------------------------------------------------------------------ write path
 
     async def _ingest_units(self, units: list[list[Event]]) -> None:
@@ -212,17 +361,19 @@ class PMemArm(ArmBase):
         if self.write_mode == "oracle":
             for i, unit in enumerate(units):
                 await self.pause(i)
-                evidence = [self._graph.observe(e.text, source=e.source or "user", time=e.time) for e in unit]
+                ex = template_extraction(unit)
+                evidence = [self._observe(e, ex.facts) for e in unit]
                 by_event = {e.index: ev for e, ev in zip(unit, evidence, strict=True)}
-                for fact in template_facts(unit):
+                for fact in ex.facts:
                     self._stats.facts += 1
                     self._oracle_commit(fact, by_event.get(fact.event, evidence[0]), unit[0].index)
+                self._requests(ex)
             self._stats.cells = self._cell_count()
             return
         extractions = await extract_units(self, units)
         for i, ex in enumerate(extractions):
             await self.pause(i)
-            evidence = [self._graph.observe(e.text, source=e.source or "user", time=e.time) for e in ex.unit]
+            evidence = [self._observe(e, ex.facts) for e in ex.unit]
             by_event = {e.index: ev for e, ev in zip(ex.unit, evidence, strict=True)}
             keys = await self._route_all([f.key for f in ex.facts])
             for fact, key in zip(ex.facts, keys, strict=True):
@@ -230,6 +381,7 @@ class PMemArm(ArmBase):
                 await self._write_fact(
                     fact, key, ex.text, by_event.get(fact.event, evidence[0]), ex.unit[0].index
                 )
+            self._requests(ex)
         self._stats.cells = self._cell_count()
 
     # ------------------------------------------------------------------ seams for `pmem ingest`
@@ -408,11 +560,18 @@ class PMemArm(ArmBase):
             return self.top_k
         return 1 if self.stream == "events" else self.DEFAULT_TOP_K
 
-    def _render(self, keys: Sequence[str]) -> list[str]:
+    def _render(self, keys: Sequence[str], graph: ProvenanceGraph | None = None) -> list[str]:
         if self._store is not None:
             return [f"{k} = {self._store.values[k]}" for k in keys if k in self._store.values]
-        text = self._graph.render(keys=list(keys), disclose=self.disclose)
+        text = (graph or self._graph).render(keys=list(keys), disclose=self.disclose)
         return text.split("\n") if text else []
+
+    def _past(self, question: Question) -> ProvenanceGraph | None:
+        """The graph as of the date a question names, when it names one and facts carry valid times."""
+        if not (self.provenance and self._valid_times and self._store is None):
+            return None
+        instant = question_instant(question.text)
+        return None if instant is None else self._graph.as_of(time=instant)
 
     async def read(self, question: Question) -> ReadResult:
         if self.read_mode == "turns":
@@ -422,7 +581,7 @@ class PMemArm(ArmBase):
         keys = [self._slot_keys[s] for s, _ in self._index.search(q, self._k())]
         if self.read_mode == "iterative":
             keys = await self._lookups(question, keys)
-        return self.make_read(self._render(keys), keys)
+        return self.make_read(self._render(keys, self._past(question)), keys)
 
     async def _lookups(self, question: Question, keys: list[str]) -> list[str]:
         keys = list(keys)
@@ -494,6 +653,12 @@ class PMemArm(ArmBase):
             return self._store.to_graph()
         return self._graph
 
+    def retained(self) -> bytes:
+        if self.read_mode == "turns":
+            return "\n".join(e.text for e in self._turns).encode() + self._graph.to_bytes()
+        graph = self.graph()
+        return b"" if graph is None else graph.to_bytes()
+
     def active_facts(self) -> list[tuple[str, str, frozenset[int]]] | None:
         if self.read_mode == "turns":
             return None
@@ -509,7 +674,10 @@ class PMemArm(ArmBase):
             "write": self.write_mode,
             "annotate": self.annotate_mode,
             "disclose": list(self.disclose),
+            "provenance": self.provenance,
         }
+        if self.authority is not None:
+            out["arm_config"]["authority"] = dict(sorted(self.authority.items()))
         if self.identity and self.read_mode != "turns":
             decisions = self._registry.decisions
             out["identity"] = {
@@ -565,6 +733,47 @@ def _validate_annotation(
     if op in ("reject", "revoke") and head is None:
         return "noop", value, f"annotation: {op} needs a current value"
     return op, value, None
+
+
+def _authority_option(arm: str, raw: Any) -> dict[str, int] | None:
+    """``authority = {source = level, ...}`` (a table, or pairs), checked."""
+    if raw is None:
+        return None
+    items = raw.items() if isinstance(raw, Mapping) else raw
+    try:
+        table = {str(source): level for source, level in items}
+    except (TypeError, ValueError):
+        msg = f"arm {arm!r}: authority must be a table of source = level, got {raw!r}"
+        raise ValueError(msg) from None
+    for source, level in table.items():
+        if not isinstance(level, int) or isinstance(level, bool):
+            msg = f"arm {arm!r}: authority.{source} must be an integer level, got {level!r}"
+            raise ValueError(msg)
+    return table
+
+
+_DATE_IN_QUESTION = re.compile(
+    r"\b(?:on|as of|at|by)\s+(?P<date>[A-Z][a-z]+ \d{1,2}, \d{4}|\d{4}-\d{2}-\d{2}|\d{1,2} [A-Z][a-z]+ \d{4})"
+)
+
+
+def question_instant(text: str) -> str | None:
+    """The date a question asks about (``on March 5, 2025``) as an ISO date, else None.
+
+    >>> question_instant("What was the rent of the Pine Street bakery on March 5, 2025?")
+    '2025-03-05'
+    >>> question_instant("What is the rent now?") is None
+    True
+    """
+    m = _DATE_IN_QUESTION.search(text)
+    if m is None:
+        return None
+    for fmt in ("%B %d, %Y", "%Y-%m-%d", "%d %B %Y"):
+        try:
+            return datetime.strptime(m.group("date"), fmt).date().isoformat()
+        except ValueError:
+            continue
+    return None
 
 
 def _date_rank(e: Event) -> tuple[int, Any]:

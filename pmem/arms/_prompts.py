@@ -81,7 +81,7 @@ class PromptTemplate:
 
 _EXTRACT = PromptTemplate(
     name="extract",
-    version=1,
+    version=2,
     purpose="extract",
     preamble=(
         "You write an agent's long-term memory. Read the text under TEXT and list every fact it states.\n"
@@ -93,8 +93,15 @@ _EXTRACT = PromptTemplate(
         "- status: asserted (stated as true), hedged (stated with doubt), reported (a claim passed on with no "
         "sign that it is newer or more reliable than what was known), or withdrawn (the text says an earlier "
         "statement was wrong; the value is the one declared wrong).\n"
+        "- valid_time (only when the text says from when the fact holds, as in 'As of March 3, 2025, ...'): "
+        "that date as YYYY-MM-DD.\n"
+        "- depends_on (only when the text gives the fact as following from other facts, as in '... because "
+        "...'): the keys of those premise facts.\n"
         "Keep the facts in the order of the text. Do not merge, drop or deduplicate them. If the text states "
-        'no fact, return {"facts": []}.'
+        'no fact, return {"facts": []}.\n'
+        'Two more lists, only when the text asks for them: "forget": the keys the user asks you to forget '
+        'what they told you about; "distinct": pairs of names that the text says are different people or '
+        'things, each pair as ["name", "name"].'
     ),
     sections=("TEXT",),
     schema={
@@ -108,10 +115,17 @@ _EXTRACT = PromptTemplate(
                         "key": {"type": "string"},
                         "value": {"type": "string"},
                         "status": {"type": "string", "enum": list(ASSERTION_STATUSES)},
+                        "valid_time": {"type": "string"},
+                        "depends_on": {"type": "array", "items": {"type": "string"}},
                     },
                     "required": ["key", "value", "status"],
                 },
-            }
+            },
+            "forget": {"type": "array", "items": {"type": "string"}},
+            "distinct": {
+                "type": "array",
+                "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2},
+            },
         },
         "required": ["facts"],
     },
@@ -163,13 +177,16 @@ _IDENTITY = PromptTemplate(
 
 _ANSWER = PromptTemplate(
     name="answer",
-    version=1,
+    version=2,
     purpose="answer",
     preamble=(
         "Answer the question using the memory under CONTEXT, one item per line. The memory overrides what "
         "you know about the world. When two items give different values for the same thing, the later one "
         "holds (a higher [t=...] tag or a later date). If the memory marks a value as contested, give every "
-        "candidate value. Reply with the answer only, as short as possible."
+        "candidate value; a value held by source authority is the current one, and its alternatives are "
+        "claims by lower-ranked sources (name them only when asked about conflicting reports). If the memory "
+        "marks a value as stale, say that it may be out of date. Reply with the answer only, as short as "
+        "possible."
     ),
     sections=("CONTEXT", "QUESTION"),
     optional=("DATE",),

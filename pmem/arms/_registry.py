@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 #: ``factory(models, options) -> Arm``: what a plugin provides.
 ArmFactory = Callable[["ModelSet", dict[str, Any]], "Arm"]
 
-#: The built-in arms in display order (DESIGN.md's list): name, ``module:class`` in ``pmem.arms`` (the
+#: The built-in arms in display order (DESIGN.md's list, ``pmem-paper`` next to the other P-Mem variants):
+#: name, ``module:class`` in ``pmem.arms`` (the
 #: class is called as ``cls(name, models, options)``), and the options fixed for that name (a config's
 #: ``[arm_options.NAME]`` cannot override them).
 _BUILTIN: tuple[tuple[str, str, dict[str, Any]], ...] = (
@@ -44,6 +45,7 @@ _BUILTIN: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("pmem-no-retention", "_pmem:PMemArm", {"retention": False}),
     ("pmem-no-identity", "_pmem:PMemArm", {"identity": False}),
     ("pmem-oracle", "_pmem:PMemArm", {"write": "oracle"}),
+    ("pmem-paper", "_pmem:PMemArm", {"provenance": False}),
     ("no-memory", "_baselines:NoMemoryArm", {}),
     ("long-context", "_baselines:LongContextArm", {}),
     ("raw", "_baselines:RawArm", {}),

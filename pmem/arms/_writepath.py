@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pmem.arms._common import completion_json, event_line
@@ -35,6 +36,10 @@ class Fact:
     event: int = -1  # attributed event index (-1: none found)
     #: oracle path only: the template's meaning (``update``, ``retraction``, ``conflict_report`` ...)
     kind: str | None = None
+    #: when the fact became true (ISO 8601), where the text says
+    valid_time: str | None = None
+    #: keys of the facts this one was derived from (as extracted: not yet routed)
+    depends_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,10 @@ class Extraction:
     text: str
     facts: list[Fact]
     error: str | None = None
+    #: keys the user asked to forget what they said about (as extracted)
+    forget: tuple[str, ...] = ()
+    #: pairs of names the text says are different entities
+    distinct: tuple[tuple[str, str], ...] = ()
 
 
 def normalize_key(key: str) -> str:
@@ -75,6 +84,34 @@ def _storable(text: str) -> bool:
     return True
 
 
+def _valid_time(raw: Any) -> str | None:
+    """An ISO date or date-time, else None (a malformed optional field is ignored, not fatal)."""
+    if not isinstance(raw, str) or not raw.strip():
+        return None
+    try:
+        datetime.fromisoformat(raw.strip())
+    except ValueError:
+        return None
+    return raw.strip()
+
+
+def _keys(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        return ()
+    keys = (normalize_key(str(k)) for k in raw if isinstance(k, str))
+    return tuple(dict.fromkeys(k for k in keys if k and not key_problem(k)))
+
+
+def _pairs(raw: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for pair in raw:
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(n, str) and n.strip() for n in pair):
+            out.append((pair[0].strip(), pair[1].strip()))
+    return tuple(out)
+
+
 def parse_extraction(unit: list[Event], payload: dict[str, Any] | None) -> tuple[list[Fact], str | None]:
     if payload is None:
         return [], "extract: reply is not a JSON object"
@@ -97,8 +134,17 @@ def parse_extraction(unit: list[Event], payload: dict[str, Any] | None) -> tuple
         status = str(item.get("status") or "asserted").strip().lower()
         if status not in ASSERTION_STATUSES:
             status = "asserted"
-        out.append(Fact(key, value, status, attribute(unit, value, used)))
+        premises = tuple(k for k in _keys(item.get("depends_on")) if k != key)
+        valid = _valid_time(item.get("valid_time"))
+        out.append(Fact(key, value, status, attribute(unit, value, used), None, valid, premises))
     return out, (f"extract: dropped {dropped} malformed fact(s)" if dropped else None)
+
+
+def parse_requests(payload: dict[str, Any] | None) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The reply's ``forget`` keys and ``distinct`` name pairs (malformed entries are left out)."""
+    if payload is None:
+        return (), ()
+    return _keys(payload.get("forget")), _pairs(payload.get("distinct"))
 
 
 async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extraction]:
@@ -111,8 +157,10 @@ async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extracti
             c = await arm.call("extract", TEXT=text)
         if c.error is not None:  # the model layer let it through: the prompt does not fit the context
             return Extraction(unit, text, [], f"extract: {c.error}")
-        facts, error = parse_extraction(unit, completion_json(c))
-        return Extraction(unit, text, facts, error)
+        payload = completion_json(c)
+        facts, error = parse_extraction(unit, payload)
+        forget, distinct = parse_requests(payload)
+        return Extraction(unit, text, facts, error, forget, distinct)
 
     out = await asyncio.gather(*(one(u) for u in units))
     for ex in out:
@@ -125,12 +173,40 @@ async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extracti
 
 
 def template_facts(unit: list[Event]) -> list[Fact]:
-    """The oracle write path: facts from the benchmarks' own template parsers, no model."""
+    """The oracle write path: facts from the benchmarks' own template parsers, no model.
+
+    FactConsolidation's parser reads fact streams (``source == "fact"``) only: its catch-all template
+    would take the provenance probes' sentences, which other events are read with."""
+    return template_extraction(unit).facts
+
+
+def template_extraction(unit: list[Event]) -> Extraction:
+    """:func:`template_facts`, and the provenance probes' forget and different-entity requests."""
+    from pmem.bench import probe_templates as P
     from pmem.bench._facts import fact_key, parse_fact
     from pmem.bench.alfworld_templates import location_key, parse_event
 
     out: list[Fact] = []
+    forget: list[str] = []
+    distinct: list[tuple[str, str]] = []
     for e in unit:
+        if e.source != "fact":
+            probe = P.parse_event(e.text)
+            if probe is not None:
+                name, f = probe
+                if name == "forget":
+                    forget.append(P.fact_key(f["entity"], f["attr"]))
+                elif name == "distinct":
+                    distinct.append((f["a"], f["b"]))
+                elif name == "derived":
+                    premise = P.fact_key(f["entity"], f["attr"])
+                    key = P.fact_key(f["person"], "room")
+                    out.append(Fact(key, f["room"], "asserted", e.index, "derived", depends_on=(premise,)))
+                else:
+                    valid = P.iso_date(f["date"]) if name == "dated_fact" else None
+                    key = P.fact_key(f["entity"], f["attr"])
+                    out.append(Fact(key, f["value"], "asserted", e.index, name, valid_time=valid))
+                continue
         ev = parse_event(e.text)
         if ev is not None:
             name, f = ev
@@ -147,7 +223,7 @@ def template_facts(unit: list[Event]) -> list[Fact]:
             status = {"retraction": "withdrawn", "conflict_report": "reported"}.get(name, "asserted")
             out.append(Fact(key, value, status, e.index, kind=name))
             continue
-        parsed = parse_fact(e.text)
+        parsed = parse_fact(e.text) if e.source == "fact" else None
         if parsed is not None:
             out.append(Fact(fact_key(parsed[0], parsed[1]), parsed[2], "asserted", e.index, kind="fact"))
-    return out
+    return Extraction(unit, unit_text(unit), out, None, tuple(forget), tuple(distinct))

@@ -58,6 +58,8 @@ def _encode(obj: Any) -> dict[str, Any]:
 def _decode(cls: type, row: dict[str, Any]) -> Any:
     kw: dict[str, Any] = {}
     for name, typ in _fields(cls):
+        if name not in row:  # a file written before the field was added: the field's default
+            continue
         v = row[name]
         if typ == "dict[str, Any]":
             v = json.loads(v) if v is not None else {}

@@ -5,7 +5,8 @@ against it (subset names, parameter names and types) and iterates histories thro
 
 Names (contract): ``alfworld-revision`` (subsets chains [L], retraction [d], conflict, two-step [L]),
 ``factconsolidation`` (sh_6k ... mh_262k), ``longmemeval`` (oracle, s; ``ku=True`` or the aliases
-``oracle-ku`` / ``s-ku`` select the knowledge-update questions).
+``oracle-ku`` / ``s-ku`` select the knowledge-update questions), ``provenance-probes`` (erasure,
+authority, late-arrival, stale-premise, merge).
 
 Plugins go through the same registry: ``register_benchmark(name, iterate, ...)`` adds one in this
 process, and a ``module:attr`` name imports ``module`` and takes ``attr``: a :class:`BenchmarkInfo` that
@@ -87,6 +88,12 @@ def _fc_iter(subset: str, **params: Any) -> Iterator[History]:
     yield history
 
 
+def _probes_iter(subset: str, **params: Any) -> Iterator[History]:
+    from pmem.bench._probes import iter_probes
+
+    return iter_probes(subset, **params)
+
+
 def _lme_iter(subset: str, **params: Any) -> Iterator[History]:
     from pmem.bench._longmemeval import iter_longmemeval
 
@@ -98,7 +105,7 @@ def _lme_iter(subset: str, **params: Any) -> Iterator[History]:
 @functools.cache
 def _builtin() -> dict[str, BenchmarkInfo]:
     # built on first use: the subset lists live next to each benchmark's loader
-    from pmem.bench import _alfworld, _factconsolidation, _longmemeval
+    from pmem.bench import _alfworld, _factconsolidation, _longmemeval, _probes
 
     infos = (
         BenchmarkInfo(
@@ -134,6 +141,14 @@ def _builtin() -> dict[str, BenchmarkInfo]:
             "chat-history QA judged by an LLM; knowledge-update and answer-class selections",
             aliases=tuple(f"{s}-ku" for s in _longmemeval.SUBSETS),
             iterate=_lme_iter,
+        ),
+        BenchmarkInfo(
+            "provenance-probes",
+            _probes.SUBSETS,
+            _probes.SOURCE,
+            MappingProxyType({"cases": int, "seed": int}),
+            "erasure, source authority, late arrival, stale premises and wrong merges",
+            iterate=_probes_iter,
         ),
     )
     return {info.name: info for info in infos}

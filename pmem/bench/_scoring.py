@@ -125,13 +125,50 @@ def score_factconsolidation(question: Question, prediction: str) -> Score:
 
 
 def score_alfworld(question: Question, prediction: str) -> Score:
+    return score_named_values(question, prediction)
+
+
+#: Words by which an answer says its value may be out of date (``match="flagged"``).
+STALE_FLAG = re.compile(
+    r"\b(stale|out of date|outdated|possibly|may have changed|might have changed|may no longer|"
+    r"might no longer|no longer certain|uncertain|unverified)\b",
+    re.IGNORECASE,
+)
+
+
+def score_named_values(question: Question, prediction: str) -> Score:
+    """Correctness by the values an answer names (token-bounded: ``room 1`` is not in ``room 12``).
+
+    ``question.match`` says how: ``any`` / ``all`` gold values; ``only`` a gold value and no stale one;
+    ``absent`` no stale value; ``flagged`` as ``only``, or a :data:`STALE_FLAG` word in the answer. The
+    answer is stale when it is wrong and names a stale value.
+
+    >>> from pmem.bench._types import Question
+    >>> q = Question("q", "?", (), "forget_once", 0, stale=("4821",), match="absent")
+    >>> score_named_values(q, "I do not know").correct, score_named_values(q, "It is 4821.").stale
+    (True, True)
+    """
     texts = (prediction, parse_output(prediction))
     hits = [any(_contains_name(t, g) for t in texts) for g in question.gold]
-    correct = all(hits) if question.match == "all" else any(hits)
+    named_stale = any(_contains_name(t, v) for t in texts for v in question.stale)
+    match = question.match
+    if match == "all":
+        correct = all(hits)
+    elif match == "any":
+        correct = any(hits)
+    elif match == "only":
+        correct = any(hits) and not named_stale
+    elif match == "absent":
+        correct = not named_stale
+    elif match == "flagged":
+        correct = (any(hits) and not named_stale) or bool(STALE_FLAG.search(prediction))
+    else:
+        msg = f"question {question.id!r}: unknown match rule {match!r} (any, all, only, absent, flagged)"
+        raise ValueError(msg)
     stale: bool | None = None
     if question.stale:
-        stale = not correct and any(_contains_name(t, v) for t in texts for v in question.stale)
-    s = score_strings(prediction, question.gold)
+        stale = not correct and named_stale
+    s = score_strings(prediction, question.gold) if question.gold else StringScores(0.0, 0.0, 0.0)
     return Score(correct=correct, stale=stale, em=s.em, subem=s.subem, f1=s.f1)
 
 
@@ -142,10 +179,13 @@ def score_question(benchmark: str, question: Question, prediction: str) -> Score
     :func:`pmem.bench.judge_prompt` and :func:`pmem.bench.judge_verdict`."""
     if benchmark == "factconsolidation":
         return score_factconsolidation(question, prediction)
-    if benchmark == "alfworld-revision":
-        return score_alfworld(question, prediction)
+    if benchmark in ("alfworld-revision", "provenance-probes"):
+        return score_named_values(question, prediction)
     if benchmark == "longmemeval":
         s = score_strings(prediction, question.gold)
         return Score(correct=None, stale=None, em=s.em, subem=s.subem, f1=s.f1)
-    msg = f"unknown benchmark {benchmark!r} (known: alfworld-revision, factconsolidation, longmemeval)"
+    msg = (
+        f"unknown benchmark {benchmark!r} "
+        "(known: alfworld-revision, factconsolidation, longmemeval, provenance-probes)"
+    )
     raise ValueError(msg)

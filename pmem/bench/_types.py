@@ -21,6 +21,9 @@ class Event:
     source: str = "user"
     session_id: str | None = None
     role: str | None = None
+    #: when what the event states became true (ISO 8601), where the benchmark says; ``time`` is when
+    #: it was observed
+    valid_time: str | None = None
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,10 @@ class Question:
     needs_judge: bool = False
     question_date: str | None = None
     answer_class: str | None = None
-    #: "any": one gold value suffices; "all": every gold value must be given (a conflict before settling).
+    #: How ``gold`` and ``stale`` decide ``correct`` (:func:`pmem.bench.score_question`): "any": one gold
+    #: value suffices; "all": every gold value must be given (a conflict before settling); "only": a gold
+    #: value and no stale one; "absent": no stale value (gold is empty: an erased fact must not leak);
+    #: "flagged": "only", or the answer flags itself as possibly out of date (a changed premise).
     match: str = "any"
     #: The fact key whose earlier values are ``stale`` (FactConsolidation, ALFWorld-Revision).
     stale_key: str | None = None

@@ -841,6 +841,13 @@ class ProvenanceGraph:
         if head == NONE:
             return Cell(self._key_names[kid], None, "empty", [], history, 0)
         status = "contested" if self._v_status[head] == CONTESTED else "active"
+        # every open claim comes from a source ranked below the head's: only an equal or higher rank can
+        # settle it, so the head stands (it is rendered as held, not as an open choice)
+        held = (
+            status == "contested"
+            and self._authority is not None
+            and all(self._outranked(self._v_ev[a], (head,)) for a in alts)
+        )
         return Cell(
             key=self._key_names[kid],
             value=self._v_value[head],
@@ -849,6 +856,7 @@ class ProvenanceGraph:
             history=history,
             support=1 + self._v_extra_support.get(head, 0),
             stale=self._stale(kid) if self._dep else (),
+            held=held,
         )
 
     def frontier(self) -> dict[str, Cell]:

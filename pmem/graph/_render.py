@@ -4,6 +4,7 @@ Line shape (disclosures appended in a fixed order, whatever order they were aske
 
     key = value
     key = value [contested] | alternatives: b; c
+    key = value [held by source authority] | alternatives: b      (b's source ranks below the head's)
     key = value | support: 3 | history: old (superseded, t=4..9); older (contradicted, t=2..4)
 
 A cell whose premises changed (``Cell.stale``) says so whatever is disclosed, last:
@@ -68,7 +69,7 @@ def render_cell(cell: Cell, disclose: frozenset[str], changed: frozenset[str] = 
     else:
         line = f"{cell.key} = {escape(cell.value)}"
         if cell.status == "contested":
-            line += " [contested]"
+            line += " [held by source authority]" if cell.held else " [contested]"
     if "support" in disclose and cell.value is not None:
         line += f" | support: {cell.support}"
     if "alternatives" in disclose and cell.alternatives:

@@ -39,7 +39,9 @@ class Cell:
     """The materialized state of one key: its head's value, status, alternatives and closed history.
 
     ``stale`` names the premise keys (``apply(..., depends_on=...)``) whose head is no longer the version
-    the current value was asserted on, or is itself stale.
+    the current value was asserted on, or is itself stale. ``held``: the cell is contested only by claims
+    from sources ranked below the head's (source authority), so the head stands until a source of at
+    least its rank settles the conflict.
     """
 
     key: str
@@ -49,6 +51,7 @@ class Cell:
     history: list[Version]
     support: int
     stale: tuple[str, ...] = ()
+    held: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,8 +55,11 @@ class IngestSpec:
         )
 
     def arm_options(self) -> dict[str, Any]:
-        """Options of the ``pmem`` arm that runs the write path: one write unit per stream row."""
-        return {**dict(self.write), "stream": "events"}
+        """Options of the ``pmem`` arm that runs the write path: one write unit per stream row.
+
+        Replayable provenance is off: a partition cannot record aliases or premises, nor erase evidence
+        that lives on the driver, so the merged state would not be the sequential one."""
+        return {**dict(self.write), "stream": "events", "provenance": False}
 
     def identity(self) -> dict[str, Any]:
         """What decides the state's bytes: a checkpoint made under another identity is not resumed."""

@@ -8,7 +8,12 @@ Two families of templates are recognised, and nothing else is guessed at:
 - generic English relation sentences of the kind MemoryAgentBench FactConsolidation streams use
   (``The chairperson of Fatah is Mahmoud Abbas.``, ``Thomas Kyd was born in the city of London.``),
   keyed ``{subject}.{relation}`` in snake_case with the object copied verbatim;
-- first-person statements (``my 5K PB is 25:50``) keyed ``user.{attribute}``.
+- first-person statements (``my 5K PB is 25:50``) keyed ``user.{attribute}``;
+- the provenance probes' sentences: a fact behind a source or date prefix (``Per the building notes,
+  ...``, ``As of March 3, 2025, ...``: the date becomes the fact's ``valid_time``), a derived fact
+  (``X sits in room 12 because room 12 is the home room of team Y``: ``depends_on`` the premise's key),
+  a request to forget (``Forget what I told you about the gate code of Z``) and a statement that two
+  names are different people (:func:`extract_requests`).
 
 >>> [f.as_dict() for f in extract_facts("Update: apple 1 has been moved from fridge 1 to countertop 2.")]
 [{'key': 'apple_1.location', 'value': 'countertop 2', 'status': 'asserted'}]
@@ -19,7 +24,8 @@ Two families of templates are recognised, and nothing else is guessed at:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 
 _SNAKE = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -35,12 +41,26 @@ class Fact:
     value: str
     status: str = "asserted"  # asserted | hedged | reported | withdrawn
     confirmed: bool = False
+    valid_time: str | None = None  # ISO date the fact holds from, when the text says
+    depends_on: tuple[str, ...] = field(default=())  # keys of the facts it was derived from
 
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"key": self.key, "value": self.value, "status": self.status}
         if self.confirmed:
             out["confirmed"] = True
+        if self.valid_time is not None:
+            out["valid_time"] = self.valid_time
+        if self.depends_on:
+            out["depends_on"] = list(self.depends_on)
         return out
+
+
+@dataclass(frozen=True)
+class Requests:
+    """What a text asks of the memory rather than states: keys to forget, names that differ."""
+
+    forget: tuple[str, ...] = ()
+    distinct: tuple[tuple[str, str], ...] = ()
 
 
 # --- ALFWorld-Revision location events -------------------------------------------------------------
@@ -175,10 +195,42 @@ def _location_key(obj: str) -> str:
     return snake(obj) + ".location"
 
 
+_DATED = re.compile(r"^As of (?P<date>[A-Z][a-z]+ \d{1,2}, \d{4}), (?P<rest>.+)$")
+_PREFIX = re.compile(r"^(?:(?:update|note|fyi):\s*|(?:per|according to) (?:the )?[^,]{1,60},\s*)", re.I)
+_DERIVED = re.compile(
+    r"^(?P<s>.+?) sits in (?P<o>.+?) because (?P=o) is the (?P<r>[a-z][a-z ]*?) of (?P<ps>.+)$", re.I
+)
+_FORGET = re.compile(
+    r"^(?:please )?forget (?:what i (?:told|said to) you|what i said|everything i said) about "
+    r"(?:the )?(?P<r>[a-z][a-z ]*?) of (?P<s>.+)$",
+    re.I,
+)
+_DISTINCT = re.compile(
+    r"^(?P<a>.+?) and (?P<b>.+?) are (?:two )?(?:different|distinct|separate) "
+    r"(?:people|persons|entities|companies|projects|things)$",
+    re.I,
+)
+
+
 def _sentence_facts(sentence: str) -> list[Fact]:
     s = sentence.strip().rstrip(".!").strip()
     if not s:
         return []
+    m = _DATED.match(s)
+    if m:
+        try:
+            when = datetime.strptime(m.group("date"), "%B %d, %Y").date().isoformat()
+        except ValueError:
+            when = None
+        rest = m.group("rest")
+        return [
+            Fact(f.key, f.value, f.status, f.confirmed, when or f.valid_time, f.depends_on)
+            for f in _sentence_facts(rest[:1].upper() + rest[1:])
+        ]
+    m = _DERIVED.match(s)
+    if m:
+        premise = f"{snake(m.group('ps'))}.{snake(m.group('r'))}"
+        return [Fact(f"{snake(m.group('s'))}.room", m.group("o").strip(), depends_on=(premise,))]
     for pattern, group, status, confirmed in _LOCATION_RULES:
         m = pattern.match(s)
         if m:
@@ -191,6 +243,12 @@ def _sentence_facts(sentence: str) -> list[Fact]:
             subject = snake(groups["s"])
             if subject and rel and groups["o"].strip():
                 return [Fact(f"{subject}.{snake(rel)}", groups["o"].strip())]
+    m = _PREFIX.match(s)
+    if m and m.end() < len(s):
+        rest = s[m.end() :]
+        facts = _sentence_facts(rest[:1].upper() + rest[1:])
+        if facts:
+            return facts
     return [Fact(f"user.{snake(m.group('r'))}", m.group("o").strip()) for m in _USER.finditer(s)]
 
 
@@ -208,3 +266,26 @@ def extract_facts(text: str) -> list[Fact]:
         for sentence in _SENTENCE.split(line):
             out.extend(_sentence_facts(sentence))
     return out
+
+
+def extract_requests(text: str) -> Requests:
+    """The forget requests and different-entity statements in ``text``, in order.
+
+    >>> extract_requests("Forget what I told you about the gate code of the Hill Street garage.").forget
+    ('the_hill_street_garage.gate_code',)
+    >>> extract_requests("Anna Mark and Anna Marks are two different people.").distinct
+    (('Anna Mark', 'Anna Marks'),)
+    """
+    forget: list[str] = []
+    distinct: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        for sentence in _SENTENCE.split(_NUMBERED.sub("", line).strip()):
+            s = sentence.strip().rstrip(".!").strip()
+            m = _FORGET.match(s)
+            if m:
+                forget.append(f"{snake(m.group('s'))}.{snake(m.group('r'))}")
+                continue
+            m = _DISTINCT.match(s)
+            if m:
+                distinct.append((m.group("a").strip(), m.group("b").strip()))
+    return Requests(tuple(forget), tuple(distinct))

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pmem.graph import GENERIC_KEY_WORDS
-from pmem.models._facts import RELATIONS, extract_facts, snake
+from pmem.models._facts import RELATIONS, extract_facts, extract_requests, snake
 from pmem.models._tokens import estimate_prompt_tokens, estimate_tokens
 from pmem.models._types import CallOptions, ChatModel, Completion
 from pmem.models.sections import parse_sections
@@ -148,6 +148,7 @@ _CUE_CURRENT = re.compile(
     re.I,
 )
 _CUE_CONFLICT_Q = re.compile(r"\b(conflict\w*|contest\w*|disput\w*|alternatives?|both|reports?)\b", re.I)
+_CUE_STALE = re.compile(r"\|\s*stale:", re.I)
 _ANNOT = re.compile(r"\s*[\[(]([^\])]*)[\])]\s*$")
 _NUMBER_TAG = re.compile(r"^\s*(?:\[(?:t=)?(\d+)\]|(\d+)[.)])\s*")
 # where a rendered cell's disclosures start: " [contested]", " | support: 3", " (contested; ...)"
@@ -216,12 +217,19 @@ def _section_lines(text: str) -> list[str]:
 def _extract(sec: dict[str, str]) -> str:
     # a known key spelled differently (case, separators) is reused verbatim
     known = {snake(k): k.strip() for k in _section_lines(sec.get("KEYS", ""))}
+    text = sec.get("TEXT", "")
     facts = []
-    for f in extract_facts(sec.get("TEXT", "")):
+    for f in extract_facts(text):
         d = f.as_dict()
         d["key"] = known.get(snake(f.key), f.key)
         facts.append(d)
-    return json.dumps({"facts": facts}, ensure_ascii=False)
+    out: dict[str, object] = {"facts": facts}
+    asks = extract_requests(text)
+    if asks.forget:  # only when present: replies to every other text stay as they were
+        out["forget"] = list(asks.forget)
+    if asks.distinct:
+        out["distinct"] = [list(pair) for pair in asks.distinct]
+    return json.dumps(out, ensure_ascii=False)
 
 
 def _fact_fields(sec: dict[str, str]) -> tuple[str, str, str, bool]:
@@ -440,7 +448,9 @@ def _answer(sec: dict[str, str]) -> str:
         alts = _ALTERNATIVES.findall(annotation)
         others = [a.strip() for chunk in alts for a in re.split(r"[;,]", chunk) if a.strip()]
         if others:
-            return " or ".join([answer, *others])
+            answer = " or ".join([answer, *others])
+    if _CUE_STALE.search(annotation):
+        answer += " (possibly out of date: a premise it was derived from changed)"
     return answer
 
 

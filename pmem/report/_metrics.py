@@ -1638,6 +1638,9 @@ def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     t["break_even"] = break_even_table(m, t["read_cost"], t["write_cost"])
     t["reply_quality"] = reply_quality_table(m)
     t["write_audit"] = audit_table(m)
+    from pmem.report._probes import probe_tables
+
+    t.update(probe_tables(m))
     from pmem.report._published import published_table
 
     t["published_vs_ours"] = published_table(m)

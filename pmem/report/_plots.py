@@ -224,7 +224,64 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
             ax.bar(xs, [100 * sub[a]["accuracy"] if a in sub else 0 for a in arms], width=width, label=q)
         _percent_bars_by_arm(ax, arms, "accuracy (%)", _title(m, "Conflict probe: before / after settling"))
         figs["conflict_probe"] = _png(fig)
+
+    probes = _probe_figure(m)
+    if probes is not None:
+        figs["provenance_probes"] = probes
     return figs
+
+
+def _probe_figure(m: Metrics) -> bytes | None:
+    """One panel per provenance-probes subset: each arm's pass rate on the post-event probes, Wilson bars."""
+    from pmem.report._metrics import _order_arms
+    from pmem.report._probes import LABELS, PROBE_TYPES, post_event, table_name
+
+    panels = []
+    for subset, types in PROBE_TYPES.items():
+        t = m.tables.get(table_name(subset))
+        metrics = [q for q in types if post_event(q)]
+        d = t.data.filter(pl.col("metric").is_in(metrics)) if t is not None else pl.DataFrame()
+        if d.height:
+            panels.append((subset, metrics, d))
+    if not panels:
+        return None
+    arms = _order_arms([a for _, _, d in panels for a in d[C.ARM].to_list()])
+    style = _arm_style(arms)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(1.6 + 2.6 * len(panels), 4.4), squeeze=False, sharey=True
+    )
+    width = 0.8 / len(arms)
+    for ax, (subset, metrics, d) in zip(axes[0], panels, strict=True):
+        for i, a in enumerate(arms):
+            rows = {r["metric"]: r for r in d.filter(pl.col(C.ARM) == a).iter_rows(named=True)}
+            xs = [j + (i - (len(arms) - 1) / 2) * width for j, q in enumerate(metrics) if q in rows]
+            if not xs:
+                continue
+            # an arm without a probe gets no bar rather than a bar at 0: missing is not failing
+            got = pl.DataFrame([rows[q] for q in metrics if q in rows])
+            ax.bar(
+                xs,
+                got["rate"] * 100,
+                width=width,
+                yerr=_err(got, "rate", "wilson_lo", "wilson_hi"),
+                capsize=2,
+                color=style[a]["color"],
+                label=a,
+            )
+        ax.set_xticks(range(len(metrics)), [LABELS[q] for q in metrics], rotation=25, ha="right", fontsize=7)
+        ax.set_ylim(0, 105)
+        ax.set_title(subset, fontsize=9)
+    axes[0][0].set_ylabel("probes passed (%)")
+    handles, labels = [], []
+    for ax in axes[0]:
+        for h, lbl in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lbl not in labels:
+                handles.append(h)
+                labels.append(lbl)
+    order = sorted(range(len(labels)), key=lambda i: arms.index(labels[i]))
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, loc="center right")
+    fig.suptitle(_title(m, "Provenance probes after each event, Wilson 95% CI"), fontsize=9)
+    return _png(fig)
 
 
 def _percent_bars_by_arm(ax: Any, arms: list[str], ylabel: str, title: str) -> None:

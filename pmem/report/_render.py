@@ -32,6 +32,7 @@ SECTIONS = (
     ("coverage", "Run coverage"),
     ("alfworld", "ALFWorld-Revision"),
     ("factconsolidation", "FactConsolidation"),
+    ("provenance", "Provenance probes"),
     ("accuracy", "All accuracies"),
     ("stale", "Stale-answer rates"),
     ("paired", "Paired comparisons"),
@@ -47,7 +48,12 @@ FIGURE_SECTION = {
     "conflict_probe": "alfworld",
     "table7_factconsolidation": "factconsolidation",
     "accuracy_vs_read_tokens": "cost",
+    "provenance_probes": "provenance",
 }
+
+#: sections left out of the report when none of their tables has a row and no figure belongs to them:
+#: a benchmark most runs do not sweep should not add a screen of empty tables to every report
+OPTIONAL_SECTIONS = frozenset({"provenance"})
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1500px;color:#222;padding:0 1rem}
@@ -142,6 +148,8 @@ def render(
         ts = by_section.get(sec, [])
         figs = [(n, data) for n, data in figures.items() if FIGURE_SECTION.get(n, "figures") == sec]
         if not ts and not figs:
+            continue
+        if sec in OPTIONAL_SECTIONS and not figs and all(t.empty for t in ts):
             continue
         md.append(f"## {heading}\n")
         h.append(f"<h2 id='{sec}'>{html.escape(heading)}</h2>")

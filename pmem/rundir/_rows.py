@@ -104,6 +104,7 @@ class ResultRow(_UnitKeys):
     audit_gold_in_active_cell: bool | None = None
     audit_gold_in_matching_cell: bool | None = None
     audit_stale_sibling: bool | None = None
+    artifact_bytes: int | None = None
     raw: str | None = None
 
 

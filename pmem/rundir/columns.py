@@ -54,6 +54,9 @@ STALE_IN_STATE: Final = "stale_in_state"
 AUDIT_GOLD_IN_ACTIVE_CELL: Final = "audit_gold_in_active_cell"
 AUDIT_GOLD_IN_MATCHING_CELL: Final = "audit_gold_in_matching_cell"
 AUDIT_STALE_SIBLING: Final = "audit_stale_sibling"
+#: bytes of erased content (the statement's text, and its value where no other statement made it) still
+#: found in what the arm retains when the question is asked (provenance-probes erasure; null elsewhere)
+ARTIFACT_BYTES: Final = "artifact_bytes"
 #: the model's raw output (results: the answer call; judgments: the verdict call)
 RAW: Final = "raw"
 

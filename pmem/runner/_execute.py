@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pmem.bench._probes import ERASED_PARAMS, artifact_bytes
 from pmem.graph import OPS
 from pmem.models import REQUEST_COLUMNS, ModelCallError, RequestLog, estimate_tokens
 from pmem.models._types import (
@@ -374,7 +375,13 @@ async def run_unit(
                 pos = boundary + 1
                 await asyncio.sleep(0)  # let other histories' model calls progress between slices
             state_values = _frontier_values(arm.graph())
+            held: bytes | None = None  # what the arm retains, read once per boundary that needs it
             for q in asked[boundary]:
+                artifact = None
+                if q.params and any(k in q.params for k in ERASED_PARAMS) and hasattr(arm, "retained"):
+                    if held is None:
+                        held = arm.retained()
+                    artifact = artifact_bytes(held, q)
                 ans = await arm.answer(q)
                 correct, stale = score(unit.benchmark, q, ans.prediction)
                 n_correct += int(bool(correct))
@@ -406,6 +413,7 @@ async def run_unit(
                         **pcols,
                         gold_in_state=gold_in,
                         stale_in_state=stale_in,
+                        artifact_bytes=artifact,
                         raw=ans.raw or None,
                     )
                 )

@@ -35,6 +35,7 @@ DESIGN_ARMS = (
     "pmem-no-retention",
     "pmem-no-identity",
     "pmem-oracle",
+    "pmem-paper",
     "no-memory",
     "long-context",
     "raw",

@@ -114,3 +114,25 @@ def test_plumbing_runs_longmemeval_only_from_the_file_it_is_given():
     with_file = [h.benchmark for h in _plumbing_histories(str(FIXTURE))]
     assert "longmemeval" not in without
     assert with_file == [*without, "longmemeval"]
+
+
+def test_the_provenance_probes_run_over_openai_with_no_errors(server):
+    """Acceptance 4: every arm through the OpenAI protocol on a few cases of each probe subset; P-Mem's
+    answers are those of the in-process heuristic agent."""
+    from pmem.bench._probes import SOURCE_AUTHORITY, SUBSETS
+
+    hs = [h for s in SUBSETS for h in iter_histories("provenance-probes", s, cases=2)]
+    res = asyncio.run(plumbing(server.url, "heuristic", "hashing", histories=hs, out=io.StringIO()))
+    assert len(res) == len(ARM_NAMES) * len(hs)
+    assert sum(v["errors"] for v in res.values()) == 0
+    assert all(v["unlabelled"] == 0 for v in res.values())
+    local = ModelSet(make_chat_model("heuristic"), make_embedder("hashing"))
+    for h in hs:
+        arm = make_arm("pmem", local, {"authority": SOURCE_AUTHORITY})
+        rows = asyncio.run(run_history(arm, h))
+        expected = sum(bool(r["correct"]) for r in rows) / len(rows)
+        assert res[f"pmem|{h.id}"]["accuracy"] == expected, h.id
+        # every probe after its critical event passes (before a correction, the wrong merge still holds)
+        assert all(r["correct"] for r in rows if not r["qtype"].startswith("before")), h.id
+    # the write path's new requests travel over HTTP too: a forget became an erase
+    assert res["pmem|provenance-probes/erasure/case000"]["purposes"].get("extract", 0) > 0

@@ -47,7 +47,7 @@ NOTHING = None
 
 
 def test_builtin_benchmarks_subsets_and_parameter_types(registry: R.Registry[BenchmarkInfo]) -> None:
-    assert benchmark_names() == ("alfworld-revision", "factconsolidation", "longmemeval")
+    assert benchmark_names() == ("alfworld-revision", "factconsolidation", "longmemeval", "provenance-probes")
     assert [i.name for i in list_benchmarks()] == list(benchmark_names())
     alf = benchmark_info("alfworld-revision")
     assert alf.subsets == ("chains", "retraction", "conflict", "two-step")
@@ -59,6 +59,9 @@ def test_builtin_benchmarks_subsets_and_parameter_types(registry: R.Registry[Ben
     assert lme.subsets == ("oracle", "s") and lme.accepted_subsets == ("oracle", "s", "oracle-ku", "s-ku")
     assert lme.accepts("s-ku") and not lme.accepts("m")
     assert (lme.params or {})["verify"] is bool and (lme.params or {})["path"] is str
+    probes = benchmark_info("provenance-probes")
+    assert probes.subsets == ("erasure", "authority", "late-arrival", "stale-premise", "merge")
+    assert dict(probes.params or {}) == {"cases": int, "seed": int}
     assert all(i.default_subset is None for i in list_benchmarks())  # a config must name their subsets
     with pytest.raises(ValueError, match=r"unknown benchmark 'nope' \(known: alfworld-revision, "):
         benchmark_info("nope")

@@ -117,3 +117,23 @@ def test_a_default_authority_alone_configures_no_ranking() -> None:
 def test_bad_authority_settings_are_refused(call, match) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_a_cell_contested_only_by_lower_ranked_sources_renders_as_held() -> None:
+    g = ProvenanceGraph(authority={"user": 2, "web": 0})
+    g.apply("accept", "p.room", "room 31", evidence=g.observe("The room of p is room 31.", source="user"))
+    g.apply("accept", "p.room", "room 20", evidence=g.observe("The room of p is room 20.", source="web"))
+    cell = g.cell("p.room")
+    assert (cell.status, cell.held, cell.alternatives) == ("contested", True, ["room 20"])
+    assert (
+        g.render(disclose=["alternatives"])
+        == "p.room = room 31 [held by source authority] | alternatives: room 20"
+    )
+    # an equal-ranked claim makes it an open conflict again
+    g.apply("contest", "p.room", "room 44", evidence=g.observe("The room of p is room 44.", source="user"))
+    assert not g.cell("p.room").held
+    assert g.render() == "p.room = room 31 [contested]"
+    plain = ProvenanceGraph()
+    plain.apply("accept", "p.room", "room 31", evidence=plain.observe("a", source="user"))
+    plain.apply("contest", "p.room", "room 20", evidence=plain.observe("b", source="web"))
+    assert not plain.cell("p.room").held  # no authority configured: nothing outranks anything

@@ -12,7 +12,7 @@ from pmem.graph import ProvenanceGraph
 
 FIXTURES = Path(__file__).parent / "fixtures"
 #: view fields added after a schema version: its fixture's views do not have them
-ADDED_SINCE = {1: {"stale", "valid_time", "op_undo"}}
+ADDED_SINCE = {1: {"stale", "valid_time", "op_undo", "held"}}
 
 
 def _view(obj: object, schema: int) -> dict:

@@ -212,3 +212,57 @@ def test_multi_hop_chain_and_lookup() -> None:
     assert ask("lookup", CONTEXT=two, QUESTION=q).text == "ANSWER"
     # a single-hop question does not wander into the next entity's cells
     assert ask("answer", CONTEXT=two, QUESTION="Who is Bianca Jagger married to?").text == "Mick Jagger"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "As of March 3, 2025, the rent of the Pine Street bakery is 900 euros.",
+            {"key": "the_pine_street_bakery.rent", "value": "900 euros", "valid_time": "2025-03-03"},
+        ),
+        (
+            "Per the building notes, the gate code of the Hill Street garage is 4821.",
+            {"key": "the_hill_street_garage.gate_code", "value": "4821"},
+        ),
+        (
+            "Update: the home room of team Falcon is room 298.",
+            {"key": "team_falcon.home_room", "value": "room 298"},
+        ),
+        (
+            "Lena Fischer sits in room 286 because room 286 is the home room of team Falcon.",
+            {"key": "lena_fischer.room", "value": "room 286", "depends_on": ["team_falcon.home_room"]},
+        ),
+    ],
+)
+def test_extract_probe_sentences(text: str, expected: dict[str, object]) -> None:
+    reply = json.loads(ask("extract", TEXT=text).text)
+    assert reply == {"facts": [{"status": "asserted", **expected}]}
+
+
+def test_extract_forget_requests_and_distinct_names_only_when_present() -> None:
+    reply = json.loads(
+        ask("extract", TEXT="Forget what I told you about the gate code of the Elm Road depot.").text
+    )
+    assert reply == {"facts": [], "forget": ["the_elm_road_depot.gate_code"]}
+    reply = json.loads(ask("extract", TEXT="Anna Mark and Anna Marks are two different people.").text)
+    assert reply == {"facts": [], "distinct": [["Anna Mark", "Anna Marks"]]}
+    # every other reply is exactly what it was: no empty lists added
+    assert set(json.loads(ask("extract", TEXT="Update: apple 1 has been moved to drawer 3.").text)) == {
+        "facts"
+    }
+    # a prefix that hides no fact leaves the sentence to the other rules
+    assert extract_facts("According to my notes, my 5K PB is 25:50.")[0].key == "user.5k_pb"
+
+
+def test_answer_flags_stale_premises_and_holds_authority() -> None:
+    stale = "dana_reyes.room = room 12 | stale: premise team_falcon.home_room changed"
+    out = ask("answer", CONTEXT=stale, QUESTION="Which room does Dana Reyes sit in?").text
+    assert out.startswith("room 12") and "possibly out of date" in out
+    held = "project_vega.meeting_room = room 31 [held by source authority] | alternatives: room 20"
+    q = "What is the meeting room of project Vega?"
+    assert ask("answer", CONTEXT=held, QUESTION=q).text == "room 31"
+    conflict = "Is there any conflicting report about the meeting room of project Vega?"
+    assert ask("answer", CONTEXT=held, QUESTION=conflict).text == "room 31 or room 20"
+    contested = held.replace("held by source authority", "contested")
+    assert ask("answer", CONTEXT=contested, QUESTION=q).text == "room 31 or room 20"

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pmem.report import build_report, compute, open_run
+from pmem.report._probes import probe_tables
 from pmem.rundir import DATASETS
 from pmem.rundir import columns as C
 from pmem.runner import load_config, run_sweep
@@ -62,6 +63,9 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
         "published_vs_ours": True,
         "reply_quality": m.run.frame("requests") is not None,
     }
+    probes = res.filter(res[C.BENCHMARK] == "provenance-probes")
+    has_rows.update(dict.fromkeys(probe_tables(m), probes.height > 0))
+    assert probes.height > 0  # the quickstart's probe slice
     assert set(m.tables) == set(has_rows)
     assert all(has_rows[t] for t in has_rows if t != "two_step")
     for name, table in m.tables.items():

@@ -184,7 +184,7 @@ def test_quickstart_identity_is_pinned() -> None:
     # the run id names the run directory and resume finds work by it: a refactor must not move it
     # (prompt hashes are left out here, so that a deliberate prompt change does not trip this pin)
     spec = load_config(REPO / "jobs" / "quickstart.toml")
-    assert config_hash(spec, {}) == "db97f4b525ea1405b090dbe5875ab4e996869e118ac2f64f957d8f00f1d29672"
+    assert config_hash(spec, {}) == "06b5fe69fad6220bb67e714a578c24a247fe619aded605164c6183d791a659aa"
 
 
 def test_model_tables_hold_the_model_layers_spec() -> None:
@@ -277,7 +277,7 @@ def test_benchmarks_come_from_the_benchmark_registry(tmp_path: Path, monkeypatch
     with pytest.raises(
         ConfigError,
         match=r"name: unknown benchmark \(known: alfworld-revision, factconsolidation, "
-        r"longmemeval, chains-again; or module:function\)",
+        r"longmemeval, provenance-probes, chains-again; or module:function\)",
     ):
         load_config(_write(tmp_path, BASE + "\n[[benchmarks]]\nname = 'chains-agian'\nsubset = 'chains'\n"))
     with pytest.raises(ConfigError, match=r"name: cannot import 'no_such_module' for plugin benchmark"):
