@@ -167,3 +167,39 @@ def test_unmerge_follows_a_statement_that_two_names_differ() -> None:
     paper = make_arm("pmem-paper", models())
     asyncio.run(paper.ingest(_events((a, "user"), (b, "user"), (split, "user"))))
     assert paper.graph().head_value("anna_mark.phone_extension") == "5902"
+
+
+def test_the_oracle_write_path_reads_the_probe_templates() -> None:
+    from pmem.arms._writepath import template_extraction
+
+    events = _events(
+        (
+            T.DATED_FACT.format(
+                date="March 3, 2025", attr="rent", entity="the Pine Street bakery", value="900 euros"
+            ),
+            "user",
+        ),
+        (
+            T.DERIVED.format(person="Dana Reyes", room="room 12", attr="home room", entity="team Falcon"),
+            "user",
+        ),
+        (T.FORGET.format(attr="gate code", entity="the Elm Road depot"), "user"),
+        (T.DISTINCT.format(a="Anna Mark", b="Anna Marks"), "user"),
+        # read by the probes' templates first: a probe fact is not FactConsolidation's office holder
+        (T.FACT.format(attr="gate code", entity="the Elm Road depot", value="1234"), "user"),
+    )
+    ex = template_extraction(events)
+    assert [(f.key, f.value, f.valid_time, f.depends_on) for f in ex.facts] == [
+        ("the_pine_street_bakery.rent", "900 euros", "2025-03-03", ()),
+        ("dana_reyes.room", "room 12", None, ("team_falcon.home_room",)),
+        ("the_elm_road_depot.gate_code", "1234", None, ()),
+    ]
+    assert ex.forget == ("the_elm_road_depot.gate_code",)
+    assert ex.distinct == (("Anna Mark", "Anna Marks"),)
+    for subset, qtype in (
+        ("erasure", "forget_once"),
+        ("late-arrival", "as_of"),
+        ("authority", "after_claims_k4"),
+    ):
+        rows = _probes("pmem-oracle", subset, authority=AUTHORITY)
+        assert rate(rows, qtype) == 1.0, subset

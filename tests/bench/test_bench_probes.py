@@ -216,3 +216,19 @@ def test_histories_round_trip_through_arrow_with_valid_times() -> None:
     back = histories_from_arrow(histories_to_arrow(hs))
     assert back == hs
     assert back[0].events[0].valid_time is not None
+
+
+def test_an_erased_value_is_found_in_no_other_event() -> None:
+    """A byte search for the erased value must not hit another value (a 3-digit code inside a 6-digit one)."""
+    histories = [h for seed in range(12) for h in iter_histories("provenance-probes", "erasure", seed=seed)]
+    for h in histories:
+        q = h.questions[-1]
+        value = q.params.get("erased_value") or q.gold[0]
+        key = q.stale_key
+        for e in h.events:
+            parsed = T.parse_event(e.text)
+            assert parsed is not None
+            name, f = parsed
+            if name == "forget" or (key and T.fact_key(f["entity"], f["attr"]) == key):
+                continue
+            assert value not in e.text, (h.id, e.text)
