@@ -41,6 +41,8 @@ STALE_DEFINITIONS = {
     "parsed value (identifiable update chains); stale = incorrect and equal to an earlier value of that key",
     "longmemeval": "judge-extracted superseded value; questions where superseded and current values coincide "
     "are excluded",
+    "provenance-probes": "prediction is wrong and names a value a wrong memory would give: the erased value, "
+    "the untrusted claim, another valid time's value, the old room unflagged, the other person's value",
 }
 
 
