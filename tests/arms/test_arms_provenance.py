@@ -203,3 +203,23 @@ def test_the_oracle_write_path_reads_the_probe_templates() -> None:
     ):
         rows = _probes("pmem-oracle", subset, authority=AUTHORITY)
         assert rate(rows, qtype) == 1.0, subset
+
+
+def test_requests_the_text_does_not_make_are_dropped_with_their_reason() -> None:
+    """A model's forget list or distinct pairs undo writes: they must name what the unit's text names."""
+    from pmem.arms._writepath import Extraction
+
+    fact = T.FACT.format(attr="gate code", entity="the Hill Street garage", value="4821")
+    arm = _arm()
+    asyncio.run(arm.ingest(_events((fact, "user"))))
+    other = Event(index=1, text="Please keep this in mind.", source="user")
+    arm._requests(
+        Extraction(
+            [other], other.text, [], None, ("the_hill_street_garage.gate_code",), (("Ann X", "Ann Xs"),)
+        )
+    )
+    assert arm.graph().head_value("the_hill_street_garage.gate_code") == "4821"
+    assert [(w.op, w.applied, w.reason) for w in arm.write_log()[1:]] == [
+        ("noop", False, "forget: the text does not mention this subject"),
+        ("noop", False, "distinct: the text does not name 'Ann X' and 'Ann Xs'"),
+    ]
