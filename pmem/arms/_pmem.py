@@ -325,14 +325,34 @@ class PMemArm(ArmBase):
             )
 
     def _requests(self, ex: Extraction) -> None:
-        """A unit's forget requests and different-entity statements (with provenance on)."""
+        """A unit's forget requests and different-entity statements (with provenance on).
+
+        Both undo writes, so a model's output is checked against the text first: a request whose
+        subject (or a pair whose names) the unit's text does not mention is dropped, with its reason."""
         if not self.provenance or self._store is not None:
             return
-        source = ex.unit[0].source or "user"
+        source, first = ex.unit[0].source or "user", ex.unit[0].index
+        words = set(_WORDS.findall(ex.text.lower()))
         for key in ex.forget:
-            self._forget(key, source, ex.unit[0].index)
+            subject = key.split(".", 1)[0]
+            if not set(subject.split("_")) <= words:
+                self.record(
+                    "noop", key, None, False, "forget: the text does not mention this subject", event=first
+                )
+                continue
+            self._forget(key, source, first)
         for a, b in ex.distinct:
-            self._split(a, b, ex.unit[0].index)
+            if not set(_WORDS.findall(f"{a} {b}".lower())) <= words:
+                self.record(
+                    "noop",
+                    None,
+                    None,
+                    False,
+                    f"distinct: the text does not name {a!r} and {b!r}",
+                    event=first,
+                )
+                continue
+            self._split(a, b, first)
 
     def _split(self, a: str, b: str, first_event: int) -> None:
         """Undo every merge of a key of ``a`` into one of ``b`` (or the reverse): they name different things."""
@@ -752,6 +772,7 @@ def _authority_option(arm: str, raw: Any) -> dict[str, int] | None:
     return table
 
 
+_WORDS = re.compile(r"\w+", re.UNICODE)
 _DATE_IN_QUESTION = re.compile(
     r"\b(?:on|as of|at|by)\s+(?P<date>[A-Z][a-z]+ \d{1,2}, \d{4}|\d{4}-\d{2}-\d{2}|\d{1,2} [A-Z][a-z]+ \d{4})"
 )
