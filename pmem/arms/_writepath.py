@@ -175,8 +175,9 @@ async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extracti
 def template_facts(unit: list[Event]) -> list[Fact]:
     """The oracle write path: facts from the benchmarks' own template parsers, no model.
 
-    FactConsolidation's parser reads fact streams (``source == "fact"``) only: its catch-all template
-    would take the provenance probes' sentences, which other events are read with."""
+    The provenance probes' parser comes before FactConsolidation's, whose catch-all template would take
+    the probes' sentences (and is not tried on fact streams, ``source == "fact"``, which it cannot
+    match: their lines are numbered)."""
     return template_extraction(unit).facts
 
 
@@ -223,7 +224,7 @@ def template_extraction(unit: list[Event]) -> Extraction:
             status = {"retraction": "withdrawn", "conflict_report": "reported"}.get(name, "asserted")
             out.append(Fact(key, value, status, e.index, kind=name))
             continue
-        parsed = parse_fact(e.text) if e.source == "fact" else None
+        parsed = parse_fact(e.text)
         if parsed is not None:
             out.append(Fact(fact_key(parsed[0], parsed[1]), parsed[2], "asserted", e.index, kind="fact"))
     return Extraction(unit, unit_text(unit), out, None, tuple(forget), tuple(distinct))
