@@ -57,6 +57,18 @@ def _png(fig: plt.Figure) -> bytes:
     return buf.getvalue()
 
 
+def _arm_legend(fig: plt.Figure, axes: Any, arms: list[str]) -> None:
+    """One legend for a row of panels: each arm once, in display order."""
+    handles, labels = [], []
+    for ax in axes:
+        for h, lbl in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lbl not in labels:
+                handles.append(h)
+                labels.append(lbl)
+    order = sorted(range(len(labels)), key=lambda i: arms.index(labels[i]))
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, loc="center right")
+
+
 def _title(m: Metrics, text: str) -> str:
     return f"{text}\nagent: {m.run.agent_label} · run {m.run.run_id}"
 
@@ -200,14 +212,7 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
                 + (f"\nnot on the log axis (0 tokens): {', '.join(zero)}" if zero else ""),
                 fontsize=8,
             )
-        handles, labels = [], []
-        for ax in axes[0]:
-            for h, lbl in zip(*ax.get_legend_handles_labels(), strict=True):
-                if lbl not in labels:
-                    handles.append(h)
-                    labels.append(lbl)
-        order = sorted(range(len(labels)), key=lambda i: arms.index(labels[i]))
-        fig.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, loc="center right")
+        _arm_legend(fig, axes[0], arms)
         fig.subplots_adjust(right=0.85)
         fig.suptitle(_title(m, "Accuracy vs read tokens (Table 5 style)"), fontsize=9)
         figs["accuracy_vs_read_tokens"] = _png(fig)
@@ -272,14 +277,7 @@ def _probe_figure(m: Metrics) -> bytes | None:
         ax.set_ylim(0, 105)
         ax.set_title(subset, fontsize=9)
     axes[0][0].set_ylabel("probes passed (%)")
-    handles, labels = [], []
-    for ax in axes[0]:
-        for h, lbl in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lbl not in labels:
-                handles.append(h)
-                labels.append(lbl)
-    order = sorted(range(len(labels)), key=lambda i: arms.index(labels[i]))
-    fig.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, loc="center right")
+    _arm_legend(fig, axes[0], arms)
     fig.suptitle(_title(m, "Provenance probes after each event, Wilson 95% CI"), fontsize=9)
     return _png(fig)
 
