@@ -245,7 +245,7 @@ def _list() -> int:
 
 
 def _plumbing_options(arm: str, options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any] | None:
-    from pmem.bench._probes import SOURCE_AUTHORITY
+    from pmem.bench import SOURCE_AUTHORITY
 
     if options is not None:
         return dict(options.get(arm, {}))

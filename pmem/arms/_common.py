@@ -119,6 +119,8 @@ class ArmBase:
     #: Names of the options this arm reads (documentation and validation).
     OPTIONS: tuple[str, ...] = ("stream", "chunk_chars", "top_k", "concurrency")
     DEFAULT_TOP_K = 12
+    #: the prompt template of the extraction call (every arm that stores facts shares the paper's)
+    extract_template = "extract"
 
     def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
         self.name = name

@@ -144,6 +144,8 @@ class PMemArm(ArmBase):
             self._classifier = QuestionGate.from_file(path) if path else QuestionGate.default()
         self._explicit_top_k = "top_k" in o
         self.provenance = bool(o.get("provenance", True))
+        if self.provenance:  # asks for valid times, premises, forget requests and names that differ
+            self.extract_template = "extract_provenance"
         self.authority = _authority_option(name, o.get("authority")) if self.provenance else None
         default_authority = int(o.get("default_authority", 1))
         registry = KeyRegistry(threshold=float(o.get("identity_threshold", 0.72)))

@@ -81,7 +81,7 @@ class PromptTemplate:
 
 _EXTRACT = PromptTemplate(
     name="extract",
-    version=2,
+    version=1,
     purpose="extract",
     preamble=(
         "You write an agent's long-term memory. Read the text under TEXT and list every fact it states.\n"
@@ -93,13 +93,51 @@ _EXTRACT = PromptTemplate(
         "- status: asserted (stated as true), hedged (stated with doubt), reported (a claim passed on with no "
         "sign that it is newer or more reliable than what was known), or withdrawn (the text says an earlier "
         "statement was wrong; the value is the one declared wrong).\n"
-        "- valid_time (only when the text says from when the fact holds, as in 'As of March 3, 2025, ...'): "
-        "that date as YYYY-MM-DD.\n"
-        "- depends_on (only when the text gives the fact as following from other facts, as in '... because "
-        "...'): the keys of those premise facts.\n"
         "Keep the facts in the order of the text. Do not merge, drop or deduplicate them. If the text states "
-        'no fact, return {"facts": []}.\n'
-        'Two more lists, only when the text asks for them: "forget": the keys the user asks you to forget '
+        'no fact, return {"facts": []}.'
+    ),
+    sections=("TEXT",),
+    schema={
+        "type": "object",
+        "properties": {
+            "facts": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "key": {"type": "string"},
+                        "value": {"type": "string"},
+                        "status": {"type": "string", "enum": list(ASSERTION_STATUSES)},
+                    },
+                    "required": ["key", "value", "status"],
+                },
+            }
+        },
+        "required": ["facts"],
+    },
+    max_tokens=2048,
+    reply_scale=(64, 2.0),
+)
+
+#: The extraction of P-Mem's replayable-provenance write path (``provenance = true``): the paper's prompt
+#: plus what that path acts on (valid times, premises, forget requests, names that differ). The other
+#: arms, and ``pmem-paper``, keep the paper's prompt: they would ignore the extra fields, and a small
+#: model writes worse JSON under the longer instruction (the CPU tier's extraction replies cut at their
+#: limit went from 21 of 81 to 98 of 165 when every arm was given it).
+_EXTRACT_PROVENANCE = PromptTemplate(
+    name="extract_provenance",
+    version=1,
+    purpose="extract",
+    preamble=(
+        _EXTRACT.preamble.replace(
+            "Keep the facts in the order",
+            "- valid_time (only when the text says from when the fact holds, as in 'As of March 3, 2025, "
+            "...'): that date as YYYY-MM-DD.\n"
+            "- depends_on (only when the text gives the fact as following from other facts, as in '... "
+            "because ...'): the keys of those premise facts.\n"
+            "Keep the facts in the order",
+        )
+        + '\nTwo more lists, only when the text asks for them: "forget": the keys the user asks you to forget '
         'what they told you about; "distinct": pairs of names that the text says are different people or '
         'things, each pair as ["name", "name"].'
     ),
@@ -281,7 +319,19 @@ _DEDUPE = PromptTemplate(
 )
 
 TEMPLATES: dict[str, PromptTemplate] = {
-    t.name: t for t in (_EXTRACT, _ANNOTATE, _IDENTITY, _ANSWER, _LOOKUP, _PRUNE, _GATE, _CRUD, _DEDUPE)
+    t.name: t
+    for t in (
+        _EXTRACT,
+        _EXTRACT_PROVENANCE,
+        _ANNOTATE,
+        _IDENTITY,
+        _ANSWER,
+        _LOOKUP,
+        _PRUNE,
+        _GATE,
+        _CRUD,
+        _DEDUPE,
+    )
 }
 
 

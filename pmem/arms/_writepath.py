@@ -154,7 +154,7 @@ async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extracti
     async def one(unit: list[Event]) -> Extraction:
         text = unit_text(unit)
         async with sem:
-            c = await arm.call("extract", TEXT=text)
+            c = await arm.call(arm.extract_template, TEXT=text)
         if c.error is not None:  # the model layer let it through: the prompt does not fit the context
             return Extraction(unit, text, [], f"extract: {c.error}")
         payload = completion_json(c)

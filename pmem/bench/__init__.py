@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         parse_stale_values,
         stale_extraction_prompt,
     )
+    from pmem.bench._probes import SOURCE_AUTHORITY, artifact_bytes
     from pmem.bench._registry import (
         Benchmark,
         BenchmarkInfo,
@@ -80,6 +81,8 @@ _LAZY: dict[str, str] = {
     "parse_answer_class": "_judge",
     "parse_stale_values": "_judge",
     "stale_extraction_prompt": "_judge",
+    "SOURCE_AUTHORITY": "_probes",
+    "artifact_bytes": "_probes",
     "Benchmark": "_registry",
     "BenchmarkInfo": "_registry",
     "iter_histories": "_registry",
@@ -102,6 +105,7 @@ __all__ = [
     "JUDGE_MAX_TOKENS",
     "JUDGE_TEMPERATURE",
     "RELATION_TEMPLATES",
+    "SOURCE_AUTHORITY",
     "Benchmark",
     "BenchmarkInfo",
     "DataError",
@@ -111,6 +115,7 @@ __all__ = [
     "Score",
     "StaleValues",
     "answer_class_prompt",
+    "artifact_bytes",
     "benchmark_info",
     "benchmark_names",
     "chunk_events",

@@ -218,16 +218,19 @@ def _extract(sec: dict[str, str]) -> str:
     # a known key spelled differently (case, separators) is reused verbatim
     known = {snake(k): k.strip() for k in _section_lines(sec.get("KEYS", ""))}
     text = sec.get("TEXT", "")
+    # what an LLM would be asked for: the provenance fields and lists only where the prompt names them
+    asked = sec.get("", "")
+    fields = {"key", "value", "status", "confirmed"} | {f for f in ("valid_time", "depends_on") if f in asked}
     facts = []
     for f in extract_facts(text):
-        d = f.as_dict()
+        d = {k: v for k, v in f.as_dict().items() if k in fields}
         d["key"] = known.get(snake(f.key), f.key)
         facts.append(d)
     out: dict[str, object] = {"facts": facts}
-    asks = extract_requests(text)
-    if asks.forget:  # only when present: replies to every other text stay as they were
+    asks = extract_requests(text) if '"forget"' in asked else None
+    if asks is not None and asks.forget:  # only when present: other replies stay as they were
         out["forget"] = list(asks.forget)
-    if asks.distinct:
+    if asks is not None and asks.distinct:
         out["distinct"] = [list(pair) for pair in asks.distinct]
     return json.dumps(out, ensure_ascii=False)
 

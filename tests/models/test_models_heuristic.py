@@ -214,6 +214,13 @@ def test_multi_hop_chain_and_lookup() -> None:
     assert ask("answer", CONTEXT=two, QUESTION="Who is Bianca Jagger married to?").text == "Mick Jagger"
 
 
+def _extract(template: str, text: str) -> dict[str, object]:
+    from pmem.arms._prompts import build_messages
+
+    reply = asyncio.run(AGENT.complete(build_messages(template, TEXT=text), purpose="extract")).text
+    return json.loads(reply)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -236,21 +243,23 @@ def test_multi_hop_chain_and_lookup() -> None:
     ],
 )
 def test_extract_probe_sentences(text: str, expected: dict[str, object]) -> None:
-    reply = json.loads(ask("extract", TEXT=text).text)
-    assert reply == {"facts": [{"status": "asserted", **expected}]}
+    assert _extract("extract_provenance", text) == {"facts": [{"status": "asserted", **expected}]}
+    # the paper's prompt asks for no valid time and no premises: the reply has none
+    plain = {k: v for k, v in expected.items() if k not in ("valid_time", "depends_on")}
+    assert _extract("extract", text) == {"facts": [{"status": "asserted", **plain}]}
 
 
-def test_extract_forget_requests_and_distinct_names_only_when_present() -> None:
-    reply = json.loads(
-        ask("extract", TEXT="Forget what I told you about the gate code of the Elm Road depot.").text
-    )
-    assert reply == {"facts": [], "forget": ["the_elm_road_depot.gate_code"]}
-    reply = json.loads(ask("extract", TEXT="Anna Mark and Anna Marks are two different people.").text)
-    assert reply == {"facts": [], "distinct": [["Anna Mark", "Anna Marks"]]}
-    # every other reply is exactly what it was: no empty lists added
-    assert set(json.loads(ask("extract", TEXT="Update: apple 1 has been moved to drawer 3.").text)) == {
-        "facts"
+def test_extract_forget_requests_and_distinct_names_only_when_asked_and_present() -> None:
+    forget = "Forget what I told you about the gate code of the Elm Road depot."
+    assert _extract("extract_provenance", forget) == {"facts": [], "forget": ["the_elm_road_depot.gate_code"]}
+    distinct = "Anna Mark and Anna Marks are two different people."
+    assert _extract("extract_provenance", distinct) == {
+        "facts": [],
+        "distinct": [["Anna Mark", "Anna Marks"]],
     }
+    assert _extract("extract", forget) == _extract("extract", distinct) == {"facts": []}
+    # every other reply is exactly what it was: no empty lists added
+    assert set(_extract("extract_provenance", "Update: apple 1 has been moved to drawer 3.")) == {"facts"}
     # a prefix that hides no fact leaves the sentence to the other rules
     assert extract_facts("According to my notes, my 5K PB is 25:50.")[0].key == "user.5k_pb"
 
