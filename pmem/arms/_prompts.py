@@ -122,8 +122,8 @@ _EXTRACT = PromptTemplate(
 #: The extraction of P-Mem's replayable-provenance write path (``provenance = true``): the paper's prompt
 #: plus what that path acts on (valid times, premises, forget requests, names that differ). The other
 #: arms, and ``pmem-paper``, keep the paper's prompt: they would ignore the extra fields, and a small
-#: model writes worse JSON under the longer instruction (the CPU tier's extraction replies cut at their
-#: limit went from 21 of 81 to 98 of 165 when every arm was given it).
+#: model writes worse JSON under the longer instruction (SmolLM2-135M on the CPU tier: 48 of 81 replies
+#: cut at their limit with this prompt, 21 of 81 with the paper's).
 _EXTRACT_PROVENANCE = PromptTemplate(
     name="extract_provenance",
     version=1,
