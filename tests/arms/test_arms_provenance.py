@@ -1,8 +1,7 @@
 """P-Mem's write path on the provenance probes: erase, authority, valid time, premises, unmerge.
 
-The acceptance figures (issue 16) are measured here on all 140 cases of each subset with the heuristic
-agent; ``pmem-paper`` (the capabilities off) runs the same cases and must fail where a capability is
-what passes.
+``pmem-paper`` (the capabilities off) runs the same cases and must fail where a capability is what
+passes. The acceptance figures (issue 16) on all 140 cases of each subset are the slow test at the end.
 """
 
 from __future__ import annotations
@@ -29,8 +28,13 @@ def _erased(arm: Any, q: Any) -> dict[str, Any]:
     return {} if found is None else {"artifact": found}
 
 
-def _probes(arm: str, subset: str, **options: Any) -> list[dict[str, Any]]:
-    hs = list(iter_histories("provenance-probes", subset))
+#: cases per subset in the default suite (every factor is counterbalanced within it); the acceptance
+#: figures on all 140 are measured by the slow test at the end
+CASES = 28
+
+
+def _probes(arm: str, subset: str, cases: int = CASES, **options: Any) -> list[dict[str, Any]]:
+    hs = list(iter_histories("provenance-probes", subset, cases=cases))
     return run(arm, hs, options=options or None, probe=_erased)
 
 
@@ -39,7 +43,7 @@ def test_erasure_leaves_no_trace_and_keeps_the_other_statement() -> None:
     assert rate(rows, "before_forget") == 1.0
     assert rate(rows, "forget_once") == 1.0  # no leak
     assert rate(rows, "forget_twice") == 1.0  # the document's statement stands
-    assert [r["artifact"] for r in rows if "artifact" in r] == [0] * 140
+    assert [r["artifact"] for r in rows if "artifact" in r] == [0] * CASES
     paper = _probes("pmem-paper", "erasure")
     assert rate(paper, "forget_once") == 0.0
     assert all(r["artifact"] > 0 for r in paper if "artifact" in r)
@@ -223,3 +227,18 @@ def test_requests_the_text_does_not_make_are_dropped_with_their_reason() -> None
         ("noop", False, "forget: the text does not mention this subject"),
         ("noop", False, "distinct: the text does not name 'Ann X' and 'Ann Xs'"),
     ]
+
+
+@pytest.mark.slow
+def test_acceptance_on_all_140_cases_of_every_subset() -> None:
+    """Issue 16's acceptance with the heuristic agent: no leak, nothing of the erased text kept, the
+    trusted value held at k = 4, late arrivals and stale premises 100%, merges separated >= 97%."""
+    erasure = _probes("pmem", "erasure", 140)
+    assert rate(erasure, "forget_once") == rate(erasure, "forget_twice") == 1.0
+    assert [r["artifact"] for r in erasure if "artifact" in r] == [0] * 140
+    authority = _probes("pmem", "authority", 140, authority=AUTHORITY)
+    assert rate(authority, "after_claims_k4") == rate(authority, "disclosure") == 1.0
+    late = _probes("pmem", "late-arrival", 140)
+    assert rate(late, "current") == rate(late, "as_of") == 1.0
+    assert rate(_probes("pmem", "stale-premise", 140), "after_change") == 1.0
+    assert rate(_probes("pmem", "merge", 140), "after_correction") >= 0.97
