@@ -17,6 +17,7 @@ preamble never says "lookup", the CRUD preamble never says "duplicate" or "contr
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -119,6 +120,20 @@ _EXTRACT = PromptTemplate(
     reply_scale=(64, 2.0),
 )
 
+
+def _provenance_schema(base: dict[str, Any] | None) -> dict[str, Any]:
+    """The paper's extraction schema plus the optional fields and lists of the provenance write path."""
+    schema = copy.deepcopy(base or {})
+    props = schema["properties"]
+    props["facts"]["items"]["properties"].update(
+        {"valid_time": {"type": "string"}, "depends_on": {"type": "array", "items": {"type": "string"}}}
+    )
+    props["forget"] = {"type": "array", "items": {"type": "string"}}
+    pair = {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2}
+    props["distinct"] = {"type": "array", "items": pair}
+    return schema
+
+
 #: The extraction of P-Mem's replayable-provenance write path (``provenance = true``): the paper's prompt
 #: plus what that path acts on (valid times, premises, forget requests, names that differ). The other
 #: arms, and ``pmem-paper``, keep the paper's prompt: they would ignore the extra fields, and a small
@@ -142,31 +157,7 @@ _EXTRACT_PROVENANCE = PromptTemplate(
         'things, each pair as ["name", "name"].'
     ),
     sections=("TEXT",),
-    schema={
-        "type": "object",
-        "properties": {
-            "facts": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "key": {"type": "string"},
-                        "value": {"type": "string"},
-                        "status": {"type": "string", "enum": list(ASSERTION_STATUSES)},
-                        "valid_time": {"type": "string"},
-                        "depends_on": {"type": "array", "items": {"type": "string"}},
-                    },
-                    "required": ["key", "value", "status"],
-                },
-            },
-            "forget": {"type": "array", "items": {"type": "string"}},
-            "distinct": {
-                "type": "array",
-                "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2},
-            },
-        },
-        "required": ["facts"],
-    },
+    schema=_provenance_schema(_EXTRACT.schema),
     max_tokens=2048,
     reply_scale=(64, 2.0),
 )
