@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         parse_stale_values,
         stale_extraction_prompt,
     )
-    from pmem.bench._probes import SOURCE_AUTHORITY, artifact_bytes
+    from pmem.bench._probes import ERASED_PARAMS, SOURCE_AUTHORITY, artifact_bytes
     from pmem.bench._registry import (
         Benchmark,
         BenchmarkInfo,
@@ -81,6 +81,7 @@ _LAZY: dict[str, str] = {
     "parse_answer_class": "_judge",
     "parse_stale_values": "_judge",
     "stale_extraction_prompt": "_judge",
+    "ERASED_PARAMS": "_probes",
     "SOURCE_AUTHORITY": "_probes",
     "artifact_bytes": "_probes",
     "Benchmark": "_registry",
@@ -102,6 +103,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "ERASED_PARAMS",
     "JUDGE_MAX_TOKENS",
     "JUDGE_TEMPERATURE",
     "RELATION_TEMPLATES",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pmem.bench import artifact_bytes
+from pmem.bench import ERASED_PARAMS, artifact_bytes
 from pmem.graph import OPS
 from pmem.models import REQUEST_COLUMNS, ModelCallError, RequestLog, estimate_tokens
 from pmem.models._types import (
@@ -378,7 +378,7 @@ async def run_unit(
             held: bytes | None = None  # what the arm retains, read once per boundary that needs it
             for q in asked[boundary]:
                 artifact = None
-                if q.params and hasattr(arm, "retained") and artifact_bytes(b"", q) is not None:
+                if q.params and hasattr(arm, "retained") and any(k in q.params for k in ERASED_PARAMS):
                     if held is None:
                         held = arm.retained()
                     artifact = artifact_bytes(held, q)
