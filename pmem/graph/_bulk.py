@@ -23,10 +23,11 @@ definition of their semantics), appending behind the existing state under provis
 two tails are then merged by batch position and the provisional ids renumbered wherever they are
 referenced, and each sparse dict's new entries are put in the order the loop would have inserted them.
 
-Speed. Per simple operation the work is numpy's, plus the Python objects the graph stores (a text, a
-few ints, list slots), plus one read and one write of each touched key's record. What is left per row
-is what any Python store of these fields pays, so the gain over the loop depends on the machine: see
-``python -m benchmarks.bulk``, which measures both on one stream.
+Speed. The graph's integer columns, per-key heads included, are typed (int64 ``array``), so a simple
+operation costs numpy work and block copies, plus one dict lookup of its key and the Python strings the
+graph keeps (the evidence text; the value is shared). What is left is the mixed keys: each of their
+operations is one Python call, as in the loop, so the gain falls with the share of mixed keys in a
+batch (``python -m benchmarks.bulk`` measures both on one stream).
 
 >>> import pyarrow as pa
 >>> from pmem.graph import ProvenanceGraph
@@ -51,17 +52,17 @@ is what any Python store of these fields pays, so the gain over the loop depends
 from __future__ import annotations
 
 import gc
+from array import array
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pmem.graph._codes import ACCEPT, CONTEST, NOOP, OPS, RESOLVE
-from pmem.graph._graph import _ACCEPT_APPLIED, _SUPPORT_RESULT, _KeyState
+from pmem.graph._codes import ACCEPT, CONTEST, NONE, NOOP, OPS, RESOLVE
+from pmem.graph._graph import _ACCEPT_APPLIED, _SUPPORT_RESULT
 from pmem.graph._validate import key_problem, preview
 
 if TYPE_CHECKING:
@@ -95,8 +96,6 @@ _SUPPORT_REASON = _SUPPORT_RESULT.reason
 # Passed as the evidence id of the mixed path's apply() calls, with _last_ev set to the row's evidence
 # index: apply's observe-then-apply fast path then takes the index as it is (no id to format or parse).
 _TOKEN = "<apply_batch evidence>"
-_FIELDS = attrgetter("kid", "head", "newest", "value")
-_UNKNOWN = _KeyState(-1, -1, -1, None)  # the fields read for a key not in the graph yet
 _I64 = np.int64
 
 
@@ -158,7 +157,7 @@ class _Ops:
     code: NDArray[np.int64]  # requested op code
     key: NDArray[np.int64]  # index into ukeys
     ukeys: list[str]  # distinct keys in first-touch order
-    fields: list[tuple[int, int, int, str | None]]  # their records' (kid, head, newest, value); kid -1: new
+    kid_u: NDArray[np.int64]  # their key ids; -1: not in the graph yet
     values: pa.Array[Any]  # large_string over operation rows
     vcode: NDArray[np.int64]  # index into vdict (-1: null)
     vdict: pa.Array[Any]
@@ -192,14 +191,11 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
 
     # Fields are checked in apply's order (op, key, value, evidence): a row names its first refusal.
     problem: dict[int, str] = {}
-    # One C-level pass reads each record right after finding it: on a large graph every record visited
-    # is a cache miss, so it is visited once here and once more for the final update.
-    fields = list(map(_FIELDS, map(graph._cells.get, ukeys, repeat(_UNKNOWN))))
-    for u, f in enumerate(fields):
-        if f[0] < 0:  # a known key was valid when admitted
-            why = key_problem(ukeys[u])
-            if why is not None:
-                problem[u] = why
+    kid_u = np.fromiter(map(graph._kid.get, ukeys, repeat(-1)), _I64, len(ukeys))
+    for u in np.flatnonzero(kid_u < 0).tolist():  # a known key was valid when admitted
+        why = key_problem(ukeys[u])
+        if why is not None:
+            problem[u] = why
     bad_key = kidx < 0
     if problem:
         bad_key |= np.isin(kidx, np.fromiter(problem, _I64, len(problem)))
@@ -218,7 +214,7 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
     if errors:
         row, field, detail = min(errors)
         raise _refuse(row, field, detail)
-    return is_obs, _Ops(op_rows.astype(_I64), code, kidx, ukeys, fields, values, vcode, venc.dictionary, ev)
+    return is_obs, _Ops(op_rows.astype(_I64), code, kidx, ukeys, kid_u, values, vcode, venc.dictionary, ev)
 
 
 def _detail(
@@ -299,6 +295,14 @@ def _remap(x: NDArray[np.int64], base: int, final: NDArray[np.int64]) -> NDArray
     return out
 
 
+def _extend(column: array[int] | list[Any], values: np.ndarray) -> None:
+    """Append ``values`` to a graph column: one block copy for a typed column, else the objects."""
+    if isinstance(column, array):
+        column.frombytes(np.ascontiguousarray(values, dtype=_I64).tobytes())
+    else:
+        column.extend(values.tolist())
+
+
 def _objects(items: Iterable[Any], count: int) -> NDArray[np.object_]:
     """A 1-d object array holding the very objects given (numpy would unpack tuples into a 2-d array)."""
     return np.fromiter(items, dtype=object, count=count)
@@ -322,8 +326,8 @@ def _insert_sorted(
 class _Writer:
     """One validated batch being written (the state before it is read from ``graph`` on creation).
 
-    Python objects are shared as the loop shares them: every reference to a new version is the same int
-    object, and a value is the batch's one string object for it (the loop keeps the caller's objects).
+    Integer columns are typed and extended by block copies; a value is the batch's one string object
+    for it (as the loop keeps the caller's objects).
     """
 
     def __init__(self, graph: ProvenanceGraph, table: pa.Table, is_obs: NDArray[np.bool_], ops: _Ops) -> None:
@@ -348,17 +352,26 @@ class _Writer:
         g, ops = self.g, self.ops
         last = (g._last_eid, g._last_ev)
         # keys in first-touch order: every operation on an unknown key creates it, whatever the op
-        fields = ops.fields
-        for u, f in enumerate(fields):
-            if f[0] < 0:
-                fields[u] = _FIELDS(g._new_key(ops.ukeys[u]))
-        u = len(fields)
-        kids, heads, newests, values = zip(*fields, strict=True) if u else ((), (), (), ())
-        self.kid_u = kid_u = np.fromiter(kids, _I64, u)
-        head_u = np.fromiter(heads, _I64, u)
-        newest_u = np.fromiter(newests, _I64, u)
-        head_value = pa.array(values, type=pa.large_string())
-        headcode_u = _np(pc.index_in(head_value, value_set=ops.vdict).fill_null(-1)).astype(_I64)
+        kid_u = ops.kid_u
+        new = np.flatnonzero(kid_u < 0)
+        if len(new):
+            k0 = len(g._key_names)
+            names = [ops.ukeys[u] for u in new.tolist()]
+            g._kid.update(zip(names, range(k0, k0 + len(names)), strict=True))
+            g._key_names.extend(names)
+            empty = np.full(len(names), NONE, _I64).tobytes()
+            g._k_head.frombytes(empty)
+            g._k_newest.frombytes(empty)
+            kid_u[new] = np.arange(k0, k0 + len(names), dtype=_I64)
+        u = len(kid_u)
+        head_u = np.frombuffer(g._k_head, _I64)[kid_u]  # fancy indexing copies: no view outlives this
+        newest_u = np.frombuffer(g._k_newest, _I64)[kid_u]
+        known = np.flatnonzero(head_u >= 0)
+        head_value = np.full(u, None, dtype=object)
+        head_value[known] = _objects(map(g._v_value.__getitem__, head_u[known].tolist()), len(known))
+        headcode_u = _np(
+            pc.index_in(pa.array(head_value, type=pa.large_string()), value_set=ops.vdict).fill_null(-1)
+        ).astype(_I64)
         # A key with any other op in this batch, or with open alternatives, takes the mixed path.
         mixed_u = np.zeros(u, np.bool_)
         mixed_u[ops.key[ops.code != ACCEPT]] = True
@@ -396,8 +409,8 @@ class _Writer:
                 g._sources.append(name)
             codes[i] = c
         g._ev_text.extend(cast("list[str]", _col(table, "text").take(idx).to_pylist()))
-        g._ev_source.extend(codes[_np(enc.indices).astype(_I64)].tolist())
-        g._ev_seq.extend((rows + (self.seq0 + 1)).tolist())
+        _extend(g._ev_source, codes[_np(enc.indices).astype(_I64)])
+        _extend(g._ev_seq, rows + (self.seq0 + 1))
         time = _col(table, "time").take(idx)
         if time.null_count < len(time):
             has = np.flatnonzero(_np(pc.is_valid(time)))
@@ -474,25 +487,18 @@ class _Writer:
         created[mixed_vpos] = True
         slot = np.cumsum(created, dtype=_I64) - 1  # row -> index among the batch's new versions
         n_new = int(np.count_nonzero(creates)) + vm
-        vids = np.arange(v0, v0 + n_new, dtype=_I64).astype(object)  # one int object per new version
         m_final = slot[mixed_vpos] + v0  # provisional mixed id v0 + t -> final id
         slot_s = np.where(creates, slot[pos_s], -1)
 
-        def ref(src: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.object_]]:
+        def ref(src: NDArray[np.int64]) -> NDArray[np.int64]:
             """Versions named by sorted simple rows (their creating row, -1: the key's old head)."""
-            ints = head_u[u_s]
+            ids = head_u[u_s]
             new = src >= 0
-            at = slot_s[src[new]]
-            ints[new] = at + v0
-            objs = np.empty(len(src), dtype=object)
-            objs[new] = vids[at]
-            objs[~new] = ints[
-                ~new
-            ]  # older versions: fresh ints (sharing scattered ones costs a cache miss each)
-            return ints, objs
+            ids[new] = slot_s[src[new]] + v0
+            return ids
 
-        target_i, target_o = ref(head_src)
-        prev_o = ref(prev_src)[1]
+        target_i = ref(head_src)
+        prev_i = ref(prev_src)
 
         # ---- versions
         c = np.flatnonzero(creates)
@@ -504,32 +510,32 @@ class _Writer:
             "_v_from": pos_s[c] + (seq0 + 1),
             "_v_to": np.full(len(c), -1, _I64),
             "_v_ev": ops.ev[j_s[c]],
-            "_v_prev": prev_o[c],
+            "_v_prev": prev_i[c],
         }
         for attr, col in cols.items():
             lst = getattr(g, attr)
             if vm:
                 tail: Any = lst[v0:]
                 if attr == "_v_prev":
-                    tail = _remap(np.asarray(tail, dtype=_I64), v0, m_final)
+                    tail = _remap(np.array(tail, dtype=_I64), v0, m_final)
                 out = np.empty(n_new, dtype=col.dtype)
                 out[slot_s[c]] = col
                 out[m_final - v0] = tail
                 col = out
                 del lst[v0:]
-            lst.extend(col.tolist())
+            _extend(lst, col)
 
         # ---- operation log
         code = np.empty(len(ops.rows), _I64)
-        target = np.empty(len(ops.rows), dtype=object)
+        target = np.empty(len(ops.rows), _I64)
         code[j_s] = np.where(creates, _ACCEPT_APPLIED, _SUPPORT_CODE)
-        target[j_s] = target_o
+        target[j_s] = target_i
         if len(mj):
             code[mj] = g._op_code[o0:]
-            target[mj] = _remap(np.asarray(g._op_target[o0:], dtype=_I64), v0, m_final)
+            target[mj] = _remap(np.array(g._op_target[o0:], dtype=_I64), v0, m_final)
             del g._op_code[o0:], g._op_target[o0:]
-        g._op_code.extend(code.tolist())
-        g._op_target.extend(target.tolist())
+        _extend(g._op_code, code)
+        _extend(g._op_target, target)
 
         # ---- accepts that repeated the head's value: support, in batch order
         sup = np.flatnonzero(~creates)
@@ -537,15 +543,13 @@ class _Writer:
         sup_j = j_s[sup]
         sup_pos = pos_s[sup]
         sup_ev = ops.ev[sup_j]
-        sup_ev_o = sup_ev.astype(object)
         sup_seq = sup_pos + (seq0 + 1)
-        sup_seq_o = sup_seq.astype(object)
         extra_keys = sup_j + o0
         extra_values = _objects(
             zip(
-                sup_seq_o.tolist(),
+                sup_seq.tolist(),
                 kid_u[u_s[sup]].tolist(),
-                sup_ev_o.tolist(),
+                sup_ev.tolist(),
                 vpool[vc[sup]].tolist(),
                 repeat(_SUPPORT_REASON, len(sup)),
                 strict=False,  # repeat() is endless
@@ -565,19 +569,19 @@ class _Writer:
 
         # ---- supported-by edges (one per support with evidence), merged by seq
         with_ev = sup_ev >= 0
-        sb_v, sb_e, sb_s = target_o[sup][with_ev], sup_ev_o[with_ev], sup_seq_o[with_ev]
+        sb_v, sb_e, sb_s = target_i[sup][with_ev], sup_ev[with_ev], sup_seq[with_ev]
         sb0 = self.sb0
         if len(g._sb_version) > sb0:
-            tail_s = np.asarray(g._sb_seq[sb0:], dtype=_I64)
-            o = np.argsort(np.concatenate([sup_seq[with_ev], tail_s]), kind="stable")
-            tail_v = _remap(np.asarray(g._sb_version[sb0:], dtype=_I64), v0, m_final).astype(object)
+            tail_s = np.array(g._sb_seq[sb0:], dtype=_I64)
+            o = np.argsort(np.concatenate([sb_s, tail_s]), kind="stable")
+            tail_v = _remap(np.array(g._sb_version[sb0:], dtype=_I64), v0, m_final)
             sb_v = np.concatenate([sb_v, tail_v])[o]
-            sb_e = np.concatenate([sb_e, np.asarray(g._sb_ev[sb0:], dtype=object)])[o]
-            sb_s = np.concatenate([sb_s, tail_s.astype(object)])[o]
+            sb_e = np.concatenate([sb_e, np.array(g._sb_ev[sb0:], dtype=_I64)])[o]
+            sb_s = np.concatenate([sb_s, tail_s])[o]
             del g._sb_version[sb0:], g._sb_ev[sb0:], g._sb_seq[sb0:]
-        g._sb_version.extend(sb_v.tolist())
-        g._sb_ev.extend(sb_e.tolist())
-        g._sb_seq.extend(sb_s.tolist())
+        _extend(g._sb_version, sb_v)
+        _extend(g._sb_ev, sb_e)
+        _extend(g._sb_seq, sb_s)
 
         if vm:
             self._renumber_mixed(m_final, creators)
@@ -597,7 +601,7 @@ class _Writer:
         else:
             g._v_older.update(zip(older_keys.tolist(), older_values.tolist(), strict=True))
 
-        # ---- records of simple keys: the last version each created
+        # ---- head and newest of simple keys: the last version each created
         if ns:
             end = np.empty(ns, np.bool_)
             end[:-1] = start[1:]
@@ -605,15 +609,9 @@ class _Writer:
             last = head_src[end]
             changed = last >= 0
             kids = kid_u[u_s[end][changed]]
-            by_kid = np.argsort(kids)  # records lie in memory roughly in key-id order: visit them so
-            last = last[changed][by_kid]
-            recs = self.g._records
-            for kid, vid, value in zip(
-                kids[by_kid].tolist(), vids[slot_s[last]].tolist(), vpool[vc[last]].tolist(), strict=True
-            ):
-                rec = recs[kid]
-                rec.head = rec.newest = vid
-                rec.value = value
+            final = slot_s[last[changed]] + v0
+            np.frombuffer(g._k_head, _I64)[kids] = final
+            np.frombuffer(g._k_newest, _I64)[kids] = final
         return code
 
     def _renumber_mixed(self, m_final: NDArray[np.int64], creators: NDArray[np.int64]) -> None:
@@ -633,12 +631,11 @@ class _Writer:
         alts = _pop_new(g._v_alt, self.alt0)
         g._v_alt.update((fix(k), fix(v)) for k, v in alts)  # created in batch order: order kept
         open_alts = g._open_alts
-        recs = g._records
+        heads, newest = g._k_head, g._k_newest
         for kid in creators.tolist():
-            rec = recs[kid]
-            rec.head, rec.newest = fix(rec.head), fix(rec.newest)
-            if rec.kid in open_alts:  # reassigning an existing key keeps its place
-                open_alts[rec.kid] = [fix(a) for a in open_alts[rec.kid]]
+            heads[kid], newest[kid] = fix(heads[kid]), fix(newest[kid])
+            if kid in open_alts:  # reassigning an existing key keeps its place
+                open_alts[kid] = [fix(a) for a in open_alts[kid]]
 
     def _extra_support(
         self,
@@ -647,7 +644,7 @@ class _Writer:
         mj: NDArray[np.int64],
         m_final: NDArray[np.int64],
         code: NDArray[np.int64],
-        target: NDArray[np.object_],
+        target: NDArray[np.int64],
     ) -> None:
         """Support counts; an entry the batch adds goes where the loop inserted it: at its first support."""
         v0 = self.v0

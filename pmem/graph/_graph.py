@@ -1,8 +1,12 @@
 """The typed provenance graph.
 
-Storage is columnar: every node kind is a set of parallel Python lists indexed by a small integer id,
-so that applying an operation is a handful of list appends and index writes (see ``pmem perf core``).
-Nothing admitted is ever removed from these lists; operations only retype statuses, close or reopen
+Storage is columnar: every node kind is a set of parallel columns indexed by a small integer id, so
+that applying an operation is a handful of appends and index writes (see ``pmem perf core``). Integer
+columns are typed (``array("q")``: int64 without a Python object per entry), which is also what lets
+``apply_batch`` read and write them as numpy views; texts and values are lists of strings. A numpy view
+pins its column's buffer (``array`` cannot grow while one is alive), so views are only ever made for
+the length of one expression or one function that appends nothing.
+Nothing admitted is ever removed from these columns; operations only retype statuses, close or reopen
 intervals, and append edges. The exceptions are the re-derivations of ``pmem.graph._rederive`` (undo,
 erase, unmerge): a re-derived key's supported-by edges and tombstones are replaced by its replay's, and
 erasure blanks the erased evidence's text and the values only it stated.
@@ -24,6 +28,7 @@ are the tombstones themselves.
 from __future__ import annotations
 
 import numbers
+from array import array
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeAlias
@@ -63,18 +68,6 @@ if TYPE_CHECKING:
 
     #: An operation other than accept: (key, value, evidence index) -> result.
     _Handler: TypeAlias = Callable[[str, str | None, int], OpResult]
-
-
-class _KeyState:
-    """Per-key write state. A slotted object keeps its fields inline: one cache line per key touched."""
-
-    __slots__ = ("head", "kid", "newest", "value")
-
-    def __init__(self, kid: int, head: int, newest: int, value: str | None) -> None:
-        self.kid = kid
-        self.head = head
-        self.newest = newest
-        self.value = value
 
 
 # Applied results carry no per-call data, so one frozen instance per op serves every call.
@@ -126,8 +119,8 @@ class ProvenanceGraph:
                 self._set_authority(source, level, -1)
         # evidence
         self._ev_text: list[str] = []
-        self._ev_source: list[int] = []  # code into _sources
-        self._ev_seq: list[int] = []
+        self._ev_source: array[int] = array("q")  # code into _sources
+        self._ev_seq: array[int] = array("q")
         self._ev_time: dict[int, str] = {}  # sparse: only evidence that carries a time
         self._ev_valid: dict[int, str] = {}  # sparse: evidence that says when its facts became true
         self._valid_at: dict[int, datetime] = {}  # the same, parsed (naive UTC): not saved
@@ -135,20 +128,21 @@ class ProvenanceGraph:
         self._last_ev = NONE
         self._sources: list[str] = []
         self._source_code: dict[str, int] = {}
-        # keys: one slotted record per key (id, head version, newest version, head value), so that the
-        # write path touches a single small object per key
-        self._cells: dict[str, _KeyState] = {}
+        # keys: an id per name, and per key id its head and newest version in typed columns (int64), which
+        # apply_batch reads and writes as numpy views; a head's value is _v_value[head]
+        self._kid: dict[str, int] = {}
         self._key_names: list[str] = []
-        self._records: list[_KeyState] = []
+        self._k_head: array[int] = array("q")
+        self._k_newest: array[int] = array("q")
         self._open_alts: dict[int, list[int]] = {}  # key id -> open alternatives of its head
         # versions
-        self._v_key: list[int] = []
+        self._v_key: array[int] = array("q")
         self._v_value: list[str] = []
-        self._v_status: list[int] = []
-        self._v_from: list[int] = []
-        self._v_to: list[int] = []
-        self._v_ev: list[int] = []  # creating evidence: the version's first supported-by edge
-        self._v_prev: list[int] = []  # supersedes edge target
+        self._v_status: array[int] = array("q")
+        self._v_from: array[int] = array("q")
+        self._v_to: array[int] = array("q")
+        self._v_ev: array[int] = array("q")  # creating evidence: the version's first supported-by edge
+        self._v_prev: array[int] = array("q")  # supersedes edge target
         # previous version of the same key (the per-key arrival chain), kept only where it differs from
         # the supersedes target, which is the common case (sparse)
         self._v_older: dict[int, int] = {}
@@ -159,18 +153,18 @@ class ProvenanceGraph:
         self._dep: dict[int, tuple[tuple[int, int], ...]] = {}
         self._op_deps: dict[int, tuple[int, ...]] = {}
         # supported-by edges added after creation (noop, repeated values, resolve)
-        self._sb_version: list[int] = []
-        self._sb_ev: list[int] = []
-        self._sb_seq: list[int] = []
+        self._sb_version: array[int] = array("q")
+        self._sb_ev: array[int] = array("q")
+        self._sb_seq: array[int] = array("q")
         # tombstones (each one is also the source of a revokes edge)
-        self._tb_version: list[int] = []
-        self._tb_seq: list[int] = []
-        self._tb_ev: list[int] = []
+        self._tb_version: array[int] = array("q")
+        self._tb_seq: array[int] = array("q")
+        self._tb_ev: array[int] = array("q")
         # operation log: code = requested | effective << 3 | applied << 6, and the target version.
         # An operation that created its target version takes seq, key, evidence and value from it;
         # every other operation keeps (seq, key id, evidence, value, reason) here.
-        self._op_code: list[int] = []
-        self._op_target: list[int] = []
+        self._op_code: array[int] = array("q")
+        self._op_target: array[int] = array("q")
         self._op_extra: dict[int, tuple[int, int, int, str | None, str | None]] = {}
         self._undo_of: dict[int, int] = {}  # an undo operation -> the operation it undoes
         self._op_alias: dict[int, str] = {}  # an operation -> the key as extracted, when merged (sparse)
@@ -261,8 +255,8 @@ class ProvenanceGraph:
             if handler is None:
                 msg = f"apply: unknown operation {preview(op)}; op must be one of {', '.join(OPS)}"
                 raise ValueError(msg)
-        rec = self._cells.get(key) if type(key) is str else None
-        if rec is None:  # a key admitted before is valid: only new keys need the full check
+        kid = self._kid.get(key) if type(key) is str else None
+        if kid is None:  # a key admitted before is valid: only new keys need the full check
             check_key(key, f"apply {op}")
         if value is None:
             if op == "accept" or op == "contest" or op == "resolve":
@@ -280,21 +274,22 @@ class ProvenanceGraph:
             return handler(key, value, ev)
         # accept is ~90% of a write stream, so it is inlined here (see `pmem perf core`)
         assert value is not None  # accept without a value was refused above
-        if rec is None:
-            rec = self._new_key(key)
-        kid, head = rec.kid, rec.head
-        if head != NONE and self._valid_at and rec.value != value and self._valid_before(ev, head):
-            return self._enter_history(rec, value, ev)  # a late fact does not roll the present back
+        if kid is None:
+            kid = self._new_key(key)
+        head = self._k_head[kid]
+        current = None if head == NONE else self._v_value[head]
+        if current is not None and self._valid_at and current != value and self._valid_before(ev, head):
+            return self._enter_history(kid, value, ev)  # a late fact does not roll the present back
         if (
-            head != NONE
+            current is not None
             and self._authority is not None
-            and rec.value != value
+            and current != value
             and self._outranked(ev, (head,))
         ):
             return self._contest(key, value, ev, ACCEPT)  # a lower-ranked source cannot displace the head
         self._seq = seq = self._seq + 1
-        if head != NONE:
-            if rec.value == value:
+        if current is not None:
+            if current == value:
                 return self._support(ACCEPT, kid, head, value, ev, seq, _SUPPORT_RESULT)
             # The displaced head is closed lazily: a version stored as active that is no longer its
             # key's head *is* superseded, closed when its newest superseder arrived. This saves two
@@ -304,10 +299,10 @@ class ProvenanceGraph:
                 self._v_to[head] = seq
                 self._close_open_alternatives(kid, seq)
         vid = len(self._v_key)
-        if rec.newest != head:
-            self._v_older[vid] = rec.newest
-        rec.head = rec.newest = vid
-        rec.value = value
+        newest = self._k_newest
+        if newest[kid] != head:
+            self._v_older[vid] = newest[kid]
+        self._k_head[kid] = newest[kid] = vid
         self._v_key.append(kid)
         self._v_value.append(value)
         self._v_status.append(ACTIVE)
@@ -343,7 +338,7 @@ class ProvenanceGraph:
             return result
         self._op_deps[n] = tuple(kid for kid, _ in premises)
         target = self._op_target[n]
-        if result.applied and target != NONE and target == self._records[self._v_key[target]].head:
+        if result.applied and target != NONE and target == self._k_head[self._v_key[target]]:
             self._dep[target] = premises
         return result
 
@@ -354,28 +349,28 @@ class ProvenanceGraph:
             raise ValueError(msg)
         out: dict[int, int] = {}
         for name in depends_on:
-            rec = self._cells.get(name) if type(name) is str else None
-            if rec is None or rec.head == NONE:
+            kid = self._kid.get(name) if type(name) is str else None
+            if kid is None or self._k_head[kid] == NONE:
                 msg = f"apply {op} {key}: premise {preview(name)} has no current value (depends_on names keys with a head)"
                 raise ValueError(msg)
             if name == key:
                 msg = f"apply {op} {key}: a fact cannot depend on its own key"
                 raise ValueError(msg)
-            out.setdefault(rec.kid, rec.head)
+            out.setdefault(kid, self._k_head[kid])
         return tuple(out.items())
 
     def _stale(self, kid: int, visiting: set[int] | None = None) -> tuple[str, ...]:
         """Premise keys of ``kid``'s head that changed since it was asserted, or are stale themselves."""
-        premises = self._dep.get(self._records[kid].head)
+        premises = self._dep.get(self._k_head[kid])
         if not premises:
             return ()
         visiting = visiting or set()
         visiting.add(kid)
-        records, names = self._records, self._key_names
+        heads, names = self._k_head, self._key_names
         out = [
             names[pk]
             for pk, pv in premises
-            if records[pk].head != pv or (pk not in visiting and self._stale(pk, visiting))
+            if heads[pk] != pv or (pk not in visiting and self._stale(pk, visiting))
         ]
         visiting.discard(kid)
         return tuple(out)
@@ -384,9 +379,9 @@ class ProvenanceGraph:
         """Of ``cell.stale``, the premises whose own head changed (the others are stale through theirs)."""
         if not cell.stale:
             return frozenset()
-        rec = self._cells[cell.key]
-        premises = self._dep.get(rec.head, ())
-        return frozenset(self._key_names[pk] for pk, pv in premises if self._records[pk].head != pv)
+        heads = self._k_head
+        premises = self._dep.get(heads[self._kid[cell.key]], ())
+        return frozenset(self._key_names[pk] for pk, pv in premises if heads[pk] != pv)
 
     def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> BatchResult:
         """Apply a write batch (``pmem.graph.WRITE_BATCH_SCHEMA``) column-wise, as one call.
@@ -420,27 +415,35 @@ class ProvenanceGraph:
         msg = f"{op} {key}: unknown evidence id {preview(evidence)} (evidence must be an id returned by observe)"
         raise ValueError(msg)
 
-    _new_state = staticmethod(_KeyState)
-
-    def _new_key(self, key: str) -> _KeyState:
-        rec = _KeyState(len(self._key_names), NONE, NONE, None)
-        self._cells[key] = rec
+    def _new_key(self, key: str) -> int:
+        kid = self._kid[key] = len(self._key_names)
         self._key_names.append(key)
-        self._records.append(rec)
-        return rec
+        self._k_head.append(NONE)
+        self._k_newest.append(NONE)
+        return kid
 
-    def _new_version(self, rec: _KeyState, value: str, status: int, seq: int, ev: int, prev: int) -> int:
+    def _key_id(self, key: str) -> int:
+        """The id of ``key``, admitting it (empty) when new."""
+        kid = self._kid.get(key)
+        return self._new_key(key) if kid is None else kid
+
+    def _head_value(self, kid: int) -> str | None:
+        head = self._k_head[kid]
+        return None if head == NONE else self._v_value[head]
+
+    def _new_version(self, kid: int, value: str, status: int, seq: int, ev: int, prev: int) -> int:
         vid = len(self._v_key)
-        self._v_key.append(rec.kid)
+        self._v_key.append(kid)
         self._v_value.append(value)
         self._v_status.append(status)
         self._v_from.append(seq)
         self._v_to.append(NONE)
         self._v_ev.append(ev)
         self._v_prev.append(prev)
-        if rec.newest != prev:
-            self._v_older[vid] = rec.newest
-        rec.newest = vid
+        newest = self._k_newest
+        if newest[kid] != prev:
+            self._v_older[vid] = newest[kid]
+        newest[kid] = vid
         return vid
 
     def _valid_before(self, ev: int, version: int) -> bool:
@@ -449,19 +452,19 @@ class ProvenanceGraph:
         mine, theirs = valid_at.get(ev), valid_at.get(self._v_ev[version])
         return mine is not None and theirs is not None and mine < theirs
 
-    def _enter_history(self, rec: _KeyState, value: str, ev: int) -> OpResult:
+    def _enter_history(self, kid: int, value: str, ev: int) -> OpResult:
         """Accept a value valid before the head's: a superseded version at its valid-time place."""
-        kid = rec.kid
         self._seq = seq = self._seq + 1
         status, to, prev, older = self._v_status, self._v_to, self._v_prev, self._v_older
         for p, closed_at in self._closing(kid).items():  # supersedes links change below: close eagerly
             status[p] = SUPERSEDED
             to[p] = closed_at
         at, valid_at = self._valid_at[ev], self._valid_at
-        above, below = rec.head, prev[rec.head]  # walk down to the first version valid at or before it
+        above = self._k_head[kid]
+        below = prev[above]  # walk down to the first version valid at or before it
         while below != NONE and (when := valid_at.get(self._v_ev[below])) is not None and when > at:
             above, below = below, prev[below]
-        vid = self._new_version(rec, value, SUPERSEDED, seq, ev, below)
+        vid = self._new_version(kid, value, SUPERSEDED, seq, ev, below)
         to[vid] = seq
         if above not in older:  # the version now superseding this one keeps its arrival chain
             older[above] = prev[above]
@@ -469,9 +472,8 @@ class ProvenanceGraph:
         self._log(seq, ACCEPT, ACCEPT, kid, ev, True, vid, created=True)
         return _APPLIED_ACCEPT
 
-    def _set_head(self, rec: _KeyState, vid: int) -> None:
-        rec.head = vid
-        rec.value = None if vid == NONE else self._v_value[vid]
+    def _set_head(self, kid: int, vid: int) -> None:
+        self._k_head[kid] = vid
 
     def _log(
         self,
@@ -514,16 +516,16 @@ class ProvenanceGraph:
             for a in alts:
                 v_to[a] = seq  # a closed alternative keeps its status: it was never authoritative
 
-    def _head_of(self, key: str) -> _KeyState | None:
-        rec = self._cells.get(key)
-        return rec if rec is not None and rec.head != NONE else None
+    def _head_of(self, key: str) -> int | None:
+        """The id of ``key`` when it has a head."""
+        kid = self._kid.get(key)
+        return kid if kid is not None and self._k_head[kid] != NONE else None
 
     def _reject(self, key: str, value: str | None, ev: int) -> OpResult:
-        rec = self._head_of(key)
-        if rec is None:
-            kid = (self._cells.get(key) or self._new_key(key)).kid
-            return self._fail(REJECT, kid, value, ev, "reject: the key has no current head")
-        kid, head = rec.kid, rec.head
+        kid = self._head_of(key)
+        if kid is None:
+            return self._fail(REJECT, self._key_id(key), value, ev, "reject: the key has no current head")
+        head = self._k_head[kid]
         if self._authority is not None and self._outranked(ev, (head,)):
             return self._fail(REJECT, kid, value, ev, _INSUFFICIENT)
         self._seq = seq = self._seq + 1
@@ -531,24 +533,24 @@ class ProvenanceGraph:
         self._v_to[head] = seq
         self._close_open_alternatives(kid, seq)
         if value is not None:
-            vid = self._new_version(rec, value, ACTIVE, seq, ev, head)
-            self._set_head(rec, vid)
+            vid = self._new_version(kid, value, ACTIVE, seq, ev, head)
+            self._set_head(kid, vid)
             self._log(seq, REJECT, REJECT, kid, ev, True, vid, created=True)
         else:
-            self._rollback(rec, head)
+            self._rollback(kid, head)
             self._log(seq, REJECT, REJECT, kid, ev, True, head)
         return _APPLIED["reject"]
 
     def _revoke(self, key: str, value: str | None, ev: int) -> OpResult:
-        rec = self._head_of(key)
-        if rec is None:
-            kid = (self._cells.get(key) or self._new_key(key)).kid
-            return self._fail(REVOKE, kid, value, ev, "revoke: the key has no current head")
-        kid, head = rec.kid, rec.head
+        kid = self._head_of(key)
+        if kid is None:
+            return self._fail(REVOKE, self._key_id(key), value, ev, "revoke: the key has no current head")
+        head = self._k_head[kid]
         if self._authority is not None and self._outranked(ev, (head,)):
             return self._fail(REVOKE, kid, value, ev, _INSUFFICIENT)
-        if value is not None and value != rec.value:
-            reason = f"revoke names {value!r} but the current head is {rec.value!r}"
+        current = self._v_value[head]
+        if value is not None and value != current:
+            reason = f"revoke names {value!r} but the current head is {current!r}"
             return self._fail(REVOKE, kid, value, ev, reason)
         self._seq = seq = self._seq + 1
         self._v_status[head] = REVOKED
@@ -557,11 +559,11 @@ class ProvenanceGraph:
         self._tb_version.append(head)
         self._tb_seq.append(seq)
         self._tb_ev.append(ev)
-        self._rollback(rec, head)
+        self._rollback(kid, head)
         self._log(seq, REVOKE, REVOKE, kid, ev, True, head, value)
         return _APPLIED["revoke"]
 
-    def _rollback(self, rec: _KeyState, retracted: int) -> None:
+    def _rollback(self, kid: int, retracted: int) -> None:
         """Reopen the most recent merely-superseded predecessor along supersedes edges; empty if none."""
         prev, status = self._v_prev, self._v_status
         p = prev[retracted]
@@ -571,24 +573,23 @@ class ProvenanceGraph:
         if p != NONE:
             status[p] = ACTIVE
             self._v_to[p] = NONE
-        self._set_head(rec, p)
+        self._set_head(kid, p)
 
     def _contest(self, key: str, value: str | None, ev: int, req: int = CONTEST) -> OpResult:
         """``req``: the requested op (an accept lowered to contest by source authority is logged so)."""
-        rec = self._head_of(key)
-        if rec is None:
-            kid = (self._cells.get(key) or self._new_key(key)).kid
-            return self._fail(CONTEST, kid, value, ev, "contest: the key has no current head")
-        kid, head = rec.kid, rec.head
+        kid = self._head_of(key)
+        if kid is None:
+            return self._fail(CONTEST, self._key_id(key), value, ev, "contest: the key has no current head")
+        head = self._k_head[kid]
         self._seq = seq = self._seq + 1
-        if rec.value == value:
+        if self._v_value[head] == value:
             return self._support(req, kid, head, value, ev, seq, _CONTEST_REPEATS_HEAD)
         alts = self._open_alts.get(kid, [])
         for a in alts:
             if self._v_value[a] == value:
                 return self._support(req, kid, a, value, ev, seq, _CONTEST_REPEATS_ALT)
         assert value is not None  # apply() refuses contest without a value
-        vid = self._new_version(rec, value, ALTERNATIVE, seq, ev, NONE)
+        vid = self._new_version(kid, value, ALTERNATIVE, seq, ev, NONE)
         self._v_alt[vid] = head
         self._open_alts[kid] = [*alts, vid]
         self._v_status[head] = CONTESTED
@@ -596,17 +597,16 @@ class ProvenanceGraph:
         return _APPLIED["contest"]
 
     def _resolve(self, key: str, value: str | None, ev: int) -> OpResult:
-        rec = self._head_of(key)
-        if rec is None:
-            kid = (self._cells.get(key) or self._new_key(key)).kid
-            return self._fail(RESOLVE, kid, value, ev, "resolve: the key has no current head")
-        kid, head = rec.kid, rec.head
+        kid = self._head_of(key)
+        if kid is None:
+            return self._fail(RESOLVE, self._key_id(key), value, ev, "resolve: the key has no current head")
+        head = self._k_head[kid]
         if self._v_status[head] != CONTESTED:
             return self._fail(RESOLVE, kid, value, ev, "resolve: the cell is not contested")
         alts = self._open_alts.get(kid, [])
         if self._authority is not None and self._outranked(ev, (head, *alts)):
             return self._fail(RESOLVE, kid, value, ev, _INSUFFICIENT)
-        if rec.value == value:
+        if self._v_value[head] == value:
             winner = head
         else:
             winner = next((a for a in alts if self._v_value[a] == value), NONE)
@@ -625,7 +625,7 @@ class ProvenanceGraph:
             # the promoted value supersedes the contradicted incumbent; its arrival-chain link was
             # stored explicitly at creation (an alternative has no supersedes target then)
             self._v_prev[winner] = head
-            self._set_head(rec, winner)
+            self._set_head(kid, winner)
         self._v_extra_support[winner] = self._v_extra_support.get(winner, 0) + 1
         if ev != NONE:
             self._sb_version.append(winner)
@@ -635,11 +635,12 @@ class ProvenanceGraph:
         return _APPLIED["resolve"]
 
     def _noop(self, key: str, value: str | None, ev: int) -> OpResult:
-        rec = self._cells.get(key) or self._new_key(key)
-        kid, head = rec.kid, rec.head
-        if head != NONE and value is not None and value != rec.value:
+        kid = self._key_id(key)
+        head = self._k_head[kid]
+        current = None if head == NONE else self._v_value[head]
+        if current is not None and value is not None and value != current:
             # evidence for another value is no support for the head: a failed precondition, like revoke's
-            reason = f"noop names {value!r} but the current head is {rec.value!r}: not counted as support"
+            reason = f"noop names {value!r} but the current head is {current!r}: not counted as support"
             return self._fail(NOOP, kid, value, ev, reason)
         self._seq = seq = self._seq + 1
         if head == NONE:
@@ -758,16 +759,16 @@ class ProvenanceGraph:
         return iter(self.keys())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._cells
+        return key in self._kid
 
     def head_value(self, key: str) -> str | None:
         """The current value of ``key`` (None when empty or unknown): the cheapest read."""
-        rec = self._cells.get(key)
-        return None if rec is None else rec.value
+        kid = self._kid.get(key)
+        return None if kid is None else self._head_value(kid)
 
     def _closing(self, kid: int) -> dict[int, int]:
         """Lazily closed versions of a key -> the seq their newest superseder arrived at."""
-        head = self._records[kid].head
+        head = self._k_head[kid]
         status, prev, start = self._v_status, self._v_prev, self._v_from
         closed: dict[int, int] = {}
         for v in self._chain(kid):  # newest first, so the first superseder seen is the newest
@@ -802,7 +803,7 @@ class ProvenanceGraph:
 
     def _chain(self, kid: int) -> list[int]:
         """Version ids of a key, newest first."""
-        out, older, prev, v = [], self._v_older, self._v_prev, self._records[kid].newest
+        out, older, prev, v = [], self._v_older, self._v_prev, self._k_newest[kid]
         while v != NONE:
             out.append(v)
             v = older.get(v, prev[v])
@@ -810,11 +811,11 @@ class ProvenanceGraph:
 
     def versions(self, key: str) -> list[Version]:
         """Every version of ``key`` in arrival order (empty list for an unknown key)."""
-        rec = self._cells.get(key)
-        if rec is None:
+        kid = self._kid.get(key)
+        if kid is None:
             return []
-        closing = self._closing(rec.kid)
-        return [self._version(v, closing) for v in reversed(self._chain(rec.kid))]
+        closing = self._closing(kid)
+        return [self._version(v, closing) for v in reversed(self._chain(kid))]
 
     def version(self, version_id: str) -> Version:
         vid = _parse_id(version_id, "v", len(self._v_key))
@@ -822,13 +823,11 @@ class ProvenanceGraph:
 
     def cell(self, key: str) -> Cell | None:
         """The materialized cell of ``key``; None when the key was never written."""
-        rec = self._cells.get(key)
-        if rec is None:
-            return None
-        return self._cell(rec.kid)
+        kid = self._kid.get(key)
+        return None if kid is None else self._cell(kid)
 
     def _cell(self, kid: int) -> Cell:
-        head = self._records[kid].head
+        head = self._k_head[kid]
         alts = self._open_alts.get(kid, ())
         shown = {head, *alts}
         closing = self._closing(kid)
@@ -869,16 +868,17 @@ class ProvenanceGraph:
         {'a.x': '1', 'b.x': '2'}
         """
         out: dict[str, Cell] = {}
-        for key in sorted(self._cells):
-            rec = self._cells[key]
-            if rec.head != NONE:
-                out[key] = self._cell(rec.kid)
+        heads = self._k_head
+        for key in sorted(self._kid):
+            kid = self._kid[key]
+            if heads[kid] != NONE:
+                out[key] = self._cell(kid)
         return out
 
     def frontier_items(self) -> list[tuple[str, str]]:
         """``(key, current value)`` for every non-empty cell, sorted by key: the cheap frontier."""
-        # a key has a value exactly when it has a head (see _set_head)
-        return sorted((key, rec.value) for key, rec in self._cells.items() if rec.value is not None)
+        heads, values = self._k_head, self._v_value
+        return sorted((key, values[heads[kid]]) for key, kid in self._kid.items() if heads[kid] != NONE)
 
     def evidence(self, evidence_id: str) -> Evidence:
         try:
@@ -900,10 +900,9 @@ class ProvenanceGraph:
         """The operation log in order, optionally for one key (failed preconditions included)."""
         kid = None
         if key is not None:
-            rec = self._cells.get(key)
-            if rec is None:
+            kid = self._kid.get(key)
+            if kid is None:
                 return
-            kid = rec.kid
         names, extra = self._key_names, self._op_extra
         for i, (code, target) in enumerate(zip(self._op_code, self._op_target, strict=True)):
             if i in extra:
@@ -949,7 +948,7 @@ class ProvenanceGraph:
         return {
             "evidence": len(self._ev_seq),
             "keys": len(self._key_names),
-            "cells": sum(1 for rec in self._records if rec.head != NONE),
+            "cells": len(self._k_head) - self._k_head.count(NONE),
             "versions": len(self._v_key),
             "operations": len(self._op_code),
             "failed_operations": failed,

@@ -16,6 +16,7 @@ a version are kept with it.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -28,13 +29,6 @@ if TYPE_CHECKING:
     from pmem.graph._graph import ProvenanceGraph
 
 _TOKEN = "<re-derived evidence>"  # the scratch graph's evidence fast path (see ProvenanceGraph.apply)
-
-
-class _NoKey:
-    kid = NONE
-
-
-_NO = _NoKey()
 
 
 @dataclass(frozen=True)
@@ -99,16 +93,16 @@ class OpIndex:
 
     def _build(self, g: ProvenanceGraph) -> None:
         n = len(g._op_code)
-        target = np.asarray(g._op_target, dtype=np.int64)
+        target = np.array(g._op_target, dtype=np.int64)
         kid, ev, seq = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
         extra = np.zeros(n, np.bool_)
         at = np.fromiter(g._op_extra, np.int64, len(g._op_extra))
         extra[at] = True
         created = np.flatnonzero(~extra)
         t = target[created]
-        kid[created] = np.asarray(g._v_key, dtype=np.int64)[t]
-        ev[created] = np.asarray(g._v_ev, dtype=np.int64)[t]
-        seq[created] = np.asarray(g._v_from, dtype=np.int64)[t]
+        kid[created] = np.array(g._v_key, dtype=np.int64)[t]
+        ev[created] = np.array(g._v_ev, dtype=np.int64)[t]
+        seq[created] = np.array(g._v_from, dtype=np.int64)[t]
         rows = list(g._op_extra.values())
         for column, field_at in ((seq, 0), (kid, 1), (ev, 2)):
             column[at] = np.fromiter((r[field_at] for r in rows), np.int64, len(rows))
@@ -211,7 +205,7 @@ def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
     idx = index(g)
     cited = idx.by_ev(n)
     keys = list(dict.fromkeys(request(g, i)[1] for i in cited))
-    before = {kid: g._records[kid].value for kid in keys}
+    before = {kid: g._head_value(kid) for kid in keys}
     dead_before = {v for kid in keys for v in g._chain(kid) if g._v_status[v] == ERASED}
     g._erased.add(n)
     g._ev_text[n] = ""
@@ -221,9 +215,7 @@ def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
         rederive(g, kid, idx)
     names = g._key_names
     changed = {
-        names[kid]: (before[kid], g._records[kid].value)
-        for kid in keys
-        if before[kid] != g._records[kid].value
+        names[kid]: (before[kid], g._head_value(kid)) for kid in keys if before[kid] != g._head_value(kid)
     }
     erased = sorted(
         v for kid in keys for v in g._chain(kid) if g._v_status[v] == ERASED and v not in dead_before
@@ -238,13 +230,11 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
         raise ValueError(msg)
     idx = index(g)
     recorded = sorted(
-        i for i, a in g._op_alias.items() if a == alias and request(g, i)[1] != g._cells.get(alias, _NO).kid
+        i for i, a in g._op_alias.items() if a == alias and request(g, i)[1] != g._kid.get(alias)
     )
     if not recorded:
         what = (
-            "is already a key of its own"
-            if alias in g._cells
-            else "was never recorded (apply(..., alias=...))"
+            "is already a key of its own" if alias in g._kid else "was never recorded (apply(..., alias=...))"
         )
         msg = f"unmerge: no operation to move: alias {alias!r} {what}"
         raise ValueError(msg)
@@ -254,9 +244,8 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
         for u in idx.by_key(kid):
             if u in g._undo_of and g._undo_of[u] in moving:
                 moving.add(u)
-    target = g._cells.get(alias)
-    akid = (target or g._new_key(alias)).kid
-    before = {kid: g._records[kid].value for kid in (*keys, akid)}
+    akid = g._key_id(alias)
+    before = {kid: g._head_value(kid) for kid in (*keys, akid)}
     seqs = {request(g, i)[4] for i in moving}
     adopted = [v for kid in keys for v in g._chain(kid) if g._v_key[v] == kid and g._v_from[v] in seqs]
     # nothing below can fail
@@ -276,9 +265,7 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
         reg.split(alias, g._key_names[kid])
     names = g._key_names
     changed = {
-        names[kid]: (before[kid], g._records[kid].value)
-        for kid in before
-        if before[kid] != g._records[kid].value
+        names[kid]: (before[kid], g._head_value(kid)) for kid in before if before[kid] != g._head_value(kid)
     }
     return MergeReceipt(alias, names[keys[0]], changed, len(recorded))
 
@@ -386,10 +373,8 @@ def _write_back(
         if g._v_prev[v] != older:
             g._v_older[v] = older
         older = v
-    rec = g._records[kid]
-    rec.newest = ordered[-1] if ordered else NONE
-    srec = s._records[0]
-    g._set_head(rec, vmap[srec.head])
+    g._k_newest[kid] = ordered[-1] if ordered else NONE
+    g._set_head(kid, vmap[s._k_head[0]])
     alts = s._open_alts.get(0)
     if alts:
         g._open_alts[kid] = [vmap[a] for a in alts]
@@ -420,12 +405,12 @@ def _write_back(
 def _replace_edges(g: ProvenanceGraph, kid: int, s: ProvenanceGraph, vmap: dict[int, int]) -> None:
     """Supported-by edges and tombstones of the key: the replay's, in place of the old ones."""
     for names in (("_sb_version", "_sb_ev", "_sb_seq"), ("_tb_version", "_tb_seq", "_tb_ev")):
-        columns: list[list[int]] = [getattr(g, name) for name in names]
+        columns: list[array[int]] = [getattr(g, name) for name in names]
         v_key = g._v_key
         keep = [j for j, v in enumerate(columns[0]) if v_key[v] != kid]
         if len(keep) != len(columns[0]):
-            columns = [[column[j] for j in keep] for column in columns]
-        replayed: list[list[int]] = [getattr(s, name) for name in names]
+            columns = [array("q", [column[j] for j in keep]) for column in columns]
+        replayed: list[array[int]] = [getattr(s, name) for name in names]
         columns[0].extend(vmap[v] for v in replayed[0])
         for name, column, added in zip(names, columns, replayed, strict=True):
             if name != names[0]:

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import secrets
+from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +58,8 @@ LSTR: pa.DataType = pa.large_string()
 F64: pa.DataType = pa.float64()
 LBIN: pa.DataType = pa.large_binary()
 
-# Dense tables: table name -> [(column, graph attribute holding a list, arrow type)]
+# Dense tables: table name -> [(column, graph attribute holding the column, arrow type)]; integer
+# columns are typed storage (array("q")) in the graph, the others lists
 _TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
     "evidence": [("text", "_ev_text", LSTR), ("source", "_ev_source", I32), ("seq", "_ev_seq", I64)],
     "sources": [("source", "_sources", STR)],
@@ -127,15 +129,15 @@ def _digest(payloads: list[pa.Buffer]) -> str:
 
 def _materialized_versions(graph: ProvenanceGraph) -> dict[str, np.ndarray]:
     """Status and valid_to with the lazily closed heads written out (see ProvenanceGraph._closing)."""
-    status = np.asarray(graph._v_status, dtype=np.int8)
-    valid_to = np.asarray(graph._v_to, dtype=np.int64)
-    key = np.asarray(graph._v_key, dtype=np.int32)
-    prev = np.asarray(graph._v_prev, dtype=np.int64)
-    start = np.asarray(graph._v_from, dtype=np.int64)
+    status = np.array(graph._v_status, dtype=np.int8)
+    valid_to = np.array(graph._v_to, dtype=np.int64)
+    key = np.array(graph._v_key, dtype=np.int32)
+    prev = np.array(graph._v_prev, dtype=np.int64)
+    start = np.array(graph._v_from, dtype=np.int64)
     n = len(status)
     if n:
         ids = np.arange(n, dtype=np.int64)
-        heads = np.fromiter((r.head for r in graph._records), dtype=np.int64, count=len(graph._records))
+        heads = np.array(graph._k_head, dtype=np.int64)
         lazy = (status == ACTIVE) & (heads[key] != ids)
         if lazy.any():
             newest = np.full(n, -1, dtype=np.int64)
@@ -147,16 +149,25 @@ def _materialized_versions(graph: ProvenanceGraph) -> dict[str, np.ndarray]:
     return {"_v_status": status, "_v_to": valid_to, "_v_key": key, "_v_prev": prev, "_v_from": start}
 
 
+def _exported(graph: ProvenanceGraph, attr: str, overrides: dict[str, np.ndarray]) -> Any:
+    """A column as handed to Arrow: typed columns are copied (a view would pin their buffer)."""
+    if attr in overrides:
+        return overrides[attr]
+    column = getattr(graph, attr)
+    return np.array(column, dtype=np.int64) if isinstance(column, array) else column
+
+
 def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     tables: dict[str, pa.Table] = {}
     overrides = _materialized_versions(graph)
     for name, columns in _TABLES.items():
-        arrays = [pa.array(overrides.get(attr, getattr(graph, attr)), type=typ) for _, attr, typ in columns]
+        arrays = [pa.array(_exported(graph, attr, overrides), type=typ) for _, attr, typ in columns]
         tables[name] = pa.table(arrays, names=[c for c, _, _ in columns])
     tables["keys"] = (
         tables["keys"]
-        .append_column("head", pa.array([r.head for r in graph._records], type=I64))
-        .append_column("newest", pa.array([r.newest for r in graph._records], type=I64))
+        # copies: an Arrow array over the typed column itself would pin its buffer (no append while alive)
+        .append_column("head", pa.array(np.array(graph._k_head, dtype=np.int64), type=I64))
+        .append_column("newest", pa.array(np.array(graph._k_newest, dtype=np.int64), type=I64))
     )
     for name, (attr, (index, index_type), value_columns) in _SPARSE.items():
         mapping = getattr(graph, attr)
@@ -366,6 +377,18 @@ def _column_list(table: pa.Table, column: str) -> list[Any]:
     return col.to_pylist()
 
 
+def _typed_column(table: pa.Table, column: str) -> array[int]:
+    """An integer column as the graph's typed storage (``array("q")``), copied in one block."""
+    col = table.column(column)
+    if not pa.types.is_integer(col.type) or col.null_count:
+        what = f"{col.null_count} nulls" if pa.types.is_integer(col.type) else f"type {col.type}"
+        msg = f"not a readable P-Mem state: column {column!r} must hold integers, found {what}"
+        raise StateFileError(msg)
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(col.to_numpy(), dtype=np.int64).tobytes())
+    return out
+
+
 def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
     tables, meta = read_tables(path)
     # Rebuilding creates one record per key next to million-element lists; pausing the cyclic GC
@@ -388,8 +411,9 @@ def build_graph(
     graph = cls(registry=registry)
     for name, columns in _TABLES.items():
         table = tables[name]
-        for column, attr, _ in columns:
-            setattr(graph, attr, _column_list(table, column))
+        for column, attr, typ in columns:
+            typed = pa.types.is_integer(typ)  # integer columns are typed storage, the others lists
+            setattr(graph, attr, _typed_column(table, column) if typed else _column_list(table, column))
     for name, (attr, (index, _), value_columns) in _SPARSE.items():
         if name not in tables:  # a table added after the file's schema version (checked on decoding)
             continue
@@ -401,14 +425,9 @@ def build_graph(
     graph._seq = int(meta["seq"])
     graph._valid_at = {n: _valid_instant(text)[1] for n, text in graph._ev_valid.items()}
     graph._source_code = {s: i for i, s in enumerate(graph._sources)}
-    value = graph._v_value
-    heads, newest = _column_list(tables["keys"], "head"), _column_list(tables["keys"], "newest")
-    state = graph._new_state
-    graph._records = [
-        state(kid, h, n, None if h == -1 else value[h])
-        for kid, (h, n) in enumerate(zip(heads, newest, strict=True))
-    ]
-    graph._cells = dict(zip(graph._key_names, graph._records, strict=True))
+    graph._k_head = _typed_column(tables["keys"], "head")
+    graph._k_newest = _typed_column(tables["keys"], "newest")
+    graph._kid = {name: kid for kid, name in enumerate(graph._key_names)}
     alts = tables["open_alternatives"]
     open_alts: dict[int, list[int]] = {}
     for kid, vid in zip(_column_list(alts, "key"), _column_list(alts, "version"), strict=True):

@@ -46,9 +46,18 @@ def batch(rows: list[Row]) -> pa.Table:
 
 def hidden(graph: ProvenanceGraph) -> tuple[Any, ...]:
     """Write state that to_bytes() does not show but later calls depend on."""
-    records = [(r.kid, r.head, r.newest, r.value) for r in graph._records]
-    cells = [(k, r.kid) for k, r in graph._cells.items()]
-    return (graph._last_eid, graph._last_ev, graph.seq, records, cells, graph._source_code, graph._open_alts)
+    heads, newest = graph._k_head.tolist(), graph._k_newest.tolist()
+    cells = list(graph._kid.items())
+    return (
+        graph._last_eid,
+        graph._last_ev,
+        graph.seq,
+        heads,
+        newest,
+        cells,
+        graph._source_code,
+        graph._open_alts,
+    )
 
 
 @st.composite
