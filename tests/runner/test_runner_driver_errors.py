@@ -139,6 +139,7 @@ def test_silent_address_times_out_within_the_configured_bound(tmp_path: Path) ->
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # a sweep subprocess with an embedded cluster of its own (about 30 s)
 def test_embedded_mode_ignores_a_stale_cluster_file(tmp_path: Path, private_ray_tmpdir: str) -> None:
     """`ray.init()` without an address joins the cluster named in ray_current_cluster: a dead one hangs."""
     (Path(private_ray_tmpdir) / "ray").mkdir()
@@ -186,6 +187,7 @@ def test_damaged_batch_resumes_in_one_rerun(ray_cluster, tmp_path: Path) -> None
     assert sorted(Counter(hist.column("unit_id").to_pylist()).values()) == [1, 1, 1]
 
 
+@pytest.mark.slow  # a sweep subprocess interrupted and resumed (about 27 s)
 def test_ctrl_c_keeps_committed_work_and_says_how_to_resume(ray_cluster, tmp_path: Path) -> None:
     cfg = config(tmp_path, tiny_chains_body(cases=20), name="sigint")
     out = tmp_path / "runs"
