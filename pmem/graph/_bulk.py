@@ -10,7 +10,7 @@ per operation. :func:`apply_batch` leaves the graph exactly as the row-by-row lo
             evidence = None if row.evidence is None else f"e{row.evidence}"
             graph.apply(row.op, row.key, row.value, evidence=evidence)
 
-(same ``to_bytes()``, same hidden write state: seq, records, the ``_last_eid`` fast path, the insertion
+(same ``to_bytes()``, same hidden write state: seq, per-key heads, the ``_last_eid`` fast path, the insertion
 order of every sparse dict), but refuses an invalid batch whole, before writing anything.
 
 How. Every row consumes exactly one arrival seq and every operation row exactly one operation-log slot,
@@ -253,7 +253,7 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
     first_evidence = len(graph._ev_seq)
     if table.num_rows == 0:
         return BatchResult(np.zeros(0, np.int8), np.zeros(0, np.bool_), first_evidence)
-    # The batch allocates container objects (field tuples, records, log tuples) by the hundred thousand;
+    # The batch allocates container objects (log tuples, value and key lists) by the hundred thousand;
     # the cyclic GC would collect every 700 of them and now and then traverse the whole graph (measured:
     # 1.6x slower, and more as the graph grows). They hold no cycles, so collection is paused throughout.
     enabled = gc.isenabled()

@@ -391,8 +391,8 @@ def _typed_column(table: pa.Table, column: str) -> array[int]:
 
 def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
     tables, meta = read_tables(path)
-    # Rebuilding creates one record per key next to million-element lists; pausing the cyclic GC
-    # keeps it from re-traversing those lists on every young-generation collection.
+    # Rebuilding creates a dict entry per key and a string per text and value; pausing the cyclic GC
+    # keeps it from re-traversing them on every young-generation collection.
     enabled = gc.isenabled()
     gc.disable()
     try:
