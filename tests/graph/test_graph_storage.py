@@ -54,7 +54,7 @@ def test_integer_columns_are_typed_after_every_write_path_and_still_grow() -> No
     assert untyped(loaded) == []
     writes(loaded, 2)  # a loaded graph grows (no column is pinned by a view left from loading)
 
-    graph.undo(graph.operations("k0").__next__().seq)  # re-derives k0: its edges are rebuilt
+    graph.undo(next(graph.operations("k0")).seq)  # re-derives k0: its edges are rebuilt
     graph.erase("e1")
     assert untyped(graph) == []
     writes(graph, 1)
