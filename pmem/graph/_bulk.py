@@ -24,8 +24,9 @@ two tails are then merged by batch position and the provisional ids renumbered w
 referenced, and each sparse dict's new entries are put in the order the loop would have inserted them.
 
 Speed. The graph's integer columns, per-key heads included, are typed (int64 ``array``), so a simple
-operation costs numpy work and block copies, plus one dict lookup of its key and the Python strings the
-graph keeps (the evidence text; the value is shared). What is left is the mixed keys: each of their
+operation costs numpy work and block copies, plus the Python strings the graph keeps (the evidence text;
+the value is shared); a batch's keys are looked up all at once (:mod:`pmem.graph._keyindex`), not with one
+dict probe each. What is left is the mixed keys: each of their
 operations is one Python call, as in the loop, so the gain falls with the share of mixed keys in a
 batch (``python -m benchmarks.bulk`` measures both on one stream).
 
@@ -63,6 +64,7 @@ import pyarrow.compute as pc
 
 from pmem.graph._codes import ACCEPT, CONTEST, NONE, NOOP, OPS, RESOLVE
 from pmem.graph._graph import _ACCEPT_APPLIED, _SUPPORT_RESULT
+from pmem.graph._keyindex import key_ids
 from pmem.graph._validate import key_problem, preview
 
 if TYPE_CHECKING:
@@ -155,9 +157,10 @@ class _Ops:
 
     rows: NDArray[np.int64]  # batch row of each operation row
     code: NDArray[np.int64]  # requested op code
-    key: NDArray[np.int64]  # index into ukeys
-    ukeys: list[str]  # distinct keys in first-touch order
+    key: NDArray[np.int64]  # index into kdict
+    kdict: pa.Array[Any]  # distinct keys in first-touch order
     kid_u: NDArray[np.int64]  # their key ids; -1: not in the graph yet
+    new_names: list[str]  # the keys not in the graph yet, in first-touch order
     values: pa.Array[Any]  # large_string over operation rows
     vcode: NDArray[np.int64]  # index into vdict (-1: null)
     vdict: pa.Array[Any]
@@ -182,7 +185,7 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
     code = _np(pc.index_in(ops, value_set=_OP_NAMES).fill_null(-1)).astype(_I64)
     keys = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(_col(table, "key").take(idx)))
     kidx = _np(keys.indices.fill_null(-1)).astype(_I64)
-    ukeys = cast("list[str]", keys.dictionary.to_pylist())
+    kdict = keys.dictionary
     values = _col(table, "value").take(idx)
     venc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(values))
     vcode = _np(venc.indices.fill_null(-1)).astype(_I64)
@@ -191,9 +194,11 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
 
     # Fields are checked in apply's order (op, key, value, evidence): a row names its first refusal.
     problem: dict[int, str] = {}
-    kid_u = np.fromiter(map(graph._kid.get, ukeys, repeat(-1)), _I64, len(ukeys))
-    for u in np.flatnonzero(kid_u < 0).tolist():  # a known key was valid when admitted
-        why = key_problem(ukeys[u])
+    kid_u = key_ids(graph, kdict)
+    new_u = np.flatnonzero(kid_u < 0)
+    new_names = cast("list[str]", kdict.take(pa.array(new_u, pa.int64())).to_pylist())
+    for u, name in zip(new_u.tolist(), new_names, strict=True):  # a known key was valid when admitted
+        why = key_problem(name)
         if why is not None:
             problem[u] = why
     bad_key = kidx < 0
@@ -209,19 +214,20 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
         first = np.flatnonzero(mask & ~refused)  # a row is reported for its first refused field only
         if len(first):
             j = int(first[0])
-            errors.append((int(op_rows[j]), field, _detail(field, j, ops, ukeys, kidx, problem, ev, seen)))
+            errors.append((int(op_rows[j]), field, _detail(field, j, ops, kdict, kidx, problem, ev, seen)))
         refused |= mask
     if errors:
         row, field, detail = min(errors)
         raise _refuse(row, field, detail)
-    return is_obs, _Ops(op_rows.astype(_I64), code, kidx, ukeys, kid_u, values, vcode, venc.dictionary, ev)
+    columns = (code, kidx, kdict, kid_u, new_names, values, vcode, venc.dictionary, ev)
+    return is_obs, _Ops(op_rows.astype(_I64), *columns)
 
 
 def _detail(
     field: str,
     j: int,
     ops: pa.Array[Any],
-    ukeys: list[str],
+    kdict: pa.Array[Any],
     kidx: NDArray[np.int64],
     problem: dict[int, str],
     ev: NDArray[np.int64],
@@ -234,8 +240,8 @@ def _detail(
     if field == "key":
         if u < 0:
             return f"apply {op}: key must be a non-empty string, got None"
-        return f"apply {op}: key {problem[u]}; got {preview(ukeys[u])}"
-    key = ukeys[u]
+        return f"apply {op}: key {problem[u]}; got {preview(kdict[u].as_py())}"
+    key = kdict[u].as_py()
     if field == "value":
         return f"{op} {key}: a value is required"
     return (
@@ -356,7 +362,7 @@ class _Writer:
         new = np.flatnonzero(kid_u < 0)
         if len(new):
             k0 = len(g._key_names)
-            names = [ops.ukeys[u] for u in new.tolist()]
+            names = ops.new_names
             g._kid.update(zip(names, range(k0, k0 + len(names)), strict=True))
             g._key_names.extend(names)
             empty = np.full(len(names), NONE, _I64).tobytes()
@@ -431,13 +437,15 @@ class _Writer:
         if not len(mj):
             return
         g, ops = self.g, self.ops
-        names = [OPS[c] for c in ops.code[mj].tolist()]
-        keys = _objects(ops.ukeys, len(ops.ukeys))[ops.key[mj]].tolist()
+        op_names = [OPS[c] for c in ops.code[mj].tolist()]
+        distinct, where = np.unique(ops.key[mj], return_inverse=True)
+        key_names = ops.kdict.take(pa.array(distinct, pa.int64())).to_pylist()
+        keys = _objects(key_names, len(key_names))[where].tolist()
         values = self.vpool[ops.vcode[mj]].tolist()
         seqs = (ops.rows[mj] + self.seq0).tolist()
         apply, handlers = g.apply, g._handlers
         g._last_eid = _TOKEN
-        for op, key, value, ev, seq in zip(names, keys, values, ops.ev[mj].tolist(), seqs, strict=True):
+        for op, key, value, ev, seq in zip(op_names, keys, values, ops.ev[mj].tolist(), seqs, strict=True):
             g._seq = seq
             if op == "accept":
                 g._last_ev = ev  # -1 (no evidence) is NONE: the same as evidence=None

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
     from pmem.graph._bulk import BatchResult
     from pmem.graph._identity import KeyRegistry
+    from pmem.graph._keyindex import KeyIndex
     from pmem.graph._rederive import ErasureReceipt, MergeReceipt, OpIndex
 
     #: An operation other than accept: (key, value, evidence index) -> result.
@@ -134,6 +135,7 @@ class ProvenanceGraph:
         self._key_names: list[str] = []
         self._k_head: array[int] = array("q")
         self._k_newest: array[int] = array("q")
+        self._key_index: KeyIndex | None = None  # apply_batch's vectorized _kid (not saved)
         self._open_alts: dict[int, list[int]] = {}  # key id -> open alternatives of its head
         # versions
         self._v_key: array[int] = array("q")
