@@ -104,9 +104,16 @@ def _local_ray(**resources: Any) -> Iterator[None]:
     """A new local Ray for one measurement (never a cluster found on the machine)."""
     import ray
 
-    ray.init(
-        address="local", include_dashboard=False, configure_logging=False, log_to_driver=False, **resources
-    )
+    from pmem.runner._connect import quiet_token_notice
+
+    with quiet_token_notice():
+        ray.init(
+            address="local",
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=False,
+            **resources,
+        )
     try:
         yield
     finally:

@@ -48,3 +48,30 @@ def test_perf_command_prints_both_timings(capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr().out
     assert "result rows" in out and re.search(r"aggregations \(all \d+ tables", out)
     assert "plain pyarrow read of the same files" in out
+
+
+@pytest.mark.slow
+def test_perf_ingest_partitions_at_a_small_size() -> None:
+    """Its own embedded Ray, private to the benchmark: Ray's token notice is no setting of the user's."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.ingest",
+            "--only",
+            "partitions",
+            "--events",
+            "400",
+            "--keys",
+            "40",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "partitioned ingest, 400 events over 40 keys" in proc.stdout
+    assert "identical bytes: True" in proc.stdout
+    assert "Token authentication" not in proc.stderr + proc.stdout, proc.stderr[-3000:]
