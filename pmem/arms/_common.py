@@ -221,6 +221,12 @@ class ArmBase:
     def write_log(self) -> list[WriteRecord]:
         return list(self._log)
 
+    def take_write_log(self) -> list[WriteRecord]:
+        """The write log so far, which the arm then forgets: a writer that runs for a whole stream (an
+        ingest worker) hands it over in pieces instead of holding one record per write."""
+        log, self._log = self._log, []
+        return log
+
     def graph(self) -> ProvenanceGraph | None:
         return None
 

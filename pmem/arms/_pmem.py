@@ -40,7 +40,7 @@ from pmem.graph import KeyRegistry, Patch, PatchController, ProvenanceGraph
 if TYPE_CHECKING:
     import numpy as np
 
-    from pmem.arms._base import ModelSet, ReadResult
+    from pmem.arms._base import ModelSet, ReadResult, WriteRecord
     from pmem.bench._types import Event, Question
 
 DISCLOSURE_DEFAULT = ("alternatives",)
@@ -680,6 +680,10 @@ class PMemArm(ArmBase):
             return "\n".join(e.text for e in self._turns).encode() + self._graph.to_bytes()
         graph = self.graph()
         return b"" if graph is None else graph.to_bytes()
+
+    def take_write_log(self) -> list[WriteRecord]:
+        self._records_of.clear()  # it indexes the records handed over: none of them is held any more
+        return super().take_write_log()
 
     def active_facts(self) -> list[tuple[str, str, frozenset[int]]] | None:
         if self.read_mode == "turns":

@@ -199,7 +199,6 @@ class IngestWorker:
     def drain(self) -> dict[str, Any]:
         """The request records and write-log noops since the last drain (then forgotten)."""
         records: list[RequestRecord] = self.log.drain()
-        log = self.arm._log  # the arm's write log: noops for bad extractions and annotations
-        noops = [(r.reason or "") for r in log if not r.applied]
-        log.clear()
+        # the arm's write log: its noops are the refused writes (bad extractions and annotations)
+        noops = [(r.reason or "") for r in self.arm.take_write_log() if not r.applied]
         return {"requests": records, "refused": noops}

@@ -113,6 +113,22 @@ def test_forget_erases_only_the_requesting_sources_statements() -> None:
     assert again.write_log()[-1].reason == "forget: no statement by 'agent' about this key"
 
 
+def test_a_write_log_handed_over_is_forgotten_and_a_later_forget_still_erases() -> None:
+    """An ingest worker takes the log in pieces: the arm then holds no record per write, nor an index
+    into records it no longer has."""
+    fact = T.FACT.format(attr="gate code", entity="the Hill Street garage", value="4821")
+    forget = T.FORGET.format(attr="gate code", entity="the Hill Street garage")
+    arm = _arm()
+    asyncio.run(arm.ingest(_events((fact, "user"))))
+    taken = arm.take_write_log()
+    assert [(w.op, w.value) for w in taken] == [("accept", "4821")]
+    assert arm.write_log() == [] and not arm._records_of
+    asyncio.run(arm.ingest([Event(index=1, text=forget, source="user")]))
+    assert fact.encode() not in arm.graph().to_bytes()
+    assert [w.op for w in arm.write_log()] == ["erase"]
+    assert taken[0].value == "4821"  # what was handed over is the taker's
+
+
 def test_a_repeated_statement_is_requested_as_an_accept_only_with_provenance() -> None:
     fact = T.FACT.format(attr="gate code", entity="the Elm Road depot", value="1234")
     for arm, requested in ((_arm(), "accept"), (make_arm("pmem-paper", models()), "noop")):

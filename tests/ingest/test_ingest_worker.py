@@ -111,3 +111,15 @@ def test_partition_of_is_stable_and_spreads_keys() -> None:
     for i in range(4000):
         counts[partition_of(f"object_{i}.location", 4)] += 1
     assert min(counts) > 800, counts
+
+
+def test_drain_hands_over_the_write_log_and_the_worker_keeps_no_record_per_write() -> None:
+    """A worker runs for the whole stream: what it drains, it no longer holds (its memory would grow
+    with every event otherwise)."""
+    worker = IngestWorker(IngestSpec.default())
+    asyncio.run(worker.commit(1, _items(worker, TEXTS)))
+    drained = worker.drain()
+    assert len(drained["requests"]) > 0
+    assert worker.arm.write_log() == [] and not worker.arm._records_of
+    asyncio.run(worker.commit(2, _items(worker, TEXTS[:2])))
+    assert len(worker.arm.write_log()) == 2  # only the writes since the drain
