@@ -19,6 +19,7 @@ b'{}'
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import uuid
 from collections.abc import Callable
@@ -85,7 +86,35 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     The parent directory must exist: a missing folder is the caller's mistake, not something to paper over.
     """
     path = Path(path)
-    tmp = write_aside(path, data)
+    _put_in_place(write_aside(path, data), path)
+
+
+def atomic_copy_file(source: Path, path: Path, sha256: str | None = None) -> None:
+    """``path`` becomes a copy of ``source`` as :func:`atomic_write_bytes` would write it, read in blocks
+    rather than held whole (a state file of gigabytes). With ``sha256``, the copy must hash to it: a
+    source changed on disk raises ``ValueError`` naming it, and ``path`` keeps what it held.
+    """
+    path = Path(path)
+    tmp = temp_path(path)
+    digest = hashlib.sha256()
+    try:
+        with open(source, "rb") as src, open(tmp, "xb") as dst:
+            while block := src.read(1 << 24):
+                digest.update(block)
+                dst.write(block)
+            dst.flush()
+            os.fsync(dst.fileno())
+        if sha256 is not None and digest.hexdigest() != sha256:
+            msg = f"{source}: its bytes no longer hash to {sha256} (changed on disk); {path} was not written"
+            raise ValueError(msg)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _put_in_place(tmp, path)
+
+
+def _put_in_place(tmp: Path, path: Path) -> None:
     checkpoint(f"aside:{path.name}")
     try:
         os.replace(tmp, path)

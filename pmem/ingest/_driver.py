@@ -227,7 +227,7 @@ class _Ingest:
         self._file_check: dict[str, Any] | None = None
         self._batch_index = 0
         self._since_checkpoint = 0
-        self._state = b""
+        self._restored: bytes | None = None  # the checkpoint resumed from, until the workers have it
 
     def say(self, text: str) -> None:
         print(f"[pmem ingest] {text}", file=self.log, flush=True)
@@ -289,7 +289,8 @@ class _Ingest:
 
         hosted = self._host_models()  # outside the event loop: the pools start their own
         try:
-            asyncio.run(self._run(hosted, position, state))
+            self._restored, state = state, None  # the driver holds it only until the workers have it
+            asyncio.run(self._run(hosted, position))
         except Exception as exc:
             # a worker's failure (a model call that failed for good) arrives wrapped by Ray: raise the
             # worker's own exception, which names the call; the last checkpoint stays resumable
@@ -299,7 +300,7 @@ class _Ingest:
             self._stop_models()
         return self._finish(time.monotonic() - t_start)
 
-    async def _run(self, hosted: dict[str, Any], position: Position, state: bytes | None) -> None:
+    async def _run(self, hosted: dict[str, Any], position: Position) -> None:
         import ray
 
         from pmem.arms._base import ModelSet
@@ -313,6 +314,7 @@ class _Ingest:
         embedder = build_models(self.spec.embedder, hosted, cache, self.driver_log, "embedder")
         self.arm = PMemArm("pmem", ModelSet(agent=agent, embedder=embedder), self.spec.arm_options())
         self.arm.stream = "events"
+        state, self._restored = self._restored, None
         if state is not None:
             graph = ProvenanceGraph.from_bytes(state)
             self.arm.adopt_graph(graph)
@@ -321,6 +323,7 @@ class _Ingest:
         self.workers = self._start_workers(hosted, cache)
         state_ref = ray.put(state)
         await asyncio.gather(*(w.restore.remote(state_ref) for w in self.workers))
+        del state, state_ref  # the graph and the workers' copies are what the run goes on from
         await self._loop(position)
         rss = await asyncio.gather(*(w.peak_rss_mb.remote() for w in self.workers))
         self.report.peak_rss_mb = {"driver": peak_rss_mb(), **{f"worker{i}": m for i, m in enumerate(rss)}}
@@ -550,7 +553,6 @@ class _Ingest:
         self.report.stage_s["checkpoint"] += time.monotonic() - t
         self.position = position
         self.last_checkpoint = (path, hashlib.sha256(data).hexdigest())
-        self._state = data  # the last checkpoint is the final state: _finish writes these bytes
         self.work.write_manifest(self._manifest())
         self.work.drop_checkpoints_but(path)
 
@@ -580,16 +582,18 @@ class _Ingest:
         """Save the state, then mark the manifest done (a kill in between leaves a resumable ingest)."""
         import json
 
-        from pmem._atomic import atomic_write_bytes
+        from pmem._atomic import atomic_copy_file, atomic_write_bytes
 
-        data = self._state  # the loop ends with a checkpoint of the finished graph
-        atomic_write_bytes(self.out, data)
+        # the loop ends with a checkpoint of the finished graph: the state is a copy of that file (its
+        # bytes are not held in memory, which at ten million events is gigabytes)
+        checkpoint, sha256 = self.last_checkpoint
+        atomic_copy_file(checkpoint, self.out, sha256)
         self.report.wall_s = round(wall_s, 3)
         self.report.graph = self.graph.stats()
         self.report.calls = {k: dict(v) for k, v in sorted(self.calls.items())}
         self.report.stage_s = {k: round(v, 3) for k, v in self.report.stage_s.items()}
-        self.report.state_bytes = len(data)
-        self.report.state_sha256 = self.last_checkpoint[1]
+        self.report.state_bytes = self.out.stat().st_size
+        self.report.state_sha256 = sha256
         self.work.write_manifest(self._manifest(done=True, out_sha256=self.report.state_sha256))
         atomic_write_bytes(
             self.work.root / "report.json", json.dumps(self.report.to_dict(), indent=2).encode()
