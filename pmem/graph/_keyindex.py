@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -37,6 +36,8 @@ _NAMES = pa.large_string()
 
 
 def _hashes(names: pa.Array[Any]) -> NDArray[np.uint64]:
+    import polars as pl  # here, not at import: `import pmem.graph` stays free of it (only batches hash)
+
     return pl.Series(names).hash(seed=0).to_numpy()
 
 

@@ -220,9 +220,10 @@ def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
 def _outer_table(graph: ProvenanceGraph) -> pa.Table:
     """The file's one table: a row per logical table, its payload an Arrow IPC stream."""
     names, payloads = [], []
-    for name, table in _graph_tables(graph).items():
+    tables = _graph_tables(graph)
+    for name in list(tables):
         names.append(name)
-        payloads.append(_stream(table))
+        payloads.append(_stream(tables.pop(name)))  # each table goes once streamed: peak memory, not bytes
     reg = graph._registry
     meta: dict[bytes | str, bytes | str] = {
         "format": FORMAT,
@@ -301,12 +302,10 @@ def save_graph(graph: ProvenanceGraph, path: str | Path) -> None:
         msg = f"save: {parent} is not a directory"
         raise NotADirectoryError(msg)
     outer = _outer_table(graph)
-    sink = pa.BufferOutputStream()
-    _write(outer, sink)
     fd, tmp = _create_aside(path)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(memoryview(sink.getvalue()))
+            _write(outer, pa.PythonFile(f, mode="w"))  # straight to the file: no second copy in memory
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

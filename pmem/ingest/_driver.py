@@ -43,6 +43,7 @@ from pmem.ingest._stream import Position, StreamBatch, StreamError, count_rows, 
 from pmem.ingest._workdir import ResumeError, Workdir, stream_check, workdir_of
 from pmem.ingest._worker import IngestWorker, commit_item, extraction_rows, partition_of, peak_rss_mb
 from pmem.models._log import RequestLog
+from pmem.runner._store import file_sha256
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -330,9 +331,7 @@ class _Ingest:
 
     def _complete(self, doc: dict[str, Any]) -> bool:
         """The output is the manifest's and the stream holds nothing after the ingested rows."""
-        if not self.out.is_file() or hashlib.sha256(self.out.read_bytes()).hexdigest() != doc.get(
-            "out_sha256"
-        ):
+        if not self.out.is_file() or file_sha256(self.out) != doc.get("out_sha256"):
             return False
         return bool(doc["stream_check"]["bytes"] == self.stream.stat().st_size)
 
@@ -547,12 +546,11 @@ class _Ingest:
 
     def _checkpoint(self, position: Position) -> None:
         t = time.monotonic()
-        data = self.graph.to_bytes()
-        path = self.work.write_checkpoint(self.report.events, data)
+        path, sha256 = self.work.write_checkpoint(self.report.events, self.graph)
         self.report.calls = {k: dict(v) for k, v in sorted(self.calls.items())}
         self.report.stage_s["checkpoint"] += time.monotonic() - t
         self.position = position
-        self.last_checkpoint = (path, hashlib.sha256(data).hexdigest())
+        self.last_checkpoint = (path, sha256)
         self.work.write_manifest(self._manifest())
         self.work.drop_checkpoints_but(path)
 

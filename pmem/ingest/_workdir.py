@@ -28,9 +28,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pmem._atomic import atomic_write_bytes, fsync_file, temp_path
+from pmem.runner._store import file_sha256
 
 if TYPE_CHECKING:
-    pass
+    from pmem.graph import ProvenanceGraph
 
 MANIFEST_FORMAT = "pmem-ingest"
 MANIFEST_VERSION = 1
@@ -82,10 +83,14 @@ class Workdir:
     def checkpoint_path(self, events: int) -> Path:
         return self.root / f"checkpoint-{events:012d}.arrow"
 
-    def write_checkpoint(self, events: int, data: bytes) -> Path:
+    def write_checkpoint(self, events: int, graph: ProvenanceGraph) -> tuple[Path, str]:
+        """Save ``graph`` (atomically) as the checkpoint after ``events`` events: its path and sha256.
+
+        Saved straight to the file and hashed from it: the state's bytes are never all in memory at once.
+        """
         path = self.checkpoint_path(events)
-        atomic_write_bytes(path, data)
-        return path
+        graph.save(path)
+        return path, file_sha256(path)
 
     def drop_checkpoints_but(self, keep: Path) -> None:
         for p in self.root.glob("checkpoint-*.arrow"):
