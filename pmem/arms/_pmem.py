@@ -159,6 +159,9 @@ class PMemArm(ArmBase):
         self._slot_keys: list[str] = []
         self._dirty: set[str] = set()
         self._index = VectorIndex()
+        # key -> the stream events behind its writes, read only by the write-path audit (active_facts); a
+        # writer that never audits and runs for a whole stream (an ingest worker) turns this off
+        self.track_attribution = True
         self._key_events: dict[str, set[int]] = {}
         # turn read
         self._turns: list[Event] = []
@@ -208,6 +211,10 @@ class PMemArm(ArmBase):
         self._dirty.add(key)
         return r
 
+    def _attribute(self, key: str, event: int) -> None:
+        if event >= 0 and self.track_attribution:
+            self._key_events.setdefault(key, set()).add(event)
+
     def _commit(
         self,
         fact: Fact,
@@ -228,8 +235,7 @@ class PMemArm(ArmBase):
                 alias = fact.key
                 self._aliases[fact.key] = key
         r = self._apply(op, key, None if op == "revoke" else value, evidence, premises, alias)
-        if fact.event >= 0:
-            self._key_events.setdefault(key, set()).add(fact.event)
+        self._attribute(key, fact.event)
         if evidence is not None:
             self._records_of.setdefault(evidence, []).append(len(self._log))
         self.record(
@@ -511,8 +517,7 @@ class PMemArm(ArmBase):
         op, value, reason = _validate_annotation(completion_json(c), fact, head)
         if reason is not None:
             # a failing annotation changes nothing: logged as a noop with its reason, not applied
-            if fact.event >= 0:
-                self._key_events.setdefault(key, set()).add(fact.event)
+            self._attribute(key, fact.event)
             self.record(
                 "noop",
                 key,
@@ -688,6 +693,9 @@ class PMemArm(ArmBase):
     def active_facts(self) -> list[tuple[str, str, frozenset[int]]] | None:
         if self.read_mode == "turns":
             return None
+        if not self.track_attribution:
+            msg = f"arm {self.name!r}: active_facts needs event attribution, which is off (track_attribution)"
+            raise RuntimeError(msg)
         items = self._store.values.items() if self._store is not None else self._graph.frontier_items()
         return [(k, v, frozenset(self._key_events.get(k, ()))) for k, v in items]
 

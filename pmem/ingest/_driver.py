@@ -41,7 +41,14 @@ from pmem.ingest._merge import merge_batch
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import Position, StreamBatch, StreamError, count_rows, read_stream
 from pmem.ingest._workdir import ResumeError, Workdir, stream_check, workdir_of
-from pmem.ingest._worker import IngestWorker, commit_item, extraction_rows, partition_of, peak_rss_mb
+from pmem.ingest._worker import (
+    IngestWorker,
+    commit_item,
+    extraction_rows,
+    partition_of,
+    peak_rss_mb,
+    reset_peak_rss,
+)
 from pmem.models._log import RequestLog
 from pmem.runner._store import file_sha256
 
@@ -267,6 +274,7 @@ class _Ingest:
     def execute(self) -> IngestReport:
         """Resume or start, run to the end of the stream, save; the models are stopped in any case."""
         t_start = time.monotonic()
+        reset_peak_rss()  # the report's driver peak is this attempt's, even in a long-lived process
         self.work.create()
         doc, state = self._resume_point()
         if doc is not None and doc.get("done") and self._complete(doc):

@@ -261,3 +261,17 @@ def test_acceptance_on_all_140_cases_of_every_subset() -> None:
     assert rate(late, "current") == rate(late, "as_of") == 1.0
     assert rate(_probes("pmem", "stale-premise", 140), "after_change") == 1.0
     assert rate(_probes("pmem", "merge", 140), "after_correction") >= 0.97
+
+
+def test_an_arm_without_event_attribution_keeps_none_and_refuses_the_audit() -> None:
+    fact = T.FACT.format(attr="gate code", entity="the Hill Street garage", value="4821")
+    arm = _arm()
+    asyncio.run(arm.ingest(_events((fact, "user"))))
+    assert arm.active_facts() == [("the_hill_street_garage.gate_code", "4821", frozenset({0}))]
+    quiet = _arm()
+    quiet.track_attribution = False
+    asyncio.run(quiet.ingest(_events((fact, "user"))))
+    assert quiet.graph().to_bytes() == arm.graph().to_bytes()  # the memory itself is the same
+    assert not quiet._key_events
+    with pytest.raises(RuntimeError, match="attribution"):
+        quiet.active_facts()

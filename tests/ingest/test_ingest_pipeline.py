@@ -105,6 +105,17 @@ def test_a_rerun_of_a_complete_ingest_does_nothing_and_a_grown_stream_continues(
     assert out.read_bytes() == ingest_sequential(stream, config=cfg).to_bytes()
 
 
+def test_the_reported_driver_peak_is_the_ingests_not_the_processs(ray_cluster, tmp_path: Path) -> None:
+    """A library call in a long-lived process: memory the caller used before is not the ingest's peak."""
+    if sys.platform != "linux":
+        pytest.skip("the peak is counted afresh per ingest only where the system allows it (Linux)")
+    block = b"\x01" * (1536 * 2**20)  # written, so resident: the process's peak is now above it
+    del block
+    stream = write_synthetic_stream(tmp_path / "s.jsonl", 60, keys=10, seed=2)
+    report = ingest(stream, tmp_path / "state.arrow", config=_config(tmp_path), progress=False)
+    assert 0 < report.peak_rss_mb["driver"] < 1536, report.peak_rss_mb
+
+
 def test_a_checkpoint_of_another_config_or_stream_is_refused(ray_cluster, tmp_path: Path) -> None:
     stream = write_synthetic_stream(tmp_path / "s.jsonl", 150, keys=20, seed=1)
     out = tmp_path / "state.arrow"

@@ -4,14 +4,16 @@ applied calls it reports replay to the graph the `pmem` arm builds."""
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import pyarrow as pa
+import pytest
 
 from pmem.graph import ProvenanceGraph
 from pmem.ingest import IngestSpec
 from pmem.ingest._merge import merge_batch
 from pmem.ingest._stream import EVENT_SCHEMA
-from pmem.ingest._worker import IngestWorker, commit_item, partition_of
+from pmem.ingest._worker import IngestWorker, commit_item, partition_of, peak_rss_mb, reset_peak_rss
 
 TEXTS = [
     "Earlier observation: apple 1 was in drawer 2.",
@@ -121,5 +123,16 @@ def test_drain_hands_over_the_write_log_and_the_worker_keeps_no_record_per_write
     drained = worker.drain()
     assert len(drained["requests"]) > 0
     assert worker.arm.write_log() == [] and not worker.arm._records_of
+    assert not worker.arm._key_events  # no audit reads it in an ingest: nothing kept per event either
     asyncio.run(worker.commit(2, _items(worker, TEXTS[:2])))
     assert len(worker.arm.write_log()) == 2  # only the writes since the drain
+
+
+def test_the_peak_memory_count_starts_afresh_at_a_reset() -> None:
+    block = b"\x01" * (768 * 2**20)  # written, so resident
+    grown = peak_rss_mb()
+    del block
+    if not reset_peak_rss():
+        assert sys.platform != "linux", "Linux lets a process reset its own peak"
+        pytest.skip("this system keeps one peak per process")
+    assert grown - peak_rss_mb() > 700, (grown, peak_rss_mb())
