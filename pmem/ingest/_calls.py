@@ -15,9 +15,8 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from pmem.models import CallContext
+from pmem.models import CallContext, ResponseCache
 from pmem.runner._actor import _client
-from pmem.runner._bindings import open_cache
 from pmem.runner._execute import RecordingChatModel, RecordingEmbedder
 
 if TYPE_CHECKING:
@@ -74,11 +73,18 @@ class UnusedEmbedder(RecordingEmbedder):
         raise RuntimeError(msg)
 
 
+def open_ingest_cache(path: str | None) -> ResponseCache | None:
+    """An ingest process's response cache (None when caching is off): entries are held and written
+    once per batch (:meth:`ResponseCache.flush`), before the calls are reported to the driver or
+    logged, so every logged call is in the cache when a resumed run looks for it."""
+    return None if not path else ResponseCache(path, write_behind=True)
+
+
 def build_models(
-    spec: RoleSpec, hosted: dict[str, Hosted], cache_path: str | None, log: RequestLog, key: str
+    spec: RoleSpec, hosted: dict[str, Hosted], cache: ResponseCache | None, log: RequestLog, key: str
 ) -> Any:
     """The sweep's client for ``spec`` (the driver-hosted replicas when there are some), logged."""
-    base = _client(spec, key, hosted, open_cache(cache_path))
+    base = _client(spec, key, hosted, cache)
     recorder = SimpleNamespace(log=log)
     ctx = CallContext(arm=INGEST_ARM)
     return (RowEmbedder if spec.role == "embedder" else RowChat)(base, recorder, ctx)  # type: ignore[arg-type]

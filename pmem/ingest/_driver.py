@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import pyarrow as pa
 
-from pmem.ingest._calls import build_models, for_row
+from pmem.ingest._calls import build_models, for_row, open_ingest_cache
 from pmem.ingest._merge import merge_batch
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import Position, StreamBatch, StreamError, count_rows, read_stream
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from pmem.graph import ProvenanceGraph
+    from pmem.models import ResponseCache
     from pmem.models._types import RequestRecord
 
 #: The driver-side stages whose wall time the report gives (extract and commit: waiting on workers).
@@ -233,6 +234,7 @@ class _Ingest:
         self.attempt = 1
         self.hosts: Any = None
         self._file_check: dict[str, Any] | None = None
+        self.cache: ResponseCache | None = None
         self._batch_index = 0
         self._since_checkpoint = 0
         self._restored: bytes | None = None  # the checkpoint resumed from, until the workers have it
@@ -317,10 +319,11 @@ class _Ingest:
         from pmem.graph import ProvenanceGraph
 
         cache = str(self.work.cache_path) if self.spec.cache else None
+        self.cache = open_ingest_cache(cache)  # the driver's own calls: soft identity
         agent = build_models(
-            self.spec.agent, hosted, cache, self.driver_log, f"agent:{self.spec.agent.model_id}"
+            self.spec.agent, hosted, self.cache, self.driver_log, f"agent:{self.spec.agent.model_id}"
         )
-        embedder = build_models(self.spec.embedder, hosted, cache, self.driver_log, "embedder")
+        embedder = build_models(self.spec.embedder, hosted, self.cache, self.driver_log, "embedder")
         self.arm = PMemArm("pmem", ModelSet(agent=agent, embedder=embedder), self.spec.arm_options())
         self.arm.stream = "events"
         state, self._restored = self._restored, None
@@ -498,6 +501,8 @@ class _Ingest:
         batch = done.batch
         applied = sorted((a for part in parts for a in part), key=lambda a: (a[0], a[1]))
         merge_batch(self.graph, batch.events, done.first, applied)
+        if self.cache is not None:
+            self.cache.flush()  # the driver's calls about to be logged are in the cache first
         records: list[RequestRecord] = self.driver_log.drain()
         for d in drained:
             records.extend(d["requests"])

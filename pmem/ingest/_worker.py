@@ -18,7 +18,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 from pmem.graph import OpResult, ProvenanceGraph
-from pmem.ingest._calls import UnusedEmbedder, build_models, for_row
+from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
 from pmem.models._log import RequestLog
 
 if TYPE_CHECKING:
@@ -137,7 +137,8 @@ class IngestWorker:
 
         self.index = index
         self.log = RequestLog()
-        agent = build_models(spec.agent, hosted or {}, cache_path, self.log, f"agent:{spec.agent.model_id}")
+        self.cache = open_ingest_cache(cache_path)
+        agent = build_models(spec.agent, hosted or {}, self.cache, self.log, f"agent:{spec.agent.model_id}")
         self.arm = PMemArm("pmem", ModelSet(agent=agent, embedder=UnusedEmbedder()), spec.arm_options())
         self.arm.stream = "events"
         self.arm.track_attribution = False  # an ingest never audits: no per-event record to grow with
@@ -219,7 +220,10 @@ class IngestWorker:
         return peak_rss_mb()
 
     def drain(self) -> dict[str, Any]:
-        """The request records and write-log noops since the last drain (then forgotten)."""
+        """The request records and write-log noops since the last drain (then forgotten); the calls
+        they record are in the response cache first."""
+        if self.cache is not None:
+            self.cache.flush()
         records: list[RequestRecord] = self.log.drain()
         # the arm's write log: its noops are the refused writes (bad extractions and annotations)
         noops = [(r.reason or "") for r in self.arm.take_write_log() if not r.applied]

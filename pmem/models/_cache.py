@@ -51,14 +51,31 @@ def _retry_locked(step: Callable[[], object], attempts: int = 40) -> None:
 
 
 class ResponseCache:
-    """One SQLite file; one connection per (process, thread), opened lazily (fork-safe)."""
+    """One SQLite file; one connection per (process, thread), opened lazily (fork-safe).
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``write_behind``: chat entries are held in memory (and answer :meth:`get` at once) until
+    :meth:`flush` writes them all in one transaction. One transaction per entry costs more than the
+    heuristic agent's whole answer; a writer that knows when its calls must be durable (an ingest
+    worker, before it reports them) flushes then, and a crash loses only calls nobody was told of.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "cache.sqlite")
+    >>> held = ResponseCache(path, write_behind=True)
+    >>> held.put("k", {"text": "hello"}); held.get("k"), ResponseCache(path).get("k")
+    ({'text': 'hello'}, None)
+    >>> held.flush(), ResponseCache(path).get("k")
+    (1, {'text': 'hello'})
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, write_behind: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self.hits = 0
         self.misses = 0
+        self.write_behind = write_behind
+        self._held: dict[str, str] = {}  # key -> payload JSON, not written yet (write_behind)
+        self._held_lock = threading.Lock()
         self._conn()  # create the schema now so that a bad path fails here
 
     def _conn(self) -> sqlite3.Connection:
@@ -99,18 +116,46 @@ class ResponseCache:
         return hashlib.sha256(f"{model_id}\x00{text}".encode()).hexdigest()
 
     def get(self, key: str) -> dict[str, Any] | None:
-        row = self._conn().execute("SELECT payload FROM chat WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            self.misses += 1
-            return None
+        text = self._held.get(key)
+        if text is None:
+            row = self._conn().execute("SELECT payload FROM chat WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                self.misses += 1
+                return None
+            text = row[0]
         self.hits += 1
-        return json.loads(row[0])
+        return json.loads(text)
 
     def put(self, key: str, payload: dict[str, Any]) -> None:
-        self._conn().execute(
-            "INSERT OR IGNORE INTO chat (key, payload) VALUES (?, ?)",
-            (key, json.dumps(payload, ensure_ascii=False)),
-        )
+        text = json.dumps(payload, ensure_ascii=False)
+        if self.write_behind:
+            with self._held_lock:
+                self._held.setdefault(key, text)  # the first answer stays, as INSERT OR IGNORE keeps it
+            return
+        self._conn().execute("INSERT OR IGNORE INTO chat (key, payload) VALUES (?, ?)", (key, text))
+
+    def flush(self) -> int:
+        """Write the held chat entries (``write_behind``) in one transaction; how many there were."""
+        with self._held_lock:
+            rows = list(self._held.items())
+        if not rows:
+            return 0
+        # held (and answering get) until written: a failed write loses nothing
+        self._write_many("INSERT OR IGNORE INTO chat (key, payload) VALUES (?, ?)", rows)
+        with self._held_lock:
+            for key, _ in rows:
+                self._held.pop(key, None)
+        return len(rows)
+
+    def _write_many(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(sql, rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def get_vectors(self, model_id: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
         keys = [self.vector_key(model_id, t) for t in texts]
@@ -132,22 +177,18 @@ class ResponseCache:
             )
             for t, v in zip(texts, vectors, strict=True)
         ]
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.executemany("INSERT OR IGNORE INTO vectors (key, dim, data) VALUES (?, ?, ?)", rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        self._write_many("INSERT OR IGNORE INTO vectors (key, dim, data) VALUES (?, ?, ?)", rows)
 
     def __len__(self) -> int:
+        """Chat entries written to the file (held ones count once flushed)."""
         return int(self._conn().execute("SELECT COUNT(*) FROM chat").fetchone()[0])
 
     def integrity_ok(self) -> bool:
         return self._conn().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
     def close(self) -> None:
+        """Flush what is held, then close this thread's connection."""
+        self.flush()
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()

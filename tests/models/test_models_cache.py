@@ -94,3 +94,25 @@ def test_heuristic_cached_rows_marked(tmp_path) -> None:
     assert a.text == b.text and b.parsed == a.parsed and b.cached and not a.cached
     assert [r.cached for r in log.records()] == [False, True] and m.backend_calls == 1
     assert all(r.tokens_estimated for r in log.records())
+
+
+def test_write_behind_holds_entries_until_a_flush_writes_them_in_one_transaction(tmp_path) -> None:
+    path = tmp_path / "c.sqlite"
+    held = ResponseCache(path, write_behind=True)
+    reader = ResponseCache(path)
+    held.put("k1", {"text": "first"})
+    held.put("k1", {"text": "second"})  # the first answer stays, as a write to the file keeps it
+    held.put("k2", {"text": "other"})
+    assert held.get("k1") == {"text": "first"} and held.hits == 1  # answered while held
+    assert reader.get("k1") is None and len(reader) == 0  # nothing written yet
+    commits: list[str] = []
+    held._conn().set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    assert held.flush() == 2 and commits == ["COMMIT"]
+    assert reader.get("k1") == {"text": "first"} and reader.get("k2") == {"text": "other"}
+    assert held.flush() == 0 and held.get("k2") == {"text": "other"}  # from the file now
+    held.put("k3", {"text": "at close"})
+    held.close()
+    assert reader.get("k3") == {"text": "at close"}  # close flushes
+    plain = ResponseCache(tmp_path / "p.sqlite")
+    plain.put("k", {"text": "x"})
+    assert ResponseCache(tmp_path / "p.sqlite").get("k") == {"text": "x"}  # written at once by default
