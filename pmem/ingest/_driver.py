@@ -475,12 +475,18 @@ class _Ingest:
         items: list[list[Any]] = [[] for _ in self.workers]
         n_facts = 0
         embedded = await self._embed_candidates(extracted, rows[0] if rows else 0)
+        identity = self.arm.key_vectors_needed()
+        canonical = self.graph.registry.canonical
         for i, (facts, _error) in enumerate(extracted):
             if not facts:
                 continue
             n_facts += len(facts)
-            with for_row(rows[i]):
-                keys = await self.arm.route_keys([f[0] for f in facts], embedded)
+            # most rows name keys routed before: their canonical keys are what routing would return,
+            # without a model call, so only rows with a new key go through it
+            keys = [canonical(f[0]) for f in facts] if identity else [f[0] for f in facts]
+            if None in keys:
+                with for_row(rows[i]):
+                    keys = await self.arm.route_keys([f[0] for f in facts], embedded)
             for fidx, ((fact_key, value, status, event), key) in enumerate(zip(facts, keys, strict=True)):
                 item = commit_item(first + i, rows[i], fidx, key, value, status, fact_key, event, lines[i])
                 items[partition_of(key, len(self.workers))].append(item)

@@ -105,6 +105,27 @@ def test_a_rerun_of_a_complete_ingest_does_nothing_and_a_grown_stream_continues(
     assert out.read_bytes() == ingest_sequential(stream, config=cfg).to_bytes()
 
 
+def test_a_key_soft_identity_merged_routes_to_its_canonical_key_whenever_it_recurs(
+    ray_cluster, tmp_path: Path
+) -> None:
+    texts = [
+        "1. The chairperson of Company 7 is Ada Lovelace.",
+        "2. The current chairperson of Company 7 is Grace Hopper.",  # merged into the first key
+        "3. The chairperson of Company 9 is Alan Turing.",
+        "4. The current chairperson of Company 7 is Edsger Dijkstra.",  # the merged key again
+    ]
+    stream = tmp_path / "s.jsonl"
+    stream.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    cfg = _config(tmp_path, batch_events=2)  # the recurrence arrives in a later batch too
+    out = tmp_path / "state.arrow"
+    report = ingest(stream, out, config=cfg, partitions=2, progress=False)
+    assert report.calls["identity"]["calls"] >= 1
+    graph = ProvenanceGraph.load(out)
+    assert sorted(graph.keys()) == ["company_7.chairperson", "company_9.chairperson"]
+    assert graph.head_value("company_7.chairperson") == "Edsger Dijkstra"
+    assert out.read_bytes() == ingest_sequential(stream, config=cfg).to_bytes()
+
+
 def test_the_reported_driver_peak_is_the_ingests_not_the_processs(ray_cluster, tmp_path: Path) -> None:
     """A library call in a long-lived process: memory the caller used before is not the ingest's peak."""
     if sys.platform != "linux":
