@@ -32,9 +32,10 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pmem.ingest._calls import build_models, for_row, open_ingest_cache
 from pmem.ingest._merge import merge_batch
@@ -49,7 +50,7 @@ from pmem.ingest._worker import (
     peak_rss_mb,
     reset_peak_rss,
 )
-from pmem.models._log import RequestLog
+from pmem.models._log import RequestLog, records_to_table
 from pmem.runner._store import file_sha256
 
 if TYPE_CHECKING:
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
 
     from pmem.graph import ProvenanceGraph
     from pmem.models import ResponseCache
-    from pmem.models._types import RequestRecord
 
 #: The driver-side stages whose wall time the report gives (extract and commit: waiting on workers).
 STAGES = ("read", "extract", "route", "commit", "merge", "checkpoint")
@@ -483,10 +483,12 @@ class _Ingest:
             n_facts += len(facts)
             # most rows name keys routed before: their canonical keys are what routing would return,
             # without a model call, so only rows with a new key go through it
-            keys = [canonical(f[0]) for f in facts] if identity else [f[0] for f in facts]
-            if None in keys:
+            routed = [canonical(f[0]) for f in facts] if identity else [f[0] for f in facts]
+            if None in routed:
                 with for_row(rows[i]):
                     keys = await self.arm.route_keys([f[0] for f in facts], embedded)
+            else:
+                keys = cast("list[str]", routed)
             for fidx, ((fact_key, value, status, event), key) in enumerate(zip(facts, keys, strict=True)):
                 item = commit_item(first + i, rows[i], fidx, key, value, status, fact_key, event, lines[i])
                 items[partition_of(key, len(self.workers))].append(item)
@@ -509,12 +511,15 @@ class _Ingest:
         merge_batch(self.graph, batch.events, done.first, applied)
         if self.cache is not None:
             self.cache.flush()  # the driver's calls about to be logged are in the cache first
-        records: list[RequestRecord] = self.driver_log.drain()
+        # request rows as Arrow: the workers convert theirs (in parallel, cheap to ship), the driver
+        # only concatenates and counts them, column-wise
+        requests = pa.concat_tables(
+            [records_to_table(self.driver_log.drain()), *(d["requests"] for d in drained)]
+        )
         for d in drained:
-            records.extend(d["requests"])
             self.report.refused += len(d["refused"])
-        self._count_calls(records)
-        self._write_side_files(batch, records)
+        self._count_calls(requests)
+        self._write_side_files(batch, requests)
         self.report.facts += done.facts
         self.report.events += batch.events.num_rows
         self.report.rejects += batch.rejects.num_rows
@@ -543,20 +548,29 @@ class _Ingest:
         registry.prescore(new, vectors)
         return dict(zip(new, vectors, strict=True))
 
-    def _count_calls(self, records: list[RequestRecord]) -> None:
-        for r in records:
-            c = self.calls[r.purpose]
-            c["calls"] += 1
-            c["cached"] += int(r.cached)
-            c["prompt_tokens"] += int(r.prompt_tokens)
-            c["completion_tokens"] += int(r.completion_tokens)
+    def _count_calls(self, requests: pa.Table) -> None:
+        if not requests.num_rows:
+            return
+        counted = requests.select(["purpose", "cached", "prompt_tokens", "completion_tokens"])
+        counted = counted.set_column(1, "cached", pc.cast(counted.column("cached"), pa.int64()))
+        sums = counted.group_by("purpose").aggregate(
+            [
+                ("purpose", "count"),
+                ("cached", "sum"),
+                ("prompt_tokens", "sum"),
+                ("completion_tokens", "sum"),
+            ]
+        )
+        for row in sums.to_pylist():
+            c = self.calls[row["purpose"]]
+            c["calls"] += int(row["purpose_count"])
+            for name in ("cached", "prompt_tokens", "completion_tokens"):
+                c[name] += int(row[f"{name}_sum"] or 0)
 
-    def _write_side_files(self, batch: StreamBatch, records: list[RequestRecord]) -> None:
-        from pmem.models._log import records_to_table
-
+    def _write_side_files(self, batch: StreamBatch, requests: pa.Table) -> None:
         first_row = int(batch.events.column("row")[0].as_py()) if batch.events.num_rows else batch.end.row
-        if records:
-            self.work.write_requests(first_row, self.attempt, records_to_table(records))
+        if requests.num_rows:
+            self.work.write_requests(first_row, self.attempt, requests)
         if batch.rejects.num_rows:
             rejected_first = int(batch.rejects.column("row")[0].as_py())
             self.work.write_rejects(min(first_row, rejected_first), pa.Table.from_batches([batch.rejects]))

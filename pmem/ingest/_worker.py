@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.graph import OpResult, ProvenanceGraph
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
-from pmem.models._log import RequestLog
+from pmem.models._log import RequestLog, records_to_table
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -227,4 +227,4 @@ class IngestWorker:
         records: list[RequestRecord] = self.log.drain()
         # the arm's write log: its noops are the refused writes (bad extractions and annotations)
         noops = [(r.reason or "") for r in self.arm.take_write_log() if not r.applied]
-        return {"requests": records, "refused": noops}
+        return {"requests": records_to_table(records), "refused": noops}

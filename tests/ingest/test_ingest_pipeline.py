@@ -81,6 +81,15 @@ def test_any_partition_count_gives_the_bytes_of_sequential_ingestion(ray_cluster
         rows = _request_rows(out)
         assert rows and all(str(r["history_id"]).startswith("row:") for r in rows)
         assert {r["arm"] for r in rows} == {"ingest"}
+        # the report's counts by purpose are those of the request rows
+        totals: dict[str, dict[str, int]] = {}
+        for r in rows:
+            t = totals.setdefault(str(r["purpose"]), dict.fromkeys(report.calls["extract"], 0))
+            t["calls"] += 1
+            t["cached"] += int(bool(r["cached"]))
+            t["prompt_tokens"] += int(r["prompt_tokens"])
+            t["completion_tokens"] += int(r["completion_tokens"])
+        assert report.calls == totals
 
 
 def test_a_rerun_of_a_complete_ingest_does_nothing_and_a_grown_stream_continues(
