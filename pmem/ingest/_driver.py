@@ -29,7 +29,7 @@ import dataclasses
 import hashlib
 import sys
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -210,6 +210,10 @@ def ingest(
             import ray
 
             ray.shutdown()
+
+
+#: Batches sent for extraction ahead of the one being routed.
+EXTRACT_AHEAD = 2
 
 
 class _Ingest:
@@ -422,36 +426,49 @@ class _Ingest:
         ]
 
     async def _loop(self, position: Position) -> None:
-        """Three batches in flight: batch b+1 is extracted and batch b routed while batch b-1 commits;
-        a batch is merged (and checkpointed) in order once its commits are back."""
+        """Batches in flight: batches b+1 .. b+EXTRACT_AHEAD are extracted and batch b routed while
+        batch b-1 commits; a batch is merged (and checkpointed) in order once its commits are back.
+        Extracting more than one batch ahead keeps the workers busy while the driver routes and
+        merges (on the driver's cores, the sequential part)."""
         bar = _Progress(count_rows(self.stream), position.row, self.show_progress, self.log)
         stage = self.report.stage_s
         self._since_checkpoint = 0
         error: StreamError | None = None
         batches = self._batches(position)
-        t = time.monotonic()
-        current = next(batches, None)
-        stage["read"] += time.monotonic() - t
-        first = self.report.events
-        pending = self._extract(current, first) if isinstance(current, StreamBatch) else []
+        ahead: deque[tuple[StreamBatch | StreamError, int, list[Any]]] = deque()
+        next_first = self.report.events
+        exhausted = False
+
+        def extract_ahead(extra: int) -> None:
+            """Read and send for extraction until ``extra`` batches wait behind the current one."""
+            nonlocal next_first, exhausted
+            while not exhausted and len(ahead) <= extra:
+                t = time.monotonic()
+                item = next(batches, None)
+                stage["read"] += time.monotonic() - t
+                if item is None:
+                    exhausted = True
+                    return
+                if isinstance(item, StreamError):  # the stream ends with it
+                    exhausted = True
+                    ahead.append((item, next_first, []))
+                    return
+                ahead.append((item, next_first, self._extract(item, next_first)))
+                next_first += item.events.num_rows
+
         committing: _InFlight | None = None
         try:
-            while current is not None:
+            extract_ahead(0)
+            while ahead:
+                current, first, pending = ahead.popleft()
                 if isinstance(current, StreamError):
                     error = current
                     break
-                t = time.monotonic()
-                upcoming = next(batches, None)
-                stage["read"] += time.monotonic() - t
-                next_first = first + current.events.num_rows
-                upcoming_refs = (
-                    self._extract(upcoming, next_first) if isinstance(upcoming, StreamBatch) else []
-                )
+                extract_ahead(EXTRACT_AHEAD - 1)
                 routed = await self._route(current, first, pending)
                 if committing is not None:
                     position = await self._merge_committed(committing, bar)
                 committing = routed
-                current, pending, first = upcoming, upcoming_refs, next_first
             if committing is not None:
                 position = await self._merge_committed(committing, bar)
                 committing = None
