@@ -15,11 +15,13 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from pmem.models import CallContext, ResponseCache
+from pmem.models import CallContext
 from pmem.runner._actor import _client
+from pmem.runner._bindings import open_cache
 from pmem.runner._execute import RecordingChatModel, RecordingEmbedder
 
 if TYPE_CHECKING:
+    from pmem.models import ResponseCache
     from pmem.models._log import RequestLog
     from pmem.models._types import CallOptions, Completion, Embedding
     from pmem.runner._config import RoleSpec
@@ -77,7 +79,7 @@ def open_ingest_cache(path: str | None) -> ResponseCache | None:
     """An ingest process's response cache (None when caching is off): entries are held and written
     once per batch (:meth:`ResponseCache.flush`), before the calls are reported to the driver or
     logged, so every logged call is in the cache when a resumed run looks for it."""
-    return None if not path else ResponseCache(path, write_behind=True)
+    return open_cache(path, write_behind=True)
 
 
 def build_models(

@@ -55,13 +55,13 @@ def build_embedder(spec: ModelSpec, cache: ResponseCache | None = None) -> Embed
     return make_embedder(spec.as_dict(), cache=cache)
 
 
-def open_cache(path: str | None) -> ResponseCache | None:
+def open_cache(path: str | None, *, write_behind: bool = False) -> ResponseCache | None:
     """The model layer's response cache at ``path`` (None when caching is off)."""
     if not path:
         return None
     from pmem.models import ResponseCache
 
-    return ResponseCache(path)
+    return ResponseCache(path, write_behind=write_behind)
 
 
 def judge_prompt(question: Any, prediction: str) -> list[dict[str, str]]:
