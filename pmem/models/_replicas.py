@@ -222,6 +222,7 @@ class ReplicaActor:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._stopped = threading.Event()
+        self._watching = False  # the monitor thread runs
         # a directory this replica owns, so that stop() can remove its log (and nothing else)
         self._log_dir = Path(tempfile.mkdtemp(prefix=f"pmem-replica-{index}-"))
         self._log_path = self._log_dir / "server.log"
@@ -279,8 +280,14 @@ class ReplicaActor:
         with self._lock:
             if self.proc is None or self.proc.poll() is not None:
                 self._launch()
-        threading.Thread(target=self._monitor, daemon=True).start()
+            self._watch()
         return f"{self.base}/v1"
+
+    def _watch(self) -> None:
+        """Start the monitor thread, once per actor process (called with the lock held)."""
+        if not self._watching:
+            self._watching = True
+            threading.Thread(target=self._monitor, daemon=True).start()
 
     def _monitor(self) -> None:
         while not self._stop.wait(0.5):
@@ -289,11 +296,17 @@ class ReplicaActor:
         self._stopped.wait()
 
     def ensure(self) -> str:
-        """Restart the server if its process died; returns the (unchanged) URL."""
+        """Restart the server if its process died; returns its URL.
+
+        The URL changes only when Ray restarted this actor: a restarted actor runs ``__init__`` again
+        (a new port, maybe another node) but not ``start()``, so its first ``ensure`` launches the
+        server and starts the monitor."""
         with self._lock:
-            if not self._stop.is_set() and (self.proc is None or self.proc.poll() is not None):
-                self.restarts += 1
-                self._launch()
+            if not self._stop.is_set():
+                if self.proc is None or self.proc.poll() is not None:
+                    self.restarts += 1
+                    self._launch()
+                self._watch()
         return f"{self.base}/v1"
 
     def info(self) -> dict[str, Any]:
@@ -393,6 +406,13 @@ class ReplicaPool:
             self.actors.append(remote.options(**options).remote(self.config, i, driver_ip))
         self.urls = ray.get([a.start.remote() for a in self.actors])
         return self.urls
+
+    async def ensure(self, index: int) -> str:
+        """Replica ``index``'s server running (restarted if it died); its URL. Waits out a restart of
+        the actor by Ray (calls to a restarting actor are retried; a dead one raises)."""
+        ensure = self.actors[index].ensure.options(max_task_retries=-1)
+        url: str = await ensure.remote()
+        return url
 
     def info(self) -> list[dict[str, Any]]:
         return _ray().get([a.info.remote() for a in self.actors])

@@ -89,6 +89,7 @@ class _Pooled(_Replicated):
         self.spec = spec
         self.pool = ReplicaPool(config, replicas)
         self._start_lock: asyncio.Lock | None = None
+        self._retired: list[Any] = []  # clients of replicas that moved (see _revive)
         self.context_tokens = config.max_model_len
 
     @classmethod
@@ -150,7 +151,21 @@ class _Pooled(_Replicated):
         return self.router
 
     async def _revive(self, index: int) -> None:
-        await self.pool.actors[index].ensure.remote()
+        """Restart replica ``index``'s server. When Ray restarted the replica's actor (its process
+        died), the server comes back on another port, maybe on another node: the replica's client is
+        then replaced by one for the new URL (the old one is closed with the model)."""
+        url = await self.pool.ensure(index)
+        if url != self.pool.urls[index]:
+            self.pool.urls[index] = url
+            (client,) = openai_replicas(self.kind, [url], self.model_id, self.client_options(), self.api_key)
+            self._retired.append(self.replicas[index])  # calls in flight may still hold it
+            self.replicas[index] = client
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        retired, self._retired = self._retired, []
+        for client in retired:
+            await client.aclose()
 
     async def start(self) -> list[str]:
         """Launch the replicas (once) and return their base URLs, in ring order."""

@@ -118,6 +118,72 @@ def test_replicas_route_and_recover(ray_cluster) -> None:
         model.stop()
 
 
+def _wait_for(predicate, what: str, timeout_s: float = 30.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    msg = f"not within {timeout_s:g} s: {what}"
+    raise AssertionError(msg)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_replica_whose_actor_ray_restarted_is_found_and_watched_again(ray_cluster) -> None:
+    """Ray re-runs a restarted actor's constructor, not ``start()``: its server comes back on another
+    port (on a cluster, maybe another node). The pool follows it there, and the new actor process
+    watches its server as the first one did."""
+    import ray
+
+    model = make_chat_model(
+        {
+            "backend": "vllm",
+            "model": "heuristic",
+            "launcher": "standin",
+            "replicas": 1,
+            "max_retries": 0,
+            "timeout_s": 20,
+        }
+    )
+    context = CallContext("hist-0", "pmem")
+    try:
+        (first_url,) = asyncio.run(model.start())
+        assert asyncio.run(model.complete(_msg(0), purpose="extract", context=context)).error is None
+        first = model.pool.info()[0]
+        ray.kill(model.pool.actors[0], no_restart=False)  # the actor process dies; Ray restarts it
+        _wait_for(lambda: _gone(first["pid"]), "the first server dies with its actor")
+
+        # the one replica is the only place a call can go: it succeeds only at the restarted actor
+        done = asyncio.run(model.complete(_msg(1), purpose="extract", context=context))
+        assert done.error is None, done.error
+        assert model.router.failovers == 1
+        (url,) = model.pool.urls
+        assert url != first_url
+        second = model.pool.info()[0]
+        assert second["alive"] and second["url"] == url and second["pid"] != first["pid"]
+
+        # a server that dies later is restarted by the new actor process without waiting for a call
+        os.kill(second["pid"], signal.SIGKILL)
+        third = _wait_for(
+            lambda: (i := model.pool.info()[0])["alive"] and i["pid"] != second["pid"] and i,
+            "the restarted actor's monitor relaunches its server",
+        )
+        assert third["url"] == url
+        # (alive is not yet healthy: this call may fail over once while the server comes up)
+        again = asyncio.run(model.complete(_msg(2), purpose="extract", context=context))
+        assert again.error is None and model.pool.urls == [url]
+    finally:
+        model.stop()
+
+
 def test_vllm_embedder_standin(ray_cluster) -> None:
     emb = make_embedder({"backend": "vllm", "model": "hashing", "launcher": "standin", "replicas": 1})
     try:
