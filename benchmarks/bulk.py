@@ -146,7 +146,7 @@ def measure_apart(events: int, keys: int, batch_rows: int = 200_000, seed: int =
     allocator of the process that held it, and would count in the peak memory of whatever that process
     measured next (``pmem perf ingest`` reports the ingest driver's).
     """
-    context = multiprocessing.get_context("spawn")  # a fork would share the parent's heap pages
+    context = multiprocessing.get_context("spawn")  # forking a process that runs threads (Ray's) is unsafe
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         return pool.submit(_measure_with_pid, events, keys, batch_rows, seed).result()
 
