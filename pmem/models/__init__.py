@@ -15,7 +15,7 @@ with llama.cpp's server on CPU); embedders ``hashing``, ``openai``, ``vllm``, ``
 from __future__ import annotations
 
 from pmem.models._cache import ResponseCache
-from pmem.models._errors import MissingDependencyError, ModelCallError
+from pmem.models._errors import MissingDependencyError, ModelCallError, one_line
 from pmem.models._log import REQUEST_COLUMNS, RequestLog, records_to_table, requests_schema
 from pmem.models._registry import (
     chat_backends,
@@ -65,6 +65,7 @@ __all__ = [
     "format_sections",
     "make_chat_model",
     "make_embedder",
+    "one_line",
     "parse_sections",
     "records_to_table",
     "register_chat_backend",

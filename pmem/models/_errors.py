@@ -35,3 +35,14 @@ class ModelCallError(RuntimeError):
 
 class MissingDependencyError(ImportError):
     """An optional dependency of a backend is not installed; the message names the extra."""
+
+
+def one_line(exc: BaseException) -> str:
+    """What a command prints of ``exc``: its message's first line (a replica's start error puts the
+    cause there and its server log's tail below).
+
+    >>> one_line(RuntimeError("replica 0 (vllm) exited with 1 at start: no weights\\nlog tail ..."))
+    'replica 0 (vllm) exited with 1 at start: no weights'
+    """
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

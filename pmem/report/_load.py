@@ -258,6 +258,12 @@ def _model_name(spec: Mapping[str, Any]) -> str | None:
         from pmem.models._llamacpp import model_label as gguf_label
 
         return gguf_label(name)  # the model layer names the GGUF files it knows (one table of them)
+    if spec.get("backend") == "vllm":
+        from pmem.models._weights import packaged_label
+
+        known = packaged_label(name)  # and the folders it prepares for vLLM
+        if known is not None:
+            return known
     if spec.get("path") and not spec.get("model"):
         name = Path(name).name.removesuffix(".gguf")
     family = next((f for f in FAMILIES if name.startswith(f)), None)

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from pmem.models import MissingDependencyError, one_line
     from pmem.runner._config import ConfigError, load_config
     from pmem.runner._driver import SweepInterrupted, check_runners, run_sweep
     from pmem.runner._summary import print_summary
@@ -65,8 +66,8 @@ def _run(args: argparse.Namespace) -> int:
     except SweepInterrupted as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ConfigError, RuntimeError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ConfigError, RuntimeError, ValueError, MissingDependencyError) as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
     print_summary(res)
     fail_on_error = args.fail_on_error or spec.run.fail_on_error

@@ -70,21 +70,35 @@ class HostedModels:
         from pmem.models._registry import HOSTED_BACKENDS
         from pmem.models._vllm import _Pooled
 
+        # roles whose tables are the same (an agent that also judges) share one pool of replicas
+        pools: dict[tuple[str, Any], _Pooled] = {}
+        roles: dict[str, _Pooled] = {}
         for key, spec in specs.items():
             if spec.backend not in HOSTED_BACKENDS:
                 continue
-            opts = spec.as_dict()
-            model = (make_embedder if spec.role == "embedder" else make_chat_model)(opts)
-            assert isinstance(model, _Pooled)
-            self.models.append(model)
-            self.keyed.append((key, model))
-            urls = asyncio.run(model.start())
+            kind = "embed" if spec.role == "embedder" else "chat"
+            shared = pools.get((kind, spec.spec))
+            if shared is None:
+                opts = spec.as_dict()
+                shared = (make_embedder if spec.role == "embedder" else make_chat_model)(opts)
+                assert isinstance(shared, _Pooled)
+                pools[(kind, spec.spec)] = shared
+                self.models.append(shared)
+                self.keyed.append((key, shared))
+            roles[key] = shared
+
+        async def start_all() -> list[list[str]]:
+            # every pool at once: a vLLM server's start is minutes, mostly spent waiting
+            return list(await asyncio.gather(*(m.start() for m in self.models)))
+
+        started = dict(zip((id(m) for m in self.models), asyncio.run(start_all()), strict=True))
+        for key, model in roles.items():
             # the engine's client defaults (dialect, window, concurrency) under the table's own options
             client = model.client_options(restarts_replicas=False)
             self.hosted[key] = Hosted(
-                spec.role,
+                specs[key].role,
                 str(model.model_id),
-                tuple(urls),
+                tuple(started[id(model)]),
                 tuple(sorted(client.items())),
                 api_key=model.api_key,
                 routing=model.routing,

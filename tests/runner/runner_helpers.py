@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -176,3 +178,124 @@ class PoisonProxy:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._task.cancel)
         self._thread.join(5)
+
+
+#: one line per request a uvicorn-based server (llama.cpp's, vLLM's) answered, in its access log
+ACCESS_LINE = re.compile(rb'"POST /v1/chat/completions HTTP/1\.[01]" (\d{3})')
+
+
+def servers_running(needle: bytes) -> dict[int, Path]:
+    """pid -> server log of every process whose command line holds ``needle`` (a replica's server:
+    its stdout is the replica's log)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            if needle in cmd:
+                out[int(entry)] = Path(os.readlink(f"/proc/{entry}/fd/1"))
+        except OSError:
+            continue
+    return out
+
+
+def sweep_surviving_a_killed_replica(
+    tmp_path: Path,
+    config_text: str,
+    arms: list[str],
+    histories: int,
+    *,
+    server: bytes,
+    started_line: bytes,
+    wait_for_restart: bool = False,
+    timeout_s: float = 1800,
+) -> None:
+    """Sweep ``config_text`` (two hosted replicas of a real engine) and SIGKILL one replica's server
+    (the process whose command line holds ``server``) once it has answered 3 requests. Checks: its
+    calls failed over and the sweep completed every history, none lost and none twice; the actor
+    started the server again (``started_line`` three times in the run's logs; with
+    ``wait_for_restart``, the new server answered health checks before the sweep ended); every request
+    a server answered is one ``requests/`` row with its status, and each request the kill cost is a row
+    with an error."""
+    import signal
+    import time
+    from collections import Counter
+
+    from pmem.runner import load_config, run_sweep
+
+    cfg = tmp_path / "sweep.toml"
+    cfg.write_text(config_text)
+    before = set(servers_running(server))
+    found: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            found["run_dir"] = run_sweep(load_config(cfg), out=tmp_path / "runs", progress_enabled=False)
+        except BaseException as exc:  # surfaced by the main thread
+            found["error"] = exc
+
+    sweep = threading.Thread(target=run)
+    sweep.start()
+    killed: tuple[int, Path] | None = None
+    restarted = False
+    deadline = time.monotonic() + timeout_s
+    while (
+        sweep.is_alive()
+        and time.monotonic() < deadline
+        and (killed is None or (wait_for_restart and not restarted))
+    ):
+        running = servers_running(server)
+        if killed is None:
+            for pid, log in running.items():
+                try:
+                    answered = len(ACCESS_LINE.findall(log.read_bytes()))
+                except OSError:
+                    continue
+                if pid not in before and answered >= 3:
+                    os.kill(pid, signal.SIGKILL)
+                    killed = (pid, log)
+                    break
+        else:
+            pid, log = killed
+            with contextlib.suppress(OSError):
+                restarted = any(
+                    p != pid and p not in before and path == log for p, path in running.items()
+                ) and (log.read_bytes().count(started_line) >= 2)
+        time.sleep(0.2)
+    sweep.join(timeout_s)
+    assert not sweep.is_alive(), "the sweep did not finish"
+    assert "error" not in found, found.get("error")
+    assert killed is not None, "the sweep finished before a replica had answered 3 requests"
+    assert restarted or not wait_for_restart, "the killed replica's server was not started again in time"
+    run_dir = Path(found["run_dir"].run_dir)
+
+    status = Counter(read(run_dir, "histories").column("status").to_pylist())
+    assert status == {"complete": histories * len(arms)}
+    results = read(run_dir, "results")
+    keys = list(
+        zip(*(results.column(c).to_pylist() for c in ("history_id", "arm", "question_id")), strict=True)
+    )
+    assert len(keys) == len(set(keys)) and {k[1] for k in keys} == set(arms)  # none lost, none twice
+
+    logs = sorted((run_dir / "logs").glob("*.log"))
+    assert len(logs) == 2
+    text = b"".join(p.read_bytes() for p in logs)
+    assert text.count(started_line) == 3  # two replicas started, one of them again
+    answered_statuses = [int(s) for s in ACCESS_LINE.findall(text)]
+    requests = read(run_dir, "requests")
+    statuses = [s for s in requests.column("http_status").to_pylist() if s is not None]
+    # every request a server answered is one row with its status; the killed one's lost reply is a row
+    # with no status and an error, retried on the other replica
+    assert sorted(statuses) == sorted(answered_statuses)
+    lost = [
+        e
+        for s, e, a in zip(
+            requests.column("http_status").to_pylist(),
+            requests.column("error").to_pylist(),
+            requests.column("http_attempt").to_pylist(),
+            strict=True,
+        )
+        if a is not None and s is None
+    ]
+    assert lost and all(lost)  # the kill was felt, and each request it cost is on the record

@@ -115,3 +115,37 @@ def test_runners_keep_their_own_retries_over_hosted_replicas() -> None:
     runners = model.client_options(restarts_replicas=False)
     assert own["max_retries"] == 1 and "max_retries" not in runners and "backoff_s" not in runners
     assert runners["structured"] == own["structured"] and runners["context_tokens"] == 4096
+
+
+def test_roles_with_the_same_table_share_one_pool_started_together(ray_cluster) -> None:
+    """An agent that also judges (the same table) is one pool of replicas; another table is its own."""
+    from pmem.models import ModelSpec
+    from pmem.runner._config import RoleSpec
+    from pmem.runner._hosting import HostedModels
+
+    table = {"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 1}
+    specs = {
+        "agent": RoleSpec("agent", ModelSpec.from_mapping(table)),
+        "judge": RoleSpec("judge", ModelSpec.from_mapping(table)),
+        "embedder": RoleSpec("embedder", ModelSpec.from_mapping({**table, "model": "hashing"})),
+    }
+    hosts = HostedModels()
+    try:
+        hosted = hosts.start(specs)
+        assert len(hosts.models) == 2  # the agent's pool serves the judge
+        assert hosted["judge"].urls == hosted["agent"].urls and hosted["judge"].role == "judge"
+        assert hosted["judge"].api_key == hosted["agent"].api_key
+        assert hosted["embedder"].urls != hosted["agent"].urls
+        verdict = asyncio.run(
+            RoutedChat(hosted["judge"]).complete(
+                [{"role": "user", "content": "### KEY_A\na.b\n### KEY_B\na.b"}], purpose="identity"
+            )
+        )
+        assert verdict.error is None and verdict.text == "same"
+        other = {**specs, "judge": RoleSpec("judge", ModelSpec.from_mapping({**table, "seed": 1}))}
+        hosts.stop()
+        hosts = HostedModels()
+        hosted = hosts.start(other)
+        assert len(hosts.models) == 3 and hosted["judge"].urls != hosted["agent"].urls
+    finally:
+        hosts.stop()
