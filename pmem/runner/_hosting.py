@@ -80,9 +80,9 @@ class HostedModels:
             shared = pools.get((kind, spec.spec))
             if shared is None:
                 opts = spec.as_dict()
-                shared = (make_embedder if spec.role == "embedder" else make_chat_model)(opts)
-                assert isinstance(shared, _Pooled)
-                pools[(kind, spec.spec)] = shared
+                built = (make_embedder if spec.role == "embedder" else make_chat_model)(opts)
+                assert isinstance(built, _Pooled)
+                shared = pools[(kind, spec.spec)] = built
                 self.models.append(shared)
                 self.keyed.append((key, shared))
             roles[key] = shared

@@ -27,7 +27,7 @@ pytestmark = [
 ]
 
 ARMS = ["pmem", "long-context", "no-memory"]
-CASES = 6  # enough work that the sweep outlasts the killed replica's restart (about 2 min on 2 cores)
+CASES = 20  # enough work that the sweep outlasts the killed replica's restart (2-3 min on 2 cores)
 CONFIG = f"""
 name = "vllm-slice"
 arms = {ARMS!r}
@@ -52,7 +52,7 @@ backend = "hashing"
 [[benchmarks]]
 name = "alfworld-revision"
 subset = "chains"
-L = 1
+L = 2
 cases = {CASES}
 """
 
