@@ -380,10 +380,7 @@ class OpenAIChatModel(ChatModel):
                     "json_schema": {"name": "output", "schema": schema, "strict": True},
                 }
             if self.structured in ("structured_outputs", "both"):
-                # compact JSON: vLLM's grammar otherwise admits any whitespace, and a small model
-                # spends its reply limit indenting (measured on SmolLM2-135M with vLLM's CPU build:
-                # 162 of 162 extraction replies pretty-printed and cut at their limit)
-                payload["structured_outputs"] = {"json": schema, "disable_any_whitespace": True}
+                payload["structured_outputs"] = {"json": schema}
             if self.structured == "json_object":
                 payload["response_format"] = {"type": "json_object", "schema": schema}
         payload.update(self.extra_body)

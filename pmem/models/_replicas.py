@@ -39,6 +39,8 @@ from typing import Any
 
 #: vLLM's OpenAI-compatible server, run as ``python -m`` (the same module on GPUs and CPUs)
 VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+#: vLLM's structured-output settings for chat replicas (JSON without free whitespace)
+STRUCTURED_OUTPUTS_CONFIG = '{"disable_any_whitespace": true}'
 #: the variable by which vLLM's CPU backend sizes its KV cache (GiB), and the size given unless configured
 VLLM_CPU_KVCACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 DEFAULT_CPU_KV_CACHE_GIB = 1
@@ -179,7 +181,11 @@ class ReplicaConfig:
             if self.kind == "embed":
                 cmd += ["--runner", "pooling"]
             else:
-                cmd += ["--enable-prefix-caching"]
+                # compact JSON: vLLM's grammars otherwise admit any whitespace, and a small model
+                # spends its reply limit indenting (SmolLM2-135M on vLLM's CPU build: 162 of 162
+                # extraction replies pretty-printed and cut at their limit). A server setting: the
+                # xgrammar and guidance backends ignore the per-request field.
+                cmd += ["--enable-prefix-caching", "--structured-outputs-config", STRUCTURED_OUTPUTS_CONFIG]
             return [*cmd, *self.vllm_args]
         name = ["--embed-model", self.served_name] if self.kind == "embed" else ["--model", self.served_name]
         return [

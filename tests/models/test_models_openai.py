@@ -90,7 +90,7 @@ def test_payload_carries_vllm_fields(srv) -> None:
     m = model(srv, structured="both")
     payload = m.payload(MSG, CallOptions("extract", max_tokens=64, schema=SCHEMA))
     assert payload["chat_template_kwargs"] == {"enable_thinking": False}
-    assert payload["structured_outputs"] == {"json": SCHEMA, "disable_any_whitespace": True}
+    assert payload["structured_outputs"] == {"json": SCHEMA}
     assert payload["response_format"]["json_schema"]["schema"] == SCHEMA
 
 

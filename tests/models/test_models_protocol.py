@@ -274,11 +274,11 @@ def _sent(structured: str, schema: dict[str, Any] | None) -> dict[str, Any]:
             {"type": "json_schema", "json_schema": {"name": "output", "schema": SCHEMA, "strict": True}},
             None,
         ),
-        ("structured_outputs", None, {"json": SCHEMA, "disable_any_whitespace": True}),
+        ("structured_outputs", None, {"json": SCHEMA}),
         (
             "both",
             {"type": "json_schema", "json_schema": {"name": "output", "schema": SCHEMA, "strict": True}},
-            {"json": SCHEMA, "disable_any_whitespace": True},
+            {"json": SCHEMA},
         ),
         ("json_object", {"type": "json_object", "schema": SCHEMA}, None),
         ("none", None, None),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -45,6 +46,8 @@ def test_vllm_command_uses_documented_flags() -> None:
         "--max-model-len",
         "--enable-prefix-caching",
     } <= set(cmd)
+    i = cmd.index("--structured-outputs-config")
+    assert json.loads(cmd[i + 1]) == {"disable_any_whitespace": True}  # compact JSON from the grammar
     assert cfg.gpus == 1 and cfg.engine_env() == {}
     embed = ReplicaConfig(model="/models/emb", served_name="emb", kind="embed", launcher="vllm").command(8002)
     assert embed[-2:] == ["--runner", "pooling"]
