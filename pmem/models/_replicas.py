@@ -40,7 +40,7 @@ from typing import Any
 #: vLLM's OpenAI-compatible server, run as ``python -m`` (the same module on GPUs and CPUs)
 VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 #: vLLM's structured-output settings for chat replicas (JSON without free whitespace)
-STRUCTURED_OUTPUTS_CONFIG = '{"disable_any_whitespace": true}'
+STRUCTURED_OUTPUTS_CONFIG = '{"backend": "xgrammar", "disable_any_whitespace": true}'
 #: the variable by which vLLM's CPU backend sizes its KV cache (GiB), and the size given unless configured
 VLLM_CPU_KVCACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 DEFAULT_CPU_KV_CACHE_GIB = 1
