@@ -278,7 +278,7 @@ _KNOWN_FAILURES: tuple[tuple[str, str], ...] = (
 
 
 def diagnose_start_failure(log: str) -> str:
-    """The one-line cause of a server's failed start, from its log: a known failure's explanation and
+    r"""The one-line cause of a server's failed start, from its log: a known failure's explanation and
     fix, else the last line that reads as an error, else the log's last line.
 
     >>> diagnose_start_failure("...\nOSError: [Errno 98] Address already in use\n")
