@@ -47,7 +47,10 @@ def test_vllm_command_uses_documented_flags() -> None:
         "--enable-prefix-caching",
     } <= set(cmd)
     i = cmd.index("--structured-outputs-config")
-    assert json.loads(cmd[i + 1]) == {"backend": "xgrammar", "disable_any_whitespace": True}  # compact JSON from the grammar
+    assert json.loads(cmd[i + 1]) == {
+        "backend": "xgrammar",
+        "disable_any_whitespace": True,
+    }  # compact JSON from the grammar
     assert cfg.gpus == 1 and cfg.engine_env() == {}
     embed = ReplicaConfig(model="/models/emb", served_name="emb", kind="embed", launcher="vllm").command(8002)
     assert embed[-2:] == ["--runner", "pooling"]
