@@ -102,7 +102,7 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
             if device == "cpu"
             else "pip install 'pmem[gpu]'"
         )
-        msg = f"backend 'vllm' on {device.upper()} needs vLLM, which is not installed here: {hint}"
+        msg = f"backend 'vllm' on {device.upper()} needs the package 'vllm', which is missing: {hint}"
         raise MissingDependencyError(msg)
     return config, int(spec.option("replicas", 1))
 
