@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pmem.models._cache import ResponseCache
 from pmem.models._errors import MissingDependencyError, ModelCallError, one_line
-from pmem.models._log import REQUEST_COLUMNS, RequestLog, records_to_table, requests_schema
+from pmem.models._log import EMBED_PURPOSE, REQUEST_COLUMNS, RequestLog, records_to_table, requests_schema
 from pmem.models._registry import (
     chat_backends,
     embedder_backends,
@@ -35,6 +35,7 @@ from pmem.models._types import (
     Completion,
     Embedder,
     Embedding,
+    EmbedRequest,
     RequestRecord,
 )
 from pmem.models.sections import format_sections, parse_sections
@@ -43,6 +44,7 @@ from pmem.models.sections import format_sections, parse_sections
 HEURISTIC_LABEL = "heuristic (no LLM)"
 
 __all__ = [
+    "EMBED_PURPOSE",
     "HEURISTIC_LABEL",
     "PURPOSES",
     "REQUEST_COLUMNS",
@@ -50,6 +52,7 @@ __all__ = [
     "CallOptions",
     "ChatModel",
     "Completion",
+    "EmbedRequest",
     "Embedder",
     "Embedding",
     "MissingDependencyError",

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pmem.models._cache import ResponseCache
+from pmem.models._log import EMBED_PURPOSE
+from pmem.models._tokens import estimate_tokens
 from pmem.models._types import (
     CallContext,
     ChatModel,
@@ -23,7 +25,6 @@ from pmem.models._types import (
     Embedding,
     InnerLimits,
     Model,
-    RequestRecord,
     parse_json_text,
 )
 
@@ -164,7 +165,8 @@ def _from_cache(hit: dict[str, Any], options: CallOptions, latency: float) -> Co
 
 
 class InstrumentedEmbedder(_Wrapper, Embedder):
-    """Per-text vector cache; one ``embed`` request row per call (purpose ``embed``)."""
+    """Per-text vector cache; the log gets one ``embed`` row per HTTP request the call sent and one
+    ``cached`` row for the texts the cache answered (see :func:`pmem.models._log.embedding_records`)."""
 
     inner: Embedder
 
@@ -173,22 +175,21 @@ class InstrumentedEmbedder(_Wrapper, Embedder):
         texts = list(texts)
         known = self.cache.get_vectors(self.model_id, texts) if self.cache is not None else {}
         missing = [i for i in range(len(texts)) if i not in known]
-        tokens, estimated = 0, True
+        fresh = Embedding(np.zeros((0, 0), dtype=np.float32), 0, True)
         out: np.ndarray | None = None
         if missing:
             self.backend_calls += 1
             todo = [texts[i] for i in missing]
             try:
-                fresh, tokens, estimated = await self.inner.embed_usage(todo, context=context)
+                fresh = await self.inner.embed_usage(todo, context=context)
             except Exception as exc:
                 if self.log is not None:
-                    self._log(context, 0, True, False, time.perf_counter() - t0, str(exc))
+                    self.log.add_failure(exc, context, EMBED_PURPOSE, self.model_id, time.perf_counter() - t0)
                 raise
             if self.cache is not None:
-                self.cache.put_vectors(self.model_id, todo, fresh)
-            dim = fresh.shape[1]
-            out = np.empty((len(texts), dim), dtype=np.float32)
-            out[missing] = fresh
+                self.cache.put_vectors(self.model_id, todo, fresh.vectors)
+            out = np.empty((len(texts), fresh.vectors.shape[1]), dtype=np.float32)
+            out[missing] = fresh.vectors
         elif texts:
             dim = next(iter(known.values())).shape[0]
             out = np.empty((len(texts), dim), dtype=np.float32)
@@ -196,23 +197,11 @@ class InstrumentedEmbedder(_Wrapper, Embedder):
             out = await self.inner.embed([], context=context)
         for i, vec in known.items():
             out[i] = vec
-        if self.log is not None:
-            self._log(context, tokens, estimated, not missing, time.perf_counter() - t0, None)
-        return Embedding(out, tokens, estimated)
-
-    def _log(
-        self,
-        context: CallContext | None,
-        tokens: int,
-        estimated: bool,
-        cached: bool,
-        latency: float,
-        error: str | None,
-    ) -> None:
-        ctx = context or CallContext()
-        assert self.log is not None
-        self.log.add(
-            RequestRecord(
-                ctx.history_id, ctx.arm, "embed", self.model_id, tokens, 0, cached, latency, error, estimated
-            )
+        result = fresh._replace(
+            vectors=out,
+            cached_texts=fresh.cached_texts + len(known),
+            cached_tokens=fresh.cached_tokens + sum(estimate_tokens(texts[i]) for i in known),
         )
+        if self.log is not None:
+            self.log.add_embedding(result, context, self.model_id, time.perf_counter() - t0)
+        return result

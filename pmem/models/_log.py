@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any
 
-from pmem.models._types import CallContext, Completion, RequestRecord
+from pmem.models._types import CallContext, Completion, Embedding, RequestRecord
 from pmem.rundir import REQUESTS, SchemaError
 
 if TYPE_CHECKING:
@@ -91,6 +91,108 @@ def records_from(completion: Completion, context: CallContext | None) -> list[Re
     return rows
 
 
+#: the purpose every embedding request is logged under, at write and at read time alike (an embedding
+#: request cannot be told to be a write cost, so the report charges none as one)
+EMBED_PURPOSE = "embed"
+
+
+def embedding_records(
+    embedding: Embedding, context: CallContext | None, model: str, latency_s: float
+) -> list[RequestRecord]:
+    """The request rows of one embedding call: one per HTTP request it sent (failed attempts too, each
+    with its status and error; the answered ones with the server's ``usage`` tokens), plus one row
+    ``cached`` for the texts the vector cache answered (their tokens estimated); a call no server saw
+    and no cache answered (an in-process model) is one row of its own.
+
+    >>> import numpy as np
+    >>> from pmem.models._types import EmbedRequest
+    >>> e = Embedding(np.zeros((3, 2)), 12, False, (EmbedRequest(200, 0.1, 12),), cached_texts=1, cached_tokens=4)
+    >>> [(r.http_status, r.prompt_tokens, r.cached) for r in embedding_records(e, None, "m", 0.2)]
+    [(200, 12, False), (None, 4, True)]
+    """
+    ctx = context or CallContext()
+
+    def row(**values: Any) -> RequestRecord:
+        return RequestRecord(
+            ctx.history_id,
+            ctx.arm,
+            EMBED_PURPOSE,
+            model,
+            **{
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cached": False,
+                "latency_s": 0.0,
+                "error": None,
+                **values,
+            },
+        )
+
+    rows = [
+        row(
+            prompt_tokens=r.prompt_tokens,
+            latency_s=r.latency_s,
+            error=r.error,
+            http_attempt=i + 1,
+            http_status=r.status,
+        )
+        for i, r in enumerate(embedding.requests)
+    ]
+    if embedding.cached_texts:
+        rows.append(
+            row(
+                prompt_tokens=embedding.cached_tokens, cached=True, tokens_estimated=True, latency_s=latency_s
+            )
+        )
+    if not rows:
+        rows.append(
+            row(
+                prompt_tokens=embedding.prompt_tokens,
+                tokens_estimated=embedding.tokens_estimated,
+                latency_s=latency_s,
+            )
+        )
+    return rows
+
+
+def failure_records(
+    exc: BaseException, context: CallContext | None, purpose: str, model: str, latency_s: float
+) -> list[RequestRecord]:
+    """The request rows of a call that raised: one per HTTP request it sent (a
+    :class:`~pmem.models.ModelCallError` carries them), the call's own message on the last; one row
+    when it sent none.
+
+    >>> from pmem.models._errors import ModelCallError
+    >>> from pmem.models._types import Attempt
+    >>> exc = ModelCallError("gave up after 2 attempts", attempts=(Attempt(503, "busy", 0.1), Attempt(None, "refused", 0.0)))
+    >>> [(r.http_status, r.error) for r in failure_records(exc, None, "embed", "m", 0.3)]
+    [(503, 'busy'), (None, 'ModelCallError: gave up after 2 attempts')]
+    """
+    ctx = context or CallContext()
+    message = f"{type(exc).__name__}: {exc}"[:500]
+    attempts = getattr(exc, "attempts", ()) or ()
+    rows = [
+        RequestRecord(
+            ctx.history_id,
+            ctx.arm,
+            purpose,
+            model,
+            0,
+            0,
+            False,
+            a.latency_s,
+            a.error,
+            http_attempt=i + 1,
+            http_status=a.status,
+        )
+        for i, a in enumerate(attempts)
+    ]
+    if rows:
+        rows[-1] = replace(rows[-1], error=message)
+        return rows
+    return [RequestRecord(ctx.history_id, ctx.arm, purpose, model, 0, 0, False, latency_s, message)]
+
+
 class RequestLog:
     """Thread-safe in-memory sink of request rows, grouped by history for atomic per-history writes."""
 
@@ -105,6 +207,22 @@ class RequestLog:
     def add_completion(self, completion: Completion, context: CallContext | None) -> None:
         """One row per HTTP request of the call (see :func:`records_from`)."""
         rows = records_from(completion, context)
+        with self._lock:
+            self._rows.extend(rows)
+
+    def add_embedding(
+        self, embedding: Embedding, context: CallContext | None, model: str, latency_s: float
+    ) -> None:
+        """One row per HTTP request of the embedding call (see :func:`embedding_records`)."""
+        rows = embedding_records(embedding, context, model, latency_s)
+        with self._lock:
+            self._rows.extend(rows)
+
+    def add_failure(
+        self, exc: BaseException, context: CallContext | None, purpose: str, model: str, latency_s: float
+    ) -> None:
+        """The rows of a call that raised (see :func:`failure_records`)."""
+        rows = failure_records(exc, context, purpose, model, latency_s)
         with self._lock:
             self._rows.extend(rows)
 

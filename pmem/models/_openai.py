@@ -48,7 +48,15 @@ from yarl import URL
 
 from pmem.models._errors import ModelCallError
 from pmem.models._spec import thaw
-from pmem.models._types import Attempt, ChatModel, Completion, Embedder, Embedding, parse_json_text
+from pmem.models._types import (
+    Attempt,
+    ChatModel,
+    Completion,
+    Embedder,
+    Embedding,
+    EmbedRequest,
+    parse_json_text,
+)
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
@@ -471,39 +479,60 @@ class OpenAIEmbedder(Embedder):
             batch_size=int(spec.option("batch_size", 64)),
         )
 
-    async def _batch(self, texts: list[str]) -> tuple[np.ndarray, int]:
-        data = (
-            await self.client.post_json(
-                "/embeddings", {"model": self.model_id, "input": texts}, {"X-Purpose": "embed"}
-            )
-        ).data
+    async def _batch(self, texts: list[str]) -> tuple[np.ndarray, tuple[EmbedRequest, ...]]:
+        """One POST: the vectors, and the call's HTTP requests (failed attempts first, then the reply
+        with the server's ``usage``); a reply without usable vectors fails with all of them."""
+        reply = await self.client.post_json(
+            "/embeddings", {"model": self.model_id, "input": texts}, {"X-Purpose": "embed"}
+        )
+        failed = tuple(EmbedRequest(a.status, a.latency_s, error=a.error) for a in reply.failed)
         where = f"POST {self.client.base_url}/embeddings"
         try:
-            rows = sorted(data["data"], key=lambda d: d["index"])
-            embeddings = [r["embedding"] for r in rows]
-        except (KeyError, TypeError) as exc:
-            msg = f"{where} returned no usable data[].embedding: {exc!r}"
-            raise ModelCallError(msg, endpoint=self.client.base_url) from exc
-        vectors = _embedding_matrix(embeddings, len(texts), self.client.base_url)
-        return vectors, int((data.get("usage") or {}).get("prompt_tokens") or 0)
+            rows = sorted(reply.data["data"], key=lambda d: d["index"])
+            vectors = _embedding_matrix([r["embedding"] for r in rows], len(texts), self.client.base_url)
+        except (KeyError, TypeError, ModelCallError) as exc:
+            msg = (
+                str(exc)
+                if isinstance(exc, ModelCallError)
+                else f"{where} returned no usable data[].embedding: {exc!r}"
+            )
+            attempts = (*reply.failed, Attempt(reply.status, msg, reply.latency_s))
+            raise ModelCallError(msg, endpoint=self.client.base_url, attempts=attempts) from exc
+        tokens = int((reply.data.get("usage") or {}).get("prompt_tokens") or 0)
+        return vectors, (*failed, EmbedRequest(reply.status, reply.latency_s, tokens))
 
     async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
         texts = list(texts)
         if not texts:
             return Embedding(np.zeros((0, 0), dtype=np.float32), 0, False)
         parts = await asyncio.gather(
-            *(self._batch(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size))
+            *(self._batch(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)),
+            return_exceptions=True,
         )
-        dims = sorted({p[0].shape[1] for p in parts})
+        done = [p for p in parts if not isinstance(p, BaseException)]
+        requests = tuple(r for p in done for r in p[1])
+        # answered batches of a call that fails are requests too: they stay in the call's record
+        answered = tuple(
+            Attempt(r.status, r.error or "answered; the call failed", r.latency_s) for r in requests
+        )
+        failures = [p for p in parts if isinstance(p, BaseException)]
+        if failures:
+            first = failures[0]
+            if isinstance(first, ModelCallError):
+                others = [a for f in failures[1:] if isinstance(f, ModelCallError) for a in f.attempts]
+                first.attempts = (*answered, *others, *first.attempts)
+            raise first
+        dims = sorted({p[0].shape[1] for p in done})
         if len(dims) > 1:
             msg = (
                 f"POST {self.client.base_url}/embeddings returned vectors of {dims} dimensions across batches"
             )
-            raise ModelCallError(msg, endpoint=self.client.base_url)
-        vectors = np.concatenate([p[0] for p in parts], axis=0)
+            raise ModelCallError(msg, endpoint=self.client.base_url, attempts=answered)
+        vectors = np.concatenate([p[0] for p in done], axis=0)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors = vectors / np.where(norms == 0, 1.0, norms)
-        return Embedding(vectors.astype(np.float32, copy=False), sum(p[1] for p in parts), False)
+        tokens = sum(r.prompt_tokens for r in requests)
+        return Embedding(vectors.astype(np.float32, copy=False), tokens, False, requests)
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -37,6 +37,7 @@ from pmem.models._types import (
     Completion,
     Embedder,
     Embedding,
+    EmbedRequest,
     Model,
 )
 
@@ -179,7 +180,21 @@ class RoutedEmbedder(_Replicated, Embedder):
         router = await self._ready()
         texts = list(texts)
         key = route_key(context, texts[0] if texts else "")
-        return await router.route(key, lambda i: self.replicas[i].embed_usage(texts, context=context))
+        tried: list[Attempt] = []  # every request the call made, on every replica it was tried on
+
+        async def on(index: int) -> Embedding:
+            try:
+                return await self.replicas[index].embed_usage(texts, context=context)
+            except ModelCallError as exc:
+                tried.extend(exc.attempts)
+                exc.attempts = tuple(tried)
+                raise
+
+        embedding = await router.route(key, on)
+        if not tried:
+            return embedding
+        before = tuple(EmbedRequest(a.status, a.latency_s, error=a.error) for a in tried)
+        return embedding._replace(requests=(*before, *embedding.requests))
 
 
 def openai_replicas(

@@ -137,12 +137,31 @@ def parse_json_text(text: str) -> tuple[Any, str | None]:
         return None, f"response is not valid JSON: {exc}"
 
 
+class EmbedRequest(NamedTuple):
+    """One HTTP request an embedding call sent: the server's ``usage`` prompt tokens when it answered,
+    else the failure (the call was retried, failed over, or gave up). The request log writes each as a
+    row of its own."""
+
+    status: int | None  # the HTTP status; None when no response came (timeout, refused connection)
+    latency_s: float
+    prompt_tokens: int = 0
+    error: str | None = None
+
+
 class Embedding(NamedTuple):
-    """What :meth:`Embedder.embed_usage` returns: the vectors and what they cost."""
+    """What :meth:`Embedder.embed_usage` returns: the vectors and what they cost.
+
+    ``requests`` are the HTTP requests the call sent, in order (empty when no server saw it: an
+    in-process model, or every text answered by the vector cache); ``cached_texts`` of the texts were
+    answered by the vector cache, whose estimated prompt tokens are ``cached_tokens``.
+    """
 
     vectors: np.ndarray  # (n, d) float32, rows L2-normalized
     prompt_tokens: int
     tokens_estimated: bool
+    requests: tuple[EmbedRequest, ...] = ()
+    cached_texts: int = 0
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True)

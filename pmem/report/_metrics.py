@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from pmem.arms._common import WRITE_PURPOSES
+from pmem.models import EMBED_PURPOSE
 from pmem.report._load import AGENT_SEP, PLAN, Run, agent_arm
 from pmem.report._stats import cluster_bootstrap, mcnemar_exact, seed_for, wilson
 from pmem.report._table import Table, ci, num, pct
@@ -26,9 +27,6 @@ from pmem.rundir import columns as C
 #: evaluation harness are kept apart.
 READ_PURPOSES = frozenset({"answer", "lookup", "prune", "gate"})
 HARNESS_PURPOSES = frozenset({"judge"})
-#: the purpose the model layer logs every embedding call under, at write and at read time alike: an
-#: embedding request cannot be told to be a write cost, so none is charged as one
-EMBED_PURPOSE = "embed"
 #: Ops that commit a value (a "committed fact").
 VALUE_OPS = ("accept", "reject", "contest", "resolve")
 #: histories/ columns whose per-history mean the write-cost table reports

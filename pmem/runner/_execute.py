@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.bench import ERASED_PARAMS, artifact_bytes
 from pmem.graph import OPS
-from pmem.models import REQUEST_COLUMNS, ModelCallError, RequestLog, estimate_tokens
+from pmem.models import EMBED_PURPOSE, REQUEST_COLUMNS, ModelCallError, RequestLog
 from pmem.models._types import (
     CallContext,
     ChatModel,
@@ -26,7 +26,6 @@ from pmem.models._types import (
     Embedder,
     Embedding,
     InnerLimits,
-    RequestRecord,
 )
 from pmem.rundir import HistoryRow, ParamColumns, RequestRow, ResultRow, RowKeys, WriteRow
 from pmem.rundir import columns as C
@@ -134,29 +133,6 @@ class CallRecorder:
         return sum(1 for r in self.log.records() if r.cached)
 
 
-def _failure(
-    purpose: str,
-    model: str,
-    context: CallContext,
-    t0: float,
-    exc: BaseException,
-    prompt_tokens: int = 0,
-    tokens_estimated: bool = False,
-) -> RequestRecord:
-    return RequestRecord(
-        context.history_id,
-        context.arm,
-        purpose,
-        model,
-        prompt_tokens,
-        0,
-        False,
-        time.perf_counter() - t0,
-        f"{type(exc).__name__}: {exc}"[:500],
-        tokens_estimated,
-    )
-
-
 class _UnitView(InnerLimits):
     """A shared model seen by one unit: its calls go to the unit's log under the unit's context (the
     limits are base-class attributes of the models, so ``__getattr__`` would not pass them through)."""
@@ -183,7 +159,8 @@ class RecordingChatModel(_UnitView, ChatModel):
         try:
             c = await self.inner.call(messages, options)
         except BaseException as exc:
-            self._log.add(_failure(options.purpose, self.model_id, options.context or self._ctx, t0, exc))
+            ctx = options.context or self._ctx
+            self._log.add_failure(exc, ctx, options.purpose, self.model_id, time.perf_counter() - t0)
             raise
         self._log.add_completion(c, options.context)
         if c.error is not None and not c.overflow:
@@ -196,37 +173,24 @@ class RecordingChatModel(_UnitView, ChatModel):
 
 
 class RecordingEmbedder(_UnitView, Embedder):
-    """An embedder that logs every batch as one ``embed`` call into the unit's :class:`CallRecorder`.
-
-    Its tokens are estimated from the texts, whether or not the vectors came from the cache, so that a
-    history's embedding cost does not depend on what an earlier run left in the cache."""
+    """A unit's view of a shared embedder: every HTTP request a call sent is one ``embed`` row of the
+    unit's :class:`CallRecorder`, with the server's ``usage`` tokens (failed attempts too); the texts the
+    vector cache answered are one ``cached`` row with estimated tokens, and an in-process model's call is
+    one row (see :func:`pmem.models._log.embedding_records`). The report charges no embedding as a
+    cost, so a warm cache (estimates where the cold run had the server's counts) moves no figure."""
 
     inner: Embedder
 
     async def embed_usage(self, texts: Sequence[str], *, context: CallContext | None = None) -> Embedding:
         ctx = context or self._ctx
-        tokens = sum(estimate_tokens(t) for t in texts)
         t0 = time.perf_counter()
         try:
-            vectors = await self.inner.embed(texts, context=ctx)
+            embedding = await self.inner.embed_usage(texts, context=ctx)
         except BaseException as exc:
-            self._log.add(_failure("embed", self.model_id, ctx, t0, exc, tokens, True))
+            self._log.add_failure(exc, ctx, EMBED_PURPOSE, self.model_id, time.perf_counter() - t0)
             raise
-        self._log.add(
-            RequestRecord(
-                ctx.history_id,
-                ctx.arm,
-                "embed",
-                self.model_id,
-                tokens,
-                0,
-                False,
-                time.perf_counter() - t0,
-                None,
-                True,
-            )
-        )
-        return Embedding(vectors, tokens, True)
+        self._log.add_embedding(embedding, ctx, self.model_id, time.perf_counter() - t0)
+        return embedding
 
 
 def _norm(text: str) -> str:

@@ -20,6 +20,7 @@ from pmem.models import (
     ModelCallError,
     RequestLog,
     ResponseCache,
+    estimate_tokens,
     make_chat_model,
     make_embedder,
     register_chat_backend,
@@ -161,7 +162,8 @@ def test_cache_and_log_wrap_any_backend(tmp_path) -> None:
     assert e.inner.calls == 1 and np.array_equal(v1, usage.vectors)
     assert [(r.purpose, r.prompt_tokens, r.cached) for r in log.drain("h")] == [
         ("embed", 7, False),
-        ("embed", 0, True),
+        # the texts the cache answered: one cached row, their tokens estimated
+        ("embed", estimate_tokens("x") + estimate_tokens("y"), True),
     ]
 
 

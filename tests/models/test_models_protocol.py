@@ -20,24 +20,25 @@ from pmem.arms import ModelSet, make_arm
 from pmem.arms._baselines import LongContextArm
 from pmem.arms._prompts import build_messages, template
 from pmem.bench import Event, Question
-from pmem.models import ModelCallError, RequestLog, make_embedder
+from pmem.models import ModelCallError, RequestLog, estimate_tokens, make_embedder
 from pmem.models._cache import ResponseCache
-from pmem.models._instrument import InstrumentedChatModel
+from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
 from pmem.models._llamacpp import _CLIENT_DEFAULTS
 from pmem.models._log import records_from
 from pmem.models._openai import (
     STRUCTURED_DIALECTS,
     OpenAIChatModel,
     OpenAIClient,
+    OpenAIEmbedder,
     Reply,
     structured_dialect,
 )
-from pmem.models._routing import RoutedChatModel
+from pmem.models._routing import RoutedChatModel, RoutedEmbedder
 from pmem.models._spec import ModelSpec, ModelSpecError
 from pmem.models._tokens import FIT_CHARS_PER_TOKEN, chars_that_fit
 from pmem.models._types import Attempt, CallContext, CallOptions, ChatModel, Completion, RequestRecord
 from pmem.rundir import RowKeys
-from pmem.runner._execute import CallRecorder, RecordingChatModel
+from pmem.runner._execute import CallRecorder, RecordingChatModel, RecordingEmbedder
 
 SCHEMA = {"type": "object", "properties": {"facts": {"type": "array"}}, "required": ["facts"]}
 MSG = [{"role": "user", "content": "Where is the apple 1?"}]
@@ -386,6 +387,126 @@ def test_the_unit_view_lets_an_overflow_through_and_raises_other_failures() -> N
     assert "answer call to m failed" in str(exc)
     assert [(r.http_attempt, r.http_status) for r in failing.rows] == [(1, 503), (2, 503)]
     assert all(r.error for r in failing.rows)
+
+
+# ---------------------------------------------------------------- 4b. embeddings: one row per request
+
+
+@dataclass
+class EmbeddingServer:
+    """An aiohttp server on 127.0.0.1 answering ``/v1/embeddings``; ``served`` keeps each request (its
+    inputs, status, and the prompt tokens it reported, distinct per request so that sums cannot
+    collide). The first ``fail_first`` requests are answered 503."""
+
+    fail_first: int = 0
+    served: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
+    _runner: web.AppRunner | None = None
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        texts = (await request.json())["input"]
+        if len(self.served) < self.fail_first:
+            self.served.append({"inputs": texts, "status": 503, "tokens": 0})
+            return web.json_response({"error": "busy"}, status=503)
+        tokens = 100 * (len(self.served) + 1) + sum(len(t) for t in texts)
+        self.served.append({"inputs": texts, "status": 200, "tokens": tokens})
+        data = [{"index": i, "embedding": [1.0, float(len(t))]} for i, t in enumerate(texts)]
+        return web.json_response({"data": data, "usage": {"prompt_tokens": tokens}})
+
+    def embedder(self, **client: Any) -> OpenAIEmbedder:
+        batch_size = client.pop("batch_size", 64)
+        opts = {"max_retries": 0, "backoff_s": 0.001, "timeout_s": 10.0, **client}
+        return OpenAIEmbedder(OpenAIClient(self.url, **opts), "e", batch_size=batch_size)
+
+    def answered(self) -> list[tuple[int, int]]:
+        return sorted((s["status"], s["tokens"]) for s in self.served)
+
+    async def __aenter__(self) -> EmbeddingServer:
+        app = web.Application()
+        app.router.add_post("/v1/embeddings", self._embeddings)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+
+
+def test_every_embedding_request_is_one_row_with_the_servers_usage(tmp_path: Path) -> None:
+    """Batches, a retry and the vector cache: each HTTP request the server saw is one logged row with
+    the tokens the server reported; the texts the cache answered are one cached row."""
+    log = RequestLog()
+    first = [f"text number {i}" for i in range(5)]
+    second = [*first[:3], "a new one", "another new one"]
+
+    async def go() -> EmbeddingServer:
+        async with EmbeddingServer(fail_first=1) as srv:
+            emb = InstrumentedEmbedder(
+                srv.embedder(max_retries=1, batch_size=2), cache=ResponseCache(tmp_path / "c.sqlite"), log=log
+            )
+            await emb.embed_usage(first, context=CTX)
+            await emb.embed_usage(second, context=CTX)
+            await emb.aclose()
+        return srv
+
+    srv = run(go())
+    rows = log.records()
+    sent = [r for r in rows if r.http_status is not None]
+    # 3 batches of the first call, one of them retried after a 503; 1 batch of the second call's new texts
+    assert len(srv.served) == len(sent) == 5
+    assert sorted((r.http_status, r.prompt_tokens) for r in sent) == srv.answered()
+    assert all(r.purpose == "embed" and not r.tokens_estimated and not r.cached for r in sent)
+    assert [r.error is not None for r in sent].count(True) == 1  # the 503
+    cached = [(r.prompt_tokens, r.tokens_estimated) for r in rows if r.cached]
+    assert cached == [(sum(estimate_tokens(t) for t in first[:3]), True)]
+    assert len(rows) == len(sent) + len(cached)
+
+
+def test_an_embedding_failed_over_keeps_the_dead_replicas_request() -> None:
+    """A replica that answers 5xx: the call goes to the next one, and both requests are rows."""
+    log = RequestLog()
+
+    async def go() -> tuple[EmbeddingServer, EmbeddingServer]:
+        async with EmbeddingServer(fail_first=10**6) as down, EmbeddingServer() as up:
+            clients = [down.embedder(), up.embedder()]
+            routed = RoutedEmbedder("e", clients)
+            if routed.replica_for(CTX.history_id or "") != 0:  # the ring picks the primary: fail that one
+                routed = RoutedEmbedder("e", clients[::-1])
+            emb = InstrumentedEmbedder(routed, log=log)
+            await emb.embed_usage(["one", "two"], context=CTX)
+            await emb.aclose()
+        return down, up
+
+    down, up = run(go())
+    rows = log.records()
+    assert down.answered() == [(503, 0)] and len(up.served) == 1
+    assert [(r.http_attempt, r.http_status, r.prompt_tokens) for r in rows] == [
+        (1, 503, 0),
+        (2, 200, up.served[0]["tokens"]),
+    ]
+    assert rows[0].error and rows[1].error is None
+
+
+def test_the_unit_view_records_each_embedding_request_and_each_failed_attempt() -> None:
+    """A unit's embedder (the runner's view): one row per request the server answered, with its usage;
+    a call that failed for good: one row per attempt, the call's message on the last."""
+
+    async def go() -> tuple[EmbeddingServer, EmbeddingServer, CallRecorder, CallRecorder]:
+        good, bad = CallRecorder(KEYS), CallRecorder(KEYS)
+        async with EmbeddingServer() as ok, EmbeddingServer(fail_first=10**6) as down:
+            await RecordingEmbedder(ok.embedder(batch_size=1), good, CTX).embed(["a", "b", "c"])
+            with pytest.raises(ModelCallError):
+                await RecordingEmbedder(down.embedder(max_retries=1), bad, CTX).embed(["a"])
+        return ok, down, good, bad
+
+    ok, down, good, bad = run(go())
+    assert sorted((r.http_status, r.prompt_tokens) for r in good.rows) == ok.answered()
+    assert len(good.rows) == 3 and all(r.history_id == "h1" and r.purpose == "embed" for r in good.rows)
+    assert [(r.http_attempt, r.http_status) for r in bad.rows] == [(1, 503), (2, 503)]
+    assert len(down.served) == 2 and "ModelCallError" in (bad.rows[-1].error or "")
 
 
 # ---------------------------------------------------------------- 5. single flight

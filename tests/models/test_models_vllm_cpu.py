@@ -140,13 +140,13 @@ def test_vllm_tokens_in_the_log_are_the_servers_own_counts(ray_cluster: Any) -> 
 
 def test_vllm_pooling_embeds_as_sentence_transformers_does(ray_cluster: Any) -> None:
     """all-MiniLM-L6-v2 through vLLM's pooling runner: the same vectors as sentence-transformers on
-    the same folder, and the logged tokens are vLLM's prompt-token counter."""
+    the same folder; two batches are two logged rows, whose tokens are vLLM's prompt-token counter."""
     from sentence_transformers import SentenceTransformer
 
     from pmem.models._weights import resolve_model
 
     texts = ["apple_1.location", "the apple is in drawer 3", "Bob's phone number"]
-    hosted = make_embedder({**AGENT, "model": "all-minilm-l6-v2", "max_model_len": 256})
+    hosted = make_embedder({**AGENT, "model": "all-minilm-l6-v2", "max_model_len": 256, "batch_size": 2})
     log = RequestLog()
     model = InstrumentedEmbedder(hosted, log=log)
 
@@ -167,9 +167,13 @@ def test_vllm_pooling_embeds_as_sentence_transformers_does(ray_cluster: Any) -> 
     assert vectors.shape == (3, 384)
     cosine = np.sum(vectors / np.linalg.norm(vectors, axis=1, keepdims=True) * reference, axis=1)
     assert float(cosine.min()) > 0.99, cosine
-    (row,) = log.records()  # one call, one request: its tokens are vLLM's usage, not an estimate
-    assert not row.tokens_estimated and not row.cached
-    assert row.prompt_tokens == after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"] > 0
+    rows = log.records()  # one call, two requests: each a row, its tokens vLLM's usage, not an estimate
+    assert len(rows) == after["vllm:request_success_total"] - before["vllm:request_success_total"] == 2
+    assert all(r.http_status == 200 and not r.tokens_estimated and not r.cached for r in rows)
+    assert sum(r.prompt_tokens for r in rows) == (
+        after["vllm:prompt_tokens_total"] - before["vllm:prompt_tokens_total"]
+    )
+    assert all(r.prompt_tokens > 0 for r in rows)
 
 
 def test_a_half_written_or_damaged_conversion_is_redone(
