@@ -260,10 +260,22 @@ def test_a_configured_port_in_use_is_one_line_naming_it(ray_cluster) -> None:
     )
 
 
+def _unassigned_free_port() -> int:
+    """A free port below the kernel's ephemeral range: no ``bind(0)`` or outgoing connection (every
+    auto-drawn replica port) can take it between this check and the replica's own bind."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for port in range(low - 1, 1024, -1):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip("no free port below the ephemeral range")
+
+
 def test_a_free_configured_port_is_the_one_served(ray_cluster) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _unassigned_free_port()
     model = make_chat_model({"backend": "vllm", "model": "heuristic", "launcher": "standin", "port": port})
     try:
         assert asyncio.run(model.start()) == [f"http://127.0.0.1:{port}/v1"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -149,3 +150,44 @@ def test_roles_with_the_same_table_share_one_pool_started_together(ray_cluster) 
         assert len(hosts.models) == 3 and hosted["judge"].urls != hosted["agent"].urls
     finally:
         hosts.stop()
+
+
+def test_a_pool_that_fails_to_start_stops_the_others(ray_cluster) -> None:
+    """Pools start together; when one cannot start (its port is taken), the sweep gets that one line
+    and the pool that did start (or was starting) is stopped: no server of it is left running."""
+    import socket
+    import uuid
+
+    from pmem.models import ModelSpec
+    from pmem.runner._config import RoleSpec
+    from pmem.runner._hosting import HostedModels
+
+    marker = f"probe-{uuid.uuid4().hex[:12]}"
+    table = {"backend": "vllm", "model": "heuristic", "launcher": "standin", "replicas": 1}
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        specs = {
+            "agent": RoleSpec("agent", ModelSpec.from_mapping({**table, "port": busy.getsockname()[1]})),
+            "embedder": RoleSpec(
+                "embedder", ModelSpec.from_mapping({**table, "model": "hashing", "served_model_name": marker})
+            ),
+        }
+        hosts = HostedModels()
+        with pytest.raises(ValueError, match="is in use"):
+            hosts.start(specs)
+
+    def servers() -> list[str]:  # the processes whose command line names the embedder's pool
+        found = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            with contextlib.suppress(OSError):  # a process that ended while we looked
+                if marker.encode() in cmdline.read_bytes():
+                    found.append(cmdline.parent.name)
+        return found
+
+    assert hosts.models == []
+    for _ in range(300):  # stopping kills the actor and its server's process group: wait for the exit
+        if not servers():
+            break
+        time.sleep(0.1)
+    assert servers() == []
