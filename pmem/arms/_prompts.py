@@ -95,9 +95,11 @@ _EXTRACT = PromptTemplate(
         "sign that it is newer or more reliable than what was known), or withdrawn (the text says an earlier "
         "statement was wrong; the value is the one declared wrong).\n"
         "Keep the facts in the order of the text. Do not merge, drop or deduplicate them. If the text states "
-        'no fact, return {"facts": []}.'
+        'no fact, return {"facts": []}. TIME, when given, is when the text was observed: it is never a fact, '
+        "a key or a value."
     ),
     sections=("TEXT",),
+    optional=("TIME",),
     schema={
         "type": "object",
         "properties": {
@@ -157,6 +159,7 @@ _EXTRACT_PROVENANCE = PromptTemplate(
         'things, each pair as ["name", "name"].'
     ),
     sections=("TEXT",),
+    optional=("TIME",),
     schema=_provenance_schema(_EXTRACT.schema),
     max_tokens=2048,
     reply_scale=(64, 2.0),

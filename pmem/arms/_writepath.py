@@ -63,6 +63,24 @@ def unit_text(unit: list[Event]) -> str:
     return "\n".join(event_line(e) for e in unit)
 
 
+def extraction_sections(unit: list[Event]) -> dict[str, str]:
+    """The extraction prompt's sections of ``unit``: an event's time is its own ``TIME`` section, not
+    a ``[time]`` prefix of its text, so that it never reaches a key or a value (a dialogue keeps each
+    turn's stamp: its turns are dated one by one).
+
+    >>> from pmem.bench import Event
+    >>> extraction_sections([Event(0, "Alice moved to Berlin.", time="2026-01-01T00:00:01")])
+    {'TEXT': 'Alice moved to Berlin.', 'TIME': '2026-01-01T00:00:01'}
+    """
+    if any(e.session_id is not None for e in unit) or all(e.time is None for e in unit):
+        return {"TEXT": unit_text(unit)}
+    times = dict.fromkeys(str(e.time) for e in unit if e.time is not None)
+    return {
+        "TEXT": "\n".join(e.text for e in unit),
+        "TIME": " to ".join((next(iter(times)), list(times)[-1])) if len(times) > 1 else next(iter(times)),
+    }
+
+
 def attribute(unit: list[Event], value: str, used: set[int]) -> int:
     """The event of ``unit`` whose text contains ``value`` (first unused one first), else -1."""
     v = value.strip().lower()
@@ -154,7 +172,7 @@ async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extracti
     async def one(unit: list[Event]) -> Extraction:
         text = unit_text(unit)
         async with sem:
-            c = await arm.call(arm.extract_template, TEXT=text)
+            c = await arm.call(arm.extract_template, **extraction_sections(unit))
         if c.error is not None:  # the model layer let it through: the prompt does not fit the context
             return Extraction(unit, text, [], f"extract: {c.error}")
         payload = completion_json(c)

@@ -25,13 +25,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip-bad", action="store_true", help="skip bad rows, listed in STATE.ingest/rejects/")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 even when no fact was extracted (default: exit 1 and say why)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    from pmem._lock import LockHeldError
     from pmem.ingest import ingest
+    from pmem.ingest._driver import nothing_ingested
     from pmem.ingest._stream import StreamError
     from pmem.ingest._workdir import ResumeError
-    from pmem.models import ModelCallError
+    from pmem.models import ModelCallError, one_line
     from pmem.runner._config import ConfigError
 
     try:
@@ -44,8 +51,11 @@ def run(args: argparse.Namespace) -> int:
             skip_bad=args.skip_bad,
             progress=not args.no_progress,
         )
-    except (StreamError, ResumeError, ConfigError, FileNotFoundError, ValueError) as exc:
-        print(f"pmem ingest: error: {exc}", file=sys.stderr)
+    except (StreamError, ResumeError, ConfigError, FileNotFoundError, ValueError, LockHeldError) as exc:
+        print(f"pmem ingest: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the disk: read-only, full, gone; the last checkpoint is kept
+        print(f"pmem ingest: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except ModelCallError as exc:
         print(
@@ -58,4 +68,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         for line in report.lines():
             print(line)
+    empty = nothing_ingested(report, report.spec.get("agent", {}).get("backend", ""))
+    if empty is not None:
+        print(f"pmem ingest: {empty}; the state is written; --allow-empty accepts it", file=sys.stderr)
+        return 0 if args.allow_empty else 1
     return 0

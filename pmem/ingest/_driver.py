@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import os
 import sys
 import time
 from collections import defaultdict, deque
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pmem._lock import hold_exclusive
 from pmem.ingest._calls import build_models, for_row, open_ingest_cache
 from pmem.ingest._merge import merge_batch
 from pmem.ingest._spec import IngestSpec, load_ingest_config
@@ -130,6 +132,30 @@ class IngestReport:
         return out
 
 
+def nothing_ingested(report: IngestReport, agent_backend: str) -> str | None:
+    """Why an ingest of a non-empty stream holds no fact (None when it holds some, or the stream was
+    empty): every row rejected, or the agent extracted nothing (the default agent reads only the
+    benchmarks' sentence templates).
+
+    >>> nothing_ingested(IngestReport("s.jsonl", "s.arrow", 1, events=3, facts=0), "heuristic")[:40]
+    'extracted no fact from 3 events: the def'
+    """
+    if report.facts:
+        return None
+    if report.events == 0 and report.rejects:
+        return f"every row of the stream was rejected ({report.rejects:,}; see {workdir_of(Path(report.out)) / 'rejects'})"
+    if report.events == 0:
+        return None
+    why = (
+        "the default agent (heuristic, no LLM) understands only the benchmarks' sentence templates "
+        '("Update: apple 1 has been moved from table 1 to fridge 1.", "The city of Alice is Paris."); for ordinary text give --config '
+        "with a [models.agent] of a real model (docs/ingest.md; jobs/cpu_llm.toml runs one on this CPU)"
+        if agent_backend == "heuristic"
+        else "the agent's replies held no fact (see the request log in the state's .ingest/requests/)"
+    )
+    return f"extracted no fact from {report.events:,} events: {why}"
+
+
 class _Progress:
     """A tqdm bar (events, events/s, facts/s, ETA) on a terminal; a line every ``interval`` s otherwise."""
 
@@ -194,22 +220,89 @@ def ingest(
         msg = f"partitions must be at least 1, got {partitions}"
         raise ValueError(msg)
     stream, out = Path(stream), Path(out)
-    if not stream.is_file():
-        msg = f"{stream}: stream file not found"
-        raise FileNotFoundError(msg)
-    if not out.parent.is_dir():
-        msg = f"--out {out}: the directory {out.parent} does not exist"
-        raise FileNotFoundError(msg)
+    check_paths(stream, out)
+    workdir = workdir_of(out)
+    workdir.mkdir(exist_ok=True)
+    # one ingest per output for its whole run: a second one is refused here, before any model starts
+    lock = hold_exclusive(
+        workdir / ".lock", f"--out {out}", hint="wait for that ingest to end, or give another --out"
+    )
     from pmem.runner._connect import connect
 
-    started = connect(address)
+    started = False
     try:
-        return _Ingest(spec, stream, out, partitions, skip_bad, progress, log or sys.stderr).execute()
+        job = _Ingest(spec, stream, out, partitions, skip_bad, progress, log or sys.stderr)
+        done = job.already_complete()  # before Ray starts: a finished ingest answers at once
+        if done is not None:
+            return done
+        started = connect(address)
+        check_partitions(partitions, spec.worker_cpus)
+        return job.execute()
     finally:
         if started:
             import ray
 
             ray.shutdown()
+        lock.release()
+
+
+def check_paths(stream: Path, out: Path) -> None:
+    """The stream is a readable file and ``out`` a state file that can be written and destroys no input.
+
+    Raises:
+        FileNotFoundError: the stream, or ``out``'s folder, does not exist.
+        ValueError: the stream is not a regular file; ``out`` is a folder, the stream itself, or a path
+            inside the ingest's working folder; ``out``'s folder cannot be written.
+    """
+    if stream.is_dir():
+        msg = f"{stream}: is a directory, not a stream file (give one .jsonl, .parquet or .arrow file)"
+        raise ValueError(msg)
+    if not stream.exists():
+        msg = f"{stream}: stream file not found"
+        raise FileNotFoundError(msg)
+    if not stream.is_file():
+        msg = f"{stream}: not a regular file (a FIFO or a device): the stream is read twice, so give a file"
+        raise ValueError(msg)
+    if out.is_dir():
+        msg = f"--out {out}: is a directory; give the state file's path (for example {out / 'state.arrow'})"
+        raise ValueError(msg)
+    if not out.parent.is_dir():
+        msg = f"--out {out}: the directory {out.parent} does not exist"
+        raise FileNotFoundError(msg)
+    real_stream, real_out = stream.resolve(), out.resolve()
+    if real_out == real_stream:
+        msg = f"--out {out}: is the stream itself; the state would overwrite it (give another path)"
+        raise ValueError(msg)
+    if real_stream.is_relative_to(workdir_of(real_out)):
+        msg = f"--out {out}: the stream {stream} is inside its working folder {workdir_of(out)}, which the ingest rewrites"
+        raise ValueError(msg)
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        msg = f"--out {out}: the directory {out.parent} is not writable (read-only or no permission)"
+        raise ValueError(msg)
+
+
+#: the least CPU an ingest worker is given; the node's CPUs over this bound ``--partitions``
+MIN_WORKER_CPUS = 0.25
+
+
+def check_partitions(partitions: int, worker_cpus: float | None) -> None:
+    """``partitions`` workers fit the driver's node (where they run, beside the response cache).
+
+    Raises:
+        ValueError: more partitions than the node can run, with the bound.
+    """
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    cpus = next((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["NodeID"] == node), 0.0)
+    each = worker_cpus or MIN_WORKER_CPUS
+    bound = max(1, int(cpus / each + 1e-9))
+    if partitions > bound:
+        msg = (
+            f"--partitions {partitions}: this node can run at most {bound} ingest workers "
+            f"({cpus:g} CPUs, {each:g} CPU each; the workers run on the driver's node); pass --partitions {bound} or less"
+        )
+        raise ValueError(msg)
 
 
 #: Batches sent for extraction ahead of the one being routed.
@@ -277,15 +370,23 @@ class _Ingest:
             raise ResumeError(msg)
         return doc, data
 
+    def already_complete(self) -> IngestReport | None:
+        """The finished ingest's report when ``out`` is its output and the stream has not grown since."""
+        doc = self.work.read_manifest()
+        if doc is None or not doc.get("done"):
+            return None
+        self._resume_point()  # another stream or config: its one-line error
+        if not self._complete(doc):
+            return None
+        self.say(f"already complete: {self.out} holds this stream, which has not grown; nothing to do")
+        return IngestReport(**doc["report"])
+
     def execute(self) -> IngestReport:
         """Resume or start, run to the end of the stream, save; the models are stopped in any case."""
         t_start = time.monotonic()
         reset_peak_rss()  # the report's driver peak is this attempt's, even in a long-lived process
         self.work.create()
         doc, state = self._resume_point()
-        if doc is not None and doc.get("done") and self._complete(doc):
-            self.say(f"{self.out} is complete and the stream has not grown; nothing to do")
-            return IngestReport(**doc["report"])
         self.attempt = int(doc.get("attempts", 0)) + 1 if doc else 1
         position = Position(**doc["position"]) if doc else Position(0, 0)
         self.position = position

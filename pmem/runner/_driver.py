@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pmem._atomic import atomic_write_bytes
+from pmem._lock import hold_exclusive
 from pmem.runner import _bindings as B
 from pmem.runner._execute import Unit
 from pmem.runner._identity import config_hash, run_id_for, run_toml, unit_id, write_run_toml
@@ -539,7 +540,7 @@ def run_sweep(
     lock = None
     try:
         store.ensure()
-        lock = _lock_run(store.root)
+        lock = hold_exclusive(store.root / ".lock", f"{store.root} (a `pmem sweep` run directory)")
         unit_ids = {u.uid for u in plan.units}
         if unit_ids - store.completed():
             started = connect(address, timeout_s=timeout_s)
@@ -571,7 +572,7 @@ def run_sweep(
             with contextlib.suppress(Exception):
                 ray.shutdown()
         if lock is not None:
-            lock.close()
+            lock.release()
 
 
 def _run_planned(
@@ -660,20 +661,6 @@ def _run_planned(
     summary["run_dir"] = str(res.run_dir)
     atomic_write_bytes(store.root / "summary.json", json.dumps(summary, indent=2, default=str).encode())
     return res
-
-
-def _lock_run(root: Path) -> Any:
-    """An exclusive lock on the run directory for this driver's lifetime (released by the OS on kill)."""
-    import fcntl
-
-    f = open(root / ".lock", "a+")  # noqa: SIM115 - held open until the sweep ends
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        f.close()
-        msg = f"{root} is in use by another `pmem sweep` (lock {root / '.lock'}); wait for it or stop it"
-        raise RuntimeError(msg) from exc
-    return f
 
 
 def _kill_orphans(run_id: str, log: Any) -> None:

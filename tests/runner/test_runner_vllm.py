@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 ARMS = ["pmem", "long-context", "no-memory"]
-CASES = 10  # enough work that the sweep outlasts the killed replica's restart (2-4 min on 2 cores)
+CASES = 14  # enough work that the sweep usually outlasts the killed replica's restart (2-5 min on 2 cores)
 CONFIG = f"""
 name = "vllm-slice"
 arms = {ARMS!r}

@@ -1,0 +1,165 @@
+"""Issue 28 on `pmem ingest`: time is time (never a key or a value), an ingest that extracts nothing
+says so, an output never destroys an input or another run's output, and bad paths are one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pmem.graph import ProvenanceGraph
+from pmem.ingest import ingest
+from pmem.ingest._workdir import workdir_of
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = '[models.agent]\nbackend = "heuristic"\n[models.embedder]\nbackend = "hashing"\n[ingest]\nbatch_events = 64\n'
+
+
+def moves_and_retractions(objects: int, rows: int, seed: int) -> tuple[list[dict], dict[str, str]]:
+    """Object moves and corrections of the last move, each row with a ``time``; and, computed here
+    from the generator's own bookkeeping, each object's final location."""
+    rng = random.Random(seed)
+    history: dict[str, list[str]] = {}
+    out: list[dict] = []
+    for i in range(rows):
+        obj = f"cup {rng.randint(1, objects)}"
+        seen = history.setdefault(obj, [])
+        when = f"2026-01-01T{i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}"
+        if len(seen) >= 2 and rng.random() < 0.15:
+            wrong = seen.pop()  # the last move was an error: the object is back where it was
+            text = f"Correction: the report that {obj} was moved to {wrong} was an error."
+        elif not seen:
+            seen.append(f"countertop {rng.randint(1, 40)}")
+            text = f"Earlier observation: {obj} was in {seen[-1]}."
+        else:
+            new = f"drawer {rng.randint(1, 40)}"
+            while new == seen[-1]:
+                new = f"drawer {rng.randint(1, 40)}"
+            text = f"Update: {obj} has been moved from {seen[-1]} to {new}."
+            seen.append(new)
+        out.append({"text": text, "time": when})
+    return out, {obj: seen[-1] for obj, seen in history.items()}
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_time_is_the_evidences_time_never_a_key_or_a_value(ray_cluster, tmp_path: Path) -> None:
+    rows, expected = moves_and_retractions(objects=40, rows=400, seed=11)
+    cfg = tmp_path / "ingest.toml"
+    cfg.write_text(CONFIG)
+    timed = _write(tmp_path / "timed.jsonl", rows)
+    plain = _write(tmp_path / "plain.jsonl", [{"text": r["text"]} for r in rows])
+    outs = {}
+    for name, stream, partitions in (("t1", timed, 1), ("t2", timed, 2), ("plain", plain, 1)):
+        outs[name] = tmp_path / f"{name}.arrow"
+        ingest(stream, outs[name], config=cfg, partitions=partitions, progress=False)
+    assert outs["t1"].read_bytes() == outs["t2"].read_bytes()
+    graph = ProvenanceGraph.load(outs["t1"])
+    frontier = dict(graph.frontier_items())
+    assert frontier == dict(ProvenanceGraph.load(outs["plain"]).frontier_items())
+    assert all(not k.startswith(("2026", "[")) and "2026" not in v for k, v in frontier.items())
+    at = {obj: frontier.get(f"{obj.replace(' ', '_')}.location") for obj in expected}
+    right = sum(at[obj] == loc for obj, loc in expected.items())
+    assert right / len(expected) >= 0.99, {o: (at[o], loc) for o, loc in expected.items() if at[o] != loc}
+    # the row's time is the evidence's time
+    op = next(iter(graph.operations()))
+    assert graph.evidence(op.evidence).time == rows[0]["time"]
+
+
+def pmem_ingest(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pmem.cli", "ingest", *argv, "--no-progress"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+
+
+def test_an_ingest_that_extracts_nothing_says_why_and_exits_1(tmp_path: Path) -> None:
+    stream = _write(
+        tmp_path / "s.jsonl", [{"text": "Alice moved to Berlin."}, {"text": "Bob's phone is 555-1234."}]
+    )
+    empty = pmem_ingest(str(stream), "--out", str(tmp_path / "s.arrow"))
+    assert empty.returncode == 1, empty.stderr
+    assert "extracted no fact from 2 events" in empty.stderr and "heuristic" in empty.stderr
+    assert "--allow-empty" in empty.stderr and (tmp_path / "s.arrow").is_file()  # nothing lost
+    accepted = pmem_ingest(str(stream), "--out", str(tmp_path / "s.arrow"), "--allow-empty")
+    assert accepted.returncode == 0 and "already complete" in accepted.stderr
+    bad = _write(tmp_path / "bad.jsonl", [{"text": ""}, {"nope": 1}])
+    rejected = pmem_ingest(str(bad), "--out", str(tmp_path / "b.arrow"), "--skip-bad")
+    assert rejected.returncode == 1 and "every row of the stream was rejected (2" in rejected.stderr
+
+
+def test_an_output_that_would_destroy_an_input_is_refused(tmp_path: Path) -> None:
+    stream = _write(tmp_path / "same.jsonl", [{"text": "Earlier observation: cup 1 was in countertop 2."}])
+    before = stream.read_bytes()
+    os.symlink(stream, tmp_path / "link.arrow")
+    (tmp_path / "dir").mkdir()
+    cases = {
+        "same": (str(stream), "is the stream itself"),
+        "link": (str(tmp_path / "link.arrow"), "is the stream itself"),
+        "dir": (str(tmp_path / "dir"), "is a directory; give the state file's path"),
+    }
+    for out, needle in cases.values():
+        done = pmem_ingest(str(stream), "--out", out)
+        assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    inside = workdir_of(tmp_path / "x.arrow")
+    inside.mkdir()
+    (inside / "s.jsonl").write_bytes(before)
+    done = pmem_ingest(str(inside / "s.jsonl"), "--out", str(tmp_path / "x.arrow"))
+    assert done.returncode == 2 and "inside its working folder" in done.stderr
+    as_stream = pmem_ingest(str(tmp_path / "dir"), "--out", str(tmp_path / "y.arrow"))
+    assert as_stream.returncode == 2 and "is a directory, not a stream file" in as_stream.stderr
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    as_fifo = pmem_ingest(str(fifo), "--out", str(tmp_path / "y.arrow"))
+    assert as_fifo.returncode == 2 and "not a regular file" in as_fifo.stderr
+    assert stream.read_bytes() == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_output_folder_is_one_line(tmp_path: Path) -> None:
+    stream = _write(tmp_path / "s.jsonl", [{"text": "Earlier observation: cup 1 was in countertop 2."}])
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        done = pmem_ingest(str(stream), "--out", str(ro / "s.arrow"))
+    finally:
+        ro.chmod(0o755)
+    assert done.returncode == 2 and "is not writable" in done.stderr
+
+
+def test_a_second_ingest_into_one_output_is_refused_naming_the_first(tmp_path: Path) -> None:
+    from pmem._lock import hold_exclusive
+
+    stream = _write(tmp_path / "s.jsonl", [{"text": "Earlier observation: cup 1 was in countertop 2."}])
+    out = tmp_path / "s.arrow"
+    workdir_of(out).mkdir()
+    held = hold_exclusive(workdir_of(out) / ".lock", "test")  # the first ingest, still running
+    try:
+        second = pmem_ingest(str(stream), "--out", str(out))
+    finally:
+        held.release()
+    assert second.returncode == 2 and f"is in use by pid {os.getpid()}" in second.stderr, second.stderr
+    assert not out.exists()
+    # a lock whose holder is gone is taken over (the OS released it with the process)
+    third = pmem_ingest(str(stream), "--out", str(out))
+    assert third.returncode == 0, third.stderr
+
+
+def test_partitions_beyond_the_node_are_refused_with_the_bound(tmp_path: Path) -> None:
+    stream = _write(tmp_path / "s.jsonl", [{"text": "Earlier observation: cup 1 was in countertop 2."}])
+    done = pmem_ingest(str(stream), "--out", str(tmp_path / "s.arrow"), "--partitions", "1000")
+    assert done.returncode == 2 and "--partitions 1000: this node can run at most" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
