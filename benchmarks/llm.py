@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import statistics
@@ -185,6 +186,10 @@ class HarnessCaller:
         tokens = await asyncio.gather(*(one(i, m) for i, m in enumerate(prompts)))
         return time.perf_counter() - t0, sum(tokens), recorder.calls
 
+    async def close(self) -> None:
+        """Close the client's HTTP sessions, before the actor goes (else aiohttp warns at exit)."""
+        await self.model.aclose()
+
 
 def _table(engine: str, args: argparse.Namespace, concurrency: int) -> dict[str, Any]:
     """The model table a sweep would give this engine's replicas."""
@@ -229,6 +234,7 @@ def _measure(engine: str, args: argparse.Namespace, prompts: list[list[dict[str,
 
     concurrency = args.concurrency or (1 if engine == "llamacpp" else 8)
     hosts = HostedModels()
+    caller: Any = None
     try:
         t0 = time.perf_counter()
         spec = RoleSpec("agent", ModelSpec.from_mapping(_table(engine, args, concurrency)))
@@ -236,7 +242,7 @@ def _measure(engine: str, args: argparse.Namespace, prompts: list[list[dict[str,
         started_s = time.perf_counter() - t0
         urls, key = list(hosted.urls), hosted.api_key or ""
         payloads = [_payload(m, hosted, args.max_tokens) for m in prompts]
-        caller: Any = ray.remote(HarnessCaller).options(num_cpus=0).remote(hosted)
+        caller = ray.remote(HarnessCaller).options(num_cpus=0).remote(hosted)
         name = {"llamacpp": "llama.cpp", "vllm": "vLLM (CPU)"}[engine]
         print(
             f"perf llm [{name}]: SmolLM2-135M-Instruct on {args.replicas} replica(s) hosted by Ray actors "
@@ -293,6 +299,9 @@ def _measure(engine: str, args: argparse.Namespace, prompts: list[list[dict[str,
             "start_s": round(started_s, 1),
         }
     finally:
+        if caller is not None:
+            with contextlib.suppress(Exception):
+                ray.get(caller.close.remote(), timeout=30)
         hosts.stop()
 
 

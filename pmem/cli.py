@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -151,7 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     key = f"perf:{args.perf_target}" if args.command == "perf" else args.command
     if args.command == "perf" and args.perf_target is None:
         parser.parse_args(["perf", "--help"])
-    return int(targets[key].run(args) or 0)
+    try:
+        return int(targets[key].run(args) or 0)
+    except BrokenPipeError:
+        # the reader went away (`pmem inspect STATE | head`): what it read is all it wanted; Python's
+        # advice: point stdout at devnull so the interpreter's final flush does not fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

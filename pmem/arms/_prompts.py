@@ -107,9 +107,11 @@ _EXTRACT = PromptTemplate(
                 "type": "array",
                 "items": {
                     "type": "object",
+                    # non-empty: the write path drops an empty key or value, so a grammar need not
+                    # admit one (SmolLM2-135M on vLLM otherwise loops on '{"key":"","value":""}')
                     "properties": {
-                        "key": {"type": "string"},
-                        "value": {"type": "string"},
+                        "key": {"type": "string", "minLength": 1},
+                        "value": {"type": "string", "minLength": 1},
                         "status": {"type": "string", "enum": list(ASSERTION_STATUSES)},
                     },
                     "required": ["key", "value", "status"],

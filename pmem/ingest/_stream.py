@@ -448,7 +448,9 @@ def _arrow_batches(path: Path) -> Iterator[pa.RecordBatch]:
 def _parquet(path: Path) -> pq.ParquetFile:
     try:
         return pq.ParquetFile(path)
-    except pa.ArrowInvalid as e:  # FileNotFoundError passes: it names the path already
+    except FileNotFoundError:  # it names the path already
+        raise
+    except (pa.ArrowInvalid, OSError) as e:  # a damaged footer is an OSError ("Couldn't deserialize thrift")
         msg = f"{path}: not a readable Parquet file ({e})"
         raise ValueError(msg) from None
 

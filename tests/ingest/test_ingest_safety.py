@@ -163,3 +163,46 @@ def test_partitions_beyond_the_node_are_refused_with_the_bound(tmp_path: Path) -
     done = pmem_ingest(str(stream), "--out", str(tmp_path / "s.arrow"), "--partitions", "1000")
     assert done.returncode == 2 and "--partitions 1000: this node can run at most" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback(tmp_path: Path) -> None:
+    """`pmem inspect STATE | head -1`: the closed pipe ends the command quietly."""
+    g = ProvenanceGraph()
+    for i in range(4000):
+        g.apply(
+            "accept",
+            f"object_{i}.location",
+            f"drawer {i}",
+            evidence=g.observe(f"Object {i} is in drawer {i}."),
+        )
+    state = tmp_path / "s.arrow"
+    g.save(state)
+    done = subprocess.run(
+        f"{sys.executable} -m pmem.cli inspect {state} | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 1
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "needle"),
+    [
+        ("bad.parquet", b"PAR1" + b"\x00" * 64 + b"\x10\x00\x00\x00PAR1", "not a readable Parquet file"),
+        ("text.parquet", b'{"text": "a"}\n', "not a readable Parquet file"),
+        ("bad.arrow", b"ARROW1\x00\x00garbage", "not a readable Arrow IPC file or stream"),
+    ],
+)
+def test_a_file_that_is_not_what_its_name_says_is_one_line(
+    tmp_path: Path, name: str, content: bytes, needle: str
+) -> None:
+    stream = tmp_path / name
+    stream.write_bytes(content)
+    done = pmem_ingest(str(stream), "--out", str(tmp_path / "s.arrow"))
+    assert done.returncode == 2 and needle in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
