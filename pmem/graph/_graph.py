@@ -882,6 +882,16 @@ class ProvenanceGraph:
         heads, values = self._k_head, self._v_value
         return sorted((key, values[heads[kid]]) for key, kid in self._kid.items() if heads[kid] != NONE)
 
+    def has_observation_times(self) -> bool:
+        """Whether any evidence carries an observation time (``as_of(time=...)`` needs one).
+
+        >>> g = ProvenanceGraph()
+        >>> _ = g.observe("no time here")
+        >>> g.has_observation_times()
+        False
+        """
+        return bool(self._ev_time)
+
     def evidence(self, evidence_id: str) -> Evidence:
         try:
             n = self._evidence_index(evidence_id, "evidence", "")

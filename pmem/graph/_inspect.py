@@ -68,6 +68,9 @@ def describe_key(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> li
             why = f" ({escape(op.reason)})" if op.reason else ""
             value = "None" if op.value is None else escape(op.value)
             lines.append(f"    seq {op.seq:>6}  {shown:<16} {value:<20} {status}{why}")
+            if op.evidence is not None:  # why it happened: the observation behind it
+                ev = graph.evidence(op.evidence)
+                lines.append(f"                evidence {ev.id} ({escape(ev.source)}): {escape(ev.text)}")
     return lines
 
 
@@ -83,6 +86,13 @@ def run(args: argparse.Namespace) -> int:
     when = ""
     if args.as_of is not None:
         text = args.as_of.strip()
+        if not text.isdigit() and not graph.has_observation_times():
+            print(
+                f"error: --as-of {args.as_of!r}: {args.state} records no observation times; give an "
+                "operation seq (--as-of N) instead",
+                file=sys.stderr,
+            )
+            return 2
         try:
             graph = graph.as_of(int(text)) if text.isdigit() else graph.as_of(time=text)
         except ValueError as exc:

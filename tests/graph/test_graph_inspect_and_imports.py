@@ -122,3 +122,23 @@ def test_erase_writes_a_new_state_and_prints_the_receipt(tmp_path, capsys):
     assert "unknown evidence id 'e9'" in capsys.readouterr().err
     assert main(["erase", str(tmp_path / "s.arrow"), "e1", "--out", str(tmp_path / "s.arrow")]) == 2
     assert "is the input state" in capsys.readouterr().err
+
+
+def test_inspect_ops_names_each_operations_evidence(tmp_path, capsys):
+    g = ProvenanceGraph()
+    g.apply("accept", "cup_1.location", "shelf 2", evidence=g.observe("The cup is on shelf 2.", source="cam"))
+    g.apply("reject", "cup_1.location", evidence=g.observe("That report was an error.", source="alice"))
+    g.save(tmp_path / "s.arrow")
+    assert main(["inspect", str(tmp_path / "s.arrow"), "--key", "cup_1.location", "--ops"]) == 0
+    out = capsys.readouterr().out
+    ops = out[out.index("operations:") :]
+    assert "(cam): The cup is on shelf 2." in ops and "(alice): That report was an error." in ops
+
+
+def test_inspect_as_of_a_time_on_a_state_without_times_is_an_error(tmp_path, capsys):
+    g = ProvenanceGraph()
+    g.apply("accept", "a.b", "x", evidence=g.observe("a b is x"))
+    g.save(tmp_path / "s.arrow")
+    assert main(["inspect", str(tmp_path / "s.arrow"), "--as-of", "2026-01-05"]) == 2
+    err = capsys.readouterr().err
+    assert "records no observation times" in err and "--as-of N" in err
