@@ -13,6 +13,7 @@
   rows (``history_id`` names the stream row).
 - ``rejects/rows-FIRST.parquet``: rows skipped under ``--skip-bad``, with the reason.
 - ``report.json``: the ingest report, when the ingest is complete.
+- ``.lock`` (and ``.lock.holder``, who holds it): the running ingest's exclusive lock (:mod:`pmem._lock`).
 """
 
 from __future__ import annotations
