@@ -345,6 +345,11 @@ class _Ingest:
         doc = self.work.read_manifest()
         if doc is None:
             return None, None
+        self._refuse_another_ingests(doc)
+        return doc, self._read_checkpoint(doc)
+
+    def _refuse_another_ingests(self, doc: dict[str, Any]) -> None:
+        """A checkpoint of another stream or config is the user's to remove: one line saying so."""
         problems = []
         check = doc.get("stream_check") or {}
         position = Position(**doc["position"])
@@ -359,6 +364,9 @@ class _Ingest:
                 f"Remove {self.work.root} (and {self.out}) to start over, or pass the same stream and config."
             )
             raise ResumeError(msg)
+
+    def _read_checkpoint(self, doc: dict[str, Any]) -> bytes:
+        """The manifest's checkpoint, checked against its sha256."""
         path = self.work.root / doc["checkpoint"]
         try:
             data = path.read_bytes()
@@ -368,14 +376,14 @@ class _Ingest:
         if hashlib.sha256(data).hexdigest() != doc["checkpoint_sha256"]:
             msg = f"{path}: checksum does not match the manifest; remove {self.work.root} to start over"
             raise ResumeError(msg)
-        return doc, data
+        return data
 
     def already_complete(self) -> IngestReport | None:
         """The finished ingest's report when ``out`` is its output and the stream has not grown since."""
         doc = self.work.read_manifest()
         if doc is None or not doc.get("done"):
             return None
-        self._resume_point()  # another stream or config: its one-line error
+        self._refuse_another_ingests(doc)  # another stream or config: its one-line error
         if not self._complete(doc):
             return None
         self.say(f"already complete: {self.out} holds this stream, which has not grown; nothing to do")

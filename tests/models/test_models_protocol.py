@@ -93,6 +93,14 @@ class Step:
     delay: float = 0.0
 
 
+async def serve_locally(app: web.Application) -> tuple[web.AppRunner, str]:
+    """Serve ``app`` on a free port of 127.0.0.1: its runner (to clean up) and its ``/v1`` base URL."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
+
+
 @dataclass
 class ChatServer:
     """An aiohttp server on 127.0.0.1 answering ``/v1/chat/completions`` with the next scripted step
@@ -134,10 +142,7 @@ class ChatServer:
         self._release, self._lock = asyncio.Event(), asyncio.Lock()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
+        self._runner, self.url = await serve_locally(app)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -424,10 +429,7 @@ class EmbeddingServer:
     async def __aenter__(self) -> EmbeddingServer:
         app = web.Application()
         app.router.add_post("/v1/embeddings", self._embeddings)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
+        self._runner, self.url = await serve_locally(app)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
