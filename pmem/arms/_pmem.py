@@ -35,7 +35,7 @@ from pmem.arms._common import ArmBase, completion_json, event_line, first_word
 from pmem.arms._prompts import ANNOTATION_OPS
 from pmem.arms._retrieval import VectorIndex
 from pmem.arms._writepath import Extraction, Fact, extract_units, normalize_key, template_extraction
-from pmem.graph import KeyRegistry, Patch, PatchController, ProvenanceGraph
+from pmem.graph import KeyRegistry, Patch, PatchController, ProvenanceGraph, valid_instant
 
 if TYPE_CHECKING:
     import numpy as np
@@ -106,6 +106,7 @@ class PMemArm(ArmBase):
         "gate_examples",
         "identity_threshold",
         "provenance",
+        "valid_time",
         "authority",
         "default_authority",
     )
@@ -147,6 +148,9 @@ class PMemArm(ArmBase):
         if self.provenance:  # asks for valid times, premises, forget requests and names that differ
             self.extract_template = "extract_provenance"
         self.authority = _authority_option(name, o.get("authority")) if self.provenance else None
+        # an event's own valid time is admitted with it (default: with provenance); ``pmem ingest`` turns
+        # it on without the rest of replayable provenance, which its partitions cannot carry
+        self.valid_time = bool(o.get("valid_time", self.provenance))
         default_authority = int(o.get("default_authority", 1))
         registry = KeyRegistry(threshold=float(o.get("identity_threshold", 0.72)))
         self._graph = ProvenanceGraph(
@@ -274,22 +278,26 @@ class PMemArm(ArmBase):
                 out.append(canonical)
         return tuple(dict.fromkeys(out))
 
+    def evidence_valid_time(self, e: Event, facts: Sequence[Fact]) -> str | None:
+        """The valid time event ``e`` is admitted with: its own (event metadata), else the first one
+        extracted for it (with provenance); None when the core cannot read it (a valid time the core
+        cannot order is dropped, never the event). ``pmem ingest`` asks its workers for this."""
+        valid = e.valid_time if self.valid_time else None
+        if valid is None and self.provenance:
+            valid = next((f.valid_time for f in facts if f.valid_time and f.event in (e.index, -1)), None)
+        if valid is None:
+            return None
+        try:
+            return valid_instant(valid)[0]
+        except ValueError:
+            return None
+
     def _observe(self, e: Event, facts: Sequence[Fact]) -> str:
-        """Admit one event as evidence, with its valid time (event metadata, else the extraction's)."""
-        valid = None
-        if self.provenance:
-            valid = e.valid_time or next(
-                (f.valid_time for f in facts if f.valid_time and f.event in (e.index, -1)), None
-            )
+        """Admit one event as evidence, with its valid time (:meth:`evidence_valid_time`)."""
+        valid = self.evidence_valid_time(e, facts)
         if valid is not None:
-            try:
-                eid = self._graph.observe(e.text, source=e.source or "user", time=e.time, valid_time=valid)
-            except ValueError:
-                valid = None  # a valid time the core cannot read is dropped, never the event
-            else:
-                self._valid_times = True
-                return eid
-        return self._graph.observe(e.text, source=e.source or "user", time=e.time)
+            self._valid_times = True
+        return self._graph.observe(e.text, source=e.source or "user", time=e.time, valid_time=valid)
 
     def _forget(self, key: str, source: str, first_event: int) -> None:
         """Erase every statement ``source`` made about ``key`` (the evidence its operations cite)."""

@@ -20,7 +20,7 @@ from pmem.graph._patch import Lowering, Patch, PatchController
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._state import StateFileError
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
-from pmem.graph._validate import key_problem
+from pmem.graph._validate import key_problem, valid_instant
 
 __all__ = [
     "DISCLOSURES",
@@ -47,4 +47,5 @@ __all__ = [
     "Version",
     "key_problem",
     "rule_confirm",
+    "valid_instant",
 ]

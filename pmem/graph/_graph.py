@@ -30,7 +30,7 @@ from __future__ import annotations
 import numbers
 from array import array
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeAlias
 
 from pmem.graph._codes import (
@@ -54,7 +54,7 @@ from pmem.graph._codes import (
     UNDONE,
 )
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
-from pmem.graph._validate import check_key, check_text, preview
+from pmem.graph._validate import check_key, check_text, preview, valid_instant
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -203,7 +203,7 @@ class ProvenanceGraph:
             time = time if type(time) is str else _format_time(time)
             check_text(time, "time", "observe")
         if valid_time is not None:
-            valid_time, valid_at = _valid_instant(valid_time)
+            valid_time, valid_at = valid_instant(valid_time, "observe")
         # nothing below can fail
         if code is None:
             code = self._source_code[source] = len(self._sources)
@@ -1005,22 +1005,6 @@ class ProvenanceGraph:
         from pmem.graph._state import build_graph, decode_tables
 
         return build_graph(cls, *decode_tables(data), registry)
-
-
-def _valid_instant(value: object) -> tuple[str, datetime]:
-    """A valid time as stored (ISO text) and as compared (naive UTC)."""
-    iso = value if type(value) is str else getattr(value, "isoformat", lambda: None)()
-    text = iso if isinstance(iso, str) else ""
-    try:
-        at = datetime.fromisoformat(text) if text else None
-    except ValueError:
-        at = None
-    if at is None:
-        msg = f"observe: valid_time must be an ISO 8601 date or datetime, got {preview(value)}"
-        raise ValueError(msg)
-    if at.tzinfo is not None:
-        at = at.astimezone(UTC).replace(tzinfo=None)
-    return text, at
 
 
 def _checked_level(level: object, what: str) -> int:

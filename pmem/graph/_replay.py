@@ -34,9 +34,9 @@ import numpy as np
 import pyarrow as pa
 
 from pmem.graph._bulk import WRITE_BATCH_SCHEMA
-from pmem.graph._graph import ProvenanceGraph, _valid_instant
+from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._identity import KeyRegistry
-from pmem.graph._validate import preview
+from pmem.graph._validate import preview, valid_instant
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -107,7 +107,7 @@ def _observed_by(graph: ProvenanceGraph, log: dict[str, Any], cutoff: datetime) 
 def _instant(value: object, what: str) -> datetime:
     """``value`` as compared (naive UTC, as valid times are)."""
     try:
-        return _valid_instant(value)[1]
+        return valid_instant(value, "as_of")[1]
     except ValueError:
         msg = f"{what} must be an ISO 8601 date or datetime, got {preview(value)}"
         raise ValueError(msg) from None

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from pmem.graph._codes import ACTIVE, OPS, STATUSES, SUPERSEDED
-from pmem.graph._graph import _valid_instant
+from pmem.graph._validate import valid_instant
 
 if TYPE_CHECKING:
     from pmem.graph._graph import ProvenanceGraph
@@ -422,7 +422,7 @@ def build_graph(
         rows = values[0] if len(values) == 1 else list(zip(*values, strict=True))
         setattr(graph, attr, dict(zip(keys, rows, strict=True)))
     graph._seq = int(meta["seq"])
-    graph._valid_at = {n: _valid_instant(text)[1] for n, text in graph._ev_valid.items()}
+    graph._valid_at = {n: valid_instant(text, "load")[1] for n, text in graph._ev_valid.items()}
     graph._source_code = {s: i for i, s in enumerate(graph._sources)}
     graph._k_head = _typed_column(tables["keys"], "head")
     graph._k_newest = _typed_column(tables["keys"], "newest")

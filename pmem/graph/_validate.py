@@ -17,6 +17,7 @@ Every check raises ``ValueError`` naming the argument and the call it was passed
 from __future__ import annotations
 
 import unicodedata
+from datetime import UTC, datetime
 
 #: Line-breaking characters outside category Cc (which covers \n \r \t \x00 \x1c-\x1f \x7f \x85 ...).
 _SEPARATORS = frozenset("\u2028\u2029")
@@ -92,3 +93,28 @@ def check_flag(value: object, name: str, where: str) -> None:
     if type(value) is not bool:
         msg = f"{where}: {name} must be True or False, got {preview(value)}"
         raise ValueError(msg)
+
+
+def valid_instant(value: object, where: str = "observe") -> tuple[str, datetime]:
+    """A valid time as stored (its ISO 8601 text) and as compared (naive UTC): the one reading of a
+    ``valid_time`` (``observe``, the state loader, replay, and the ingest's stream reader).
+
+    >>> valid_instant("2024-03-01T12:00:00+01:00")
+    ('2024-03-01T12:00:00+01:00', datetime.datetime(2024, 3, 1, 11, 0))
+    >>> valid_instant("2023", "row")
+    Traceback (most recent call last):
+    ...
+    ValueError: row: valid_time must be an ISO 8601 date or datetime, got '2023'
+    """
+    iso = value if type(value) is str else getattr(value, "isoformat", lambda: None)()
+    text = iso if isinstance(iso, str) else ""
+    try:
+        at = datetime.fromisoformat(text) if text else None
+    except ValueError:
+        at = None
+    if at is None:
+        msg = f"{where}: valid_time must be an ISO 8601 date or datetime, got {preview(value)}"
+        raise ValueError(msg)
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC).replace(tzinfo=None)
+    return text, at

@@ -73,6 +73,7 @@ class _InFlight:
     first: int
     commits: list[Any]
     facts: int
+    valid_times: list[str | None]  # each row's evidence's valid time, as the workers chose it
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
@@ -335,6 +336,7 @@ class _Ingest:
         self._batch_index = 0
         self._since_checkpoint = 0
         self._restored: bytes | None = None  # the checkpoint resumed from, until the workers have it
+        self.ids: dict[str, int] = {}  # every event id read so far -> its row (ids are unique)
 
     def say(self, text: str) -> None:
         print(f"[pmem ingest] {text}", file=self.log, flush=True)
@@ -405,6 +407,7 @@ class _Ingest:
                 self.calls[purpose] = dict(c)
             self.report.resumed_from = self.report.events
             self.work.drop_rejects_from(position.row + 1)
+            self.ids = self.work.read_ids_until(position.row)
             self.last_checkpoint = (self.work.root / doc["checkpoint"], doc["checkpoint_sha256"])
             self.say(
                 f"resuming at row {position.row + 1:,} ({self.report.events:,} events in {doc['checkpoint']})"
@@ -519,7 +522,11 @@ class _Ingest:
         """The stream's batches; a bad row ends it with its error (after the batches before it)."""
         try:
             yield from read_stream(
-                self.stream, start=position, batch_rows=self.spec.batch_events, skip_bad=self.skip_bad
+                self.stream,
+                start=position,
+                batch_rows=self.spec.batch_events,
+                skip_bad=self.skip_bad,
+                ids=self.ids,
             )
         except StreamError as exc:
             yield exc
@@ -603,7 +610,8 @@ class _Ingest:
         embedded = await self._embed_candidates(extracted, rows[0] if rows else 0)
         identity = self.arm.key_vectors_needed()
         canonical = self.graph.registry.canonical
-        for i, (facts, _error) in enumerate(extracted):
+        valid_times = [vt for _, _, vt in extracted]
+        for i, (facts, _error, valid_time) in enumerate(extracted):
             if not facts:
                 continue
             n_facts += len(facts)
@@ -616,12 +624,14 @@ class _Ingest:
             else:
                 keys = cast("list[str]", routed)
             for fidx, ((fact_key, value, status, event), key) in enumerate(zip(facts, keys, strict=True)):
-                item = commit_item(first + i, rows[i], fidx, key, value, status, fact_key, event, lines[i])
+                item = commit_item(
+                    first + i, rows[i], fidx, key, value, status, fact_key, event, lines[i], valid_time
+                )
                 items[partition_of(key, len(self.workers))].append(item)
         self._batch_index += 1
         refs = [w.commit.remote(self._batch_index, its) for w, its in zip(self.workers, items, strict=True)]
         stage["route"] += time.monotonic() - t
-        return _InFlight(batch, first, refs, n_facts)
+        return _InFlight(batch, first, refs, n_facts, valid_times)
 
     async def _merge_committed(self, done: _InFlight, bar: _Progress) -> Position:
         """Merge a committed batch into the graph, write its side files, checkpoint when due."""
@@ -634,7 +644,7 @@ class _Ingest:
         t = time.monotonic()
         batch = done.batch
         applied = sorted((a for part in parts for a in part), key=lambda a: (a[0], a[1]))
-        merge_batch(self.graph, batch.events, done.first, applied)
+        merge_batch(self.graph, batch.events, done.first, applied, done.valid_times)
         if self.cache is not None:
             self.cache.flush()  # the driver's calls about to be logged are in the cache first
         # request rows as Arrow: the workers convert theirs (in parallel, cheap to ship), the driver
@@ -663,7 +673,9 @@ class _Ingest:
             return {}
         registry = self.graph.registry
         new = list(
-            dict.fromkeys(f[0] for facts, _ in extracted for f in facts if registry.canonical(f[0]) is None)
+            dict.fromkeys(
+                f[0] for facts, _, _ in extracted for f in facts if registry.canonical(f[0]) is None
+            )
         )
         if not new:
             return {}
@@ -700,6 +712,9 @@ class _Ingest:
         if batch.rejects.num_rows:
             rejected_first = int(batch.rejects.column("row")[0].as_py())
             self.work.write_rejects(min(first_row, rejected_first), pa.Table.from_batches([batch.rejects]))
+        ids = batch.events.select(["id", "row"]).filter(pc.is_valid(batch.events.column("id")))
+        if ids.num_rows:
+            self.work.write_ids(first_row, pa.Table.from_batches([ids]))
 
     # ------------------------------------------------------------------ durability
 

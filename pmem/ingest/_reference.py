@@ -42,9 +42,10 @@ async def _run(stream: Path, spec: IngestSpec, skip_bad: bool) -> ProvenanceGrap
         texts: list[Any] = ev.column("text").to_pylist()
         sources: list[Any] = ev.column("source").to_pylist()
         times: list[Any] = ev.column("time").to_pylist()
+        valid: list[Any] = ev.column("valid_time").to_pylist()
         events = [
-            Event(position + i, text, time=time, source=source)
-            for i, (text, source, time) in enumerate(zip(texts, sources, times, strict=True))
+            Event(position + i, text, time=time, source=source, valid_time=vt)
+            for i, (text, source, time, vt) in enumerate(zip(texts, sources, times, valid, strict=True))
         ]
         position += len(events)
         await arm.ingest(events)

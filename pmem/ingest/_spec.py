@@ -58,8 +58,9 @@ class IngestSpec:
         """Options of the ``pmem`` arm that runs the write path: one write unit per stream row.
 
         Replayable provenance is off: a partition cannot record aliases or premises, nor erase evidence
-        that lives on the driver, so the merged state would not be the sequential one."""
-        return {**dict(self.write), "stream": "events", "provenance": False}
+        that lives on the driver, so the merged state would not be the sequential one. A row's own
+        ``valid_time`` is kept: its evidence's valid time, which partitions carry with the facts."""
+        return {**dict(self.write), "stream": "events", "provenance": False, "valid_time": True}
 
     def identity(self) -> dict[str, Any]:
         """What decides the state's bytes: a checkpoint made under another identity is not resumed."""

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from pmem.graph._validate import check_text
+from pmem.graph._validate import check_text, valid_instant
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -82,7 +82,7 @@ _EXPECTED = {
     "text": "a string",
     "source": "a string",
     "time": "a string or a number",
-    "valid_time": "a string or a number",
+    "valid_time": "an ISO 8601 date or datetime (a string, or an Arrow timestamp or date)",
     "id": "a string or an integer",
 }
 #: Every character ``str.isspace`` accepts (so ``str.strip`` and the Arrow trim agree on "empty"), pinned
@@ -134,6 +134,7 @@ def read_stream(
     start: Position | None = None,
     batch_rows: int = 8192,
     skip_bad: bool = False,
+    ids: dict[str, int] | None = None,
 ) -> Iterator[StreamBatch]:
     """Yield the stream at ``path`` from ``start`` in batches covering ``batch_rows`` input rows each.
 
@@ -141,8 +142,65 @@ def read_stream(
     fewer); its events are those of its rows that are valid, so a batch may hold fewer events, or none.
     Without ``skip_bad`` the first bad row raises :class:`StreamError` (the batches before it were already
     yielded); with it, bad rows come back in ``rejects``.
+
+    An ``id`` is an event's identity: a row repeating the id of an earlier row is a bad row (``duplicate
+    id``), so a stream delivered at least once is ingested once with ``skip_bad``. ``ids`` maps the ids
+    of the rows before ``start`` to their row numbers (a resumed reader's memory); it is updated with
+    the ids read.
     """
-    path = Path(path)
+    batches = _read_stream(Path(path), start, batch_rows, skip_bad)
+    return _unique_ids(Path(path), batches, {} if ids is None else ids, skip_bad)
+
+
+def _unique_ids(
+    path: Path, batches: Iterator[StreamBatch], seen: dict[str, int], skip_bad: bool
+) -> Iterator[StreamBatch]:
+    """The batches with every row repeating an earlier row's ``id`` refused (see :func:`read_stream`)."""
+    unit = "line" if _format(path) == "jsonl" else "row"
+    for batch in batches:
+        events = batch.events
+        column = events.column("id")
+        if column.null_count == len(column):
+            yield batch
+            continue
+        repeated: list[int] = []
+        reasons: list[str] = []
+        for i, (row, event_id) in enumerate(
+            zip(events.column("row").to_pylist(), column.to_pylist(), strict=True)
+        ):
+            if event_id is None:
+                continue
+            first = seen.setdefault(event_id, row)
+            if first != row:
+                what = f"duplicate id {_excerpt(repr(event_id))} (first at {unit} {first})"
+                if not skip_bad:
+                    raise StreamError(path, row, what, unit=unit)
+                repeated.append(i)
+                reasons.append(what)
+        if not repeated:
+            yield batch
+            continue
+        keep = np.ones(events.num_rows, bool)
+        keep[repeated] = False
+        taken = events.take(pa.array(repeated, pa.int64()))
+        raws = [
+            _excerpt(
+                json.dumps({k: v for k, v in r.items() if k != "row" and v is not None}, ensure_ascii=False)
+            )
+            for r in taken.to_pylist()
+        ]
+        duplicates = pa.RecordBatch.from_arrays(
+            [taken.column("row"), pa.array(reasons, pa.string()), pa.array(raws, pa.large_string())],
+            schema=REJECT_SCHEMA,
+        )
+        rejects = pa.Table.from_batches([batch.rejects, duplicates]).sort_by("row").combine_chunks()
+        merged = rejects.to_batches()[0] if rejects.num_rows else batch.rejects
+        yield StreamBatch(events.filter(pa.array(keep)), merged, batch.end)
+
+
+def _read_stream(
+    path: Path, start: Position | None, batch_rows: int, skip_bad: bool
+) -> Iterator[StreamBatch]:
     start = start or Position()
     if type(batch_rows) is not int or batch_rows < 1:
         msg = f"read_stream: batch_rows must be a positive integer, got {batch_rows!r}"
@@ -237,6 +295,11 @@ class _BadRow(Exception):
     pass
 
 
+class _TooDeep(Exception):
+    """A line nested deeper than Python's JSON parser recurses: Arrow's reader, which a clean block goes
+    through, reads it instead, so that a row's fate never depends on the rows around it."""
+
+
 def _string_field(obj: dict[str, Any], name: str, *, required: bool = False) -> str | None:
     """The value of a text field (``text``, ``source``): a non-blank UTF-8-encodable string."""
     if name not in obj:
@@ -280,6 +343,29 @@ def _scalar_field(obj: dict[str, Any], name: str, *, integers_only: bool) -> str
     raise _BadRow(f"field {name!r} must be {expected}, got {_json_kind(value)}")
 
 
+def _valid_time_field(obj: dict[str, Any]) -> str | None:
+    """The value of ``valid_time``: an ISO 8601 date or datetime the core can order (a number is not:
+    seconds or milliseconds since when is a guess), checked by the core's own reading."""
+    value = obj.get("valid_time")
+    if value is None:
+        return None
+    if type(value) is not str:
+        raise _BadRow(f"field 'valid_time' must be {_EXPECTED['valid_time']}, got {_json_kind(value)}")
+    _check_encodable(value, "valid_time")
+    if (problem := _valid_time_problem(value)) is not None:
+        raise _BadRow(problem)
+    return value
+
+
+def _valid_time_problem(value: str) -> str | None:
+    """Why the core cannot read ``value`` as a valid time (None when it can)."""
+    try:
+        valid_instant(value)
+    except ValueError:
+        return f"field 'valid_time' must be an ISO 8601 date or datetime, got {_excerpt(repr(value))}"
+    return None
+
+
 def _parse_line(line: bytes, last: bool) -> tuple[str, str, str | None, str | None, str | None]:
     try:
         decoded = line.decode("utf-8")
@@ -287,7 +373,9 @@ def _parse_line(line: bytes, last: bool) -> tuple[str, str, str | None, str | No
         raise _BadRow(f"invalid UTF-8 at byte {e.start + 1} of the line") from None
     try:
         obj = json.loads(decoded, parse_int=_Number, parse_float=_Number, parse_constant=_no_constant)
-    except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+    except RecursionError:
+        raise _TooDeep from None
+    except ValueError as e:  # JSONDecodeError is a ValueError
         if last:
             raise _BadRow("truncated last line (no newline and not valid JSON)") from None
         detail = (
@@ -303,7 +391,7 @@ def _parse_line(line: bytes, last: bool) -> tuple[str, str, str | None, str | No
     assert text is not None
     source = _string_field(obj, "source") or "user"
     time = _scalar_field(obj, "time", integers_only=False)
-    valid_time = _scalar_field(obj, "valid_time", integers_only=False)
+    valid_time = _valid_time_field(obj)
     event_id = _scalar_field(obj, "id", integers_only=True)
     return text, source, time, valid_time, event_id
 
@@ -370,7 +458,10 @@ def _jsonl_block(
         if not line.strip(_JSON_WS):
             continue  # blank lines are allowed (and still counted)
         try:
-            values = _parse_line(line, last=unterminated and i == len(pieces) - 1)
+            try:
+                values = _parse_line(line, last=unterminated and i == len(pieces) - 1)
+            except _TooDeep:
+                values = _parse_deep_line(line)
         except _BadRow as bad:
             if not skip_bad:
                 raise StreamError(path, number, str(bad), unit="line") from None
@@ -382,6 +473,19 @@ def _jsonl_block(
         for name, value in zip(_FIELDS, values, strict=True):
             columns[name].append(value)
     return _batch(columns, EVENT_SCHEMA), _batch(rejects, REJECT_SCHEMA), lines
+
+
+def _parse_deep_line(line: bytes) -> tuple[Any, ...]:
+    """One line too deep for :func:`json.loads`, read as the block reader reads it (Arrow)."""
+    table = _arrow_json(line + b"\n", len(line))
+    if table is None or table.num_rows != 1:
+        raise _BadRow("not valid JSON (nested too deeply to read)")
+    columns: dict[str, pa.Array | None] = {name: table.column(name).combine_chunks() for name in _FIELDS}
+    events, reasons = _normalize(columns, pa.array([1], pa.int64()), check_utf8=False)
+    if reasons is not None:
+        raise _BadRow(reasons[0].as_py())
+    row = events.to_pylist()[0]
+    return tuple(row[name] for name in _FIELDS)
 
 
 def _fast_block(
@@ -406,9 +510,18 @@ def _fast_block(
         numbers = numbers[(counts[ends] - counts[starts]) > 0]
     if not len(numbers):
         return _batch({}, EVENT_SCHEMA)
-    longest = int((ends - starts).max())
+    table = _arrow_json(block, int((ends - starts).max()))
+    if table is None or table.num_rows != len(numbers):  # e.g. two objects on one line
+        return None
+    columns: dict[str, pa.Array | None] = {name: table.column(name).combine_chunks() for name in _FIELDS}
+    events, reasons = _normalize(columns, pa.array(numbers, pa.int64()), check_utf8=False)
+    return events if reasons is None else None
+
+
+def _arrow_json(block: bytes, longest: int) -> pa.Table | None:
+    """Arrow's JSON reader over whole lines (the longest ``longest`` bytes); None when it refuses them."""
     try:
-        table = pj.read_json(
+        return pj.read_json(
             pa.BufferReader(block),  # type: ignore[arg-type]  # the stubs miss Arrow's own streams
             read_options=pj.ReadOptions(block_size=max(_PARSE_BLOCK, 2 * longest + 2)),
             parse_options=pj.ParseOptions(
@@ -417,11 +530,6 @@ def _fast_block(
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    if table.num_rows != len(numbers):  # e.g. two objects on one line
-        return None
-    columns: dict[str, pa.Array | None] = {name: table.column(name).combine_chunks() for name in _FIELDS}
-    events, reasons = _normalize(columns, pa.array(numbers, pa.int64()), check_utf8=False)
-    return events if reasons is None else None
 
 
 # --- Arrow: Parquet and IPC ----------------------------------------------------------------------------
@@ -583,6 +691,22 @@ def _iso(column: pa.Array) -> pa.Array:
     return text
 
 
+def _unreadable_valid_times(column: pa.Array) -> tuple[pa.Array, str] | None:
+    """A mask of the valid times the core cannot read and the first one's reason (None when all read).
+
+    Only the rows that carry one are read, one by one, by the core's own reading of a valid time."""
+    present = pc.is_valid(column)
+    if not pc.any(present).as_py():
+        return None
+    values = column.to_pylist()
+    problems = [None if v is None else _valid_time_problem(v) for v in values]
+    if not any(problems):
+        return None
+    first = next(p for p in problems if p is not None)
+    mask = pa.array([p is not None for p in problems], pa.bool_())
+    return mask, first.split(", got ")[0]
+
+
 def _normalize(
     columns: dict[str, pa.Array | None], numbers: pa.Array, *, check_utf8: bool
 ) -> tuple[pa.RecordBatch, pa.Array | None]:
@@ -612,6 +736,10 @@ def _normalize(
             value = pc.cast(column, target)
         elif name in _TEMPORAL and (pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
             value = _iso(column)
+        elif name == "valid_time" and not (pa.types.is_timestamp(kind) or pa.types.is_date(kind)):
+            problems.append((pc.is_valid(column), f"field {name!r} must be {_EXPECTED[name]}, got {kind}"))
+            out[name] = pa.nulls(n, target)
+            continue
         elif name in _TEMPORAL and pa.types.is_floating(kind):
             infinite = pc.invert(pc.fill_null(pc.is_finite(column), True))
             problems.append((infinite, f"field {name!r} is not a finite number"))
@@ -624,6 +752,9 @@ def _normalize(
             problems.append((pc.is_valid(column), f"field {name!r} must be {_EXPECTED[name]}, got {kind}"))
             out[name] = pa.nulls(n, target)
             continue
+        if name == "valid_time" and (unreadable := _unreadable_valid_times(value)) is not None:
+            problems.append(unreadable)
+            value = pc.if_else(unreadable[0], pa.scalar(None, target), value)
         if name == "text":
             problems.append((pc.is_null(value), "field 'text' is null"))
         if name in ("text", "source"):

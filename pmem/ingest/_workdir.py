@@ -12,6 +12,8 @@
 - ``requests/rows-FIRST-aATTEMPT.parquet``: one file per batch and attempt of the model layer's request
   rows (``history_id`` names the stream row).
 - ``rejects/rows-FIRST.parquet``: rows skipped under ``--skip-bad``, with the reason.
+- ``ids/rows-FIRST.parquet``: the ``id`` (and row) of each ingested event that has one: ids are unique,
+  and a resumed ingest must still know the ids read before its checkpoint.
 - ``report.json``: the ingest report, when the ingest is complete.
 - ``.lock`` (and ``.lock.holder``, who holds it): the running ingest's exclusive lock (:mod:`pmem._lock`).
 """
@@ -59,7 +61,7 @@ class Workdir:
         return self.root / "cache.sqlite"
 
     def create(self) -> None:
-        for sub in ("", "requests", "rejects"):
+        for sub in ("", "requests", "rejects", "ids"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
 
     def read_manifest(self) -> dict[str, Any] | None:
@@ -105,6 +107,22 @@ class Workdir:
     def write_rejects(self, first_row: int, table: pa.Table) -> None:
         if table.num_rows:
             _write_parquet(self.root / "rejects" / f"rows-{first_row:012d}.parquet", table)
+
+    def write_ids(self, first_row: int, table: pa.Table) -> None:
+        if table.num_rows:
+            _write_parquet(self.root / "ids" / f"rows-{first_row:012d}.parquet", table)
+
+    def read_ids_until(self, last_row: int) -> dict[str, int]:
+        """The ids of the events up to row ``last_row`` (a checkpoint's), each with its row; the files
+        of batches after it are removed (the re-run writes them again)."""
+        ids: dict[str, int] = {}
+        for p in sorted((self.root / "ids").glob("rows-*.parquet")):
+            if int(p.stem.split("-")[1]) > last_row:
+                p.unlink()
+                continue
+            table = pq.read_table(p)
+            ids.update(zip(table.column("id").to_pylist(), table.column("row").to_pylist(), strict=True))
+        return ids
 
     def drop_rejects_from(self, first_row: int) -> None:
         """Rejects of batches after the checkpoint are written again by the re-run (same rows)."""

@@ -17,7 +17,7 @@ import sys
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from pmem.graph import OpResult, ProvenanceGraph
+from pmem.graph import OpResult, ProvenanceGraph, valid_instant
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
 from pmem.models._log import RequestLog, records_to_table
 
@@ -33,9 +33,13 @@ if TYPE_CHECKING:
 #: (row position, fact index, requested op, canonical key, value, evidence index): one applied call.
 Applied = tuple[int, int, str, str, str | None, int]
 #: What the driver sends for one routed fact (see :func:`commit_item`).
-Item = tuple[int, int, int, str, str | None, str, str, int, str]
-#: What the driver sends for extraction: (row position, stream row number, text, source, time).
-Row = tuple[int, int, str, str, str | None]
+Item = tuple[int, int, int, str, str | None, str, str, int, str, str | None]
+#: What the driver sends for extraction: (row position, stream row number, text, source, time,
+#: valid time).
+Row = tuple[int, int, str, str, str | None, str | None]
+#: What extraction returns for a row: its facts ``(key, value, status, event)``, the extraction's
+#: error, and the valid time its evidence is admitted with (the row's own, else an extracted one).
+Extracted = tuple[list[Any], str | None, str | None]
 _SINK: contextvars.ContextVar[list[tuple[str, str, str | None, str | None]] | None] = contextvars.ContextVar(
     "pmem_ingest_sink", default=None
 )
@@ -43,7 +47,8 @@ _SINK: contextvars.ContextVar[list[tuple[str, str, str | None, str | None]] | No
 
 def extraction_rows(events: pa.RecordBatch, first: int) -> list[Row]:
     """A batch's rows as the workers' :meth:`IngestWorker.extract` takes them (positions from ``first``)."""
-    columns: list[list[Any]] = [events.column(c).to_pylist() for c in ("row", "text", "source", "time")]
+    names = ("row", "text", "source", "time", "valid_time")
+    columns: list[list[Any]] = [events.column(c).to_pylist() for c in names]
     return list(zip(range(first, first + events.num_rows), *columns, strict=True))
 
 
@@ -82,8 +87,25 @@ def partition_of(key: str, partitions: int) -> int:
 
 class PartitionGraph(ProvenanceGraph):
     """A graph holding a partition's keys. Evidence lives on the driver: applies are recorded with
-    the evidence id they name, for the merge, and run here without it (no outcome depends on it: an
-    ingest configures no source authority, and its write path names no premises)."""
+    the evidence id they name, for the merge, and run here without it: no outcome depends on it (an
+    ingest configures no source authority, and its write path names no premises), except its valid
+    time, which an ``accept`` compares with the head's. So evidence with a valid time is known here by
+    that alone (:meth:`date_evidence`), and the applies citing it carry it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._dated: dict[str, int] = {}  # evidence id -> index, for evidence known by its valid time
+
+    def date_evidence(self, position: int, valid_time: str) -> None:
+        """Evidence ``e<position>`` (observed on the driver) is valid from ``valid_time``."""
+        text, at = valid_instant(valid_time, "ingest")
+        self._dated[f"e{position}"] = position
+        self._ev_valid[position] = text
+        self._valid_at[position] = at
+
+    def _evidence_index(self, evidence: object, op: str, key: str) -> int:
+        n = self._dated.get(evidence) if type(evidence) is str else None
+        return n if n is not None else super()._evidence_index(evidence, op, key)
 
     def apply(
         self,
@@ -98,7 +120,8 @@ class PartitionGraph(ProvenanceGraph):
         if depends_on is not None or alias is not None:
             msg = "an ingest partition records no premises or aliases (the merge would not carry them)"
             raise ValueError(msg)
-        result = super().apply(op, key, value, None)
+        cited = evidence if evidence is not None and evidence in self._dated else None
+        result = super().apply(op, key, value, cited)
         sink = _SINK.get()
         if sink is not None:
             sink.append((op, key, value, evidence))
@@ -115,11 +138,12 @@ def commit_item(
     fact_key: str,
     event: int,
     text: str,
+    valid_time: str | None = None,
 ) -> Item:
     """One routed fact: its row's position among the ingested rows (= its evidence index) and number in
     the stream, its index in the row, the canonical key, the extracted fact (value, status, key as
-    extracted, attributed event) and the unit's text."""
-    return (position, row, fact_index, key, value, status, fact_key, event, text)
+    extracted, attributed event), the unit's text and its evidence's valid time."""
+    return (position, row, fact_index, key, value, status, fact_key, event, text, valid_time)
 
 
 class IngestWorker:
@@ -156,20 +180,22 @@ class IngestWorker:
         self.arm.adopt_graph(graph)
         return len(graph)
 
-    async def extract(self, rows: list[Row]) -> list[tuple[list[Any], str | None]]:
-        """Extraction of each row: its facts ``(key, value, status, event)`` and any error."""
+    async def extract(self, rows: list[Row]) -> list[Extracted]:
+        """Extraction of each row: its facts ``(key, value, status, event)``, any error, and its
+        evidence's valid time (the ``pmem`` arm's choice: :meth:`PMemArm.evidence_valid_time`)."""
         from pmem.arms._writepath import extract_units
         from pmem.bench._types import Event
 
         sem = asyncio.Semaphore(self.concurrency)
 
-        async def one(row: Row) -> tuple[list[Any], str | None]:
-            position, number, text, source, time = row
+        async def one(row: Row) -> Extracted:
+            position, number, text, source, time, valid_time = row
+            event = Event(position, text, time=time, source=source, valid_time=valid_time)
             with for_row(number):
                 async with sem:
-                    (ex,) = await extract_units(self.arm, [[Event(position, text, time=time, source=source)]])
+                    (ex,) = await extract_units(self.arm, [[event]])
             facts = [(f.key, f.value, f.status, f.event) for f in ex.facts]
-            return facts, ex.error
+            return facts, ex.error, self.arm.evidence_valid_time(event, ex.facts)
 
         return list(await asyncio.gather(*(one(r) for r in rows)))
 
@@ -197,8 +223,14 @@ class IngestWorker:
         applied: list[Applied] = []
         sem = asyncio.Semaphore(self.concurrency)
 
+        graph = self.arm.graph()
+        assert isinstance(graph, PartitionGraph)
+        for item in items:
+            if item[9] is not None:
+                graph.date_evidence(item[0], item[9])
+
         async def chain(chain_items: list[Item]) -> None:
-            for position, row, fidx, key, value, status, fact_key, event, text in chain_items:
+            for position, row, fidx, key, value, status, fact_key, event, text, _ in chain_items:
                 sink: list[tuple[str, str, str | None, str | None]] = []
                 token = _SINK.set(sink)
                 try:

@@ -206,3 +206,87 @@ def test_a_file_that_is_not_what_its_name_says_is_one_line(
     done = pmem_ingest(str(stream), "--out", str(tmp_path / "s.arrow"))
     assert done.returncode == 2 and needle in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_rows_valid_time_is_its_evidences_valid_time(ray_cluster, tmp_path: Path) -> None:
+    """Late news (valid before the head) enters the history instead of displacing the present, in the
+    partitions as in the sequential reference, and the state keeps each evidence's valid time."""
+    from pmem.ingest import ingest_sequential
+
+    rows = [
+        {"text": "Earlier observation: cup 1 was in countertop 2.", "valid_time": "2026-01-05"},
+        {"text": "Update: cup 1 has been moved from countertop 2 to drawer 3.", "valid_time": "2026-01-10"},
+        {"text": "Earlier observation: cup 2 was in countertop 4."},
+        {
+            "text": "Update: cup 1 has been moved from countertop 5 to drawer 7.",
+            "valid_time": "2026-01-07T10:00Z",
+        },
+        {"text": "Update: cup 2 has been moved from countertop 4 to drawer 1."},
+    ] * 3  # three batches of 5 (batch_events 4 below): dated rows fall on both sides of batch ends
+    stream = _write(tmp_path / "s.jsonl", rows)
+    cfg = tmp_path / "ingest.toml"
+    cfg.write_text(CONFIG.replace("batch_events = 64", "batch_events = 4"))
+    outs = [tmp_path / f"p{n}.arrow" for n in (1, 2)]
+    for n, out in zip((1, 2), outs, strict=True):
+        ingest(stream, out, config=cfg, partitions=n, progress=False)
+    reference = ingest_sequential(stream, config=cfg).to_bytes()
+    assert outs[0].read_bytes() == outs[1].read_bytes() == reference
+    graph = ProvenanceGraph.load(outs[0])
+    assert graph.cell("cup_1.location").value == "drawer 3"  # drawer 7 is older news
+    assert [graph.evidence(f"e{i}").valid_time for i in range(5)] == [
+        "2026-01-05",
+        "2026-01-10",
+        None,
+        "2026-01-07T10:00Z",
+        None,
+    ]
+    undated = _write(tmp_path / "u.jsonl", [{"text": r["text"]} for r in rows])
+    ingest(undated, tmp_path / "u.arrow", config=cfg, progress=False)
+    assert ProvenanceGraph.load(tmp_path / "u.arrow").cell("cup_1.location").value == "drawer 7"
+
+
+def test_a_repeated_id_is_a_bad_row_even_after_a_resume(ray_cluster, tmp_path: Path) -> None:
+    """Ids are an event's identity: a repeat is refused (named with the first row), or skipped and
+    listed with --skip-bad, also when the first one was ingested by an earlier run of the stream."""
+    import pyarrow.parquet as pq
+
+    from pmem.ingest._stream import StreamError
+
+    cfg = tmp_path / "ingest.toml"
+    cfg.write_text(CONFIG.replace("batch_events = 64", "batch_events = 2"))
+    rows = [{"text": f"Earlier observation: cup {i} was in countertop {i}.", "id": i} for i in range(5)]
+    stream = _write(tmp_path / "s.jsonl", rows)
+    out = tmp_path / "s.arrow"
+    first = ingest(stream, out, config=cfg, progress=False, skip_bad=True)
+    assert (first.events, first.rejects) == (5, 0)
+    with stream.open("a") as f:  # the log grows: a redelivered event, then a new one
+        f.write(
+            json.dumps({"text": "Update: cup 1 has been moved from countertop 1 to drawer 9.", "id": 1})
+            + "\n"
+        )
+        f.write(json.dumps({"text": "Earlier observation: cup 7 was in countertop 7.", "id": "7"}) + "\n")
+    second = ingest(stream, out, config=cfg, progress=False, skip_bad=True)
+    assert second.resumed_from == 5 and (second.events, second.rejects) == (6, 1)
+    (reject,) = pq.read_table(workdir_of(out) / "rejects").to_pylist()
+    assert reject["row"] == 6 and reject["reason"] == "duplicate id '1' (first at line 2)"
+    assert ProvenanceGraph.load(out).cell("cup_1.location").value == "countertop 1"
+    strict = tmp_path / "strict.arrow"
+    with pytest.raises(StreamError, match=r"s\.jsonl: line 6: duplicate id '1' \(first at line 2\)"):
+        ingest(stream, strict, config=cfg, progress=False)
+
+
+def test_a_rows_fate_does_not_depend_on_its_neighbours(tmp_path: Path) -> None:
+    """A row nested too deep for Python's JSON parser, in a field the ingest ignores, is read alike
+    alone (Arrow's block reader) and beside a bad row (the per-line reader)."""
+    from pmem.ingest._stream import read_stream
+
+    deep = json.dumps({"text": "Earlier observation: cup 1 was in countertop 2."})[:-1]
+    deep += ', "trace": ' + "[" * 5000 + "]" * 5000 + "}"
+    verdicts = []
+    for neighbours in ([], ['{"text": ""}'], ['{"no text": 1}', '{"text": "fine"}']):
+        path = tmp_path / "s.jsonl"
+        path.write_text("\n".join([deep, *neighbours]) + "\n")
+        (batch,) = list(read_stream(path, skip_bad=True))
+        verdicts.append(batch.events.to_pylist()[0])
+    assert verdicts[0]["text"] == "Earlier observation: cup 1 was in countertop 2."
+    assert verdicts[0] == verdicts[1] == verdicts[2]

@@ -31,7 +31,7 @@ RECORDS: list[dict[str, Any]] = [
         "source": None if i % 3 else f"src{i}",
         "time": f"2024-01-{i + 1:02d}",
     }
-    | ({"valid_time": "2023"} if i % 4 == 0 else {})
+    | ({"valid_time": "2023-03-01"} if i % 4 == 0 else {})
     | ({"id": f"e{i}"} if i % 2 else {})
     for i in range(10)
 ]
@@ -156,7 +156,18 @@ BAD_LINES: list[tuple[bytes, str]] = [
     (b'{"text": " \\t\\u3000\\u001c "}', "field 'text' is empty"),
     (b'{"text": 42}', "field 'text' must be a string, got number"),
     (b'{"text": "a", "time": [2024]}', "field 'time' must be a string or a number, got array"),
-    (b'{"text": "a", "valid_time": true}', "field 'valid_time' must be a string or a number, got boolean"),
+    (
+        b'{"text": "a", "valid_time": true}',
+        "field 'valid_time' must be an ISO 8601 date or datetime (a string",
+    ),
+    (
+        b'{"text": "a", "valid_time": 1.5e3}',
+        "field 'valid_time' must be an ISO 8601 date or datetime (a string",
+    ),
+    (
+        b'{"text": "a", "valid_time": "2023"}',
+        "field 'valid_time' must be an ISO 8601 date or datetime, got '2023'",
+    ),
     (b'{"text": "a", "source": {"k": 1}}', "field 'source' must be a string, got object"),
     (b'{"text": "a", "source": "  "}', "field 'source' is empty"),
     (b'{"text": "a", "id": 1.5}', "field 'id' must be a string or an integer, got number"),
@@ -209,9 +220,10 @@ def test_bad_rows_found_in_large_blocks_by_both_paths(tmp_path: Path) -> None:
 def test_the_fast_path_and_the_per_line_path_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rnd = random.Random(3)
     pieces = [
-        b'{"text": "plain", "source": "s", "time": "2024", "valid_time": "2023", "id": "x"}',
+        b'{"text": "plain", "source": "s", "time": "2024", "valid_time": "2023-01-02", "id": "x"}',
+        b'{"text": "deep", "skipped": ' + b"[" * 5000 + b"]" * 5000 + b"}",
         b'{"text": "extra fields", "meta": {"a": [1, 2]}, "n": 3}',
-        b'{"text": "numbers", "time": 1709251200, "valid_time": 1.5e3, "id": -7}',
+        b'{"text": "numbers", "time": 1709251200, "valid_time": "2023-01-02T03:04:05Z", "id": -7}',
         b'{"text": "caf\xc3\xa9 \\u00e9 \\ud83d\\ude00", "source": null, "time": null}',
         b'\t{"text":"crlf"}\r',
         b"   ",
@@ -249,12 +261,12 @@ def test_clean_blocks_take_the_fast_path(tmp_path: Path, monkeypatch: pytest.Mon
 def test_jsonl_numbers_keep_their_spelling_and_strings_pass_through(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text(
-        '{"text": "a", "time": 1709251200, "valid_time": 1.50, "id": 42}\n'
+        '{"text": "a", "time": 1709251200, "valid_time": "2024-02-29", "id": 42}\n'
         '{"text": "b", "time": -1e3, "id": "0042"}\n'
     )
     events = events_of(list(read_stream(path)))
     assert [(e["time"], e["valid_time"], e["id"]) for e in events] == [
-        ("1709251200", "1.50", "42"),
+        ("1709251200", "2024-02-29", "42"),
         ("-1e3", None, "0042"),
     ]
 
@@ -363,9 +375,21 @@ def test_columnar_types_convert_to_text(tmp_path: Path, suffix: str) -> None:
         ("user", None, None, None),
         ("t", "2024-01-02T00:00:00.000+01:00", "2023-05-07", "-3"),
     ]
-    numbers = pa.table({"text": ["x", "y"], "time": [1709251200, 7], "valid_time": [1.5, 2.0]})
+    numbers = pa.table({"text": ["x", "y"], "time": [1709251200, 7]})
     events = events_of(list(read_stream(columnar(tmp_path, numbers, suffix))))
-    assert [(e["time"], e["valid_time"]) for e in events] == [("1709251200", "1.5"), ("7", "2")]
+    assert [e["time"] for e in events] == ["1709251200", "7"]
+    # a valid time is a date or datetime the core can order: a number, or text it cannot read, is refused
+    for valid in (pa.array([1.5, None]), pa.array(["2023", None])):
+        table = pa.table({"text": ["x", "y"], "valid_time": valid})
+        batches = list(read_stream(columnar(tmp_path, table, suffix), skip_bad=True))
+        assert events_of(batches) == [
+            {"row": 2, "text": "y", "source": "user", "time": None, "valid_time": None, "id": None}
+        ]
+        (reject,) = [r for b in batches for r in b.rejects.to_pylist()]
+        assert (
+            reject["row"] == 1
+            and "field 'valid_time' must be an ISO 8601 date or datetime" in reject["reason"]
+        )
 
 
 def test_naive_and_utc_timestamps(tmp_path: Path) -> None:

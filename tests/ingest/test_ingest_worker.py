@@ -28,11 +28,11 @@ TEXTS = [
 
 def _items(worker: IngestWorker, texts: list[str]) -> list[tuple]:
     rows: list[tuple[int, int, str, str, str | None]] = [
-        (i, i + 1, t, "user", None) for i, t in enumerate(texts)
+        (i, i + 1, t, "user", None, None) for i, t in enumerate(texts)
     ]
     extracted = asyncio.run(worker.extract(rows))
     items = []
-    for (pos, row, text, _, _), (facts, error) in zip(rows, extracted, strict=True):
+    for (pos, row, text, _, _, _), (facts, error, _) in zip(rows, extracted, strict=True):
         assert error is None and len(facts) == 1, (text, facts, error)
         for fidx, (key, value, status, event) in enumerate(facts):
             items.append(commit_item(pos, row, fidx, key, value, status, key, event, text))
