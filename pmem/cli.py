@@ -160,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        # the machine's answer about a file (missing, a folder, no permission, read-only, a full disk)
+        # names the file: that line is the whole story; a command's own errors are handled in it
+        name = f"pmem {key.replace(':', ' ')}"
+        where = f"{exc.filename}: " if exc.filename and str(exc.filename) not in str(exc) else ""
+        print(f"{name}: error: {where}{' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -72,3 +72,28 @@ def private_ray_tmpdir():
     path = tempfile.mkdtemp(prefix="pmem-rt-", dir="/tmp")
     yield path
     remove_ray_temp_dir(path)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """Mount small tmpfs folders (``tmpfs(size_kib, read_only=False) -> Path``) for a full or read-only
+    disk; skipped where this process may not mount (CI and the developers' machines run as root)."""
+    import subprocess
+
+    mounted = []
+
+    def mount(size_kib: int, read_only: bool = False):
+        where = tmp_path / f"mnt{len(mounted)}"
+        where.mkdir()
+        options = f"size={size_kib}k" + (",ro" if read_only else "")
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(where)
+        return where
+
+    yield mount
+    for where in mounted:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)

@@ -23,7 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("verify", help="check every vendored file against datasets/MANIFEST.json")
     p.add_argument("--longmemeval", type=Path, default=None, help="also check this LongMemEval file")
     p = sub.add_parser("coverage", help="template-parser coverage, overwritten keys, stale denominators")
-    p.add_argument("--subset", action="append", default=None, help="FactConsolidation subset (repeatable)")
+    from pmem.bench._factconsolidation import SUBSETS
+
+    p.add_argument(
+        "--subset",
+        action="append",
+        default=None,
+        choices=SUBSETS,
+        help="FactConsolidation subset (repeatable)",
+    )
     p.add_argument("--show-misses", type=int, default=20, help="list at most N unparsed facts per subset")
 
 
@@ -165,12 +173,15 @@ def _coverage(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pmem.bench._data import DataError
+
     action = getattr(args, "bench_command", None)
-    if action == "list":
-        return _list(args)
-    if action == "verify":
-        return _verify(args)
-    if action == "coverage":
-        return _coverage(args)
-    print("usage: pmem bench {list,verify,coverage}", file=sys.stderr)
-    return 2
+    actions = {"list": _list, "verify": _verify, "coverage": _coverage}
+    if action not in actions:
+        print("usage: pmem bench {list,verify,coverage}", file=sys.stderr)
+        return 2
+    try:
+        return actions[action](args)
+    except DataError as exc:  # the data is not here (a pip install without the repository, say)
+        print(f"pmem bench {action}: error: {exc}", file=sys.stderr)
+        return 2

@@ -32,6 +32,9 @@ def run(args: argparse.Namespace) -> int:
     if out.resolve() == state.resolve():
         print(f"error: --out {out} is the input state: write the erased graph elsewhere", file=sys.stderr)
         return 2
+    if out.is_dir():
+        print(f"error: --out {out} is a directory: give the new state file's path", file=sys.stderr)
+        return 2
     try:
         graph = ProvenanceGraph.load(state)
         receipt = graph.erase(args.evidence)

@@ -1,4 +1,6 @@
-"""`pmem inspect STATE [--key KEY] [--as-of SEQ|TIME]`: print a saved graph's cells, or one key's history.
+"""`pmem inspect STATE [--key KEY [--ops]] [--as-of SEQ|TIME] [--all] [--json]`: a saved graph's cells, or
+one key's history (``--ops``: with its operation log, each operation's evidence); ``--json`` prints any
+of these views as one JSON document.
 
 Values and evidence are escaped as in ``render`` (one line each). ``--as-of`` shows the graph as it was:
 an integer is an arrival seq, anything else an ISO 8601 observation time (``ProvenanceGraph.as_of``).
@@ -8,8 +10,10 @@ Errors go to stderr with exit status 2: an unreadable state file, a bad ``--as-o
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pmem.graph._render import escape
 
@@ -28,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--as-of",
         metavar="SEQ|TIME",
         help="show the graph as of an arrival seq (an integer) or an ISO 8601 observation time",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the same view as one JSON document (every view)"
     )
 
 
@@ -74,6 +81,60 @@ def describe_key(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> li
     return lines
 
 
+def _evidence_json(graph: ProvenanceGraph, evidence: str | None) -> dict[str, Any] | None:
+    if evidence is None:
+        return None
+    return dataclasses.asdict(graph.evidence(evidence))
+
+
+def key_json(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> dict[str, Any]:
+    """One key's view as JSON: the cell, its versions (newest first) with their evidence, and with
+    ``with_ops`` its operation log with each operation's evidence (what ``describe_key`` prints)."""
+    cell = graph.cell(key)
+    assert cell is not None  # the caller refused unknown keys
+    doc: dict[str, Any] = {
+        "key": key,
+        "value": cell.value,
+        "status": cell.status,
+        "alternatives": list(cell.alternatives),
+        "support": cell.support,
+        "versions": [
+            {
+                **{f: getattr(v, f) for f in ("id", "value", "status", "valid_from", "valid_to", "support")},
+                "supersedes": v.supersedes,
+                "alternative_of": v.alternative_of,
+                "evidence": _evidence_json(graph, v.evidence),
+            }
+            for v in reversed(graph.versions(key))
+        ],
+    }
+    if with_ops:
+        doc["operations"] = [
+            {**dataclasses.asdict(op), "evidence": _evidence_json(graph, op.evidence)}
+            for op in graph.operations(key)
+        ]
+    return doc
+
+
+def _cells_json(graph: ProvenanceGraph, with_empty: bool) -> list[dict[str, Any]]:
+    out = []
+    for key in graph:
+        cell = graph.cell(key)
+        assert cell is not None  # iteration yields written keys only
+        if cell.value is None and not with_empty:
+            continue
+        out.append(
+            {
+                "key": key,
+                "value": cell.value,
+                "status": cell.status,
+                "alternatives": list(cell.alternatives),
+                "support": cell.support,
+            }
+        )
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from pmem.graph._graph import ProvenanceGraph
     from pmem.graph._state import StateFileError
@@ -84,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     when = ""
+    as_of: dict[str, Any] | None = None
     if args.as_of is not None:
         text = args.as_of.strip()
         if not text.isdigit() and not graph.has_observation_times():
@@ -99,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: --as-of {args.as_of!r}: {exc}", file=sys.stderr)
             return 2
         when = f" as of {'seq ' if text.isdigit() else ''}{text}"
+        as_of = {"seq": int(text)} if text.isdigit() else {"time": text}
     if args.key:
         # refuse before printing anything, so that a typo is never mistaken for an answer
         missing = [key for key in dict.fromkeys(args.key) if graph.cell(key) is None]
@@ -107,10 +170,21 @@ def run(args: argparse.Namespace) -> int:
             noun = "key" if len(missing) == 1 else "keys"
             print(f"error: no such {noun} {names} in {args.state}", file=sys.stderr)
             return 2
+        if args.json:
+            keys = [key_json(graph, key, args.ops) for key in dict.fromkeys(args.key)]
+            print(json.dumps({"state": str(args.state), "as_of": as_of, "keys": keys}, indent=1))
+            return 0
         for key in args.key:
             print("\n".join(describe_key(graph, key, args.ops)))
         return 0
+    if args.ops:
+        print("error: --ops shows a key's operation log: give it with --key KEY", file=sys.stderr)
+        return 2
     st = graph.stats()
+    if args.json:
+        cells = _cells_json(graph, args.all)
+        print(json.dumps({"state": str(args.state), "as_of": as_of, "stats": st, "cells": cells}, indent=1))
+        return 0
     print(
         f"{args.state}{when}: {st['cells']} cells, {st['keys']} keys, {st['versions']} versions, "
         f"{st['operations']} operations ({st['failed_operations']} not applied), {st['evidence']} evidence"

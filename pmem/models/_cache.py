@@ -14,6 +14,7 @@ during a write, ``busy_timeout`` serializes writers, ``INSERT OR IGNORE`` makes 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -48,6 +49,11 @@ def _retry_locked(step: Callable[[], object], attempts: int = 40) -> None:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+class CacheWriteError(OSError):
+    """The cache file could not be written (``"{path}: database or disk is full ..."``): an OSError, as
+    any other file a command writes, so that commands report it in one line."""
 
 
 class ResponseCache:
@@ -132,7 +138,10 @@ class ResponseCache:
             with self._held_lock:
                 self._held.setdefault(key, text)  # the first answer stays, as INSERT OR IGNORE keeps it
             return
-        self._conn().execute("INSERT OR IGNORE INTO chat (key, payload) VALUES (?, ?)", (key, text))
+        try:
+            self._conn().execute("INSERT OR IGNORE INTO chat (key, payload) VALUES (?, ?)", (key, text))
+        except sqlite3.OperationalError as exc:
+            raise CacheWriteError(f"{self.path}: {exc} (writing the response cache)") from exc
 
     def flush(self) -> int:
         """Write the held chat entries (``write_behind``) in one transaction; how many there were."""
@@ -148,13 +157,23 @@ class ResponseCache:
         return len(rows)
 
     def _write_many(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        try:
+            self._write_many_once(sql, rows)
+        except sqlite3.OperationalError as exc:  # a full disk, a read-only file: the file's problem
+            raise CacheWriteError(f"{self.path}: {exc} (writing the response cache)") from exc
+
+    def _write_many_once(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         conn = self._conn()
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany(sql, rows)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # SQLite may have rolled back already (a full disk does): a second ROLLBACK would raise
+            # "no transaction is active" and hide the error that matters
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             raise
 
     def get_vectors(self, model_id: str, texts: Sequence[str]) -> dict[int, np.ndarray]:

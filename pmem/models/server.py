@@ -401,9 +401,21 @@ class ServerThread:
 
 
 # --- CLI ----------------------------------------------------------------------------------------------
+def _port(text: str) -> int:
+    """A TCP port (0: any free one); the socket layer would quietly take a larger number modulo 65536."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        msg = f"{text!r} is not a TCP port (0-65535)"
+        raise argparse.ArgumentTypeError(msg)
+    return port
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=_port, default=8000, help="port to listen on (default: %(default)s)")
     parser.add_argument("--model", default=MODEL_ID, help="model id reported for chat (default: %(default)s)")
     parser.add_argument(
         "--embed-model", default=None, help="model id reported for embeddings (default: hashing-char24-DIM)"

@@ -505,6 +505,9 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A config file's TOML document; a missing, unreadable, non-UTF-8 or invalid file is a ConfigError
     naming it (sweep and ingest configs alike)."""
     p = Path(path)
+    if p.is_dir():
+        msg = f"{p}: is a directory, not a config file (give a .toml file)"
+        raise ConfigError(msg)
     if not p.is_file():
         msg = f"{p}: config file not found"
         raise ConfigError(msg)

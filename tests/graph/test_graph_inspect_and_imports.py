@@ -142,3 +142,47 @@ def test_inspect_as_of_a_time_on_a_state_without_times_is_an_error(tmp_path, cap
     assert main(["inspect", str(tmp_path / "s.arrow"), "--as-of", "2026-01-05"]) == 2
     err = capsys.readouterr().err
     assert "records no observation times" in err and "--as-of N" in err
+
+
+def test_inspect_json_gives_every_view_as_one_document(tmp_path, capsys):
+    import json
+
+    g = ProvenanceGraph()
+    g.apply("accept", "budget", "$30k", evidence=g.observe("Budget is $30k", time="2024-01-01"))
+    g.apply("accept", "budget", "$50k", evidence=g.observe("Raised to $50k", time="2024-03-01"))
+    g.apply("revoke", "budget", evidence=g.observe("$50k was never approved", source="cfo"))
+    g.apply("accept", "gone", "x", evidence=g.observe("x"))
+    g.apply("revoke", "gone", evidence=g.observe("not x"))
+    state = str(tmp_path / "s.arrow")
+    g.save(state)
+
+    def view(*args: str) -> dict:
+        assert main(["inspect", state, "--json", *args]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    cells = view()
+    assert cells["stats"]["operations"] == 5 and cells["as_of"] is None
+    assert [(c["key"], c["value"], c["status"]) for c in cells["cells"]] == [("budget", "$30k", "active")]
+    assert [c["key"] for c in view("--all")["cells"]] == ["budget", "gone"]
+    past = view("--as-of", "4")
+    assert past["as_of"] == {"seq": 4} and past["cells"][0]["value"] == "$50k"
+    dated = view("--as-of", "2024-02-01")
+    assert dated["as_of"] == {"time": "2024-02-01"} and dated["cells"][0]["value"] == "$30k"
+    (key,) = view("--key", "budget", "--ops")["keys"]
+    assert [v["value"] for v in key["versions"]] == ["$50k", "$30k"]
+    assert (
+        key["versions"][0]["status"] == "revoked" and key["versions"][0]["evidence"]["time"] == "2024-03-01"
+    )
+    revoke = key["operations"][-1]
+    assert revoke["op"] == "revoke" and revoke["applied"] is True
+    assert revoke["evidence"] == {
+        "id": "e2",
+        "text": "$50k was never approved",
+        "source": "cfo",
+        "time": None,
+        "seq": 5,
+        "valid_time": None,
+    }
+    assert "operations" not in view("--key", "budget")["keys"][0]
+    assert main(["inspect", state, "--ops"]) == 2  # --ops needs a key: never silently ignored
+    assert "--ops shows a key's operation log" in capsys.readouterr().err

@@ -290,3 +290,26 @@ def test_a_rows_fate_does_not_depend_on_its_neighbours(tmp_path: Path) -> None:
         verdicts.append(batch.events.to_pylist()[0])
     assert verdicts[0]["text"] == "Earlier observation: cup 1 was in countertop 2."
     assert verdicts[0] == verdicts[1] == verdicts[2]
+
+
+def test_a_full_disk_is_one_line_naming_the_file(tmp_path: Path, tmpfs) -> None:
+    """SQLite's own 'database or disk is full' reaches the user (a second ROLLBACK used to hide it
+    behind 'cannot rollback - no transaction is active'), in one line, and the stream is untouched."""
+    rows = [{"text": f"Earlier observation: cup {i} was in countertop {i % 40}."} for i in range(3000)]
+    stream = _write(tmp_path / "s.jsonl", rows)
+    before = stream.read_bytes()
+    full = tmpfs(300)
+    done = pmem_ingest(str(stream), "--out", str(full / "s.arrow"))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "database or disk is full" in line or "No space left on device" in line, line
+    assert str(full) in line and "Traceback" not in done.stderr
+    assert stream.read_bytes() == before
+
+
+def test_a_read_only_mount_is_one_line(tmp_path: Path, tmpfs) -> None:
+    stream = _write(tmp_path / "s.jsonl", [{"text": "Earlier observation: cup 1 was in countertop 2."}])
+    ro = tmpfs(64, read_only=True)
+    done = pmem_ingest(str(stream), "--out", str(ro / "s.arrow"))
+    assert done.returncode == 2 and "is not writable" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
