@@ -246,3 +246,20 @@ def template_extraction(unit: list[Event]) -> Extraction:
         if parsed is not None:
             out.append(Fact(fact_key(parsed[0], parsed[1]), parsed[2], "asserted", e.index, kind="fact"))
     return Extraction(unit, unit_text(unit), out, None, tuple(forget), tuple(distinct))
+
+
+def no_fact_reason(agent_backend: str, request_log: str) -> str:
+    """Why a write path that read text extracted no fact: for the default agent, what it can read (the
+    benchmarks' sentence templates) and how to bring a real model; else where its replies are logged.
+
+    >>> no_fact_reason("heuristic", "requests/")[:60]
+    'the default agent (heuristic, no LLM) understands only the b'
+    """
+    if agent_backend == "heuristic":
+        return (
+            "the default agent (heuristic, no LLM) understands only the benchmarks' sentence templates "
+            '("Update: apple 1 has been moved from table 1 to fridge 1.", "The city of Alice is Paris."); '
+            "for ordinary text give a config whose [models.agent] is a real model (pmem ingest --config, "
+            "a sweep's config; docs/models.md; jobs/cpu_llm.toml runs one on this CPU)"
+        )
+    return f"the agent's replies held no fact (see the request log in {request_log})"

@@ -147,13 +147,9 @@ def nothing_ingested(report: IngestReport, agent_backend: str) -> str | None:
         return f"every row of the stream was rejected ({report.rejects:,}; see {workdir_of(Path(report.out)) / 'rejects'})"
     if report.events == 0:
         return None
-    why = (
-        "the default agent (heuristic, no LLM) understands only the benchmarks' sentence templates "
-        '("Update: apple 1 has been moved from table 1 to fridge 1.", "The city of Alice is Paris."); for ordinary text give --config '
-        "with a [models.agent] of a real model (docs/ingest.md; jobs/cpu_llm.toml runs one on this CPU)"
-        if agent_backend == "heuristic"
-        else "the agent's replies held no fact (see the request log in the state's .ingest/requests/)"
-    )
+    from pmem.arms._writepath import no_fact_reason
+
+    why = no_fact_reason(agent_backend, "the state's .ingest/requests/")
     return f"extracted no fact from {report.events:,} events: {why}"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 #: the exit status of a sweep stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
 EXIT_INTERRUPTED = 130
@@ -29,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--predict-only", action="store_true", help="answer only; skip the judging pass")
     parser.add_argument("--fail-on-error", action="store_true", help="exit non-zero when any history failed")
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="exit 0 even when an arm's extraction wrote no fact (default: exit 1 and say why; "
+        "[run] allow_empty)",
+    )
     parser.add_argument("--runners", type=int, default=None, help="runner actors (default: [run] runners)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -71,5 +78,27 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     print_summary(res)
     fail_on_error = args.fail_on_error or spec.run.fail_on_error
+    empty = _nothing_written(res.run_dir, spec.agents[0].backend if len(spec.agents) == 1 else "")
+    allow_empty = args.allow_empty or spec.run.allow_empty
+    if empty:
+        print(
+            f"pmem sweep: {empty}; "
+            + ("accepted (allow_empty)" if allow_empty else "--allow-empty accepts it"),
+            file=sys.stderr,
+        )
     print(res.run_dir, flush=True)
+    if empty and not allow_empty:
+        return 1
     return 1 if (fail_on_error and res.failed) else 0
+
+
+def _nothing_written(run_dir: Any, agent_backend: str) -> str | None:
+    """Why arms whose extraction ran wrote no fact in the whole run (None when every such arm wrote)."""
+    from pmem.arms._writepath import no_fact_reason
+    from pmem.runner._summary import arms_without_facts
+
+    silent = arms_without_facts(run_dir)
+    if not silent:
+        return None
+    arms = ", ".join(f"{arm} ({calls:,} extraction calls)" for arm, calls in silent.items())
+    return f"no fact was extracted by {arms}: {no_fact_reason(agent_backend, f'{run_dir}/requests/')}"

@@ -65,6 +65,8 @@ class RunOptions:
     placement: str = "driver-node"
     predict_only: bool = False
     fail_on_error: bool = False
+    #: exit 0 even when an arm's model extraction wrote no fact at all (default: exit 1 and say why)
+    allow_empty: bool = False
     limit: int | None = None
     judge_concurrency: int = 32
     cache: bool = True
@@ -85,6 +87,7 @@ _RUN_TYPES: dict[str, tuple[type, ...]] = {
     "placement": (str,),
     "predict_only": (bool,),
     "fail_on_error": (bool,),
+    "allow_empty": (bool,),
     "limit": (int,),
     "judge_concurrency": (int,),
     "cache": (bool,),

@@ -48,6 +48,33 @@ def summary_rows(run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def arms_without_facts(run_dir: Path) -> dict[str, int]:
+    """Arms whose model extraction ran yet wrote nothing: arm -> extraction calls (requests/ rows with
+    the extraction prompt's purpose), for arms with no writes/ row at all. Arms that do not extract
+    (long context, retrieval over raw text, template write paths) never appear."""
+    import polars as pl
+
+    from pmem.arms._prompts import template
+    from pmem.rundir import REQUESTS, WRITES
+
+    requests = sorted((run_dir / REQUESTS.name).glob("*.parquet"))
+    if not requests:
+        return {}
+    extract = template("extract").purpose
+    calls = (
+        pl.scan_parquet(requests)
+        .filter(pl.col(C.PURPOSE) == extract)
+        .group_by(C.ARM)
+        .agg(pl.len().alias("calls"))
+        .collect()
+    )
+    writes = sorted((run_dir / WRITES.name).glob("*.parquet"))
+    wrote = (
+        set(pl.scan_parquet(writes).select(C.ARM).unique().collect()[C.ARM].to_list()) if writes else set()
+    )
+    return {r[C.ARM]: r["calls"] for r in calls.sort(C.ARM).to_dicts() if r[C.ARM] not in wrote}
+
+
 def brief_error(error: str | None, width: int = 400) -> str:
     """An error's last line, at most ``width`` characters: its start and its end, since a server's
     reason comes last (``... HTTP 400: {"error": ... "context_length_exceeded"}``).

@@ -155,3 +155,16 @@ def judged(subset: str = "default", n: int = 3) -> Iterator[History]:
             params={"answer_session_ids": [f"s{i}"]},
         )
         yield History(id=f"judged/{i}", benchmark="judged", subset=subset, events=events, questions=(q,))
+
+
+def ordinary(subset: str = "default", n: int = 2) -> Iterator[History]:
+    """Ordinary sentences, none in a benchmark template: the heuristic agent extracts no fact from them."""
+    for i in range(n):
+        events = (
+            Event(0, f"Alice moved to Berlin in spring {2000 + i}."),
+            Event(1, "Bob's phone is now 555-1234."),
+        )
+        q = Question(
+            id=f"o{i}", text="Where does Alice live?", gold=("Berlin",), qtype="current", after_event=1
+        )
+        yield History(id=f"ordinary/{i}", benchmark="ordinary", subset=subset, events=events, questions=(q,))

@@ -225,3 +225,42 @@ def test_ctrl_c_keeps_committed_work_and_says_how_to_resume(ray_cluster, tmp_pat
     assert (resumed.completed, resumed.failed) == (20, 0)
     keys = result_keys(run_dir)
     assert len(keys) == len(set(keys))
+
+
+def test_a_sweep_whose_extraction_wrote_nothing_says_why_and_exits_1(ray_cluster, tmp_path: Path) -> None:
+    """Ordinary text and the heuristic agent: the pmem arm extracts nothing. The sweep says which arm,
+    how many extraction calls, and why, and exits 1; --allow-empty (or [run] allow_empty) accepts it.
+    Arms that do not extract (raw) never count."""
+    body = """
+arms = ["pmem", "raw"]
+[run]
+runners = 1
+flush_s = 0.1
+[[benchmarks]]
+name = "runner_plugins:ordinary"
+n = 2
+"""
+    cfg = config(tmp_path, body, name="ordinary")
+    address = ray_cluster.get_runtime_context().gcs_address
+    done = subprocess.run(
+        sweep_argv(cfg, tmp_path / "runs", address),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("pmem sweep:")]
+    assert "no fact was extracted by pmem (4 extraction calls)" in line and "raw" not in line.split(":")[1]
+    assert "heuristic" in line and "--allow-empty accepts it" in line
+    assert Path(done.stdout.strip().splitlines()[-1]).is_dir()  # the run is written and named
+    accepted = subprocess.run(
+        sweep_argv(cfg, tmp_path / "runs", address, "--allow-empty"),
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert accepted.returncode == 0 and "accepted (allow_empty)" in accepted.stderr, accepted.stderr[-3000:]
