@@ -224,7 +224,7 @@ def ingest(
     lock = hold_exclusive(
         workdir / ".lock", f"--out {out}", hint="wait for that ingest to end, or give another --out"
     )
-    from pmem.runner._connect import connect
+    from pmem.runner._connect import connect, embedded
 
     started = False
     try:
@@ -232,6 +232,9 @@ def ingest(
         done = job.already_complete()  # before Ray starts: a finished ingest answers at once
         if done is not None:
             return done
+        if embedded(address) and not _ray_initialized():
+            # the embedded Ray gets this machine's CPUs: refuse before spending seconds starting it
+            check_partitions(partitions, spec.worker_cpus, float(os.cpu_count() or 1))
         started = connect(address)
         check_partitions(partitions, spec.worker_cpus)
         return job.execute()
@@ -241,6 +244,12 @@ def ingest(
 
             ray.shutdown()
         lock.release()
+
+
+def _ray_initialized() -> bool:
+    import ray
+
+    return bool(ray.is_initialized())
 
 
 def check_paths(stream: Path, out: Path) -> None:
@@ -282,16 +291,18 @@ def check_paths(stream: Path, out: Path) -> None:
 MIN_WORKER_CPUS = 0.25
 
 
-def check_partitions(partitions: int, worker_cpus: float | None) -> None:
-    """``partitions`` workers fit the driver's node (where they run, beside the response cache).
+def check_partitions(partitions: int, worker_cpus: float | None, cpus: float | None = None) -> None:
+    """``partitions`` workers fit the driver's node (where they run, beside the response cache): its
+    ``cpus``, or, when not given, the CPUs Ray reports for the driver's node.
 
     Raises:
         ValueError: more partitions than the node can run, with the bound.
     """
-    import ray
+    if cpus is None:
+        import ray
 
-    node = ray.get_runtime_context().get_node_id()
-    cpus = next((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["NodeID"] == node), 0.0)
+        node = ray.get_runtime_context().get_node_id()
+        cpus = next((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n["NodeID"] == node), 0.0)
     each = worker_cpus or MIN_WORKER_CPUS
     bound = max(1, int(cpus / each + 1e-9))
     if partitions > bound:
