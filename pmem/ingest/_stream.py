@@ -165,9 +165,9 @@ def _unique_ids(
             continue
         repeated: list[int] = []
         reasons: list[str] = []
-        for i, (row, event_id) in enumerate(
-            zip(events.column("row").to_pylist(), column.to_pylist(), strict=True)
-        ):
+        rows: list[int] = events.column("row").to_pylist()  # type: ignore[assignment]  # non-nullable
+        ids: list[str | None] = column.to_pylist()
+        for i, (row, event_id) in enumerate(zip(rows, ids, strict=True)):
             if event_id is None:
                 continue
             first = seen.setdefault(event_id, row)

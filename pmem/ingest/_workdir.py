@@ -121,7 +121,9 @@ class Workdir:
                 p.unlink()
                 continue
             table = pq.read_table(p)
-            ids.update(zip(table.column("id").to_pylist(), table.column("row").to_pylist(), strict=True))
+            names: list[str] = table.column("id").to_pylist()  # type: ignore[assignment]  # no nulls written
+            rows: list[int] = table.column("row").to_pylist()  # type: ignore[assignment]
+            ids.update(zip(names, rows, strict=True))
         return ids
 
     def drop_rejects_from(self, first_row: int) -> None:
