@@ -3,8 +3,11 @@
 Layout. The file is an Arrow IPC *file* with schema ``(table: string, payload: large_binary)``: one row
 per logical table (evidence, keys, versions, ...), each payload an Arrow IPC *stream* holding that table.
 Schema metadata carries the format name, the schema version, the arrival seq and a SHA-256 over all
-payloads, so that a truncated or altered file is refused instead of yielding a partial graph. Any Arrow
-reader can open it::
+payloads. Since schema 3 it also carries a SHA-256 of the *whole file* (``file_sha256``), computed with
+its own two copies (the schema is written at the start of an Arrow file and again in its footer) set to
+zeros: ``load`` finds both copies by reading the file's two length fields, checks the digest over every
+byte, and only then lets Arrow parse anything. So no damaged byte ever reaches a parser: whatever the
+bytes, a file loads as saved or is refused with :class:`StateFileError`. Any Arrow reader can open it::
 
     outer = pyarrow.ipc.open_file(path).read_all()
     versions = pyarrow.ipc.open_stream(outer["payload"][2].as_py()).read_all()
@@ -18,6 +21,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import mmap
 import os
 import secrets
 from array import array
@@ -35,10 +39,20 @@ if TYPE_CHECKING:
     from pmem.graph._identity import KeyRegistry
 
 FORMAT = "pmem-state"
-#: Written by this code. Version 2 added the premise tables (``apply(..., depends_on=...)``).
-SCHEMA_VERSION = 2
+#: Written by this code. Version 2 added the premise tables (``apply(..., depends_on=...)``); version 3
+#: the whole-file checksum (metadata and Arrow framing included).
+SCHEMA_VERSION = 3
 #: Read by this code: a table a file's version predates loads empty.
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
+#: The metadata key of the whole-file digest; its value is the mark, then 64 hex digits.
+FILE_DIGEST_KEY = "file_sha256"
+_FILE_MARK = b"pmem-file-sha256:"
+_DIGEST_HEX = 64
+_PLACEHOLDER = b"0" * _DIGEST_HEX
+_ARROW_MAGIC = b"ARROW1"
+#: The most bytes the schema message or the footer may take (ours take about 2 KiB): a larger length
+#: field is damage, refused before anything is allocated for it.
+_MAX_FRAME = 1 << 20
 _ADDED_IN = {
     "premises": 2,
     "operation_premises": 2,
@@ -241,6 +255,8 @@ def _outer_table(graph: ProvenanceGraph) -> pa.Table:
             },
             sort_keys=True,
         ),
+        # zeros here, the digest once the file is written (see _seal)
+        FILE_DIGEST_KEY: (_FILE_MARK + _PLACEHOLDER).decode(),
     }
     # Build the binary column straight from the payload buffers: one copy, not one per step.
     offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
@@ -261,7 +277,116 @@ def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
     """Serialize deterministically: the same operations always give the same bytes."""
     sink = pa.BufferOutputStream()
     _write(_outer_table(graph), sink)
-    return sink.getvalue().to_pybytes()
+    return sealed(sink.getvalue().to_pybytes())
+
+
+def sealed(data: bytes) -> bytes:
+    """``data``, an Arrow file whose metadata holds the zeroed file digest, with the digest written in."""
+    out = bytearray(data)
+    slots = _digest_slots(out)
+    if slots is None:
+        msg = f"sealed: no {FILE_DIGEST_KEY} placeholder in the file's metadata"
+        raise ValueError(msg)
+    digest = _file_digest(out, slots).encode()
+    for at in slots:
+        out[at : at + _DIGEST_HEX] = digest
+    return bytes(out)
+
+
+# --- the whole-file digest ---------------------------------------------------------------------------
+
+
+def _frames(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The byte ranges of an Arrow file's schema message and footer, read from their length fields
+    (None when the bytes are not framed as an Arrow file: too short, a wrong magic, a length out of
+    range). Plain integer reads: nothing is parsed."""
+    size = len(data)
+    head = 8 + 8  # "ARROW1" + 2 padding bytes, then the continuation marker and the message length
+    if size < head + 10 or bytes(data[:6]) != _ARROW_MAGIC or bytes(data[size - 6 :]) != _ARROW_MAGIC:
+        return None
+    message = int.from_bytes(data[12:16], "little", signed=True)
+    footer = int.from_bytes(data[size - 10 : size - 6], "little", signed=True)
+    if not (0 < message <= _MAX_FRAME and head + message <= size - 10):
+        return None
+    if not (0 < footer <= _MAX_FRAME and size - 10 - footer >= head + message):
+        return None
+    return (head, head + message), (size - 10 - footer, size - 10)
+
+
+def _digest_slots(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """Where the two copies of the digest's 64 hex digits are: one in the schema message, one in the
+    footer, each after the mark and found exactly once there; None when neither frame holds the mark
+    (a file written before schema 3).
+
+    Raises:
+        ValueError: a frame without the mark, or with it twice (damage).
+    """
+    frames = _frames(data)
+    if frames is None:
+        return None
+    found = []
+    for start, end in frames:
+        region = bytes(data[start:end])
+        at = region.find(_FILE_MARK)
+        if at >= 0 and region.find(_FILE_MARK, at + 1) >= 0:
+            msg = "the file digest appears twice in one frame"
+            raise ValueError(msg)
+        found.append(-1 if at < 0 else start + at + len(_FILE_MARK))
+    if found == [-1, -1]:
+        return None
+    if -1 in found or any(at + _DIGEST_HEX > end for at, (_, end) in zip(found, frames, strict=True)):
+        msg = "the file digest is missing from one of its two places"
+        raise ValueError(msg)
+    return found[0], found[1]
+
+
+def _file_digest(data: bytes | bytearray | memoryview, slots: tuple[int, int]) -> str:
+    """SHA-256 of ``data`` with both digest slots read as zeros (no copy of the data)."""
+    view = memoryview(data)
+    digest = hashlib.sha256()
+    at = 0
+    for slot in sorted(slots):
+        digest.update(view[at:slot])
+        digest.update(_PLACEHOLDER)
+        at = slot + _DIGEST_HEX
+    digest.update(view[at:])
+    return digest.hexdigest()
+
+
+def _check_file_digest(data: bytes | bytearray | memoryview, path: Path) -> bool:
+    """Verify a schema-3 file's digest over every byte; False for a file written before schema 3.
+
+    Raises:
+        StateFileError: the digest is damaged, missing from one place, or does not match the bytes.
+    """
+    try:
+        slots = _digest_slots(data)
+    except ValueError as exc:
+        raise _refuse(path, f"{exc} (the file was altered or damaged)") from None
+    if slots is None:
+        return False
+    first, second = (bytes(data[at : at + _DIGEST_HEX]) for at in slots)
+    if first != second or not all(c in b"0123456789abcdef" for c in first):
+        raise _refuse(path, "its two copies of the file digest differ (the file was altered or damaged)")
+    if _file_digest(data, slots) != first.decode():
+        raise _refuse(path, "checksum mismatch over the whole file (the file was altered or damaged)")
+    return True
+
+
+def _seal(path: Path) -> None:
+    """Write the digest of the file just written at ``path`` into its two slots (zeros until now)."""
+    with open(path, "r+b") as f:
+        data = mmap.mmap(f.fileno(), 0)
+        try:
+            slots = _digest_slots(data)
+            assert slots is not None  # this code writes both
+            digest = _file_digest(data, slots).encode()
+            for at in slots:
+                data[at : at + _DIGEST_HEX] = digest
+            data.flush()
+        finally:
+            data.close()
+        os.fsync(f.fileno())
 
 
 def _create_aside(path: Path) -> tuple[int, Path]:
@@ -307,7 +432,7 @@ def save_graph(graph: ProvenanceGraph, path: str | Path) -> None:
         with os.fdopen(fd, "wb") as f:
             _write(outer, pa.PythonFile(f, mode="w"))  # straight to the file: no second copy in memory
             f.flush()
-            os.fsync(f.fileno())
+        _seal(tmp)  # the digest over every byte, then fsync
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -335,22 +460,37 @@ def decode_tables(
     data: bytes | pa.Buffer, path: Path | str = "<bytes>"
 ) -> tuple[dict[str, pa.Table], dict[str, str]]:
     path = Path(path)
+    sealed = _check_file_digest(memoryview(data), path)  # every byte, before any parser sees one
+    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     try:
-        reader = pa.ipc.open_file(data if isinstance(data, pa.Buffer) else pa.py_buffer(data))
+        reader = pa.ipc.open_file(buffer)
         outer = reader.read_all()
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
-        raise _refuse(path, f"truncated or damaged Arrow file ({exc})") from exc
-    raw_meta = outer.schema.metadata or {}
-    meta = {k.decode(): v.decode() for k, v in raw_meta.items()}
+        if not sealed:
+            # a file of schema 1 or 2: its framing and metadata are not checksummed. Its arrays are
+            # checked whole before use, and its metadata against the schema's second copy (an Arrow
+            # file holds the schema twice: at its start, read here, and in its footer, read above)
+            outer.validate(full=True)
+            if pa.ipc.open_stream(buffer.slice(8)).schema.metadata != outer.schema.metadata:
+                raise _refuse(path, "its two copies of the metadata differ (the file was altered or damaged)")
+        raw_meta = outer.schema.metadata or {}
+        meta = {k.decode(): v.decode() for k, v in raw_meta.items()}
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, UnicodeDecodeError) as exc:
+        raise _refuse(path, f"truncated or damaged Arrow file ({type(exc).__name__}: {exc})") from exc
     if meta.get("format") != FORMAT:
         raise _refuse(path, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
+    if outer.schema.names != ["table", "payload"] or outer.schema.types != [STR, LBIN]:
+        raise _refuse(path, f"its columns are {outer.schema}, not (table: string, payload: large_binary)")
     version = meta.get("schema_version")
     if version not in {str(v) for v in READABLE_VERSIONS}:
         readable = ", ".join(map(str, READABLE_VERSIONS))
         raise _refuse(path, f"schema version {version} is not supported (this code reads {readable})")
+    if int(version) >= 3 and not sealed:
+        raise _refuse(
+            path, f"schema version {version} without its file digest (the file was altered or damaged)"
+        )
     names = outer.column("table").to_pylist()
     payloads = [scalar.as_buffer() for scalar in outer.column("payload").combine_chunks()]
-    if _digest(payloads) != meta.get("sha256"):
+    if not sealed and _digest(payloads) != meta.get("sha256"):  # the file digest covers the payloads
         raise _refuse(path, "checksum mismatch (the file was altered or damaged)")
     tables: dict[str, pa.Table] = {}
     for name, payload in zip(names, payloads, strict=True):
@@ -395,13 +535,31 @@ def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegist
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return build_graph(cls, tables, meta, registry)
+        return build_graph(cls, tables, meta, registry, path)
     finally:
         if enabled:
             gc.enable()
 
 
 def build_graph(
+    cls: type[ProvenanceGraph],
+    tables: dict[str, pa.Table],
+    meta: dict[str, str],
+    registry: KeyRegistry | None,
+    path: Path | str = "<bytes>",
+) -> ProvenanceGraph:
+    """The graph of decoded ``tables`` and ``meta``; a table or metadata value the graph cannot hold
+    (a wrong type, an unreadable JSON, a bad number) is a :class:`StateFileError` naming the file."""
+    try:
+        return _build_graph(cls, tables, meta, registry)
+    except StateFileError:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
+        what = f"{type(exc).__name__}: {exc}"
+        raise _refuse(Path(path), f"its tables or metadata do not make a graph ({what})") from None
+
+
+def _build_graph(
     cls: type[ProvenanceGraph],
     tables: dict[str, pa.Table],
     meta: dict[str, str],

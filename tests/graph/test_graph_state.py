@@ -196,16 +196,17 @@ def test_superseded_status_is_materialized_in_the_file(tmp_path):
 
 def test_a_table_row_without_a_name_is_refused():
     """A row whose table name is not a string makes the file another format, not a table to skip."""
-    from pmem.graph._state import _digest
+    from pmem.graph._state import FILE_DIGEST_KEY, _digest, sealed
 
     outer = pa.ipc.open_file(pa.py_buffer(sample().to_bytes())).read_all()
     names = [*outer["table"].to_pylist(), None]
     payloads = [*outer["payload"].to_pylist(), outer["payload"][0].as_py()]
     meta = dict(outer.schema.metadata)
-    meta[b"sha256"] = _digest(payloads).encode()  # a consistent checksum: only the name is wrong
+    meta[b"sha256"] = _digest(payloads).encode()  # consistent checksums: only the name is wrong
+    meta[FILE_DIGEST_KEY.encode()] = b"pmem-file-sha256:" + b"0" * 64
     schema = pa.schema([("table", pa.string()), ("payload", pa.large_binary())], metadata=meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema) as writer:
         writer.write_table(pa.table([pa.array(names), pa.array(payloads, pa.large_binary())], schema=schema))
     with pytest.raises(StateFileError, match="table name None is not a string"):
-        ProvenanceGraph.from_bytes(sink.getvalue().to_pybytes())
+        ProvenanceGraph.from_bytes(sealed(sink.getvalue().to_pybytes()))

@@ -1,0 +1,120 @@
+"""A damaged state file is refused with StateFileError: never a crash, another exception, or another
+graph (issue 29). Every load of a damaged copy runs in a child process (``bitflips``), so a crash in
+native code is counted, not fatal. The default suite samples bits; ``make test-slow`` flips every bit."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bitflips import flipped, summary, trials
+
+from pmem.graph import ProvenanceGraph, StateFileError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _schema3(tmp_path: Path) -> Path:
+    """The schema-2 fixture's graph saved by this code (schema 3)."""
+    path = tmp_path / "state-schema-3.arrow"
+    ProvenanceGraph.load(FIXTURES / "state-schema-2.arrow").save(path)
+    return path
+
+
+def _states(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "schema 1": FIXTURES / "state-schema-1.arrow",
+        "schema 2": FIXTURES / "state-schema-2.arrow",
+        "schema 3": _schema3(tmp_path),
+    }
+
+
+def _sample(size: int, every: int) -> list[int]:
+    """Every ``every``-th bit, and every bit of the first 64 and the last 2,048 bytes: the Arrow framing
+    (magic, schema message, footer, metadata) lives there."""
+    bits = set(range(0, 8 * size, every))
+    bits |= set(range(0, 8 * 64)) | set(range(8 * max(0, size - 2048), 8 * size, 3))
+    return sorted(bits)
+
+
+def _assert_only_refused_or_same(name: str, results: dict[int, str]) -> None:
+    bad = {bit: outcome for bit, outcome in results.items() if outcome not in ("refused", "same")}
+    assert not bad, (name, summary(results), dict(list(bad.items())[:10]))
+
+
+def test_a_sample_of_bit_flips_of_each_schema(tmp_path: Path) -> None:
+    for name, path in _states(tmp_path).items():
+        results = trials(path, _sample(path.stat().st_size, 97))
+        _assert_only_refused_or_same(name, results)
+        if name == "schema 3":  # every byte is under the file digest: nothing changes unnoticed
+            assert set(results.values()) == {"refused"}, summary(results)
+
+
+@pytest.mark.slow  # about 75 s: 316,784 loads
+def test_every_bit_flip_of_each_schema(tmp_path: Path) -> None:
+    for name, path in _states(tmp_path).items():
+        results = trials(path, range(8 * path.stat().st_size))
+        _assert_only_refused_or_same(name, results)
+        print(name, path.stat().st_size, "bytes:", dict(summary(results)))
+
+
+def _large_state(path: Path, target_bytes: int = 1 << 20) -> Path:
+    g = ProvenanceGraph(authority={"manager": 2}, default_authority=1)
+    i = 0
+    while True:
+        for _ in range(500):
+            e = g.observe(f"Object {i} is now in drawer {i % 97}.", source="manager" if i % 5 else "user")
+            g.apply("accept" if i % 11 else "contest", f"object_{i % 1500}.location", f"drawer {i % 97}", e)
+            i += 1
+        g.save(path)
+        if path.stat().st_size >= target_bytes:
+            return path
+
+
+@pytest.mark.parametrize(
+    "flips", [pytest.param(600, id="sample"), pytest.param(20_000, marks=pytest.mark.slow, id="many")]
+)
+def test_bit_flips_of_a_1_mb_state(tmp_path: Path, flips: int) -> None:
+    path = _large_state(tmp_path / "large.arrow")
+    size = path.stat().st_size
+    bits = random.Random(29).sample(range(8 * size), flips)
+    bits += list(range(8 * (size - 2048), 8 * size, 7))  # the footer and its metadata
+    results = trials(path, bits)
+    assert set(results.values()) == {"refused"}, summary(results)
+
+
+def test_pmem_inspect_on_damaged_files_is_exit_2_and_one_line(tmp_path: Path) -> None:
+    path = _schema3(tmp_path)
+    data = path.read_bytes()
+    rng = random.Random(7)
+    bits = rng.sample(range(8 * len(data)), 8) + [8 * 3, 8 * (len(data) - 3), 8 * 13 + 1]  # magic, length
+    for bit in bits:
+        damaged = tmp_path / f"d{bit}.arrow"
+        damaged.write_bytes(flipped(data, bit))
+        done = subprocess.run(
+            [sys.executable, "-m", "pmem.cli", "inspect", str(damaged)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert done.returncode == 2, (bit, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and "not a readable P-Mem state file" in done.stderr
+
+
+def test_metadata_is_under_the_checksum(tmp_path: Path) -> None:
+    """An edit of the metadata that keeps the tables' checksum (the identity threshold, the next seq,
+    the default authority) is refused: the file digest covers it."""
+    path = _schema3(tmp_path)
+    data = path.read_bytes()
+    for old, new in ((b'"threshold": 0.72', b'"threshold": 0.32'), (b'"default": 1', b'"default": 9')):
+        assert data.count(old) == 2, old  # in the schema message and in the footer
+        edited = tmp_path / "edited.arrow"
+        edited.write_bytes(data.replace(old, new))
+        with pytest.raises(StateFileError, match="altered or damaged"):
+            ProvenanceGraph.load(edited)
+    assert ProvenanceGraph.load(path).to_bytes() == data
