@@ -122,10 +122,10 @@ def run(args: argparse.Namespace) -> int:
             t_load = min(t_load, time.perf_counter() - t0)
             c_load = min(c_load, time.process_time() - c0)
             c0 = time.process_time()
-            before = load_as_before_issue_29(path)
+            previous = load_as_before_issue_29(path)
             c_before = min(c_before, time.process_time() - c0)
         size = path.stat().st_size
-        same_before = before.to_bytes() == loaded.to_bytes()
+        same_before = previous.to_bytes() == loaded.to_bytes()
         same = loaded.stats() == graph.stats()
     st = graph.stats()
     n = args.ops
@@ -162,7 +162,7 @@ def load_as_before_issue_29(path: Path) -> ProvenanceGraph:
     data = pa.memory_map(str(path)).read_buffer()
     outer = pa.ipc.open_file(data).read_all()
     meta = {k.decode(): v.decode() for k, v in (outer.schema.metadata or {}).items()}
-    names = outer.column("table").to_pylist()
+    names: list[str] = outer.column("table").to_pylist()  # type: ignore[assignment]  # no nulls
     payloads = [scalar.as_buffer() for scalar in outer.column("payload").combine_chunks()]
     if _state._digest(payloads) != meta["sha256"]:
         msg = f"{path}: checksum mismatch"

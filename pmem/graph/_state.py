@@ -295,8 +295,11 @@ def sealed(data: bytes) -> bytes:
 
 # --- the whole-file digest ---------------------------------------------------------------------------
 
+#: What the digest reads: a file's bytes in memory, a view of a mapped buffer, or the mapped file.
+_Bytes = bytes | bytearray | memoryview | mmap.mmap
 
-def _frames(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], tuple[int, int]] | None:
+
+def _frames(data: _Bytes) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """The byte ranges of an Arrow file's schema message and footer, read from their length fields
     (None when the bytes are not framed as an Arrow file: too short, a wrong magic, a length out of
     range). Plain integer reads: nothing is parsed."""
@@ -313,7 +316,7 @@ def _frames(data: bytes | bytearray | memoryview) -> tuple[tuple[int, int], tupl
     return (head, head + message), (size - 10 - footer, size - 10)
 
 
-def _digest_slots(data: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+def _digest_slots(data: _Bytes) -> tuple[int, int] | None:
     """Where the two copies of the digest's 64 hex digits are: one in the schema message, one in the
     footer, each after the mark and found exactly once there; None when neither frame holds the mark
     (a file written before schema 3).
@@ -340,7 +343,7 @@ def _digest_slots(data: bytes | bytearray | memoryview) -> tuple[int, int] | Non
     return found[0], found[1]
 
 
-def _file_digest(data: bytes | bytearray | memoryview, slots: tuple[int, int]) -> str:
+def _file_digest(data: _Bytes, slots: tuple[int, int]) -> str:
     """SHA-256 of ``data`` with both digest slots read as zeros (no copy of the data)."""
     view = memoryview(data)
     digest = hashlib.sha256()
@@ -353,7 +356,7 @@ def _file_digest(data: bytes | bytearray | memoryview, slots: tuple[int, int]) -
     return digest.hexdigest()
 
 
-def _check_file_digest(data: bytes | bytearray | memoryview, path: Path) -> bool:
+def _check_file_digest(data: _Bytes, path: Path) -> bool:
     """Verify a schema-3 file's digest over every byte; False for a file written before schema 3.
 
     Raises:

@@ -91,7 +91,7 @@ def test_pmem_inspect_on_damaged_files_is_exit_2_and_one_line(tmp_path: Path) ->
     path = _schema3(tmp_path)
     data = path.read_bytes()
     rng = random.Random(7)
-    bits = rng.sample(range(8 * len(data)), 8) + [8 * 3, 8 * (len(data) - 3), 8 * 13 + 1]  # magic, length
+    bits = [*rng.sample(range(8 * len(data)), 8), 8 * 3, 8 * (len(data) - 3), 8 * 13 + 1]  # magic, length
     for bit in bits:
         damaged = tmp_path / f"d{bit}.arrow"
         damaged.write_bytes(flipped(data, bit))
