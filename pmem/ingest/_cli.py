@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from pmem.ingest._stream import StreamError
     from pmem.ingest._workdir import ResumeError
     from pmem.models import ModelCallError, one_line
+    from pmem.runner._cli_sweep import EXIT_INTERRUPTED
     from pmem.runner._config import ConfigError
 
     try:
@@ -57,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:  # the disk: read-only, full, gone; the last checkpoint is kept
         print(f"pmem ingest: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the exit short
+        print(f"pmem ingest: {_interrupted(args.out)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except ModelCallError as exc:
         print(
             f"pmem ingest: error: {exc}; the last checkpoint is kept: run the same command to resume",
@@ -73,3 +79,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"pmem ingest: {empty}; the state is written; --allow-empty accepts it", file=sys.stderr)
         return 0 if args.allow_empty else 1
     return 0
+
+
+def _interrupted(out: Path) -> str:
+    """What a Ctrl-C kept: the last checkpoint's events, and how to resume."""
+    from pmem.ingest._workdir import Workdir, workdir_of
+
+    work = Workdir(workdir_of(out))
+    try:
+        doc = work.read_manifest()
+    except ValueError:
+        doc = None
+    if not doc:
+        return (
+            "interrupted before the first checkpoint; nothing was kept (run the same command to start again)"
+        )
+    events = int(doc.get("report", {}).get("events", 0))
+    return f"interrupted: {events:,} events are checkpointed in {work.root}; run the same command again to resume"

@@ -258,6 +258,19 @@ def _rebuild_start_error(message: str, cause: str, tail: str) -> ReplicaStartErr
     return err
 
 
+class ReplicaPlacementError(RuntimeError):
+    """Ray placed no node for a replica within the start deadline: the message names the resources
+    asked and what the cluster has (one line)."""
+
+
+class ReplicaStartCancelled(RuntimeError):
+    """:meth:`ReplicaPool.cancel` stopped a start under way (Ctrl-C)."""
+
+
+#: how long one wait inside a start may block before it looks at the deadline and at cancel()
+WAIT_SLICE_S = 0.25
+
+
 #: the cause named when a server could not bind its port
 PORT_IN_USE = "its port is in use (another process listens there)"
 
@@ -514,6 +527,9 @@ class ReplicaPool:
         self.actors: list[Any] = []
         self.urls: list[str] = []
         self._pgs: list[Any] = []
+        self._placed: set[int] = set()  # indices of the actors Ray created (they can take a stop call)
+        # set by cancel() from another thread: every wait of a start looks at it each WAIT_SLICE_S
+        self._cancel = threading.Event()
 
     @property
     def api_key(self) -> str | None:
@@ -529,6 +545,47 @@ class ReplicaPool:
             self.stop()  # replicas that did start would otherwise hold their GPUs (and logs) until exit
             raise
 
+    def cancel(self) -> None:
+        """Stop a :meth:`start` under way (from another thread): it raises ReplicaStartCancelled within
+        ``WAIT_SLICE_S`` instead of waiting out a placement or a server's start."""
+        self._cancel.set()
+
+    def _start_timeout_s(self) -> float:
+        return float(self.config.health_timeout_s or self.config.engine.start_timeout_s)
+
+    def _wait(self, refs: list[Any], deadline: float) -> list[Any]:
+        """Wait for ``refs`` until ``deadline``, a slice at a time; the ones still pending then.
+
+        Raises:
+            ReplicaStartCancelled: :meth:`cancel` was called.
+        """
+        ray = _ray()
+        pending = list(refs)
+        while pending:
+            if self._cancel.is_set():
+                msg = "the replicas' start was cancelled"
+                raise ReplicaStartCancelled(msg)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            _, pending = ray.wait(pending, num_returns=len(pending), timeout=min(WAIT_SLICE_S, left))
+        return pending
+
+    def _unplaced(self, count: int, resources: dict[str, float], timeout: float) -> ReplicaPlacementError:
+        ray = _ray()
+        asked = ", ".join(f"{k}: {v:g}" for k, v in resources.items() if v)
+        have = ", ".join(
+            f"{k}: {v:g}"
+            for k, v in sorted(ray.cluster_resources().items())
+            if not k.startswith(("node:", "memory", "object_store"))
+        )
+        msg = (
+            f"Ray placed no node for {count} of {self.n} {self.config.kind} replica(s) of {self.config.model} within "
+            f"{timeout:g} s: each asks for {{{asked}}}, the cluster has {{{have or 'nothing'}}} "
+            "(add nodes with those resources, lower tensor_parallel/replicas, or raise health_timeout_s)"
+        )
+        return ReplicaPlacementError(msg)
+
     def _start(self) -> list[str]:
         ray = _ray()
         from ray.util.placement_group import placement_group
@@ -541,6 +598,10 @@ class ReplicaPool:
         # a CPU engine holds no GPU; its actor reserves the CPUs the config gives it (0: none, as the
         # server's threads run outside Ray's accounting, like a GPU engine's)
         tp = self.config.gpus
+        # every wait below is bounded: placement by the start timeout (a cluster that never gets the
+        # resources is a one-line error, not a hang), and sliced, so that cancel() ends it at once
+        timeout = self._start_timeout_s()
+        deadline = time.monotonic() + timeout
         for i in range(self.n):
             options: dict[str, Any] = {
                 "num_cpus": self.config.num_cpus,
@@ -550,12 +611,23 @@ class ReplicaPool:
             }
             if tp > 1:
                 pg = placement_group([{"GPU": tp, "CPU": 0.01}], strategy="STRICT_PACK")
-                ray.get(pg.ready())
                 self._pgs.append(pg)
+                if self._wait([pg.ready()], deadline):
+                    raise self._unplaced(self.n - i, {"GPU": tp, "CPU": 0.01}, timeout)
                 options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(placement_group=pg)
             self.actors.append(remote.options(**options).remote(self.config, i, driver_ip))
+        ready = {a.__ray_ready__.remote(): i for i, a in enumerate(self.actors)}
+        unplaced = self._wait(list(ready), deadline)
+        self._placed = {i for ref, i in ready.items() if ref not in unplaced}
+        if unplaced:
+            raise self._unplaced(len(unplaced), {"CPU": self.config.num_cpus, "GPU": tp}, timeout)
+        starts = [a.start.remote() for a in self.actors]
+        # each actor's start has its own health deadline; this one only bounds a lost actor
+        if self._wait(starts, time.monotonic() + timeout + 60):
+            msg = f"the {self.config.kind} replicas of {self.config.model} did not answer their start within {timeout + 60:g} s"
+            raise RuntimeError(msg)
         try:
-            self.urls = ray.get([a.start.remote() for a in self.actors])
+            self.urls = ray.get(starts)
         except ray.exceptions.RayTaskError as exc:
             if isinstance(exc.cause, ReplicaStartError | ValueError):
                 raise exc.cause from None  # the actor's own error, without Ray's traceback around it
@@ -595,8 +667,9 @@ class ReplicaPool:
 
     def stop(self) -> None:
         ray = _ray()
-        with contextlib.suppress(Exception):
-            ray.get([a.stop.remote() for a in self.actors], timeout=60)
+        placed = [a for i, a in enumerate(self.actors) if i in self._placed or self.urls]
+        with contextlib.suppress(Exception):  # an actor Ray never placed cannot run stop: killed below
+            ray.get([a.stop.remote() for a in placed], timeout=60)
         for a in self.actors:
             with contextlib.suppress(Exception):
                 ray.kill(a)
@@ -605,4 +678,4 @@ class ReplicaPool:
         for pg in self._pgs:
             with contextlib.suppress(Exception):
                 remove_placement_group(pg)
-        self.actors, self._pgs = [], []
+        self.actors, self._pgs, self._placed = [], [], set()

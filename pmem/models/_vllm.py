@@ -192,7 +192,13 @@ class _Pooled(_Replicated):
             async with self._start_lock:
                 if self.router is None:
                     await asyncio.to_thread(self.prepare)
-                    urls = await asyncio.to_thread(self.pool.start)
+                    try:
+                        urls = await asyncio.to_thread(self.pool.start)
+                    except asyncio.CancelledError:
+                        # Ctrl-C (asyncio.run cancels its task): the thread would wait out its start,
+                        # and the loop's executor waits for the thread; cancel() ends it at once
+                        self.pool.cancel()
+                        raise
                     clients = openai_replicas(
                         self.kind, urls, self.model_id, self.client_options(), self.api_key
                     )
