@@ -47,7 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "print a saved P-Mem graph: current values, or one key's versions and evidence",
     ),
     "erase": (
-        "pmem.graph._erase_cli",
+        "pmem._erase_cli",
         "erase one evidence item from a saved graph into a new state file; print the receipt",
     ),
     "ingest": (

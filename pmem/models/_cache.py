@@ -198,6 +198,34 @@ class ResponseCache:
         ]
         self._write_many("INSERT OR IGNORE INTO vectors (key, dim, data) VALUES (?, ?, ?)", rows)
 
+    def erase_containing(self, needles: Sequence[str]) -> int:
+        """Delete every chat entry whose reply holds one of ``needles`` (an erased text, a value only it
+        stated), with its bytes overwritten (``secure_delete``), then rebuild the file and empty its
+        write-ahead log, so that no copy is left in a free page or in ``-wal``. The number deleted.
+
+        A prompt is stored only as its hash; a reply is the entry's text. Held entries go too.
+        """
+        wanted = [n for n in needles if n]
+        with self._held_lock:
+            for key in [k for k, text in self._held.items() if any(n in text for n in wanted)]:
+                del self._held[key]
+        conn = self._conn()
+        conn.execute("PRAGMA secure_delete=ON")
+        deleted = 0
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for needle in wanted:
+                deleted += conn.execute("DELETE FROM chat WHERE instr(payload, ?) > 0", (needle,)).rowcount
+            conn.execute("COMMIT")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise CacheWriteError(f"{self.path}: {exc} (erasing from the response cache)") from exc
+        return deleted
+
     def __len__(self) -> int:
         """Chat entries written to the file (held ones count once flushed)."""
         return int(self._conn().execute("SELECT COUNT(*) FROM chat").fetchone()[0])

@@ -1,0 +1,117 @@
+"""Erasure reaches the ingest's working folder: no checkpoint, cache entry or side file keeps a copy.
+
+``pmem erase STATE EVIDENCE --out NEW`` erases the evidence from the graph; when STATE was written by
+``pmem ingest``, :func:`erase_in_workdir` then scrubs ``STATE.ingest/``:
+
+- the checkpoint the manifest names is erased the same way (evidence ids follow the stream's rows, so the
+  id names the same row there), and the manifest names its new digest: an ingest run again resumes from
+  the erased graph (and, when the ingest was complete, writes that graph to STATE);
+- the response cache loses every entry whose reply holds the erased text or a value only it stated
+  (bytes overwritten, file rebuilt, write-ahead log emptied): the next ingest asks the model again;
+- request rows and rejected rows have every text field holding one of them replaced by ``[erased]``.
+
+The stream itself is the user's file and is never changed: its erased row lies before the checkpoint,
+so an incremental ingest never reads it again; an ingest started afresh (the working folder removed)
+reads the stream whole and states the fact again. To keep it out for good, remove the row from the
+stream too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pmem._lock import hold_exclusive
+from pmem.ingest._workdir import Workdir, _write_parquet, workdir_of
+from pmem.runner._store import file_sha256
+
+if TYPE_CHECKING:
+    from pmem.graph import ProvenanceGraph
+
+#: what a scrubbed text field holds
+ERASED = "[erased]"
+
+
+def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str]:
+    """Scrub ``state``'s ingest working folder of ``evidence`` and of ``needles`` (its text and the
+    values only it stated); the places cleaned, each a line (none when there is no such folder).
+
+    Raises:
+        LockHeldError: an ingest is writing the folder now.
+    """
+    from pmem.graph import ProvenanceGraph
+
+    work = Workdir(workdir_of(state))
+    if not work.root.is_dir():
+        return []
+    cleaned: list[str] = []
+    lock = hold_exclusive(
+        work.root / ".lock", f"{work.root} (an ingest's working folder)", hint="wait for that ingest to end"
+    )
+    try:
+        doc = work.read_manifest()
+        if doc is not None:
+            checkpoint = work.root / doc["checkpoint"]
+            graph = ProvenanceGraph.load(checkpoint)
+            if _erasable(graph, evidence):
+                graph.erase(evidence)
+                graph.save(checkpoint)
+                sha = file_sha256(checkpoint)
+                doc["checkpoint_sha256"] = sha
+                if doc.get("done"):
+                    doc["out_sha256"] = sha  # the ingest run again writes the erased graph to STATE
+                doc = {k: v for k, v in doc.items() if k not in ("format", "version")}
+                work.write_manifest(doc)
+                cleaned.append(f"{checkpoint} (the evidence erased; {work.manifest_path} names it)")
+            work.drop_checkpoints_but(checkpoint)
+        if work.cache_path.is_file():
+            from pmem.models import ResponseCache
+
+            deleted = ResponseCache(work.cache_path).erase_containing(needles)
+            cleaned.append(
+                f"{work.cache_path} ({deleted} entries deleted, file rebuilt, write-ahead log emptied)"
+            )
+        for folder in ("requests", "rejects"):
+            rows = sum(_scrub_parquet(p, needles) for p in sorted((work.root / folder).glob("*.parquet")))
+            if rows:
+                cleaned.append(f"{work.root / folder} ({rows} rows' text fields set to {ERASED!r})")
+    finally:
+        lock.release()
+    return cleaned
+
+
+def _erasable(graph: ProvenanceGraph, evidence: str) -> bool:
+    """Whether ``graph`` holds ``evidence`` (a checkpoint made before its row holds none); erasing an
+    erased one again changes nothing."""
+    try:
+        graph.evidence(evidence)
+    except KeyError:
+        return False
+    return True
+
+
+def _scrub_parquet(path: Path, needles: list[str]) -> int:
+    """Replace every text value of ``path`` holding one of ``needles`` by ``[erased]``; rows changed."""
+    table = pq.read_table(path)
+    touched = np.zeros(table.num_rows, dtype=np.bool_)
+    columns: list[Any] = []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)) or not needles:
+            columns.append(column)
+            continue
+        hit = np.zeros(table.num_rows, dtype=np.bool_)
+        for needle in needles:
+            matched: Any = pc.match_substring(column, needle)
+            found: Any = pc.fill_null(matched, False)
+            hit |= np.asarray(found.to_numpy(), dtype=np.bool_)
+        touched |= hit
+        columns.append(pc.if_else(pa.array(hit), pa.scalar(ERASED, field.type), column))
+    rows = int(touched.sum())
+    if rows:
+        _write_parquet(path, pa.table(columns, schema=table.schema))
+    return rows
