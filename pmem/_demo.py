@@ -30,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pmem._exit import EXIT_INTERRUPTED
     from pmem.runner import ConfigError, SweepInterrupted, load_config, run_sweep
-    from pmem.runner._cli_sweep import EXIT_INTERRUPTED
     from pmem.runner._summary import print_summary
 
     path = Path(args.config) if args.config else _quickstart()

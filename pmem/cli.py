@@ -13,6 +13,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from pmem._exit import EXIT_INTERRUPTED
+
 if TYPE_CHECKING:
     from types import ModuleType
 
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "perf" and args.perf_target is None:
         parser.parse_args(["perf", "--help"])
     try:
-        return int(targets[key].run(args) or 0)
+        code = int(targets[key].run(args) or 0)
     except BrokenPipeError:
         # the reader went away (`pmem inspect STATE | head`): what it read is all it wanted; Python's
         # advice: point stdout at devnull so the interpreter's final flush does not fail again
@@ -167,6 +169,13 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename and str(exc.filename) not in str(exc) else ""
         print(f"{name}: error: {where}{' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    if code == EXIT_INTERRUPTED:
+        # Ctrl-C: the command has said what it kept. Ray's threads may still be winding down, and the
+        # interpreter's own teardown can crash on them (SIGSEGV after the message): leave now instead
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

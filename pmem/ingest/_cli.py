@@ -34,13 +34,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pmem._exit import EXIT_INTERRUPTED
     from pmem._lock import LockHeldError
     from pmem.ingest import ingest
     from pmem.ingest._driver import nothing_ingested
     from pmem.ingest._stream import StreamError
     from pmem.ingest._workdir import ResumeError
     from pmem.models import ModelCallError, one_line
-    from pmem.runner._cli_sweep import EXIT_INTERRUPTED
     from pmem.runner._config import ConfigError
 
     try:

@@ -6,8 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-#: the exit status of a sweep stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
-EXIT_INTERRUPTED = 130
+from pmem._exit import EXIT_INTERRUPTED
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
