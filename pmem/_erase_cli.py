@@ -20,16 +20,54 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
-    from pmem.graph import ErasureReceipt, ProvenanceGraph
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("state", help="a state file written by ProvenanceGraph.save")
+    parser.description = (
+        "Erase one evidence item: from a state file (into --out NEW_STATE, with the copies an ingest keeps "
+        "beside it scrubbed), or from a sweep's run directory (in place, with --history: the history's "
+        "state in every arm, its rows, the response cache, the report)."
+    )
+    parser.add_argument("state", help="a state file written by ProvenanceGraph.save, or a run directory")
     parser.add_argument("evidence", metavar="EVIDENCE_ID", help="the evidence to erase (e.g. e12)")
-    parser.add_argument("--out", required=True, type=Path, help="where the erased graph is written")
+    parser.add_argument("--out", type=Path, help="where the erased graph is written (a state file)")
+    parser.add_argument("--history", help="a run directory: the history whose evidence it is")
+    parser.add_argument(
+        "--arm", help="a run directory: the arm whose state names the evidence (default pmem)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if Path(args.state).is_dir():
+        return _run_directory(args)
+    if args.out is None:
+        print("error: --out NEW_STATE is required to erase from a state file", file=sys.stderr)
+        return 2
+    return _state_file(args)
+
+
+def _run_directory(args: argparse.Namespace) -> int:
+    from pmem._lock import LockHeldError
+    from pmem.runner import RunErasureError, erase_in_run
+
+    if not args.history:
+        print(
+            f"error: {args.state} is a directory: give --history HISTORY_ID to erase from a run",
+            file=sys.stderr,
+        )
+        return 2
+    if not (Path(args.state) / "run.toml").is_file():
+        print(f"error: {args.state} is a directory but not a run directory (no run.toml)", file=sys.stderr)
+        return 2
+    try:
+        receipt = erase_in_run(args.state, args.history, args.evidence, args.arm)
+    except (RunErasureError, LockHeldError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(dataclasses.asdict(receipt), indent=1))
+    return 0
+
+
+def _state_file(args: argparse.Namespace) -> int:
     from pmem.graph import ProvenanceGraph, StateFileError
 
     state, out = Path(args.state), args.out
@@ -40,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: --out {out} is a directory: give the new state file's path", file=sys.stderr)
         return 2
     from pmem._lock import LockHeldError
+    from pmem._scrub import stated_only_by
     from pmem.ingest._erase import erase_in_workdir
 
     try:
@@ -63,16 +102,3 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps({**dataclasses.asdict(receipt), "out": str(out), "cleaned": cleaned}, indent=1))
     return 0
-
-
-def stated_only_by(before: ProvenanceGraph, after: ProvenanceGraph, receipt: ErasureReceipt) -> list[str]:
-    """The values the erased evidence alone stated: those of the versions it erased and the values it
-    displaced from the frontier, that no version left in ``after`` holds and no evidence left mentions."""
-    erased = set(receipt.erased_versions)
-    candidates = {v.value for key in before for v in before.versions(key) if v.id in erased and v.value}
-    candidates |= {old for old, _ in receipt.changed.values() if old}
-    if not candidates:
-        return []
-    kept = {v.value for key in after for v in after.versions(key) if v.value is not None}
-    texts = [after.evidence(f"e{i}").text for i in range(after.stats()["evidence"])]
-    return sorted(c for c in candidates if c not in kept and not any(c in t for t in texts))

@@ -19,22 +19,15 @@ stream too.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from pmem._lock import hold_exclusive
-from pmem.ingest._workdir import Workdir, _write_parquet, workdir_of
+from pmem._scrub import ERASED, scrub_parquet
+from pmem.ingest._workdir import Workdir, workdir_of
 from pmem.runner._store import file_sha256
 
 if TYPE_CHECKING:
     from pmem.graph import ProvenanceGraph
-
-#: what a scrubbed text field holds
-ERASED = "[erased]"
 
 
 def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str]:
@@ -72,12 +65,16 @@ def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str
         if work.cache_path.is_file():
             from pmem.models import ResponseCache
 
-            deleted = ResponseCache(work.cache_path).erase_containing(needles)
+            responses = ResponseCache(work.cache_path)
+            try:
+                deleted = responses.erase_containing(needles)
+            finally:
+                responses.close()
             cleaned.append(
                 f"{work.cache_path} ({deleted} entries deleted, file rebuilt, write-ahead log emptied)"
             )
         for folder in ("requests", "rejects"):
-            rows = sum(_scrub_parquet(p, needles) for p in sorted((work.root / folder).glob("*.parquet")))
+            rows = sum(scrub_parquet(p, needles) for p in sorted((work.root / folder).glob("*.parquet")))
             if rows:
                 cleaned.append(f"{work.root / folder} ({rows} rows' text fields set to {ERASED!r})")
     finally:
@@ -93,25 +90,3 @@ def _erasable(graph: ProvenanceGraph, evidence: str) -> bool:
     except KeyError:
         return False
     return True
-
-
-def _scrub_parquet(path: Path, needles: list[str]) -> int:
-    """Replace every text value of ``path`` holding one of ``needles`` by ``[erased]``; rows changed."""
-    table = pq.read_table(path)
-    touched = np.zeros(table.num_rows, dtype=np.bool_)
-    columns: list[Any] = []
-    for field, column in zip(table.schema, table.columns, strict=True):
-        if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)) or not needles:
-            columns.append(column)
-            continue
-        hit = np.zeros(table.num_rows, dtype=np.bool_)
-        for needle in needles:
-            matched: Any = pc.match_substring(column, needle)
-            found: Any = pc.fill_null(matched, False)
-            hit |= np.asarray(found.to_numpy(), dtype=np.bool_)
-        touched |= hit
-        columns.append(pc.if_else(pa.array(hit), pa.scalar(ERASED, field.type), column))
-    rows = int(touched.sum())
-    if rows:
-        _write_parquet(path, pa.table(columns, schema=table.schema))
-    return rows

@@ -21,6 +21,7 @@ from pmem.runner._config import (
 )
 from pmem.runner._connect import ClusterUnreachable
 from pmem.runner._driver import SweepInterrupted, SweepResult, plan_sweep, run_sweep
+from pmem.runner._erase import RunErasure, RunErasureError, erase_in_run
 from pmem.runner._store import RunStore
 
 __all__ = [
@@ -28,12 +29,15 @@ __all__ = [
     "ConfigError",
     "ModelSpec",
     "RoleSpec",
+    "RunErasure",
+    "RunErasureError",
     "RunOptions",
     "RunStore",
     "SweepInterrupted",
     "SweepResult",
     "SweepSpec",
     "Target",
+    "erase_in_run",
     "load_config",
     "parse_config",
     "plan_sweep",

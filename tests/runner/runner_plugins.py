@@ -168,3 +168,27 @@ def ordinary(subset: str = "default", n: int = 2) -> Iterator[History]:
             id=f"o{i}", text="Where does Alice live?", gold=("Berlin",), qtype="current", after_event=1
         )
         yield History(id=f"ordinary/{i}", benchmark="ordinary", subset=subset, events=events, questions=(q,))
+
+
+#: a statement, and the value only it states, that no other history of ``secret`` holds (erasure tests)
+SECRET = "Earlier observation: zorbling 1 was in vaultcase 77."
+SECRET_VALUE = "vaultcase 77"
+
+
+def secret(subset: str = "default") -> Iterator[History]:
+    """Two histories; the first holds :data:`SECRET`, asked about after it."""
+    texts = {
+        "secret/0": (SECRET, "Earlier observation: mug 2 was in shelf 3."),
+        "secret/1": (
+            "Earlier observation: mug 5 was in shelf 6.",
+            "Update: mug 5 has been moved from shelf 6 to desk 1.",
+        ),
+    }
+    for hid, (first, second) in texts.items():
+        events = (Event(0, first), Event(1, second))
+        obj = "zorbling 1" if hid == "secret/0" else "mug 5"
+        gold = SECRET_VALUE if hid == "secret/0" else "desk 1"
+        q = Question(
+            id=f"{hid}-q", text=f"Where is the {obj} now?", gold=(gold,), qtype="current", after_event=1
+        )
+        yield History(id=hid, benchmark="secret", subset=subset, events=events, questions=(q,))

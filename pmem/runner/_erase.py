@@ -1,0 +1,201 @@
+"""Erasure in a run directory: one evidence of one history, everywhere the run keeps a copy of it.
+
+:func:`erase_in_run` (``pmem erase RUN_DIR EVIDENCE --history H``) takes the evidence's text from one
+arm's state of the history, then:
+
+- erases the evidence with that text from the history's state in every arm (each arm has its own graph
+  and evidence ids; the statement is the same event);
+- scrubs, in the rows of that history, every text field of ``results/``, ``writes/``, ``requests/``,
+  ``histories/`` and ``judgments/`` that holds the statement or a value only it stated (gold answers,
+  predictions and raw replies included: a question answered before the erasure saw the value);
+- deletes the response cache's entries whose replies hold them (bytes overwritten, write-ahead log
+  emptied), and scrubs the text files of ``report/`` and ``logs/``;
+- writes each changed file's new sha256 into its commit record, so that recovery keeps the batch (a
+  dropped batch would run the history again and state the fact again);
+- finally searches every byte of the run directory for what it erased: a copy left anywhere (a file it
+  does not know how to scrub) is named, and the call raises.
+
+The benchmark's own data is not the run's: a history generated again states the fact again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pmem._atomic import atomic_write_bytes
+from pmem._lock import hold_exclusive
+from pmem._scrub import scrub_parquet, scrub_text_file, stated_only_by
+from pmem.rundir import columns as C
+from pmem.runner._store import COMMITS, file_sha256, safe_name
+
+#: the datasets whose rows name a history
+_DATASETS = ("results", "writes", "requests", "histories", "judgments")
+
+
+class RunErasureError(ValueError):
+    """The erasure could not be made (unknown history or evidence), or left a copy it names."""
+
+
+@dataclass
+class RunErasure:
+    """What :func:`erase_in_run` did: the evidence (in ``arm``'s state), each arm's changed keys
+    (before, after), and every place cleaned."""
+
+    history_id: str
+    evidence: str
+    arm: str
+    changed: dict[str, dict[str, tuple[str | None, str | None]]] = field(default_factory=dict)
+    cleaned: list[str] = field(default_factory=list)
+
+
+def _states_of(run_dir: Path, history_id: str) -> dict[str, Path]:
+    """Each arm's state file of the history (the runner's naming: states/ARM/HISTORY.UNIT.arrow)."""
+    stem = safe_name(history_id.replace("/", "__"), 120)
+    out: dict[str, Path] = {}
+    for path in sorted((run_dir / "states").glob(f"*/{stem}.*.arrow")):
+        if path.name[: len(stem) + 1] == f"{stem}.":
+            out[path.parent.name] = path
+    return out
+
+
+def erase_in_run(run_dir: str | Path, history_id: str, evidence: str, arm: str | None = None) -> RunErasure:
+    """Erase ``evidence`` (an id in ``arm``'s state of the history; default: ``pmem``'s, else the first
+    arm with a state) from every copy the run keeps (see the module docstring).
+
+    Raises:
+        RunErasureError: no state of that history, no such evidence, or a copy left that it names.
+        LockHeldError: a sweep is writing the run now.
+
+    Example::
+
+        receipt = erase_in_run("runs/quickstart-f34884bd0388", "provenance-probes/erasure/case000", "e3")
+    """
+    from pmem.graph import ProvenanceGraph
+
+    run_dir = Path(run_dir)
+    lock = hold_exclusive(
+        run_dir / ".lock", f"{run_dir} (a `pmem sweep` run directory)", hint="wait for that sweep to end"
+    )
+    try:
+        states = _states_of(run_dir, history_id)
+        if not states:
+            msg = f"{run_dir}: no state of history {history_id!r} under states/ (history ids are in results/)"
+            raise RunErasureError(msg)
+        chosen = arm or ("pmem" if "pmem" in states else next(iter(states)))
+        if chosen not in states:
+            msg = f"{run_dir}: history {history_id!r} has no state of arm {chosen!r} (arms with one: {', '.join(states)})"
+            raise RunErasureError(msg)
+        reference = ProvenanceGraph.load(states[chosen])
+        try:
+            text = reference.evidence(evidence).text
+        except KeyError:
+            msg = f"{states[chosen]}: no evidence {evidence!r}"
+            raise RunErasureError(msg) from None
+        if not text:
+            msg = f"{states[chosen]}: evidence {evidence!r} is erased already"
+            raise RunErasureError(msg)
+        receipt = RunErasure(history_id, evidence, chosen)
+        needles = [text]
+        sums: dict[str, str] = {}
+        for name, path in states.items():
+            before = ProvenanceGraph.load(path)
+            graph = ProvenanceGraph.load(path)
+            ids = [f"e{i}" for i in range(graph.stats()["evidence"]) if graph.evidence(f"e{i}").text == text]
+            changed: dict[str, tuple[str | None, str | None]] = {}
+            for eid in ids:
+                r = graph.erase(eid)
+                changed.update(r.changed)
+                needles += stated_only_by(before, graph, r)
+            if ids:
+                graph.save(path)
+                sums[str(path.relative_to(run_dir))] = file_sha256(path)
+                receipt.changed[name] = changed
+                receipt.cleaned.append(f"{path} ({', '.join(ids)} erased)")
+        needles = sorted(set(needles), key=needles.index)
+
+        def of_history(table: pa.Table) -> np.ndarray:
+            """The rows of the history (a dataset without the column has none)."""
+            if C.HISTORY_ID not in table.column_names:
+                return np.zeros(table.num_rows, dtype=np.bool_)
+            return np.array([h == history_id for h in table.column(C.HISTORY_ID).to_pylist()], dtype=np.bool_)
+
+        for dataset in _DATASETS:
+            for path in sorted((run_dir / dataset).glob("*.parquet")):
+                rows = scrub_parquet(path, needles, of_history)
+                if rows:
+                    sums[str(path.relative_to(run_dir))] = file_sha256(path)
+                    receipt.cleaned.append(f"{path} ({rows} rows)")
+        for cache in sorted((run_dir / "cache").glob("*.sqlite")):
+            from pmem.models import ResponseCache
+
+            responses = ResponseCache(cache)
+            try:
+                deleted = responses.erase_containing(needles)
+            finally:
+                responses.close()
+            receipt.cleaned.append(
+                f"{cache} ({deleted} entries deleted, file rebuilt, write-ahead log emptied)"
+            )
+        for folder in ("report", "logs"):
+            for path in sorted(p for p in (run_dir / folder).rglob("*") if p.is_file()):
+                count = scrub_text_file(path, needles)
+                if count > 0:
+                    receipt.cleaned.append(f"{path} ({count} occurrences)")
+        _record_sums(run_dir, sums)
+        left = _still_holding(run_dir, needles, history_id, of_history)
+        if left:
+            msg = f"{run_dir}: erased where it could, but these files still hold the statement or its values: {', '.join(left)}"
+            raise RunErasureError(msg)
+        return receipt
+    finally:
+        lock.release()
+
+
+def _record_sums(run_dir: Path, sums: dict[str, str]) -> None:
+    """Write the new sha256 of each changed file into the commit records that name it."""
+    if not sums:
+        return
+    for record_path in sorted((run_dir / COMMITS).glob("*.json")):
+        record = json.loads(record_path.read_text())
+        recorded = record.get("sha256") or {}
+        hits = {rel: sha for rel, sha in sums.items() if rel in recorded}
+        if hits:
+            recorded.update(hits)
+            atomic_write_bytes(record_path, json.dumps(record).encode())
+
+
+def _still_holding(
+    run_dir: Path, needles: list[str], history_id: str, of_history: Callable[[pa.Table], np.ndarray]
+) -> list[str]:
+    """What still holds one of ``needles``: any file, byte for byte, but the states of other histories and
+    the datasets' rows of other histories (another history may state the same sentence: it is not
+    erased); in the datasets, the history's own rows."""
+    from pmem._scrub import scrub_table
+
+    encoded = [n.encode() for n in needles if n]
+    others = {p for p in (run_dir / "states").rglob("*.arrow")} - set(
+        _states_of(run_dir, history_id).values()
+    )
+    datasets = {run_dir / d for d in _DATASETS}
+    left = []
+    for path in sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"):
+        if path in others:
+            continue
+        if path.parent in datasets and path.suffix == ".parquet":
+            if scrub_table(pq.read_table(path), needles, of_history(pq.read_table(path)))[1]:
+                left.append(f"{path.relative_to(run_dir)} (rows of {history_id})")
+            continue
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:  # SQLite's -shm/-wal come and go with its connections
+            continue
+        if any(n in data for n in encoded):
+            left.append(str(path.relative_to(run_dir)))
+    return left
