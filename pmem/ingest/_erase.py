@@ -77,9 +77,25 @@ def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str
             rows = sum(scrub_parquet(p, needles) for p in sorted((work.root / folder).glob("*.parquet")))
             if rows:
                 cleaned.append(f"{work.root / folder} ({rows} rows' text fields set to {ERASED!r})")
+        left = [
+            str(p.relative_to(work.root))
+            for p in sorted(work.root.rglob("*"))
+            if p.is_file() and p.name != ".lock" and _holds(p, needles)
+        ]
+        if left:
+            msg = f"{work.root}: scrubbed where it could, but these files still hold the erased text or its values: {', '.join(left)}"
+            raise OSError(msg)
     finally:
         lock.release()
     return cleaned
+
+
+def _holds(path: Path, needles: list[str]) -> bool:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:  # SQLite's -shm/-wal come and go with its connections
+        return False
+    return any(n.encode() in data for n in needles if n)
 
 
 def _erasable(graph: ProvenanceGraph, evidence: str) -> bool:
