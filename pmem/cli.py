@@ -97,7 +97,32 @@ def _version() -> str:
     return __version__
 
 
-def _load(module: str) -> ModuleType:
+#: The top-level modules of the `eval` extra (pyproject.toml): a command that imports one of them on a
+#: light install is told, in one line, which extra to install.
+EXTRA_OF: dict[str, str] = {
+    "ray": "eval",
+    "polars": "eval",
+    "sklearn": "eval",
+    "matplotlib": "eval",
+    "tqdm": "eval",
+    "uvloop": "eval",
+}
+
+
+def missing_extra_message(command: str, module: str) -> str | None:
+    """The line for a command stopped by a missing module of an extra (None for any other module).
+
+    >>> missing_extra_message("sweep", "ray.util")
+    "pmem sweep needs the evaluation system, which this install lacks (no module 'ray'): pip install 'pmem[eval]'"
+    """
+    top = module.split(".")[0]
+    extra = EXTRA_OF.get(top)
+    if extra is None:
+        return None
+    return f"pmem {command} needs the evaluation system, which this install lacks (no module {top!r}): pip install 'pmem[{extra}]'"
+
+
+def _load(module: str, command: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
@@ -110,8 +135,11 @@ def _load(module: str) -> ModuleType:
         if exc.name and exc.name.startswith("pmem"):
             msg = f"this command is not available in this build ({module} is missing)"
             raise SystemExit(msg) from exc
-        msg = f"missing dependency {exc.name!r}: install the project with `pip install -e .` (see README)"
-        raise SystemExit(msg) from exc
+        msg = missing_extra_message(command, exc.name or "") or (
+            f"missing dependency {exc.name!r}: install the project with `pip install -e .` (see README)"
+        )
+        print(msg, file=sys.stderr)
+        raise SystemExit(2) from exc  # a missing part of the install is refused like any bad input
 
 
 def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, ModuleType]]:
@@ -129,7 +157,7 @@ def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, ModuleT
     for name, (module, help_) in COMMANDS.items():
         p = sub.add_parser(name, help=help_)
         if name == wanted:
-            mod = _load(module)
+            mod = _load(module, name)
             mod.add_arguments(p)
             targets[name] = mod
     perf = sub.add_parser("perf", help="speed benchmarks (each prints ratios against a same-run baseline)")
@@ -138,7 +166,7 @@ def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, ModuleT
     for name, (module, help_) in PERF.items():
         p = perf_sub.add_parser(name, help=help_)
         if name == perf_wanted:
-            mod = _load(module)
+            mod = _load(module, f"perf {name}")
             mod.add_arguments(p)
             targets[f"perf:{name}"] = mod
     return parser, targets
@@ -156,6 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args(["perf", "--help"])
     try:
         code = int(targets[key].run(args) or 0)
+    except ModuleNotFoundError as exc:
+        # a command reached an optional part of the project on a light install (`pip install pmem`)
+        line = missing_extra_message(key.replace(":", " "), exc.name or "")
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # the reader went away (`pmem inspect STATE | head`): what it read is all it wanted; Python's
         # advice: point stdout at devnull so the interpreter's final flush does not fail again
