@@ -27,12 +27,19 @@ if TYPE_CHECKING:
         StateFileError,
         Version,
     )
+    from pmem.memory import AddResult, AsyncMemory, Memory
 
 __version__ = "0.1.0"
 
+#: names ``pmem`` gives from :mod:`pmem.memory` (the agent-facing memory); the others are the core's
+_MEMORY_NAMES = ("AddResult", "AsyncMemory", "Memory")
+
 __all__ = [
+    "AddResult",
+    "AsyncMemory",
     "Cell",
     "KeyRegistry",
+    "Memory",
     "OpResult",
     "Patch",
     "PatchController",
@@ -45,6 +52,10 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # Lazy so that `import pmem.models` (or the CLI) does not pay for the core's imports.
+    if name in _MEMORY_NAMES:
+        from pmem import memory
+
+        return getattr(memory, name)
     if name in __all__ and name != "__version__":
         from pmem import graph
 

@@ -102,7 +102,6 @@ def _version() -> str:
 EXTRA_OF: dict[str, str] = {
     "ray": "eval",
     "polars": "eval",
-    "sklearn": "eval",
     "matplotlib": "eval",
     "tqdm": "eval",
     "uvloop": "eval",

@@ -27,10 +27,12 @@ def _light(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_library_and_inspect_need_no_extra(tmp_path: Path) -> None:
+def test_the_library_memory_and_inspect_need_no_extra(tmp_path: Path) -> None:
     code = (
         LIGHT.split("from pmem.cli")[0]
-        + "import pmem\ng = pmem.ProvenanceGraph()\n"
+        + "import pmem\nm = pmem.Memory()\nm.add('The city of Alice is Paris.')\n"
+        + "assert [c.value for c in m.search('Where does Alice live?', k=1)] == ['Paris']\n"
+        + "g = pmem.ProvenanceGraph()\n"
         + "g.apply('accept', 'a.b', 'x', evidence=g.observe('a b is x'))\n"
         + f"g.save({str(tmp_path / 's.arrow')!r})\nprint(pmem.ProvenanceGraph.load({str(tmp_path / 's.arrow')!r}).cell('a.b').value)\n"
     )

@@ -26,7 +26,7 @@ cell; the CRUD corner), ``identity=False`` routes by exact key only.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -429,6 +429,34 @@ class PMemArm(ArmBase):
         self._graph = graph
         self._registry = graph.registry
 
+    async def resume(self, graph: ProvenanceGraph) -> None:
+        """Go on from a saved ``graph``: write into it, route with its registry (the registered keys'
+        vectors embedded again: a cache answers them), and read its cells (indexed at the next read)."""
+        self.adopt_graph(graph)
+        self._dirty.update(graph)
+        await self.restore_key_vectors()
+
+    async def restore_key_vectors(self) -> None:
+        """Vectors of the registered keys, from the write path's embedder (soft identity needs them)."""
+        keys = self._registry.keys
+        if not self.identity or not keys:
+            return
+        import numpy
+
+        blocks = [await self.embed(keys[i : i + 4096]) for i in range(0, len(keys), 4096)]
+        self._registry.set_vectors(numpy.concatenate(blocks))
+
+    def cells_changed(self, keys: Iterable[str]) -> None:
+        """``keys`` changed outside the write path (an undo, an erasure): re-read at the next read."""
+        self._dirty.update(keys)
+
+    async def search_keys(self, query: str, k: int | None = None) -> list[str]:
+        """The keys whose current values are nearest ``query`` (the state read's retrieval), best first;
+        ``k`` defaults to the arm's read budget."""
+        await self._flush_cells()
+        q = (await self.embed([query]))[0]
+        return [self._slot_keys[s] for s, _ in self._index.search(q, self._k() if k is None else k)]
+
     async def route_keys(
         self, keys: Sequence[str], embedded: Mapping[str, np.ndarray] | None = None
     ) -> list[str]:
@@ -611,9 +639,7 @@ class PMemArm(ArmBase):
     async def read(self, question: Question) -> ReadResult:
         if self.read_mode == "turns":
             return await self._read_turns(question)
-        await self._flush_cells()
-        q = (await self.embed([question.text]))[0]
-        keys = [self._slot_keys[s] for s, _ in self._index.search(q, self._k())]
+        keys = await self.search_keys(question.text)
         if self.read_mode == "iterative":
             keys = await self._lookups(question, keys)
         return self.make_read(self._render(keys, self._past(question)), keys)

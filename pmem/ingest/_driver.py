@@ -453,7 +453,7 @@ class _Ingest:
         if state is not None:
             graph = ProvenanceGraph.from_bytes(state)
             self.arm.adopt_graph(graph)
-            await self._restore_key_vectors(graph)
+            await self.arm.restore_key_vectors()
         self.graph: ProvenanceGraph = self.arm.graph()  # type: ignore[assignment]
         self.workers = self._start_workers(hosted, cache)
         state_ref = ray.put(state)
@@ -510,18 +510,6 @@ class _Ingest:
             ).remote(self.spec, hosted, cache, i)
             for i in range(self.partitions)
         ]
-
-    async def _restore_key_vectors(self, graph: ProvenanceGraph) -> None:
-        """Vectors of the registered keys, from the write path's embedder (the cache answers them)."""
-        if not self.arm.key_vectors_needed():
-            return
-        keys = graph.registry.keys
-        if not keys:
-            return
-        import numpy as np
-
-        blocks = [await self.arm.embed(keys[i : i + 4096]) for i in range(0, len(keys), 4096)]
-        graph.registry.set_vectors(np.concatenate(blocks))
 
     # ------------------------------------------------------------------ the loop
 

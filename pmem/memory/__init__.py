@@ -1,0 +1,16 @@
+"""``pmem.Memory``: P-Mem as an agent builder embeds it: text in, current values out.
+
+>>> import pmem
+>>> m = pmem.Memory()  # the deterministic heuristic agent and hashing embedder: no model, no network
+>>> r = m.add("Earlier observation: mug 1 was in shelf 2.")
+>>> [(op.op, op.key, op.value) for op in r.operations]
+[('accept', 'mug_1.location', 'shelf 2')]
+>>> m.get("mug_1.location").value
+'shelf 2'
+"""
+
+from __future__ import annotations
+
+from pmem.memory._memory import AddResult, AppliedOp, AsyncMemory, Memory
+
+__all__ = ["AddResult", "AppliedOp", "AsyncMemory", "Memory"]

@@ -1,0 +1,303 @@
+"""The agent-facing memory: P-Mem's write and read path behind one object, sync and async.
+
+Today :class:`AsyncMemory` drives the ``pmem`` arm's write path (extraction, soft key identity,
+annotation or patch lowering, forget, authority, valid time, premises) and its state read, one write unit
+per :meth:`~AsyncMemory.add`; the graph is the core's :class:`~pmem.graph.ProvenanceGraph`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pmem.graph import Cell, ErasureReceipt, OpResult, ProvenanceGraph, Version
+    from pmem.models._types import ChatModel, Embedder
+
+#: what ``add`` takes: a text, or chat messages (``[{"role": ..., "content": ...}]``) as one unit
+Text = str | Sequence[Mapping[str, str]]
+
+
+@dataclass(frozen=True)
+class AppliedOp:
+    """One operation the write path applied for an ``add``: its effective type, key, value, whether it
+    applied, and why not (or why it was lowered)."""
+
+    op: str
+    key: str | None
+    value: str | None
+    applied: bool
+    reason: str | None = None
+    requested: str | None = None  # the operation asked for, when it differs from ``op``
+    source_key: str | None = None  # the key as extracted, when soft identity mapped it onto ``key``
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What :meth:`AsyncMemory.add` did: the evidence id of the text, the facts extracted from it
+    (``(key, value)`` as extracted), and every operation applied for them."""
+
+    evidence: str
+    facts: list[tuple[str, str | None]]
+    operations: list[AppliedOp]
+
+
+def _unit_text(text: Text) -> str:
+    if isinstance(text, str):
+        return text
+    lines = []
+    for i, message in enumerate(text):
+        if not isinstance(message, Mapping) or "content" not in message:
+            msg = f"add: message {i} must be a mapping with 'role' and 'content', got {message!r:.80}"
+            raise ValueError(msg)
+        lines.append(f"{message.get('role', 'user')}: {message['content']}")
+    return "\n".join(lines)
+
+
+def _chat(model: Any) -> ChatModel:
+    from pmem.models import make_chat_model
+    from pmem.models._types import ChatModel
+
+    if model is None:
+        return make_chat_model({"backend": "heuristic"})
+    if isinstance(model, ChatModel):
+        return model
+    return make_chat_model(model)
+
+
+def _embedder(embedder: Any) -> Embedder:
+    from pmem.models import make_embedder
+    from pmem.models._types import Embedder
+
+    if embedder is None:
+        return make_embedder({"backend": "hashing"})
+    if isinstance(embedder, Embedder):
+        return embedder
+    return make_embedder(embedder)
+
+
+class AsyncMemory:
+    """P-Mem for an agent, with coroutines (:class:`Memory` is the same with plain calls).
+
+    Args:
+        model: the chat model that extracts facts and chooses operations: a ``[models.agent]`` table as
+            a dict (``{"backend": "openai", "url": "http://127.0.0.1:8000/v1", "model": "..."}``), or a
+            model object of :mod:`pmem.models`; None: the deterministic ``heuristic`` agent.
+        embedder: the embedder of soft key identity and search (a ``[models.embedder]`` table or an
+            object); None: the ``hashing`` embedder.
+        path: a state file: loaded when it exists, and where :meth:`save` writes by default.
+        authority: source ranks (``{"user": 2, "web": 0}``): a lower-ranked source contests what a
+            higher-ranked one stated instead of displacing it.
+        options: the ``pmem`` arm's write options (``identity``, ``annotate``, ``identity_threshold``, ...).
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        embedder: Any = None,
+        *,
+        path: str | Path | None = None,
+        authority: Mapping[str, int] | None = None,
+        **options: Any,
+    ) -> None:
+        from pmem.arms._base import ModelSet
+        from pmem.arms._pmem import PMemArm
+
+        opts: dict[str, Any] = {"stream": "events", **options}
+        if authority is not None:
+            opts["authority"] = dict(authority)
+        # the write path and state read of the `pmem` arm, over the caller's models
+        self._arm = PMemArm("pmem", ModelSet(agent=_chat(model), embedder=_embedder(embedder)), opts)
+        self._arm.stream = "events"
+        self._arm.track_attribution = False  # nothing audits a builder's memory: no per-event record
+        self._path = None if path is None else Path(path)
+        self._events = 0  # texts added so far: the next one's event index
+        self._loaded = self._path is not None and self._path.is_file()
+
+    async def _ready(self) -> None:
+        if self._loaded:
+            from pmem.graph import ProvenanceGraph
+
+            assert self._path is not None
+            self._loaded = False
+            graph = ProvenanceGraph.load(self._path, registry=self._arm.graph().registry)  # type: ignore[union-attr]
+            await self._arm.resume(graph)
+            self._events = graph.stats()["evidence"]
+
+    @property
+    def graph(self) -> ProvenanceGraph:
+        """The provenance graph underneath (every version, evidence and operation)."""
+        graph = self._arm.graph()
+        assert graph is not None  # the state read keeps a graph
+        return graph
+
+    async def add(
+        self,
+        text: Text,
+        *,
+        source: str = "user",
+        time: str | None = None,
+        valid_time: str | None = None,
+    ) -> AddResult:
+        """Commit what ``text`` states: one write unit, one evidence.
+
+        Args:
+            text: what was said or observed, or chat messages (one unit).
+            source: who said it (source authority ranks it).
+            time: when it was observed (ISO 8601 or free text).
+            valid_time: when what it states became true (ISO 8601): late news enters the history.
+
+        Returns:
+            the evidence id, the facts extracted and the operations applied. A model reply that does
+            not parse is a noop with its reason, never an exception.
+        """
+        from pmem.bench._types import Event
+
+        await self._ready()
+        event = Event(self._events, _unit_text(text), time=time, source=source, valid_time=valid_time)
+        before = len(self._arm.write_log())
+        evidence_before = self.graph.stats()["evidence"]
+        await self._arm.ingest([event])
+        self._events += 1
+        records = self._arm.write_log()[before:]
+        ops = [
+            AppliedOp(r.op, r.key, r.value, r.applied, r.reason, r.requested, r.source_key) for r in records
+        ]
+        facts = [(r.source_key or r.key or "", r.value) for r in records if r.key is not None]
+        return AddResult(f"e{evidence_before}", facts, ops)
+
+    async def search(self, query: str, k: int = 12, *, disclose: Sequence[str] = ()) -> list[Cell]:
+        """The cells whose current values are nearest ``query``, best first. ``disclose`` adds what the
+        cell has beyond its value: ``"alternatives"`` (open claims), ``"history"`` (earlier values)."""
+        await self._ready()
+        keys = await self._arm.search_keys(query, k)
+        cells = [c for c in (self.graph.cell(key) for key in keys) if c is not None and c.value is not None]
+        return [
+            dataclasses.replace(
+                c,
+                alternatives=c.alternatives if "alternatives" in disclose else [],
+                history=c.history if "history" in disclose else [],
+            )
+            for c in cells
+        ]
+
+    async def get(self, key: str) -> Cell | None:
+        """The cell of ``key`` (None when the memory never held it)."""
+        await self._ready()
+        return self.graph.cell(key)
+
+    async def history(self, key: str) -> list[Version]:
+        """Every version of ``key``, in arrival order."""
+        await self._ready()
+        return self.graph.versions(key)
+
+    async def render(
+        self, query: str | None = None, *, k: int = 12, disclose: Sequence[str] = ("support", "alternatives")
+    ) -> str:
+        """The context block an agent's prompt takes: the cells nearest ``query`` (all when None)."""
+        await self._ready()
+        keys = None if query is None else await self._arm.search_keys(query, k)
+        return self.graph.render(keys=keys, disclose=tuple(disclose))
+
+    async def undo(self, op_seq: int) -> OpResult:
+        """Undo one operation (by its seq): its key becomes what the log without it gives. The result
+        says whether it applied, and why not."""
+        await self._ready()
+        result = self.graph.undo(op_seq)
+        self._arm.cells_changed(self.graph)  # which key is the log's business: every cell is re-read
+        return result
+
+    async def erase(self, evidence_id: str) -> ErasureReceipt:
+        """Erase an evidence: its text leaves the graph and every byte saved afterwards."""
+        await self._ready()
+        receipt = self.graph.erase(evidence_id)
+        self._arm.cells_changed(receipt.changed)
+        return receipt
+
+    async def as_of(self, seq: int | None = None, *, time: str | None = None) -> ProvenanceGraph:
+        """The graph as it was after arrival ``seq`` or observation ``time`` (read-only)."""
+        await self._ready()
+        return self.graph.as_of(seq, time=time)
+
+    async def save(self, path: str | Path | None = None) -> Path:
+        """Write the state file (``path``, else the one given at construction); its path."""
+        await self._ready()
+        target = Path(path) if path is not None else self._path
+        if target is None:
+            msg = "save: give a path (this memory was made without one)"
+            raise ValueError(msg)
+        self.graph.save(target)
+        return target
+
+    @classmethod
+    def load(cls, path: str | Path, model: Any = None, embedder: Any = None, **options: Any) -> AsyncMemory:
+        """A memory that goes on from the state file at ``path`` (which must exist)."""
+        if not Path(path).is_file():
+            msg = f"{path}: no such state file"
+            raise FileNotFoundError(msg)
+        return cls(model, embedder, path=path, **options)
+
+
+class Memory:
+    """P-Mem for an agent, with plain calls: the methods of :class:`AsyncMemory` run to completion on
+    a private event loop. In async code use :class:`AsyncMemory`.
+
+    >>> m = Memory()
+    >>> _ = m.add("The city of Alice is Paris.")
+    >>> [c.value for c in m.search("Where does Alice live?", k=1)]
+    ['Paris']
+    """
+
+    def __init__(self, model: Any = None, embedder: Any = None, **kwargs: Any) -> None:
+        self._async = AsyncMemory(model, embedder, **kwargs)
+        self._loop = asyncio.new_event_loop()
+
+    def _run(self, coroutine: Any) -> Any:
+        return self._loop.run_until_complete(coroutine)
+
+    @property
+    def graph(self) -> ProvenanceGraph:
+        self._run(self._async._ready())
+        return self._async.graph
+
+    def add(self, text: Text, **kwargs: Any) -> AddResult:
+        return self._run(self._async.add(text, **kwargs))  # type: ignore[no-any-return]
+
+    def search(self, query: str, k: int = 12, *, disclose: Sequence[str] = ()) -> list[Cell]:
+        return self._run(self._async.search(query, k, disclose=disclose))  # type: ignore[no-any-return]
+
+    def get(self, key: str) -> Cell | None:
+        return self._run(self._async.get(key))  # type: ignore[no-any-return]
+
+    def history(self, key: str) -> list[Version]:
+        return self._run(self._async.history(key))  # type: ignore[no-any-return]
+
+    def render(self, query: str | None = None, **kwargs: Any) -> str:
+        return self._run(self._async.render(query, **kwargs))  # type: ignore[no-any-return]
+
+    def undo(self, op_seq: int) -> OpResult:
+        return self._run(self._async.undo(op_seq))  # type: ignore[no-any-return]
+
+    def erase(self, evidence_id: str) -> ErasureReceipt:
+        return self._run(self._async.erase(evidence_id))  # type: ignore[no-any-return]
+
+    def as_of(self, seq: int | None = None, *, time: str | None = None) -> ProvenanceGraph:
+        return self._run(self._async.as_of(seq, time=time))  # type: ignore[no-any-return]
+
+    def save(self, path: str | Path | None = None) -> Path:
+        return self._run(self._async.save(path))  # type: ignore[no-any-return]
+
+    @classmethod
+    def load(cls, path: str | Path, model: Any = None, embedder: Any = None, **options: Any) -> Memory:
+        if not Path(path).is_file():
+            msg = f"{path}: no such state file"
+            raise FileNotFoundError(msg)
+        return cls(model, embedder, path=path, **options)
+
+    def close(self) -> None:
+        """Close the memory's event loop (and the models' connections it opened)."""
+        self._loop.close()
