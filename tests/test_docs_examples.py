@@ -13,8 +13,18 @@ import io
 import re
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "core.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+import pytest
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+#: the documents whose Python blocks run, each in its own namespace, and the claims each must check
+CHECKED = {"core.md": 12, "memory.md": 12}
+
+
+def _blocks(name: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (DOCS / name).read_text(encoding="utf-8"), re.S)
+
+
+BLOCKS = _blocks("core.md")
 
 
 def _claimed(comment: str) -> tuple[bool, object]:
@@ -31,11 +41,12 @@ def test_the_examples_are_found() -> None:
     assert len(BLOCKS) >= 8
 
 
-def test_the_examples_run_and_say_what_they_claim(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("name", sorted(CHECKED))
+def test_the_examples_run_and_say_what_they_claim(name: str, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # an example saves a state file
     namespace: dict[str, object] = {}
     checked = 0
-    for block in BLOCKS:
+    for block in _blocks(name):
         lines = block.splitlines()
         out = io.StringIO()
         for stmt in ast.parse(block).body:
@@ -45,12 +56,12 @@ def test_the_examples_run_and_say_what_they_claim(tmp_path, monkeypatch) -> None
             has_claim, claim = _claimed(comment) if isinstance(stmt, ast.Expr) and comment else (False, None)
             with contextlib.redirect_stdout(out):
                 if has_claim:
-                    value = eval(compile(ast.Expression(stmt.value), "docs/core.md", "eval"), namespace)
+                    value = eval(compile(ast.Expression(stmt.value), f"docs/{name}", "eval"), namespace)
                     assert value == claim, f"{ast.unparse(stmt)} gave {value!r}, the doc says {claim!r}"
                     checked += 1
                 else:
-                    exec(compile(code, "docs/core.md", "exec"), namespace)
+                    exec(compile(code, f"docs/{name}", "exec"), namespace)
         for printed in out.getvalue().splitlines():
             assert f"# {printed}" in block, f"printed {printed!r}, not shown in the doc"
             checked += 1
-    assert checked >= 12
+    assert checked >= CHECKED[name]
