@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pmem.graph import Cell, ErasureReceipt, OpResult, ProvenanceGraph, Version
+    from pmem.models import RequestLog, RequestRecord
     from pmem.models._types import ChatModel, Embedder
 
 #: what ``add`` takes: a text, or chat messages (``[{"role": ..., "content": ...}]``) as one unit
@@ -58,26 +59,26 @@ def _unit_text(text: Text) -> str:
     return "\n".join(lines)
 
 
-def _chat(model: Any) -> ChatModel:
+def _chat(model: Any, log: RequestLog) -> ChatModel:
+    """The chat model, every call recorded in ``log`` (the model layer's request rows)."""
     from pmem.models import make_chat_model
+    from pmem.models._instrument import InstrumentedChatModel
     from pmem.models._types import ChatModel
 
-    if model is None:
-        return make_chat_model({"backend": "heuristic"})
     if isinstance(model, ChatModel):
-        return model
-    return make_chat_model(model)
+        return InstrumentedChatModel(model, log=log)
+    return make_chat_model({"backend": "heuristic"} if model is None else model, log=log)
 
 
-def _embedder(embedder: Any) -> Embedder:
+def _embedder(embedder: Any, log: RequestLog) -> Embedder:
+    """The embedder, every call recorded in ``log``."""
     from pmem.models import make_embedder
+    from pmem.models._instrument import InstrumentedEmbedder
     from pmem.models._types import Embedder
 
-    if embedder is None:
-        return make_embedder({"backend": "hashing"})
     if isinstance(embedder, Embedder):
-        return embedder
-    return make_embedder(embedder)
+        return InstrumentedEmbedder(embedder, log=log)
+    return make_embedder({"backend": "hashing"} if embedder is None else embedder, log=log)
 
 
 class AsyncMemory:
@@ -106,12 +107,15 @@ class AsyncMemory:
     ) -> None:
         from pmem.arms._base import ModelSet
         from pmem.arms._pmem import PMemArm
+        from pmem.models import RequestLog
 
         opts: dict[str, Any] = {"stream": "events", **options}
         if authority is not None:
             opts["authority"] = dict(authority)
+        self._log = RequestLog()  # one row per model request: purpose, tokens, latency, error
         # the write path and state read of the `pmem` arm, over the caller's models
-        self._arm = PMemArm("pmem", ModelSet(agent=_chat(model), embedder=_embedder(embedder)), opts)
+        models = ModelSet(agent=_chat(model, self._log), embedder=_embedder(embedder, self._log))
+        self._arm = PMemArm("pmem", models, opts)
         self._arm.stream = "events"
         self._arm.track_attribution = False  # nothing audits a builder's memory: no per-event record
         self._path = None if path is None else Path(path)
@@ -127,6 +131,11 @@ class AsyncMemory:
             graph = ProvenanceGraph.load(self._path, registry=self._arm.graph().registry)  # type: ignore[union-attr]
             await self._arm.resume(graph)
             self._events = graph.stats()["evidence"]
+
+    def requests(self) -> list[RequestRecord]:
+        """Every model request made so far, in order: purpose (``extract``, ``annotate``, ``identity``,
+        ``embed``), prompt and completion tokens as the server counted them, latency, error."""
+        return self._log.records()
 
     @property
     def graph(self) -> ProvenanceGraph:
@@ -233,6 +242,20 @@ class AsyncMemory:
         self.graph.save(target)
         return target
 
+    async def aclose(self) -> None:
+        """Close the models' connections (an OpenAI-compatible client holds an HTTP session)."""
+        models = self._arm.models
+        for model in (models.agent, models.embedder):
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     @classmethod
     def load(cls, path: str | Path, model: Any = None, embedder: Any = None, **options: Any) -> AsyncMemory:
         """A memory that goes on from the state file at ``path`` (which must exist)."""
@@ -263,6 +286,9 @@ class Memory:
     def graph(self) -> ProvenanceGraph:
         self._run(self._async._ready())
         return self._async.graph
+
+    def requests(self) -> list[RequestRecord]:
+        return self._async.requests()
 
     def add(self, text: Text, **kwargs: Any) -> AddResult:
         return self._run(self._async.add(text, **kwargs))  # type: ignore[no-any-return]
@@ -299,5 +325,13 @@ class Memory:
         return cls(model, embedder, path=path, **options)
 
     def close(self) -> None:
-        """Close the memory's event loop (and the models' connections it opened)."""
-        self._loop.close()
+        """Close the models' connections, then the memory's event loop."""
+        if not self._loop.is_closed():
+            self._run(self._async.aclose())
+            self._loop.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

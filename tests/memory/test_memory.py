@@ -108,3 +108,26 @@ def test_memory_builds_the_same_graph_as_the_pmem_arm_case_by_case() -> None:
         for e in h.events:
             m.add(e.text, source=e.source, time=e.time, valid_time=e.valid_time)
         assert m.graph.to_bytes() == arm.graph().to_bytes(), h.id
+
+
+def test_a_real_protocol_model_is_logged_and_a_bad_reply_is_a_noop_with_its_reason() -> None:
+    """An OpenAI-compatible server on 127.0.0.1 (the stand-in, which serves the heuristic agent over
+    HTTP): every request is one row with the server's token counts; a reply that is not JSON is a
+    noop with its reason, never an exception out of ``add``."""
+    from pmem.models.server import ServerThread
+
+    with (
+        ServerThread() as server,
+        Memory({"backend": "openai", "url": server.url, "model": "heuristic"}) as m,
+    ):
+        ok = m.add("The city of Alice is Paris.")
+        assert [(o.op, o.key, o.value) for o in ok.operations] == [("accept", "alice.city", "Paris")]
+        server.faults.script.extend(["garbage"] * 10)  # every attempt of the next call
+        bad = m.add("The city of Bob is Oslo.")
+        (noop,) = bad.operations
+        assert (noop.op, noop.applied) == ("noop", False) and "not JSON" in (noop.reason or "")
+        assert m.get("bob.city") is None and m.get("alice.city").value == "Paris"
+        rows = [r for r in m.requests() if r.purpose != "embed"]  # the embedder runs in process
+        assert len(rows) == server.stats["requests"]
+        assert [r.purpose for r in rows][:2] == ["extract", "annotate"] and rows[0].prompt_tokens > 0
+        assert all(r.error for r in rows[2:]) and not any(r.error for r in rows[:2])
