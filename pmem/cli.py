@@ -84,6 +84,10 @@ PERF: dict[str, tuple[str, str]] = {
         "benchmarks.ingest",
         "pmem ingest: bulk apply vs one call per op; 1 vs 2 partitions; 1 vs 2 agent replicas",
     ),
+    "memory": (
+        "benchmarks.memory",
+        "pmem.Memory's add and search per call vs the pmem arm's own path, over 10,000 cells",
+    ),
     "llm": (
         "benchmarks.llm",
         "SmolLM2-135M on Ray-hosted llama.cpp or vLLM (CPU) replicas: harness vs bare loop; engine vs engine",

@@ -168,16 +168,15 @@ class AsyncMemory:
 
         await self._ready()
         event = Event(self._events, _unit_text(text), time=time, source=source, valid_time=valid_time)
-        before = len(self._arm.write_log())
-        evidence_before = self.graph.stats()["evidence"]
+        evidence = f"e{self._events}"  # one unit, one evidence: the texts added so far number them
         await self._arm.ingest([event])
         self._events += 1
-        records = self._arm.write_log()[before:]
+        records = self._arm.take_write_log()  # this unit's records (the memory keeps no log of its own)
         ops = [
             AppliedOp(r.op, r.key, r.value, r.applied, r.reason, r.requested, r.source_key) for r in records
         ]
         facts = [(r.source_key or r.key or "", r.value) for r in records if r.key is not None]
-        return AddResult(f"e{evidence_before}", facts, ops)
+        return AddResult(evidence, facts, ops)
 
     async def search(self, query: str, k: int = 12, *, disclose: Sequence[str] = ()) -> list[Cell]:
         """The cells whose current values are nearest ``query``, best first. ``disclose`` adds what the
