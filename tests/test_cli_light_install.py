@@ -48,13 +48,16 @@ def test_the_library_memory_and_inspect_need_no_extra(tmp_path: Path) -> None:
         (["sweep", "jobs/quickstart.toml"], "ray"),
         (["demo"], "ray"),
         (["report", "reports/quickstart"], "polars"),
-        (["ingest", "README.md", "--out", "x.arrow"], "ray"),
+        (["ingest", "README.md", "--out", "{tmp}/x.arrow"], "ray"),
     ],
 )
-def test_a_command_of_the_evaluation_system_names_its_extra(argv: list[str], module: str) -> None:
-    done = _light(*argv)
+def test_a_command_of_the_evaluation_system_names_its_extra(
+    argv: list[str], module: str, tmp_path: Path
+) -> None:
+    done = _light(*(a.replace("{tmp}", str(tmp_path)) for a in argv))
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [
         f"pmem {argv[0]} needs the evaluation system, which this install lacks (no module {module!r}): "
         "pip install 'pmem[eval]'"
     ]
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written

@@ -216,6 +216,10 @@ def ingest(
     if partitions < 1:
         msg = f"partitions must be at least 1, got {partitions}"
         raise ValueError(msg)
+    import ray  # before anything is written: Ray is the eval extra's, maybe not installed
+
+    from pmem.runner._connect import connect, embedded
+
     stream, out = Path(stream), Path(out)
     check_paths(stream, out)
     workdir = workdir_of(out)
@@ -224,8 +228,6 @@ def ingest(
     lock = hold_exclusive(
         workdir / ".lock", f"--out {out}", hint="wait for that ingest to end, or give another --out"
     )
-    from pmem.runner._connect import connect, embedded
-
     started = False
     try:
         job = _Ingest(spec, stream, out, partitions, skip_bad, progress, log or sys.stderr)
