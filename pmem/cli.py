@@ -106,6 +106,7 @@ def _version() -> str:
 EXTRA_OF: dict[str, str] = {
     "ray": "eval",
     "polars": "eval",
+    "sklearn": "eval",
     "matplotlib": "eval",
     "tqdm": "eval",
     "uvloop": "eval",

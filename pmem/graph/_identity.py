@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pmem.graph._hashing import hash_char_ngrams
 from pmem.graph._validate import check_key, preview
 
 if TYPE_CHECKING:
@@ -64,17 +65,12 @@ class HashingKeyEmbedding:
     name = "hashing-char-2-4-1024"
 
     def __init__(self, n_features: int = 1024) -> None:
-        from sklearn.feature_extraction.text import HashingVectorizer
-
-        self._vectorizer = HashingVectorizer(
-            analyzer="char_wb", ngram_range=(2, 4), n_features=n_features, alternate_sign=False, norm="l2"
-        )
         self.dim = n_features
 
     def __call__(self, keys: Sequence[str]) -> np.ndarray:
-        texts = [normalize_key_text(k) for k in keys]
-        rows: np.ndarray = self._vectorizer.transform(texts).toarray().astype(np.float32)  # sklearn: untyped
-        return rows
+        # counted and normalized in double, then cast: the vectors identity decisions were made with
+        texts = [normalize_key_text(k).lower() for k in keys]
+        return hash_char_ngrams(texts, self.dim, (2, 4), np.float64).astype(np.float32)
 
 
 def _tokens(text: str) -> set[str]:

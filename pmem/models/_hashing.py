@@ -1,4 +1,4 @@
-"""The `hashing` embedder: character n-gram hashing (scikit-learn), no model, deterministic and fast.
+"""The `hashing` embedder: character n-gram hashing (:mod:`pmem.graph._hashing`), no model, deterministic.
 
 >>> import asyncio
 >>> e = HashingEmbedder(dim=256)
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pmem.graph._hashing import hash_char_ngrams
 from pmem.models._tokens import estimate_tokens
 from pmem.models._types import CallContext, Embedder, Embedding
 
@@ -25,20 +26,9 @@ class HashingEmbedder(Embedder):
     """Char n-grams (within word boundaries, underscores and dots treated as spaces) hashed to ``dim``."""
 
     def __init__(self, dim: int = 1024, ngram_range: tuple[int, int] = (2, 4)) -> None:
-        from sklearn.feature_extraction.text import HashingVectorizer  # lazy: scikit-learn is slow to import
-
         self.dim = int(dim)
+        self.ngram_range = (int(ngram_range[0]), int(ngram_range[1]))
         self.model_id = f"hashing-char{ngram_range[0]}{ngram_range[1]}-{self.dim}"
-        self._vec = HashingVectorizer(
-            analyzer="char_wb",
-            ngram_range=tuple(ngram_range),
-            n_features=self.dim,
-            alternate_sign=False,
-            norm="l2",
-            lowercase=True,
-            preprocessor=lambda s: s.lower().replace("_", " ").replace(".", " "),
-            dtype=np.float32,
-        )
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> HashingEmbedder:
@@ -48,8 +38,8 @@ class HashingEmbedder(Embedder):
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        out = self._vec.transform(list(texts)).toarray().astype(np.float32, copy=False)
-        return out
+        prepared = [t.lower().replace("_", " ").replace(".", " ") for t in texts]
+        return hash_char_ngrams(prepared, self.dim, self.ngram_range, np.float32)
 
     async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
         return self.embed_sync(texts)  # no token count: this is the arms' hot path

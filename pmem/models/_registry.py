@@ -35,7 +35,7 @@ _CHAT: dict[str, _Entry] = {
     "llamacpp": _Entry("pmem.models._llamacpp:LlamaCppChatModel", "cpu-llm", ("ray", "llama_cpp")),
 }
 _EMBED: dict[str, _Entry] = {
-    "hashing": _Entry("pmem.models._hashing:HashingEmbedder", None, ("sklearn",)),
+    "hashing": _Entry("pmem.models._hashing:HashingEmbedder", None, ("mmh3",)),
     "openai": _Entry("pmem.models._openai:OpenAIEmbedder", None),
     "vllm": _Entry("pmem.models._vllm:VLLMEmbedder", None, ("ray",)),
     "llamacpp": _Entry("pmem.models._llamacpp:LlamaCppEmbedder", "cpu-llm", ("ray", "llama_cpp")),
