@@ -9,7 +9,7 @@ SciPy in the core's install. Soft key identity (:class:`pmem.graph.HashingKeyEmb
 
 >>> v = hash_char_ngrams(["apple_1.location", "apple_1.location", "mug"], dim=64)
 >>> v.shape, v.dtype.name, round(float(v[0] @ v[1]), 6), round(float(v[0] @ v[2]), 6)
-((3, 64), 'float32', 1.0, 0.0)
+((3, 64), 'float32', 1.0, 0.171904)
 """
 
 from __future__ import annotations
