@@ -45,8 +45,8 @@ def test_the_library_memory_and_inspect_need_no_extra(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "module"),
     [
-        (["sweep", "jobs/quickstart.toml"], "ray"),
-        (["demo"], "ray"),
+        (["sweep", "jobs/quickstart.toml", "--out", "{tmp}"], "ray"),
+        (["demo", "--out", "{tmp}"], "ray"),
         (["report", "reports/quickstart"], "polars"),
         (["ingest", "README.md", "--out", "{tmp}/x.arrow"], "ray"),
     ],
