@@ -24,6 +24,7 @@ import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 #: temporary files end with this; readers of a directory ignore them
 TMP_SUFFIX = ".pmem-tmp"
@@ -78,6 +79,17 @@ def write_aside(path: Path, data: bytes) -> Path:
             tmp.unlink()
         raise
     return tmp
+
+
+def atomic_write_parquet(path: Path, table: Any) -> None:
+    """``path`` holds the Parquet file of ``table`` entirely or keeps what it held (written aside,
+    fsynced, renamed)."""
+    import pyarrow.parquet as pq
+
+    tmp = temp_path(path)
+    pq.write_table(table, tmp)
+    fsync_file(tmp)
+    os.replace(tmp, path)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

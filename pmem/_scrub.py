@@ -7,7 +7,6 @@ stated, text files (reports, logs), and the values to look for (:func:`stated_on
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pmem._atomic import atomic_write_bytes, fsync_file
+from pmem._atomic import atomic_write_bytes, atomic_write_parquet
 
 if TYPE_CHECKING:
     from pmem.graph import ErasureReceipt, ProvenanceGraph
@@ -92,11 +91,31 @@ def scrub_parquet(
     table = pq.read_table(path)
     scrubbed, count = scrub_table(table, needles, None if rows is None else rows(table))
     if count:
-        tmp = path.with_name(f".{path.name}.scrub.tmp")
-        pq.write_table(scrubbed, tmp)
-        fsync_file(tmp)
-        os.replace(tmp, path)
+        atomic_write_parquet(path, scrubbed)
     return count
+
+
+def holds(path: Path, needles: list[str]) -> bool:
+    """Whether the file at ``path`` holds one of ``needles``, byte for byte (a file gone meanwhile, as
+    SQLite's ``-shm``/``-wal`` come and go with its connections, holds none)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return False
+    return any(n.encode() in data for n in needles if n)
+
+
+def erase_from_cache(path: Path, needles: list[str]) -> str:
+    """Delete the response cache entries at ``path`` whose replies hold one of ``needles``; the line a
+    receipt lists."""
+    from pmem.models import ResponseCache
+
+    responses = ResponseCache(path)
+    try:
+        deleted = responses.erase_containing(needles)
+    finally:
+        responses.close()
+    return f"{path} ({deleted} entries deleted, file rebuilt, write-ahead log emptied)"
 
 
 def scrub_text_file(path: Path, needles: list[str]) -> int:

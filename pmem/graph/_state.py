@@ -283,14 +283,19 @@ def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
 def sealed(data: bytes) -> bytes:
     """``data``, an Arrow file whose metadata holds the zeroed file digest, with the digest written in."""
     out = bytearray(data)
-    slots = _digest_slots(out)
-    if slots is None:
-        msg = f"sealed: no {FILE_DIGEST_KEY} placeholder in the file's metadata"
-        raise ValueError(msg)
-    digest = _file_digest(out, slots).encode()
-    for at in slots:
-        out[at : at + _DIGEST_HEX] = digest
+    _write_digest(out)
     return bytes(out)
+
+
+def _write_digest(buffer: bytearray | mmap.mmap) -> None:
+    """Write the digest of an Arrow file (its two slots still zeros) into both slots, in place."""
+    slots = _digest_slots(buffer)
+    if slots is None:
+        msg = f"no {FILE_DIGEST_KEY} placeholder in the file's metadata"
+        raise ValueError(msg)
+    digest = _file_digest(buffer, slots).encode()
+    for at in slots:
+        buffer[at : at + _DIGEST_HEX] = digest
 
 
 # --- the whole-file digest ---------------------------------------------------------------------------
@@ -381,11 +386,7 @@ def _seal(path: Path) -> None:
     with open(path, "r+b") as f:
         data = mmap.mmap(f.fileno(), 0)
         try:
-            slots = _digest_slots(data)
-            assert slots is not None  # this code writes both
-            digest = _file_digest(data, slots).encode()
-            for at in slots:
-                data[at : at + _DIGEST_HEX] = digest
+            _write_digest(data)
             data.flush()
         finally:
             data.close()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pmem._lock import hold_exclusive
-from pmem._scrub import ERASED, scrub_parquet
+from pmem._scrub import ERASED, erase_from_cache, holds, scrub_parquet
 from pmem.ingest._workdir import Workdir, workdir_of
 from pmem.runner._store import file_sha256
 
@@ -58,21 +58,11 @@ def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str
                 doc["checkpoint_sha256"] = sha
                 if doc.get("done"):
                     doc["out_sha256"] = sha  # the ingest run again writes the erased graph to STATE
-                doc = {k: v for k, v in doc.items() if k not in ("format", "version")}
                 work.write_manifest(doc)
                 cleaned.append(f"{checkpoint} (the evidence erased; {work.manifest_path} names it)")
             work.drop_checkpoints_but(checkpoint)
         if work.cache_path.is_file():
-            from pmem.models import ResponseCache
-
-            responses = ResponseCache(work.cache_path)
-            try:
-                deleted = responses.erase_containing(needles)
-            finally:
-                responses.close()
-            cleaned.append(
-                f"{work.cache_path} ({deleted} entries deleted, file rebuilt, write-ahead log emptied)"
-            )
+            cleaned.append(erase_from_cache(work.cache_path, needles))
         for folder in ("requests", "rejects"):
             rows = sum(scrub_parquet(p, needles) for p in sorted((work.root / folder).glob("*.parquet")))
             if rows:
@@ -80,7 +70,7 @@ def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str
         left = [
             str(p.relative_to(work.root))
             for p in sorted(work.root.rglob("*"))
-            if p.is_file() and p.name != ".lock" and _holds(p, needles)
+            if p.is_file() and p.name != ".lock" and holds(p, needles)
         ]
         if left:
             msg = f"{work.root}: scrubbed where it could, but these files still hold the erased text or its values: {', '.join(left)}"
@@ -88,14 +78,6 @@ def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str
     finally:
         lock.release()
     return cleaned
-
-
-def _holds(path: Path, needles: list[str]) -> bool:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:  # SQLite's -shm/-wal come and go with its connections
-        return False
-    return any(n.encode() in data for n in needles if n)
 
 
 def _erasable(graph: ProvenanceGraph, evidence: str) -> bool:

@@ -357,12 +357,16 @@ def _valid_time_field(obj: dict[str, Any]) -> str | None:
     return value
 
 
+#: why a row's valid time is refused (the JSONL reader adds the value it got)
+_UNREADABLE_VALID_TIME = "field 'valid_time' must be an ISO 8601 date or datetime"
+
+
 def _valid_time_problem(value: str) -> str | None:
     """Why the core cannot read ``value`` as a valid time (None when it can)."""
     try:
         valid_instant(value)
     except ValueError:
-        return f"field 'valid_time' must be an ISO 8601 date or datetime, got {_excerpt(repr(value))}"
+        return f"{_UNREADABLE_VALID_TIME}, got {_excerpt(repr(value))}"
     return None
 
 
@@ -692,19 +696,15 @@ def _iso(column: pa.Array) -> pa.Array:
 
 
 def _unreadable_valid_times(column: pa.Array) -> tuple[pa.Array, str] | None:
-    """A mask of the valid times the core cannot read and the first one's reason (None when all read).
+    """A mask of the valid times the core cannot read, with the reason (None when all read).
 
     Only the rows that carry one are read, one by one, by the core's own reading of a valid time."""
-    present = pc.is_valid(column)
-    if not pc.any(present).as_py():
+    if not pc.any(pc.is_valid(column)).as_py():
         return None
-    values = column.to_pylist()
-    problems = [None if v is None else _valid_time_problem(v) for v in values]
-    if not any(problems):
+    unreadable = [v is not None and _valid_time_problem(v) is not None for v in column.to_pylist()]
+    if not any(unreadable):
         return None
-    first = next(p for p in problems if p is not None)
-    mask = pa.array([p is not None for p in problems], pa.bool_())
-    return mask, first.split(", got ")[0]
+    return pa.array(unreadable, pa.bool_()), _UNREADABLE_VALID_TIME
 
 
 def _normalize(

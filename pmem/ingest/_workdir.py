@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pmem._atomic import atomic_write_bytes, fsync_file, temp_path
+from pmem._atomic import atomic_write_bytes, atomic_write_parquet
 from pmem.runner._store import file_sha256
 
 if TYPE_CHECKING:
@@ -102,15 +101,15 @@ class Workdir:
 
     def write_requests(self, first_row: int, attempt: int, table: pa.Table) -> None:
         if table.num_rows:
-            _write_parquet(self.root / "requests" / f"rows-{first_row:012d}-a{attempt}.parquet", table)
+            atomic_write_parquet(self.root / "requests" / f"rows-{first_row:012d}-a{attempt}.parquet", table)
 
     def write_rejects(self, first_row: int, table: pa.Table) -> None:
         if table.num_rows:
-            _write_parquet(self.root / "rejects" / f"rows-{first_row:012d}.parquet", table)
+            atomic_write_parquet(self.root / "rejects" / f"rows-{first_row:012d}.parquet", table)
 
     def write_ids(self, first_row: int, table: pa.Table) -> None:
         if table.num_rows:
-            _write_parquet(self.root / "ids" / f"rows-{first_row:012d}.parquet", table)
+            atomic_write_parquet(self.root / "ids" / f"rows-{first_row:012d}.parquet", table)
 
     def read_ids_until(self, last_row: int) -> dict[str, int]:
         """The ids of the events up to row ``last_row`` (a checkpoint's), each with its row; the files
@@ -155,10 +154,3 @@ def stream_check(path: Path, offset: int) -> dict[str, Any]:
         "prefix": offset > 0,
         "sha256": digest.hexdigest(),
     }
-
-
-def _write_parquet(path: Path, table: pa.Table) -> None:
-    tmp = temp_path(path)
-    pq.write_table(table, tmp)
-    fsync_file(tmp)
-    os.replace(tmp, path)

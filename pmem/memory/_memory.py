@@ -81,6 +81,14 @@ def _embedder(embedder: Any, log: RequestLog) -> Embedder:
     return make_embedder({"backend": "hashing"} if embedder is None else embedder, log=log)
 
 
+def _existing(path: str | Path) -> Path:
+    """``path``, a state file that exists (a memory loaded from nothing is a mistake, not a new memory)."""
+    if not Path(path).is_file():
+        msg = f"{path}: no such state file"
+        raise FileNotFoundError(msg)
+    return Path(path)
+
+
 class AsyncMemory:
     """P-Mem for an agent, with coroutines (:class:`Memory` is the same with plain calls).
 
@@ -258,10 +266,7 @@ class AsyncMemory:
     @classmethod
     def load(cls, path: str | Path, model: Any = None, embedder: Any = None, **options: Any) -> AsyncMemory:
         """A memory that goes on from the state file at ``path`` (which must exist)."""
-        if not Path(path).is_file():
-            msg = f"{path}: no such state file"
-            raise FileNotFoundError(msg)
-        return cls(model, embedder, path=path, **options)
+        return cls(model, embedder, path=_existing(path), **options)
 
 
 class Memory:
@@ -318,10 +323,7 @@ class Memory:
 
     @classmethod
     def load(cls, path: str | Path, model: Any = None, embedder: Any = None, **options: Any) -> Memory:
-        if not Path(path).is_file():
-            msg = f"{path}: no such state file"
-            raise FileNotFoundError(msg)
-        return cls(model, embedder, path=path, **options)
+        return cls(model, embedder, path=_existing(path), **options)
 
     def close(self) -> None:
         """Close the models' connections, then the memory's event loop."""

@@ -21,7 +21,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -157,24 +157,28 @@ class ResponseCache:
         return len(rows)
 
     def _write_many(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        try:
-            self._write_many_once(sql, rows)
-        except sqlite3.OperationalError as exc:  # a full disk, a read-only file: the file's problem
-            raise CacheWriteError(f"{self.path}: {exc} (writing the response cache)") from exc
-
-    def _write_many_once(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction("writing the response cache") as conn:
             conn.executemany(sql, rows)
-            conn.execute("COMMIT")
-        except BaseException:
-            # SQLite may have rolled back already (a full disk does): a second ROLLBACK would raise
-            # "no transaction is active" and hide the error that matters
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
+
+    @contextlib.contextmanager
+    def _transaction(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """One write transaction; a failure of the file (a full disk, a read-only file) is a
+        :class:`CacheWriteError` naming it and what was being done."""
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                # SQLite may have rolled back already (a full disk does): a second ROLLBACK would raise
+                # "no transaction is active" and hide the error that matters
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            raise CacheWriteError(f"{self.path}: {exc} ({doing})") from exc
 
     def get_vectors(self, model_id: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
         keys = [self.vector_key(model_id, t) for t in texts]
@@ -209,21 +213,17 @@ class ResponseCache:
         with self._held_lock:
             for key in [k for k, text in self._held.items() if any(n in text for n in wanted)]:
                 del self._held[key]
-        conn = self._conn()
-        conn.execute("PRAGMA secure_delete=ON")
+        doing = "erasing from the response cache"
+        self._conn().execute("PRAGMA secure_delete=ON")
         deleted = 0
-        try:
-            conn.execute("BEGIN IMMEDIATE")
+        with self._transaction(doing) as conn:
             for needle in wanted:
                 deleted += conn.execute("DELETE FROM chat WHERE instr(payload, ?) > 0", (needle,)).rowcount
-            conn.execute("COMMIT")
+        try:
             conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.OperationalError as exc:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise CacheWriteError(f"{self.path}: {exc} (erasing from the response cache)") from exc
+            raise CacheWriteError(f"{self.path}: {exc} ({doing})") from exc
         return deleted
 
     def __len__(self) -> int:

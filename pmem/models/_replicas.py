@@ -667,7 +667,7 @@ class ReplicaPool:
 
     def stop(self) -> None:
         ray = _ray()
-        placed = [a for i, a in enumerate(self.actors) if i in self._placed or self.urls]
+        placed = [a for i, a in enumerate(self.actors) if i in self._placed]
         with contextlib.suppress(Exception):  # an actor Ray never placed cannot run stop: killed below
             ray.get([a.stop.remote() for a in placed], timeout=60)
         for a in self.actors:

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from pmem._atomic import atomic_write_bytes
 from pmem._lock import hold_exclusive
-from pmem._scrub import scrub_parquet, scrub_text_file, stated_only_by
+from pmem._scrub import erase_from_cache, holds, scrub_parquet, scrub_table, scrub_text_file, stated_only_by
 from pmem.rundir import columns as C
 from pmem.runner._store import COMMITS, file_sha256, safe_name
 
@@ -118,7 +118,7 @@ def erase_in_run(run_dir: str | Path, history_id: str, evidence: str, arm: str |
                 sums[str(path.relative_to(run_dir))] = file_sha256(path)
                 receipt.changed[name] = changed
                 receipt.cleaned.append(f"{path} ({', '.join(ids)} erased)")
-        needles = sorted(set(needles), key=needles.index)
+        needles = list(dict.fromkeys(needles))
 
         def of_history(table: pa.Table) -> np.ndarray:
             """The rows of the history (a dataset without the column has none)."""
@@ -133,23 +133,14 @@ def erase_in_run(run_dir: str | Path, history_id: str, evidence: str, arm: str |
                     sums[str(path.relative_to(run_dir))] = file_sha256(path)
                     receipt.cleaned.append(f"{path} ({rows} rows)")
         for cache in sorted((run_dir / "cache").glob("*.sqlite")):
-            from pmem.models import ResponseCache
-
-            responses = ResponseCache(cache)
-            try:
-                deleted = responses.erase_containing(needles)
-            finally:
-                responses.close()
-            receipt.cleaned.append(
-                f"{cache} ({deleted} entries deleted, file rebuilt, write-ahead log emptied)"
-            )
+            receipt.cleaned.append(erase_from_cache(cache, needles))
         for folder in ("report", "logs"):
             for path in sorted(p for p in (run_dir / folder).rglob("*") if p.is_file()):
                 count = scrub_text_file(path, needles)
                 if count > 0:
                     receipt.cleaned.append(f"{path} ({count} occurrences)")
         _record_sums(run_dir, sums)
-        left = _still_holding(run_dir, needles, history_id, of_history)
+        left = _still_holding(run_dir, needles, set(states.values()), history_id, of_history)
         if left:
             msg = f"{run_dir}: erased where it could, but these files still hold the statement or its values: {', '.join(left)}"
             raise RunErasureError(msg)
@@ -172,30 +163,24 @@ def _record_sums(run_dir: Path, sums: dict[str, str]) -> None:
 
 
 def _still_holding(
-    run_dir: Path, needles: list[str], history_id: str, of_history: Callable[[pa.Table], np.ndarray]
+    run_dir: Path,
+    needles: list[str],
+    own_states: set[Path],
+    history_id: str,
+    of_history: Callable[[pa.Table], np.ndarray],
 ) -> list[str]:
-    """What still holds one of ``needles``: any file, byte for byte, but the states of other histories and
-    the datasets' rows of other histories (another history may state the same sentence: it is not
-    erased); in the datasets, the history's own rows."""
-    from pmem._scrub import scrub_table
-
-    encoded = [n.encode() for n in needles if n]
-    others = {p for p in (run_dir / "states").rglob("*.arrow")} - set(
-        _states_of(run_dir, history_id).values()
-    )
+    """What still holds one of ``needles``: any file, byte for byte, but the states of other histories
+    (another history may state the same sentence: it is not erased); in the datasets, the history's
+    own rows."""
     datasets = {run_dir / d for d in _DATASETS}
     left = []
     for path in sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"):
-        if path in others:
+        if path.parent.parent == run_dir / "states" and path not in own_states:
             continue
         if path.parent in datasets and path.suffix == ".parquet":
-            if scrub_table(pq.read_table(path), needles, of_history(pq.read_table(path)))[1]:
+            table = pq.read_table(path)
+            if scrub_table(table, needles, of_history(table))[1]:
                 left.append(f"{path.relative_to(run_dir)} (rows of {history_id})")
-            continue
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:  # SQLite's -shm/-wal come and go with its connections
-            continue
-        if any(n in data for n in encoded):
+        elif holds(path, needles):
             left.append(str(path.relative_to(run_dir)))
     return left

@@ -242,25 +242,12 @@ n = 2
 """
     cfg = config(tmp_path, body, name="ordinary")
     address = ray_cluster.get_runtime_context().gcs_address
-    done = subprocess.run(
-        sweep_argv(cfg, tmp_path / "runs", address),
-        cwd=REPO,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    sweep = sweep_argv(cfg, tmp_path / "runs", address)[3:]  # the arguments after `python -m pmem.cli`
+    done = _pmem(*sweep)
     assert done.returncode == 1, done.stderr[-3000:]
     (line,) = [ln for ln in done.stderr.splitlines() if ln.startswith("pmem sweep:")]
     assert "no fact was extracted by pmem (4 extraction calls)" in line and "raw" not in line.split(":")[1]
     assert "heuristic" in line and "--allow-empty accepts it" in line
     assert Path(done.stdout.strip().splitlines()[-1]).is_dir()  # the run is written and named
-    accepted = subprocess.run(
-        sweep_argv(cfg, tmp_path / "runs", address, "--allow-empty"),
-        cwd=REPO,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    accepted = _pmem(*sweep, "--allow-empty")
     assert accepted.returncode == 0 and "accepted (allow_empty)" in accepted.stderr, accepted.stderr[-3000:]
