@@ -58,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _prompts(n: int) -> list[list[dict[str, str]]]:
-    from pmem.arms._prompts import build_messages
     from pmem.bench import benchmark_info
+    from pmem.memory.prompts import build_messages
 
     out: list[list[dict[str, str]]] = []
     seen: set[str] = set()
@@ -76,7 +76,7 @@ def _prompts(n: int) -> list[list[dict[str, str]]]:
 
 def _limit(messages: list[dict[str, str]], override: int | None) -> int:
     """The reply limit a sweep's extraction call would use (or ``override``)."""
-    from pmem.arms._prompts import template
+    from pmem.memory.prompts import template
     from pmem.models.sections import parse_sections
 
     if override is not None:
@@ -88,7 +88,7 @@ def _limit(messages: list[dict[str, str]], override: int | None) -> int:
 
 def _payload(messages: list[dict[str, str]], hosted: Any, max_tokens: int | None) -> dict[str, Any]:
     """The body the harness's client sends for ``messages`` (its dialect, seed and limits)."""
-    from pmem.arms._prompts import template
+    from pmem.memory.prompts import template
     from pmem.models._openai import OpenAIChatModel
     from pmem.models._types import CallOptions
 
@@ -157,7 +157,7 @@ class HarnessCaller:
     ) -> tuple[float, int, int]:
         """(seconds, completion tokens, calls logged) for the prompts, ``concurrency`` at a time, each
         prompt its own history (so the router spreads them over the replicas, as histories spread)."""
-        from pmem.arms._prompts import template
+        from pmem.memory.prompts import template
         from pmem.models._types import CallContext
         from pmem.rundir import RowKeys
         from pmem.runner._execute import CallRecorder, RecordingChatModel

@@ -34,13 +34,12 @@ def _text(i: int) -> str:
 
 def _arm() -> object:
     """The arm as a sweep runs it: its models' calls recorded in a request log."""
-    from pmem.arms._base import ModelSet
-    from pmem.arms._pmem import PMemArm
+    from pmem.arms import ModelSet, make_arm
     from pmem.models import RequestLog, make_chat_model, make_embedder
 
     log = RequestLog()
     models = ModelSet(agent=make_chat_model("heuristic", log=log), embedder=make_embedder("hashing", log=log))
-    return PMemArm("pmem", models, {"stream": "events", "top_k": 12})
+    return make_arm("pmem", models, {"stream": "events", "top_k": 12})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         await arm.ingest(events)  # type: ignore[attr-defined]
         for e in events:
             await memory.add(e.text)
-        await arm.search_keys("warm up the index")  # type: ignore[attr-defined]
+        await arm.path.search_keys("warm up the index", 12)  # type: ignore[attr-defined]
         await memory.search("warm up the index")
         return memory, arm
 

@@ -26,7 +26,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from pmem.arms._prompts import build_messages, template
+from pmem.memory.prompts import build_messages, template
 from pmem.models import CallContext, make_chat_model, make_embedder
 from pmem.models._openai import STRUCTURED_DIALECTS
 from pmem.models.server import API_KEY_ENV

@@ -12,10 +12,16 @@ from pathlib import Path
 
 
 def _quickstart() -> Path:
+    """The quickstart config: the working directory's, the repository's, else the installed copy."""
+    from pmem._bundle import bundled
+
     for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
         p = base / "jobs" / "quickstart.toml"
         if p.is_file():
             return p
+    shipped = bundled("jobs/quickstart.toml")
+    if shipped is not None:
+        return shipped
     msg = "jobs/quickstart.toml not found (run `pmem demo` from the repository, or pass --config)"
     raise SystemExit(msg)
 

@@ -107,6 +107,7 @@ EXTRA_OF: dict[str, str] = {
     "ray": "eval",
     "polars": "eval",
     "sklearn": "eval",
+    "scipy": "eval",  # scikit-learn's; the memory's index uses it when present
     "matplotlib": "eval",
     "tqdm": "eval",
     "uvloop": "eval",

@@ -1,4 +1,4 @@
-"""The Python examples in docs/core.md run, in order, and say what they claim.
+"""The Python examples of the README and the docs run, in order, and say what they claim.
 
 A statement that is an expression with a trailing comment starting with a Python literal
 (``g.cell("k").value  # 'a': ...``) must evaluate to that literal; lines printed by an example must
@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+REPO = Path(__file__).resolve().parents[1]
 #: the documents whose Python blocks run, each in its own namespace, and the claims each must check
-CHECKED = {"core.md": 12, "memory.md": 12}
+CHECKED = {"docs/core.md": 12, "docs/memory.md": 12, "README.md": 5}
 
 
 def _blocks(name: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", (DOCS / name).read_text(encoding="utf-8"), re.S)
+    return re.findall(r"```python\n(.*?)```", (REPO / name).read_text(encoding="utf-8"), re.S)
 
 
-BLOCKS = _blocks("core.md")
+BLOCKS = _blocks("docs/core.md")
 
 
 def _claimed(comment: str) -> tuple[bool, object]:
@@ -56,11 +56,11 @@ def test_the_examples_run_and_say_what_they_claim(name: str, tmp_path, monkeypat
             has_claim, claim = _claimed(comment) if isinstance(stmt, ast.Expr) and comment else (False, None)
             with contextlib.redirect_stdout(out):
                 if has_claim:
-                    value = eval(compile(ast.Expression(stmt.value), f"docs/{name}", "eval"), namespace)
+                    value = eval(compile(ast.Expression(stmt.value), name, "eval"), namespace)
                     assert value == claim, f"{ast.unparse(stmt)} gave {value!r}, the doc says {claim!r}"
                     checked += 1
                 else:
-                    exec(compile(code, f"docs/{name}", "exec"), namespace)
+                    exec(compile(code, name, "exec"), namespace)
         for printed in out.getvalue().splitlines():
             assert f"# {printed}" in block, f"printed {printed!r}, not shown in the doc"
             checked += 1

@@ -22,7 +22,6 @@ labels and display order; ``register_arm`` and ``module:attr`` names add plugins
 from __future__ import annotations
 
 from pmem.arms._base import Answer, Arm, ModelSet, ReadResult, WriteRecord, WriteStats
-from pmem.arms._prompts import TEMPLATES, build_messages, prompt_hashes, prompt_templates_hash
 from pmem.arms._registry import (
     ARM_NAMES,
     ArmEntry,
@@ -36,7 +35,6 @@ from pmem.arms._registry import (
 
 __all__ = [
     "ARM_NAMES",
-    "TEMPLATES",
     "Answer",
     "Arm",
     "ArmEntry",
@@ -46,10 +44,7 @@ __all__ = [
     "WriteStats",
     "arm_label",
     "arm_names",
-    "build_messages",
     "make_arm",
-    "prompt_hashes",
-    "prompt_templates_hash",
     "register_arm",
     "resolve_arm",
     "sort_arms",

@@ -9,8 +9,10 @@ purpose tags and a :class:`~pmem.models.CallContext` naming the history and arm.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from pmem.memory.writepath import WriteRecord, WriteStats
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -44,34 +46,6 @@ class Answer:
     raw: str = ""
     #: why the question got no answer from the model (its prompt did not fit the model's context)
     error: str | None = None
-
-
-@dataclass(frozen=True)
-class WriteRecord:
-    """One row of a run's ``writes/`` dataset."""
-
-    seq: int
-    op: str
-    key: str | None
-    value: str | None
-    applied: bool
-    reason: str | None = None
-    #: the operation the write path asked for, when it differs from the effective ``op``
-    requested: str | None = None
-    #: the key as extracted, before soft identity mapped it onto ``key``
-    source_key: str | None = None
-    #: index of the first event of the write unit the fact came from
-    event: int | None = None
-
-
-@dataclass
-class WriteStats:
-    model_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    facts: int = 0
-    cells: int = 0
-    ops: dict[str, int] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pmem.arms._common import ArmBase, completion_json, event_line
-from pmem.arms._prompts import CRUD_EVENTS, build_messages, template
-from pmem.arms._retrieval import VectorIndex
-from pmem.arms._writepath import Fact, extract_units, unit_text
+from pmem.arms._common import ArmBase
+from pmem.memory.prompts import CRUD_EVENTS, build_messages, template
+from pmem.memory.writepath import Fact, VectorIndex, completion_json, event_line, extract_units, unit_text
 from pmem.models._tokens import chars_that_fit
 
 if TYPE_CHECKING:

@@ -233,7 +233,8 @@ async def _factconsolidation(conc: int) -> None:
 
 
 def _list() -> int:
-    from pmem.arms import arm_names, prompt_hashes, prompt_templates_hash, resolve_arm
+    from pmem.arms import arm_names, resolve_arm
+    from pmem.memory.prompts import prompt_hashes, prompt_templates_hash
 
     for name in arm_names():
         entry = resolve_arm(name)

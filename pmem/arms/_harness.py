@@ -101,8 +101,8 @@ def store_values(arm: Any, key: str) -> tuple[set[str], set[str]]:
         cell = g.cell(key)
         current = set() if cell is None or cell.value is None else {cell.value, *cell.alternatives}
         return current, {v.value for v in g.versions(key)}
-    from pmem.arms._writepath import template_facts
     from pmem.bench._types import Event
+    from pmem.memory.writepath import template_facts
 
     current, ever = set(), set()
     for slot, it in enumerate(items):

@@ -21,7 +21,10 @@ class DataError(RuntimeError):
 
 
 def datasets_root() -> Path:
-    """``$PMEM_DATASETS`` if set, else the repository's ``datasets/`` (found next to the package)."""
+    """``$PMEM_DATASETS`` if set, else the repository's ``datasets/`` (found next to the package), else
+    the copy an installed wheel carries (:mod:`pmem._bundle`)."""
+    from pmem._bundle import bundled
+
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env)
@@ -29,7 +32,7 @@ def datasets_root() -> Path:
     for parent in here.parents:
         if (parent / "datasets" / "MANIFEST.json").is_file():
             return parent / "datasets"
-    return Path.cwd() / "datasets"
+    return bundled("datasets") or Path.cwd() / "datasets"
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

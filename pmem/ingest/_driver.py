@@ -1,6 +1,7 @@
 """``pmem ingest``: one P-Mem state from a stream of any length, across a Ray cluster.
 
-The write path is P-Mem's (the ``pmem`` arm's), cut where its semantics allow:
+The write path is P-Mem's (:class:`pmem.memory.writepath.WritePath`, what ``pmem.Memory`` and the
+``pmem`` arm run), cut where its semantics allow:
 
 1. **Read** (driver): the stream in batches of ``batch_events`` rows (:mod:`pmem.ingest._stream`).
 2. **Extract** (all workers): each batch is split into one contiguous slice per worker; extraction of a
@@ -15,7 +16,7 @@ The write path is P-Mem's (the ``pmem`` arm's), cut where its semantics allow:
    another key's head, and nothing else is shared between partitions.
 5. **Merge** (driver): the applied operations of all partitions, in global arrival order, interleaved
    with the rows' evidence, are written into the one graph with :meth:`ProvenanceGraph.apply_batch`.
-   The result is byte-identical to feeding the same rows to the ``pmem`` arm one by one.
+   The result is byte-identical to feeding the same rows to that write path one by one.
 
 Durability: every ``checkpoint_every`` events (at a batch end) the merged graph and then a manifest
 naming it are written atomically; a re-run of the same command resumes from the last manifest, and
@@ -147,7 +148,7 @@ def nothing_ingested(report: IngestReport, agent_backend: str) -> str | None:
         return f"every row of the stream was rejected ({report.rejects:,}; see {workdir_of(Path(report.out)) / 'rejects'})"
     if report.events == 0:
         return None
-    from pmem.arms._writepath import no_fact_reason
+    from pmem.memory.writepath import no_fact_reason
 
     why = no_fact_reason(agent_backend, "the state's .ingest/requests/")
     return f"extracted no fact from {report.events:,} events: {why}"
@@ -439,8 +440,6 @@ class _Ingest:
     async def _run(self, hosted: dict[str, Any], position: Position) -> None:
         import ray
 
-        from pmem.arms._base import ModelSet
-        from pmem.arms._pmem import PMemArm
         from pmem.graph import ProvenanceGraph
 
         cache = str(self.work.cache_path) if self.spec.cache else None
@@ -449,14 +448,13 @@ class _Ingest:
             self.spec.agent, hosted, self.cache, self.driver_log, f"agent:{self.spec.agent.model_id}"
         )
         embedder = build_models(self.spec.embedder, hosted, self.cache, self.driver_log, "embedder")
-        self.arm = PMemArm("pmem", ModelSet(agent=agent, embedder=embedder), self.spec.arm_options())
-        self.arm.stream = "events"
+        self.path = self.spec.write_path(agent, embedder)  # the driver's part of it: soft identity
         state, self._restored = self._restored, None
         if state is not None:
             graph = ProvenanceGraph.from_bytes(state)
-            self.arm.adopt_graph(graph)
-            await self.arm.restore_key_vectors()
-        self.graph: ProvenanceGraph = self.arm.graph()  # type: ignore[assignment]
+            self.path.adopt_graph(graph)
+            await self.path.restore_key_vectors()
+        self.graph: ProvenanceGraph = self.path.graph
         self.workers = self._start_workers(hosted, cache)
         state_ref = ray.put(state)
         await asyncio.gather(*(w.restore.remote(state_ref) for w in self.workers))
@@ -605,7 +603,7 @@ class _Ingest:
         items: list[list[Any]] = [[] for _ in self.workers]
         n_facts = 0
         embedded = await self._embed_candidates(extracted, rows[0] if rows else 0)
-        identity = self.arm.key_vectors_needed()
+        identity = self.path.key_vectors_needed()
         canonical = self.graph.registry.canonical
         valid_times = [vt for _, _, vt in extracted]
         for i, (facts, _error, valid_time) in enumerate(extracted):
@@ -617,7 +615,7 @@ class _Ingest:
             routed = [canonical(f[0]) for f in facts] if identity else [f[0] for f in facts]
             if None in routed:
                 with for_row(rows[i]):
-                    keys = await self.arm.route_keys([f[0] for f in facts], embedded)
+                    keys = await self.path.route_keys([f[0] for f in facts], embedded)
             else:
                 keys = cast("list[str]", routed)
             for fidx, ((fact_key, value, status, event), key) in enumerate(zip(facts, keys, strict=True)):
@@ -666,7 +664,7 @@ class _Ingest:
 
     async def _embed_candidates(self, extracted: list[Any], row: int) -> dict[str, Any]:
         """One embedding call for the batch's candidate keys the registry does not know yet."""
-        if not self.arm.key_vectors_needed():
+        if not self.path.key_vectors_needed():
             return {}
         registry = self.graph.registry
         new = list(
@@ -677,7 +675,7 @@ class _Ingest:
         if not new:
             return {}
         with for_row(row):
-            vectors = await self.arm.embed(new)
+            vectors = await self.path.writer.embed(new)
         # one sparse product scores them all against the keys registered so far; routing in arrival
         # order then scores each against the keys registered since (the same decisions, faster)
         registry.prescore(new, vectors)
@@ -771,8 +769,8 @@ class _Ingest:
 
 
 def _unit_texts(texts: list[str], times: list[str | None]) -> list[str]:
-    """Each row's unit text, as the ``pmem`` arm renders a one-event unit."""
-    from pmem.arms._common import event_line
+    """Each row's unit text, as the write path renders a one-event unit."""
     from pmem.bench._types import Event
+    from pmem.memory.writepath import event_line
 
     return [event_line(Event(0, text, time=t)) for text, t in zip(texts, times, strict=True)]

@@ -1,4 +1,4 @@
-"""The reference semantics of an ingest: the same rows fed to the ``pmem`` arm one by one, in process.
+"""The reference semantics of an ingest: the same rows fed to P-Mem's write path (:class:`pmem.memory.writepath.WritePath`, what ``pmem.Memory`` and the ``pmem`` arm run) one by one, in process.
 
 ``pmem ingest`` must produce exactly these bytes, whatever ``--partitions`` says; tests and
 ``pmem perf ingest`` compare against it.
@@ -20,22 +20,16 @@ if TYPE_CHECKING:
 def ingest_sequential(
     stream: str | Path, *, config: str | Path | IngestSpec | None = None, skip_bad: bool = False
 ) -> ProvenanceGraph:
-    """The graph the ``pmem`` arm builds from ``stream``'s rows, one write unit per row, in order."""
+    """The graph P-Mem's write path builds from ``stream``'s rows, one write unit per row, in order."""
     spec = config if isinstance(config, IngestSpec) else load_ingest_config(config)
     return asyncio.run(_run(Path(stream), spec, skip_bad))
 
 
 async def _run(stream: Path, spec: IngestSpec, skip_bad: bool) -> ProvenanceGraph:
-    from pmem.arms._base import ModelSet
-    from pmem.arms._pmem import PMemArm
     from pmem.bench._types import Event
     from pmem.runner._bindings import build_chat, build_embedder
 
-    arm = PMemArm(
-        "pmem",
-        ModelSet(agent=build_chat(spec.agent), embedder=build_embedder(spec.embedder)),
-        spec.arm_options(),
-    )
+    path = spec.write_path(build_chat(spec.agent), build_embedder(spec.embedder))
     position = 0
     for batch in read_stream(stream, skip_bad=skip_bad):
         ev = batch.events
@@ -48,7 +42,5 @@ async def _run(stream: Path, spec: IngestSpec, skip_bad: bool) -> ProvenanceGrap
             for i, (text, source, time, vt) in enumerate(zip(texts, sources, times, valid, strict=True))
         ]
         position += len(events)
-        await arm.ingest(events)
-    graph = arm.graph()
-    assert graph is not None  # the state read keeps a graph
-    return graph
+        await path.write([[e] for e in events])
+    return path.graph

@@ -18,12 +18,16 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pmem.runner._config import RoleSpec, _check_keys, _err, _model, read_toml
 
-#: The write-path options of the ``pmem`` arm that an ingest honours (the rest concern reads).
-WRITE_OPTIONS = ("annotate", "identity", "identity_threshold", "concurrency")
+if TYPE_CHECKING:
+    from pmem.memory.writepath import WritePath
+    from pmem.models._types import ChatModel, Embedder
+
+#: The write-path options an ingest honours (a sweep's ``[arm_options.pmem]`` has read options too).
+HONOURED_OPTIONS = ("annotate", "identity", "identity_threshold", "concurrency")
 #: ``[ingest]`` keys that size the pipeline, with their types and defaults.
 PIPELINE_OPTIONS: dict[str, tuple[type, Any]] = {
     "batch_events": (int, 2048),
@@ -54,13 +58,18 @@ class IngestSpec:
             {"models": {"agent": {"backend": "heuristic"}, "embedder": {"backend": "hashing"}}}
         )
 
-    def arm_options(self) -> dict[str, Any]:
-        """Options of the ``pmem`` arm that runs the write path: one write unit per stream row.
+    def write_path(self, agent: ChatModel, embedder: Embedder) -> WritePath:
+        """P-Mem's write path (:class:`pmem.memory.writepath.WritePath`) over ``agent`` and ``embedder``,
+        with this ingest's options; one write unit per stream row.
 
         Replayable provenance is off: a partition cannot record aliases or premises, nor erase evidence
         that lives on the driver, so the merged state would not be the sequential one. A row's own
         ``valid_time`` is kept: its evidence's valid time, which partitions carry with the facts."""
-        return {**dict(self.write), "stream": "events", "provenance": False, "valid_time": True}
+        from pmem.memory.writepath import WritePath, Writer
+
+        options = dict(self.write)
+        writer = Writer(agent, embedder, concurrency=options.pop("concurrency", 16))
+        return WritePath(writer, {**options, "provenance": False, "valid_time": True}, name="pmem ingest")
 
     def identity(self) -> dict[str, Any]:
         """What decides the state's bytes: a checkpoint made under another identity is not resumed."""
@@ -106,12 +115,12 @@ def parse_ingest_config(data: dict[str, Any], *, source: str = "<config>") -> In
     table = data.get("ingest", {})
     if not isinstance(table, dict):
         raise _err(source, "[ingest]", "must be a table")
-    _check_keys(source, "[ingest]", table, {*WRITE_OPTIONS, *PIPELINE_OPTIONS})
+    _check_keys(source, "[ingest]", table, {*HONOURED_OPTIONS, *PIPELINE_OPTIONS})
     arm_options = (
         data.get("arm_options", {}).get("pmem", {}) if isinstance(data.get("arm_options"), dict) else {}
     )
-    write: dict[str, Any] = {k: v for k, v in dict(arm_options).items() if k in WRITE_OPTIONS}
-    write.update({k: v for k, v in table.items() if k in WRITE_OPTIONS})
+    write: dict[str, Any] = {k: v for k, v in dict(arm_options).items() if k in HONOURED_OPTIONS}
+    write.update({k: v for k, v in table.items() if k in HONOURED_OPTIONS})
     _check_write(source, write)
     sizes: dict[str, Any] = {}
     for key, (typ, default) in PIPELINE_OPTIONS.items():

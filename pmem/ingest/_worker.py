@@ -1,6 +1,6 @@
 """A partition worker: extraction for any rows, and the writes of the keys its partition owns.
 
-Each worker runs P-Mem's write path (the ``pmem`` arm) over its own :class:`PartitionGraph`. Keys are
+Each worker runs P-Mem's write path (:class:`pmem.memory.writepath.WritePath`) over its own :class:`PartitionGraph`. Keys are
 assigned to partitions by :func:`partition_of`, so every write to one key happens in one worker, in
 arrival order, against that key's real head; a write never reads another key's head, so partitions
 never wait for each other. The worker does not keep the evidence: it reports each operation it applied
@@ -156,18 +156,14 @@ class IngestWorker:
         cache_path: str | None = None,
         index: int = 0,
     ) -> None:
-        from pmem.arms._base import ModelSet
-        from pmem.arms._pmem import PMemArm
-
         self.index = index
         self.log = RequestLog()
         self.cache = open_ingest_cache(cache_path)
         agent = build_models(spec.agent, hosted or {}, self.cache, self.log, f"agent:{spec.agent.model_id}")
-        self.arm = PMemArm("pmem", ModelSet(agent=agent, embedder=UnusedEmbedder()), spec.arm_options())
-        self.arm.stream = "events"
-        self.arm.track_attribution = False  # an ingest never audits: no per-event record to grow with
-        self.arm.adopt_graph(PartitionGraph())
-        self.concurrency = self.arm.concurrency
+        self.path = spec.write_path(agent, UnusedEmbedder())
+        self.path.track_attribution = False  # an ingest never audits: no per-event record to grow with
+        self.path.adopt_graph(PartitionGraph())
+        self.concurrency = self.path.writer.concurrency
         self._turn = asyncio.Condition()
         self._committed = 0  # the last batch whose commit has finished
 
@@ -177,13 +173,12 @@ class IngestWorker:
     def restore(self, state: bytes | None) -> int:
         """Start from a checkpoint's graph (every key's chain; this worker writes only its own)."""
         graph = PartitionGraph() if state is None else PartitionGraph.from_bytes(state)
-        self.arm.adopt_graph(graph)
+        self.path.adopt_graph(graph)
         return len(graph)
 
     async def extract(self, rows: list[Row]) -> list[Extracted]:
         """Extraction of each row: its facts ``(key, value, status, event)``, any error, and its
-        evidence's valid time (the ``pmem`` arm's choice: :meth:`PMemArm.evidence_valid_time`)."""
-        from pmem.arms._writepath import extract_units
+        evidence's valid time (the write path's choice: :meth:`WritePath.evidence_valid_time`)."""
         from pmem.bench._types import Event
 
         sem = asyncio.Semaphore(self.concurrency)
@@ -193,9 +188,9 @@ class IngestWorker:
             event = Event(position, text, time=time, source=source, valid_time=valid_time)
             with for_row(number):
                 async with sem:
-                    (ex,) = await extract_units(self.arm, [[event]])
+                    (ex,) = await self.path.extract([[event]])
             facts = [(f.key, f.value, f.status, f.event) for f in ex.facts]
-            return facts, ex.error, self.arm.evidence_valid_time(event, ex.facts)
+            return facts, ex.error, self.path.evidence_valid_time(event, ex.facts)
 
         return list(await asyncio.gather(*(one(r) for r in rows)))
 
@@ -215,7 +210,7 @@ class IngestWorker:
                 self._turn.notify_all()
 
     async def _commit(self, items: list[Item]) -> list[Applied]:
-        from pmem.arms._writepath import Fact
+        from pmem.memory.writepath import Fact
 
         by_key: dict[str, list[Item]] = defaultdict(list)
         for item in items:
@@ -223,7 +218,7 @@ class IngestWorker:
         applied: list[Applied] = []
         sem = asyncio.Semaphore(self.concurrency)
 
-        graph = self.arm.graph()
+        graph = self.path.graph
         assert isinstance(graph, PartitionGraph)
         for item in items:
             if item[9] is not None:
@@ -237,7 +232,7 @@ class IngestWorker:
                     fact = Fact(fact_key, value, status, event)
                     with for_row(row, fidx):
                         async with sem:
-                            await self.arm.write_fact(fact, key, text, f"e{position}", position)
+                            await self.path.write_fact(fact, key, text, f"e{position}", position)
                 finally:
                     _SINK.reset(token)
                 for op, k, v, ev in sink:
@@ -257,6 +252,6 @@ class IngestWorker:
         if self.cache is not None:
             self.cache.flush()
         records: list[RequestRecord] = self.log.drain()
-        # the arm's write log: its noops are the refused writes (bad extractions and annotations)
-        noops = [(r.reason or "") for r in self.arm.take_write_log() if not r.applied]
+        # the write log: its noops are the refused writes (bad extractions and annotations)
+        noops = [(r.reason or "") for r in self.path.writer.take_write_log() if not r.applied]
         return {"requests": records_to_table(records), "refused": noops}

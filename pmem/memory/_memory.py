@@ -1,8 +1,9 @@
 """The agent-facing memory: P-Mem's write and read path behind one object, sync and async.
 
-Today :class:`AsyncMemory` drives the ``pmem`` arm's write path (extraction, soft key identity,
+:class:`AsyncMemory` runs :class:`~pmem.memory.writepath.WritePath` (extraction, soft key identity,
 annotation or patch lowering, forget, authority, valid time, premises) and its state read, one write unit
-per :meth:`~AsyncMemory.add`; the graph is the core's :class:`~pmem.graph.ProvenanceGraph`.
+per :meth:`~AsyncMemory.add`, through its own :class:`~pmem.memory.writepath.Writer`; the graph is the
+core's :class:`~pmem.graph.ProvenanceGraph`. The ``pmem`` arms and ``pmem ingest`` run the same path.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ class AsyncMemory:
         path: a state file: loaded when it exists, and where :meth:`save` writes by default.
         authority: source ranks (``{"user": 2, "web": 0}``): a lower-ranked source contests what a
             higher-ranked one stated instead of displacing it.
-        options: the ``pmem`` arm's write options (``identity``, ``annotate``, ``identity_threshold``, ...).
+        options: the write path's options (:data:`~pmem.memory.writepath.WRITE_OPTIONS`: ``identity``,
+            ``annotate``, ``identity_threshold``, ...) and ``concurrency``; another name is a TypeError.
     """
 
     def __init__(
@@ -113,31 +115,35 @@ class AsyncMemory:
         authority: Mapping[str, int] | None = None,
         **options: Any,
     ) -> None:
-        from pmem.arms._base import ModelSet
-        from pmem.arms._pmem import PMemArm
+        from pmem.memory._writepath import WRITE_OPTIONS, WritePath
+        from pmem.memory._writer import Writer
         from pmem.models import RequestLog
 
-        opts: dict[str, Any] = {"stream": "events", **options}
+        unknown = sorted(set(options) - {*WRITE_OPTIONS, "concurrency"})
+        if unknown:
+            msg = f"Memory: unknown option(s) {unknown}; known: {sorted({*WRITE_OPTIONS, 'concurrency'})}"
+            raise TypeError(msg)
+        opts = dict(options)
         if authority is not None:
             opts["authority"] = dict(authority)
         self._log = RequestLog()  # one row per model request: purpose, tokens, latency, error
-        # the write path and state read of the `pmem` arm, over the caller's models
-        models = ModelSet(agent=_chat(model, self._log), embedder=_embedder(embedder, self._log))
-        self._arm = PMemArm("pmem", models, opts)
-        self._arm.stream = "events"
-        self._arm.track_attribution = False  # nothing audits a builder's memory: no per-event record
-        self._path = None if path is None else Path(path)
+        self._writer = Writer(
+            _chat(model, self._log), _embedder(embedder, self._log), concurrency=opts.pop("concurrency", 16)
+        )
+        self._writepath = WritePath(self._writer, opts, name="Memory")
+        self._writepath.track_attribution = False  # nothing audits a builder's memory: no per-event record
+        self._file = None if path is None else Path(path)
         self._events = 0  # texts added so far: the next one's event index
-        self._loaded = self._path is not None and self._path.is_file()
+        self._loaded = self._file is not None and self._file.is_file()
 
     async def _ready(self) -> None:
         if self._loaded:
             from pmem.graph import ProvenanceGraph
 
-            assert self._path is not None
+            assert self._file is not None
             self._loaded = False
-            graph = ProvenanceGraph.load(self._path, registry=self._arm.graph().registry)  # type: ignore[union-attr]
-            await self._arm.resume(graph)
+            graph = ProvenanceGraph.load(self._file, registry=self._writepath.graph.registry)
+            await self._writepath.resume(graph)
             self._events = graph.stats()["evidence"]
 
     def requests(self) -> list[RequestRecord]:
@@ -148,9 +154,7 @@ class AsyncMemory:
     @property
     def graph(self) -> ProvenanceGraph:
         """The provenance graph underneath (every version, evidence and operation)."""
-        graph = self._arm.graph()
-        assert graph is not None  # the state read keeps a graph
-        return graph
+        return self._writepath.state()
 
     async def add(
         self,
@@ -177,20 +181,19 @@ class AsyncMemory:
         await self._ready()
         event = Event(self._events, _unit_text(text), time=time, source=source, valid_time=valid_time)
         evidence = f"e{self._events}"  # one unit, one evidence: the texts added so far number them
-        await self._arm.ingest([event])
+        (extraction,) = await self._writepath.write([[event]])
         self._events += 1
-        records = self._arm.take_write_log()  # this unit's records (the memory keeps no log of its own)
+        records = self._writer.take_write_log()  # this unit's records (the memory keeps no log of its own)
         ops = [
             AppliedOp(r.op, r.key, r.value, r.applied, r.reason, r.requested, r.source_key) for r in records
         ]
-        facts = [(r.source_key or r.key or "", r.value) for r in records if r.key is not None]
-        return AddResult(evidence, facts, ops)
+        return AddResult(evidence, [(f.key, f.value) for f in extraction.facts], ops)
 
     async def search(self, query: str, k: int = 12, *, disclose: Sequence[str] = ()) -> list[Cell]:
         """The cells whose current values are nearest ``query``, best first. ``disclose`` adds what the
         cell has beyond its value: ``"alternatives"`` (open claims), ``"history"`` (earlier values)."""
         await self._ready()
-        keys = await self._arm.search_keys(query, k)
+        keys = await self._writepath.search_keys(query, k)
         cells = [c for c in (self.graph.cell(key) for key in keys) if c is not None and c.value is not None]
         return [
             dataclasses.replace(
@@ -216,7 +219,7 @@ class AsyncMemory:
     ) -> str:
         """The context block an agent's prompt takes: the cells nearest ``query`` (all when None)."""
         await self._ready()
-        keys = None if query is None else await self._arm.search_keys(query, k)
+        keys = None if query is None else await self._writepath.search_keys(query, k)
         return self.graph.render(keys=keys, disclose=tuple(disclose))
 
     async def undo(self, op_seq: int) -> OpResult:
@@ -224,14 +227,14 @@ class AsyncMemory:
         says whether it applied, and why not."""
         await self._ready()
         result = self.graph.undo(op_seq)
-        self._arm.cells_changed(self.graph)  # which key is the log's business: every cell is re-read
+        self._writepath.cells_changed(self.graph)  # which key is the log's business: every cell is re-read
         return result
 
     async def erase(self, evidence_id: str) -> ErasureReceipt:
         """Erase an evidence: its text leaves the graph and every byte saved afterwards."""
         await self._ready()
         receipt = self.graph.erase(evidence_id)
-        self._arm.cells_changed(receipt.changed)
+        self._writepath.cells_changed(receipt.changed)
         return receipt
 
     async def as_of(self, seq: int | None = None, *, time: str | None = None) -> ProvenanceGraph:
@@ -242,7 +245,7 @@ class AsyncMemory:
     async def save(self, path: str | Path | None = None) -> Path:
         """Write the state file (``path``, else the one given at construction); its path."""
         await self._ready()
-        target = Path(path) if path is not None else self._path
+        target = Path(path) if path is not None else self._file
         if target is None:
             msg = "save: give a path (this memory was made without one)"
             raise ValueError(msg)
@@ -251,8 +254,7 @@ class AsyncMemory:
 
     async def aclose(self) -> None:
         """Close the models' connections (an OpenAI-compatible client holds an HTTP session)."""
-        models = self._arm.models
-        for model in (models.agent, models.embedder):
+        for model in (self._writer.agent, self._writer.embedder):
             close = getattr(model, "aclose", None)
             if close is not None:
                 await close()

@@ -9,6 +9,8 @@ Two families of templates are recognised, and nothing else is guessed at:
   (``The chairperson of Fatah is Mahmoud Abbas.``, ``Thomas Kyd was born in the city of London.``),
   keyed ``{subject}.{relation}`` in snake_case with the object copied verbatim;
 - first-person statements (``my 5K PB is 25:50``) keyed ``user.{attribute}``;
+- a relation sentence withdrawn as a report that was wrong (``The report that the budget of the project
+  is $50k was an error.``: the fact with status ``withdrawn``);
 - the provenance probes' sentences: a fact behind a source or date prefix (``Per the building notes,
   ...``, ``As of March 3, 2025, ...``: the date becomes the fact's ``valid_time``), a derived fact
   (``X sits in room 12 because room 12 is the home room of team Y``: ``depends_on`` the premise's key),
@@ -205,6 +207,12 @@ _FORGET = re.compile(
     r"(?:the )?(?P<r>[a-z][a-z ]*?) of (?P<s>.+)$",
     re.I,
 )
+#: a statement withdrawn as a whole: "The report that the budget of the project is $50k was an error."
+_RETRACTED = re.compile(
+    r"^(?:correction: )?(?:the )?(?:earlier )?report that (?P<fact>the .+?) was (?:an? )?"
+    r"(?:error|mistake|wrong|incorrect|false)$",
+    re.I,
+)
 _DISTINCT = re.compile(
     r"^(?P<a>.+?) and (?P<b>.+?) are (?:two )?(?:different|distinct|separate) "
     r"(?:people|persons|entities|companies|projects|things)$",
@@ -235,6 +243,13 @@ def _sentence_facts(sentence: str) -> list[Fact]:
         m = pattern.match(s)
         if m:
             return [Fact(_location_key(m.group("obj")), m.group(group).strip(), status, confirmed)]
+    m = _RETRACTED.match(s)
+    if m:  # after the location rules, which read ALFWorld's own retraction template
+        fact = m.group("fact")
+        return [
+            Fact(f.key, f.value, "withdrawn", valid_time=f.valid_time)
+            for f in _sentence_facts(fact[:1].upper() + fact[1:])
+        ]
     for pattern, relation in _RELATION_RULES:
         m = pattern.match(s)
         if m:

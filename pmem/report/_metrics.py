@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from pmem.arms._common import WRITE_PURPOSES
+from pmem.memory.writepath import WRITE_PURPOSES
 from pmem.models import EMBED_PURPOSE
 from pmem.report._load import AGENT_SEP, PLAN, Run, agent_arm
 from pmem.report._stats import cluster_bootstrap, mcnemar_exact, seed_for, wilson

@@ -38,7 +38,7 @@ def make_arm(name: str, models: ModelSet, options: dict[str, Any]) -> Arm:
 
 def prompt_hashes() -> dict[str, str]:
     """Hashes of the arms' prompt templates, for the config hash."""
-    from pmem.arms import prompt_hashes as hashes
+    from pmem.memory.prompts import prompt_hashes as hashes
 
     return {str(k): str(v) for k, v in sorted(hashes().items())}
 

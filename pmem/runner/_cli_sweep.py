@@ -93,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _nothing_written(run_dir: Any, agent_backend: str) -> str | None:
     """Why arms whose extraction ran wrote no fact in the whole run (None when every such arm wrote)."""
-    from pmem.arms._writepath import no_fact_reason
+    from pmem.memory.writepath import no_fact_reason
     from pmem.runner._summary import arms_without_facts
 
     silent = arms_without_facts(run_dir)

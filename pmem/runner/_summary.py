@@ -54,7 +54,7 @@ def arms_without_facts(run_dir: Path) -> dict[str, int]:
     (long context, retrieval over raw text, template write paths) never appear."""
     import polars as pl
 
-    from pmem.arms._prompts import template
+    from pmem.memory.prompts import template
     from pmem.rundir import REQUESTS, WRITES
 
     requests = sorted((run_dir / REQUESTS.name).glob("*.parquet"))

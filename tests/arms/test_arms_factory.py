@@ -11,21 +11,18 @@ from arms_helpers import models
 
 from pmem.arms import (
     ARM_NAMES,
-    TEMPLATES,
     Arm,
     arm_label,
     arm_names,
-    build_messages,
     make_arm,
-    prompt_hashes,
-    prompt_templates_hash,
     register_arm,
     resolve_arm,
     sort_arms,
 )
-from pmem.arms import _prompts as P
 from pmem.arms import _registry as R
 from pmem.bench import Event, Question
+from pmem.memory import prompts as P
+from pmem.memory.prompts import TEMPLATES, build_messages, prompt_hashes, prompt_templates_hash
 from pmem.models.sections import parse_sections
 
 DESIGN_ARMS = (
@@ -141,7 +138,7 @@ def test_registry_is_the_one_list_in_display_order(registry):
     assert dict(resolve_arm("raw-ordered").options) == {"ordered": True}
     # fixed options win over the user's (pmem-oracle always writes through the templates)
     arm = make_arm("pmem-oracle", models(), {"write": "extract"})
-    assert arm.write_mode == "oracle"
+    assert arm.path.write_mode == "oracle"
 
 
 def test_register_arm_places_and_labels_a_plugin(registry):

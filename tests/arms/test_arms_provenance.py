@@ -14,10 +14,10 @@ from arms_helpers import models, rate, run
 
 from pmem.arms import make_arm
 from pmem.arms._harness import run_history
-from pmem.arms._pmem import question_instant
 from pmem.bench import Event, iter_histories
 from pmem.bench import probe_templates as T
 from pmem.bench._probes import SOURCE_AUTHORITY, artifact_bytes
+from pmem.memory.writepath import question_instant
 
 AUTHORITY = SOURCE_AUTHORITY
 
@@ -171,7 +171,7 @@ def test_authority_option_is_checked() -> None:
         _arm(authority=5)
     arm = _arm(authority=[("web", 0)])
     assert arm.extra()["arm_config"]["authority"] == {"web": 0}
-    assert make_arm("pmem-paper", models(), {"authority": {"web": 0}}).authority is None
+    assert make_arm("pmem-paper", models(), {"authority": {"web": 0}}).path.authority is None
 
 
 def test_unmerge_follows_a_statement_that_two_names_differ() -> None:
@@ -193,7 +193,7 @@ def test_unmerge_follows_a_statement_that_two_names_differ() -> None:
 
 
 def test_the_oracle_write_path_reads_the_probe_templates() -> None:
-    from pmem.arms._writepath import template_extraction
+    from pmem.memory.writepath import template_extraction
 
     events = _events(
         (
@@ -230,13 +230,13 @@ def test_the_oracle_write_path_reads_the_probe_templates() -> None:
 
 def test_requests_the_text_does_not_make_are_dropped_with_their_reason() -> None:
     """A model's forget list or distinct pairs undo writes: they must name what the unit's text names."""
-    from pmem.arms._writepath import Extraction
+    from pmem.memory.writepath import Extraction
 
     fact = T.FACT.format(attr="gate code", entity="the Hill Street garage", value="4821")
     arm = _arm()
     asyncio.run(arm.ingest(_events((fact, "user"))))
     other = Event(index=1, text="Please keep this in mind.", source="user")
-    arm._requests(
+    arm.path._requests(
         Extraction(
             [other], other.text, [], None, ("the_hill_street_garage.gate_code",), (("Ann X", "Ann Xs"),)
         )
@@ -269,9 +269,9 @@ def test_an_arm_without_event_attribution_keeps_none_and_refuses_the_audit() -> 
     asyncio.run(arm.ingest(_events((fact, "user"))))
     assert arm.active_facts() == [("the_hill_street_garage.gate_code", "4821", frozenset({0}))]
     quiet = _arm()
-    quiet.track_attribution = False
+    quiet.path.track_attribution = False
     asyncio.run(quiet.ingest(_events((fact, "user"))))
     assert quiet.graph().to_bytes() == arm.graph().to_bytes()  # the memory itself is the same
-    assert not quiet._key_events
+    assert not quiet.path._key_events
     with pytest.raises(RuntimeError, match="attribution"):
         quiet.active_facts()

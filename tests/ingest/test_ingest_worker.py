@@ -85,19 +85,12 @@ def test_replaying_the_applied_calls_gives_the_sequential_graph() -> None:
     applied = asyncio.run(worker.commit(1, _items(worker, TEXTS)))
     merged = ProvenanceGraph()
     merge_batch(merged, _events(TEXTS), 0, applied)
-    from pmem.arms import make_arm
-    from pmem.arms._base import ModelSet
     from pmem.bench._types import Event
     from pmem.runner._bindings import build_chat, build_embedder
 
-    arm = make_arm(
-        "pmem",
-        ModelSet(agent=build_chat(spec.agent), embedder=build_embedder(spec.embedder)),
-        spec.arm_options(),
-    )
-    asyncio.run(arm.ingest([Event(i, t) for i, t in enumerate(TEXTS)]))
-    reference = arm.graph()
-    assert reference is not None
+    path = spec.write_path(build_chat(spec.agent), build_embedder(spec.embedder))
+    asyncio.run(path.write([[Event(i, t)] for i, t in enumerate(TEXTS)]))
+    reference = path.graph
     # the identity registry lives on the driver, not in this bare merge: compare everything else
     assert merged.stats() == reference.stats()
     assert list(merged.operations()) == list(reference.operations())
@@ -122,10 +115,10 @@ def test_drain_hands_over_the_write_log_and_the_worker_keeps_no_record_per_write
     asyncio.run(worker.commit(1, _items(worker, TEXTS)))
     drained = worker.drain()
     assert len(drained["requests"]) > 0
-    assert worker.arm.write_log() == [] and not worker.arm._records_of
-    assert not worker.arm._key_events  # no audit reads it in an ingest: nothing kept per event either
+    assert worker.path.writer.write_log() == [] and not worker.path.writer._records_of
+    assert not worker.path._key_events  # no audit reads it in an ingest: nothing kept per event either
     asyncio.run(worker.commit(2, _items(worker, TEXTS[:2])))
-    assert len(worker.arm.write_log()) == 2  # only the writes since the drain
+    assert len(worker.path.writer.write_log()) == 2  # only the writes since the drain
 
 
 def test_the_peak_memory_count_starts_afresh_at_a_reset() -> None:

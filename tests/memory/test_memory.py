@@ -87,8 +87,9 @@ def test_async_memory_and_the_top_level_names() -> None:
     assert pmem.Memory is Memory and pmem.AsyncMemory is AsyncMemory and "Memory" in pmem.__all__
 
 
-def test_memory_builds_the_same_graph_as_the_pmem_arm_case_by_case() -> None:
-    """One write path: feeding a history's events to Memory gives the pmem arm's graph, byte for byte."""
+def test_memory_builds_the_same_graph_and_answers_as_the_pmem_arm_case_by_case() -> None:
+    """One write path: feeding a history's events to Memory gives the pmem arm's graph, byte for byte,
+    and for every question the arm's read (what its reader is shown) and answer."""
     from pmem.arms._base import ModelSet
     from pmem.arms._pmem import PMemArm
     from pmem.bench import iter_histories
@@ -98,6 +99,7 @@ def test_memory_builds_the_same_graph_as_the_pmem_arm_case_by_case() -> None:
         *list(iter_histories("alfworld-revision", "chains", L=8, cases=6)),
         *list(iter_histories("alfworld-revision", "retraction", d=0, cases=4)),
     ]
+    answers = 0
     for h in histories:
         models = ModelSet(
             agent=make_chat_model({"backend": "heuristic"}), embedder=make_embedder({"backend": "hashing"})
@@ -108,6 +110,13 @@ def test_memory_builds_the_same_graph_as_the_pmem_arm_case_by_case() -> None:
         for e in h.events:
             m.add(e.text, source=e.source, time=e.time, valid_time=e.valid_time)
         assert m.graph.to_bytes() == arm.graph().to_bytes(), h.id
+        for q in h.questions:
+            read = asyncio.run(arm.read(q))  # an event stream reads one cell, with its open claims
+            assert m.render(q.text, k=1, disclose=("alternatives",)) == read.text, (h.id, q.id)
+            (cell,) = m.search(q.text, k=1)
+            assert cell.value == asyncio.run(arm.answer(q)).prediction, (h.id, q.id)
+            answers += 1
+    assert answers == sum(len(h.questions) for h in histories) >= 10
 
 
 def test_a_real_protocol_model_is_logged_and_a_bad_reply_is_a_noop_with_its_reason() -> None:
@@ -131,3 +140,15 @@ def test_a_real_protocol_model_is_logged_and_a_bad_reply_is_a_noop_with_its_reas
         assert len(rows) == server.stats["requests"]
         assert [r.purpose for r in rows][:2] == ["extract", "annotate"] and rows[0].prompt_tokens > 0
         assert all(r.error for r in rows[2:]) and not any(r.error for r in rows[:2])
+
+
+def test_the_readme_budget_story_as_text_rolls_back_and_reports_the_facts_as_extracted(tmp_path) -> None:
+    m = Memory()
+    m.add("The budget of the project is $30k.")
+    m.add("The budget of the project is $50k.")
+    r = m.add("The report that the budget of the project is $50k was an error.")
+    assert r.facts == [("the_project.budget", "$50k")]  # as extracted: the value withdrawn, not the op's
+    assert [(o.op, o.key, o.applied) for o in r.operations] == [("revoke", "the_project.budget", True)]
+    assert m.get("the_project.budget").value == "$30k"
+    m.save(tmp_path / "m.arrow")
+    assert Memory.load(tmp_path / "m.arrow").get("the_project.budget").value == "$30k"

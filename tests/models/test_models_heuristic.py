@@ -215,7 +215,7 @@ def test_multi_hop_chain_and_lookup() -> None:
 
 
 def _extract(template: str, text: str) -> dict[str, object]:
-    from pmem.arms._prompts import build_messages
+    from pmem.memory.prompts import build_messages
 
     reply = asyncio.run(AGENT.complete(build_messages(template, TEXT=text), purpose="extract")).text
     return json.loads(reply)
@@ -275,3 +275,12 @@ def test_answer_flags_stale_premises_and_holds_authority() -> None:
     assert ask("answer", CONTEXT=held, QUESTION=conflict).text == "room 31 or room 20"
     contested = held.replace("held by source authority", "contested")
     assert ask("answer", CONTEXT=contested, QUESTION=q).text == "room 31 or room 20"
+
+
+def test_a_relation_reported_in_error_is_extracted_as_withdrawn() -> None:
+    """The README's budget story, as text: the retraction names the wrong value, never the right one."""
+    (withdrawn,) = extract_facts("The report that the budget of the project is $50k was an error.")
+    assert withdrawn.as_dict() == {"key": "the_project.budget", "value": "$50k", "status": "withdrawn"}
+    # ALFWorld's own retraction template is still read by its location rule
+    (moved,) = extract_facts("Correction: the report that mug 1 was moved to desk 1 was an error.")
+    assert (moved.key, moved.value, moved.status) == ("mug_1.location", "desk 1", "withdrawn")

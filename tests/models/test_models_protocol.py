@@ -18,8 +18,8 @@ from aiohttp import web
 
 from pmem.arms import ModelSet, make_arm
 from pmem.arms._baselines import LongContextArm
-from pmem.arms._prompts import build_messages, template
 from pmem.bench import Event, Question
+from pmem.memory.prompts import build_messages, template
 from pmem.models import ModelCallError, RequestLog, estimate_tokens, make_embedder
 from pmem.models._cache import ResponseCache
 from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmem.arms._retrieval import VectorIndex
+from pmem.memory.writepath import VectorIndex
 
 
 def _brute(rows: dict[int, np.ndarray], q: np.ndarray, k: int) -> list[int]:
@@ -79,3 +79,31 @@ def test_dense_vectors_stay_in_dense_mode():
     q = vecs[3]
     assert [s for s, _ in ix.search(q, 7)] == _brute(dict(enumerate(vecs)), q, 7)
     assert ix._sparse is False and ix._csr is None
+
+
+def test_sparse_vectors_without_scipy_are_scored_densely_to_the_same_ranking(monkeypatch):
+    """The light install has no SciPy: hashing vectors (sparse) are searched with the dense product."""
+    from pmem.memory import _retrieval
+
+    rng = np.random.default_rng(2)
+    vecs = _sparse_rows(rng, 300)
+    with_scipy = VectorIndex()
+    with_scipy.set_many(list(range(300)), vecs)
+    probes = (vecs[3] + vecs[40], vecs[299])
+    expected = [[s for s, _ in with_scipy.search(probe, 9)] for probe in probes]
+    assert with_scipy._sparse is True
+    monkeypatch.setattr(_retrieval, "_HAVE_SCIPY", False)
+    monkeypatch.setitem(__import__("sys").modules, "scipy", None)  # an import of it now fails
+    without = VectorIndex()
+    without.set_many(list(range(300)), vecs)
+    for probe, ranking in zip(probes, expected, strict=True):
+        got = [s for s, _ in without.search(probe, 9)]
+        assert got == _brute(dict(enumerate(vecs)), probe, 9) == ranking
+    assert without._sparse is False and without._csr is None
+
+
+def test_scipy_presence_is_read_without_importing_it(monkeypatch):
+    from pmem.memory import _retrieval
+
+    monkeypatch.setitem(__import__("sys").modules, "scipy", None)
+    assert _retrieval._scipy_present() is False

@@ -1,8 +1,8 @@
-"""Turning write units into facts: the extraction call (shared by every fact-level arm) and the
-template parsers of the oracle write path.
+"""Turning write units into facts: the extraction call (shared by every fact-level memory design) and
+the template parsers of the oracle write path.
 
 Extraction output is validated, never trusted: a reply that is not JSON, or facts with an empty key or
-value, are dropped and the drop is written to the arm's write log with its reason. Keys are
+value, are dropped and the drop is written to the write log with its reason. Keys are
 normalized to lower-case snake_case parts joined by dots; an unknown status reads as ``asserted``.
 Each fact is attributed to the event of its unit whose text contains its value (the audit uses it).
 """
@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pmem.arms._common import completion_json, event_line
-from pmem.arms._prompts import ASSERTION_STATUSES
 from pmem.graph import key_problem
+from pmem.memory._writer import completion_json
+from pmem.memory.prompts import ASSERTION_STATUSES
 
 if TYPE_CHECKING:
-    from pmem.arms._common import ArmBase
     from pmem.bench._types import Event
+    from pmem.memory._writer import Writer
 
 _SNAKE = re.compile(r"[\W_]+", re.UNICODE)
 
@@ -57,6 +57,16 @@ class Extraction:
 def normalize_key(key: str) -> str:
     parts = [_SNAKE.sub("_", p.strip().lower()).strip("_") for p in str(key).split(".")]
     return ".".join(p for p in parts if p)
+
+
+def event_line(e: Event) -> str:
+    """An event as one line of text (dated and with its speaker in dialogue)."""
+    text = " ".join(e.text.split()) if e.session_id is not None else e.text
+    if e.session_id is not None or e.time is not None:
+        who = f"{e.role}: " if e.role else ""
+        when = f"[{e.time}] " if e.time else ""
+        return f"{when}{who}{text}"
+    return text
 
 
 def unit_text(unit: list[Event]) -> str:
@@ -165,14 +175,18 @@ def parse_requests(payload: dict[str, Any] | None) -> tuple[tuple[str, ...], tup
     return _keys(payload.get("forget")), _pairs(payload.get("distinct"))
 
 
-async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extraction]:
-    """One extraction call per unit, run concurrently (bounded); results in arrival order."""
-    sem = asyncio.Semaphore(arm.concurrency)
+async def extract_units(
+    writer: Writer, units: list[list[Event]], prompt: str = "extract"
+) -> list[Extraction]:
+    """One extraction call per unit (prompt template ``prompt``), run concurrently (bounded by the
+    writer's concurrency); results in arrival order. A unit whose reply held no usable fact is logged as
+    a noop with its reason."""
+    sem = asyncio.Semaphore(writer.concurrency)
 
     async def one(unit: list[Event]) -> Extraction:
         text = unit_text(unit)
         async with sem:
-            c = await arm.call(arm.extract_template, **extraction_sections(unit))
+            c = await writer.call(prompt, **extraction_sections(unit))
         if c.error is not None:  # the model layer let it through: the prompt does not fit the context
             return Extraction(unit, text, [], f"extract: {c.error}")
         payload = completion_json(c)
@@ -183,7 +197,7 @@ async def extract_units(arm: ArmBase, units: list[list[Event]]) -> list[Extracti
     out = await asyncio.gather(*(one(u) for u in units))
     for ex in out:
         if ex.error:
-            arm.record("noop", None, None, False, ex.error, event=ex.unit[0].index)
+            writer.record("noop", None, None, False, ex.error, event=ex.unit[0].index)
     return list(out)
 
 

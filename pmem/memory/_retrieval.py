@@ -1,9 +1,10 @@
-"""The one cosine top-k retriever every arm uses, and the one read-size count.
+"""The one cosine top-k retriever of the memory and every arm, and the one read-size count.
 
 Rows are slots that can be set, overwritten (a cell whose value changed is re-embedded in place) and
 cleared. Search is a matrix-vector product over the live rows. Vectors from the ``hashing`` embedder
-are ~7% non-zero, so the index keeps a CSR copy (rebuilt after writes, on the next search) and
-multiplies that instead (11k cells x 1,024 dims: ~0.5 ms against ~5 ms dense); dense embedders use a
+are ~7% non-zero, so the index keeps a SciPy CSR copy (rebuilt after writes, on the next search) and
+multiplies that instead (11k cells x 1,024 dims: ~0.5 ms against ~5 ms dense; the light install, without
+SciPy, scores densely, to the same ranking); dense embedders use a
 single-threaded dense product (``einsum``: a multi-threaded BLAS matvec stalls for milliseconds when the
 machine is busy, which is the normal state of a sweep).
 
@@ -27,6 +28,19 @@ _SPARSE_MIN_ROWS = 64
 _SPARSE_MAX_DENSITY = 0.25
 #: Rows written since the last CSR build are scored densely until there are this many (or n/8).
 _REBUILD_MIN = 256
+
+
+def _scipy_present() -> bool:
+    """Whether SciPy is installed: the evaluation extra brings it; the light core scores densely."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("scipy") is not None
+    except ValueError:  # ``sys.modules["scipy"]`` is None: imports of it are blocked
+        return False
+
+
+_HAVE_SCIPY = _scipy_present()
 
 
 def count_tokens(text: str) -> int:
@@ -126,7 +140,9 @@ class VectorIndex:
         pending = (n - self._csr_n) + len(self._stale)
         if self._csr is None or pending > max(_REBUILD_MIN, n // 8):
             if self._sparse is None:
-                self._sparse = bool(np.count_nonzero(dense) / dense.size <= _SPARSE_MAX_DENSITY)
+                self._sparse = _HAVE_SCIPY and bool(
+                    np.count_nonzero(dense) / dense.size <= _SPARSE_MAX_DENSITY
+                )
                 if not self._sparse:
                     return _matvec(dense, query)
             import scipy.sparse as sp

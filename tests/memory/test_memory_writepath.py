@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from pmem.arms._common import parse_json_object
-from pmem.arms._pmem import _validate_annotation
-from pmem.arms._writepath import Fact, normalize_key, parse_extraction, template_facts
 from pmem.bench import Event
+from pmem.memory.writepath import (
+    Fact,
+    normalize_key,
+    parse_extraction,
+    parse_json_object,
+    template_facts,
+    validate_annotation,
+)
 
 UNIT = [
     Event(3, "3. The chairperson of Fatah is Mahmoud Abbas.", source="fact"),
@@ -43,20 +48,20 @@ def test_lenient_json():
 def test_annotation_preconditions_become_noops_with_reasons():
     fact = Fact("k", "v2")
     active, contested = ("v1", "active", []), ("v1", "contested", ["v3"])
-    assert _validate_annotation({"op": "accept", "value": None}, fact, active) == ("accept", "v2", None)
-    assert _validate_annotation({"op": "contest", "value": "v2"}, fact, active) == ("contest", "v2", None)
-    assert _validate_annotation({"op": "contest", "value": "v2"}, fact, contested)[2] == (
+    assert validate_annotation({"op": "accept", "value": None}, fact, active) == ("accept", "v2", None)
+    assert validate_annotation({"op": "contest", "value": "v2"}, fact, active) == ("contest", "v2", None)
+    assert validate_annotation({"op": "contest", "value": "v2"}, fact, contested)[2] == (
         "annotation: contest needs an active incumbent"
     )
-    assert _validate_annotation({"op": "resolve", "value": "v3"}, fact, active)[2] == (
+    assert validate_annotation({"op": "resolve", "value": "v3"}, fact, active)[2] == (
         "annotation: resolve needs a contested cell"
     )
-    assert _validate_annotation({"op": "revoke", "value": None}, fact, None)[2] == (
+    assert validate_annotation({"op": "revoke", "value": None}, fact, None)[2] == (
         "annotation: revoke needs a current value"
     )
-    assert _validate_annotation({"op": "delete"}, fact, active)[2] == "annotation: unknown op 'delete'"
-    assert _validate_annotation(None, fact, active)[2] == "annotation: reply is not a JSON object"
-    assert _validate_annotation({"op": "Reject", "value": "null"}, fact, active) == ("reject", None, None)
+    assert validate_annotation({"op": "delete"}, fact, active)[2] == "annotation: unknown op 'delete'"
+    assert validate_annotation(None, fact, active)[2] == "annotation: reply is not a JSON object"
+    assert validate_annotation({"op": "Reject", "value": "null"}, fact, active) == ("reject", None, None)
 
 
 def test_normalize_key_and_templates():
@@ -93,12 +98,11 @@ def test_extraction_drops_values_no_state_file_could_hold():
 def test_annotation_the_core_refuses_is_a_noop_with_its_reason():
     import asyncio
 
-    from arms_helpers import models
+    from pmem.memory.writepath import WritePath, Writer
+    from pmem.models import make_chat_model, make_embedder
 
-    from pmem.arms import make_arm
-
-    arm = make_arm("pmem", models(), {})
-    r = arm._apply("accept", "room\nfake = value", "kitchen", None)
+    path = WritePath(Writer(make_chat_model("heuristic"), make_embedder("hashing")))
+    r = path._apply("accept", "room\nfake = value", "kitchen", None)
     assert (r.applied, r.op) == (False, "noop") and "invalid annotation" in (r.reason or "")
-    assert arm.graph().frontier() == {}
-    asyncio.run(arm.ingest([]))  # the arm is still usable
+    assert path.graph.frontier() == {}
+    asyncio.run(path.write([]))  # the write path is still usable

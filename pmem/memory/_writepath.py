@@ -1,0 +1,742 @@
+"""P-Mem's write path and state read: commit the current value of each fact on arrival, retain what it
+displaces.
+
+Write path (``write="model"``): each unit (a 1,000-character chunk of fact lines, one event, or one
+session) goes through the extraction prompt; each fact's key is routed through soft identity (the
+graph's :class:`~pmem.graph.KeyRegistry`: embedding cosine >= 0.72 shortlists the nearest registered
+key, a key-only same/different call decides); then one typed operation is chosen and applied in
+arrival order. The operation comes from the annotation prompt (``annotate="model"``; the default for
+event and dialogue streams) or from the deterministic patch controller (``annotate="controller"``; the
+default for fact streams, where stream order alone decides supersession). An annotation is validated
+before it touches the graph: an unparseable reply, an unknown op, a contest without an active
+incumbent or a resolve on a cell that is not contested becomes a noop whose reason is written to the
+write log. ``write="oracle"`` replaces extraction with the benchmarks' template parsers (no model
+calls) and lowers every fact through the patch controller.
+
+With replayable provenance (``provenance=True``, the default) the extraction also asks for valid
+times, premises, forget requests and names that differ: a forget request erases what its source said
+about a key, a different-entity statement undoes a merge of soft identity, and a source's authority
+ranks what it may displace.
+
+State read: every cell is embedded as ``key: value``; :meth:`WritePath.search_keys` is the cosine top-k
+over them, and :meth:`WritePath.render` renders current values first with the disclosure asked for.
+
+Ablations: ``retention=False`` keeps one value per key and nothing else (a retraction deletes the
+cell; the CRUD corner), ``identity=False`` routes by exact key only.
+
+Who drives it: :class:`pmem.Memory` (one unit per ``add``), the ``pmem`` arms of the evaluation system
+(a benchmark's stream) and ``pmem ingest`` (extraction in workers, identity on the driver, each key's
+writes in the partition that owns it: the seams below).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from pmem.graph import KeyRegistry, Patch, PatchController, ProvenanceGraph, valid_instant
+from pmem.memory._extract import Extraction, Fact, extract_units, normalize_key, template_extraction
+from pmem.memory._retrieval import VectorIndex
+from pmem.memory._writer import completion_json, first_word, pause
+from pmem.memory.prompts import ANNOTATION_OPS
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pmem.bench._types import Event
+    from pmem.memory._writer import Writer
+
+#: What a rendered cell shows besides its value unless asked otherwise: the claims it holds open.
+DISCLOSURE_DEFAULT = ("alternatives",)
+#: The write path's options (a ``pmem`` arm's, ``pmem.Memory``'s and ``pmem ingest``'s).
+WRITE_OPTIONS = (
+    "retention",
+    "identity",
+    "write",
+    "annotate",
+    "disclose",
+    "identity_threshold",
+    "provenance",
+    "valid_time",
+    "authority",
+    "default_authority",
+)
+
+
+class _Result:
+    __slots__ = ("applied", "op", "reason")
+
+    def __init__(self, applied: bool, op: str, reason: str | None) -> None:
+        self.applied, self.op, self.reason = applied, op, reason
+
+
+class OverwriteStore:
+    """Retention off: one value per key, nothing else. Accept/reject/contest/resolve overwrite; a
+    retraction (revoke, reject without a value) deletes the cell, so there is nothing to roll back to."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def head(self, key: str) -> tuple[str, str, list[str]] | None:
+        v = self.values.get(key)
+        return None if v is None else (v, "active", [])
+
+    def apply(self, op: str, key: str, value: str | None) -> _Result:
+        cur = self.values.get(key)
+        if op == "noop":
+            return _Result(True, "noop", None)
+        if op in ("accept",) or (
+            op in ("contest", "resolve", "reject") and value is not None and cur is not None
+        ):
+            if value is None:
+                return _Result(False, "noop", f"{op} needs a value")
+            if cur == value:
+                return _Result(True, "noop", "value equals the current value: support")
+            self.values[key] = value
+            return _Result(True, op, None)
+        if cur is None:
+            return _Result(False, "noop", f"{op}: the key has no value")
+        # revoke, or reject without a value: no retained predecessor, the cell is deleted
+        del self.values[key]
+        return _Result(True, op, "retention off: the cell is deleted")
+
+    def to_graph(self) -> ProvenanceGraph:
+        g = ProvenanceGraph()
+        for key, value in sorted(self.values.items()):
+            g.apply("accept", key, value)
+        return g
+
+
+class WritePath:
+    """P-Mem's write path and state read over one :class:`~pmem.graph.ProvenanceGraph`.
+
+    Args:
+        writer: where its model calls, embeddings and write records go.
+        options: the write options (:data:`WRITE_OPTIONS`); others are the caller's business.
+        name: who runs it, as error messages name it (``arm 'pmem'``, ``Memory``).
+
+    >>> import asyncio
+    >>> from pmem.bench import Event
+    >>> from pmem.memory._writer import Writer
+    >>> from pmem.models import make_chat_model, make_embedder
+    >>> path = WritePath(Writer(make_chat_model("heuristic"), make_embedder("hashing")))
+    >>> asyncio.run(path.write([[Event(0, "Earlier observation: mug 1 was in shelf 2.")]]))
+    >>> path.graph.cell("mug_1.location").value
+    'shelf 2'
+    """
+
+    def __init__(
+        self, writer: Writer, options: Mapping[str, Any] | None = None, *, name: str = "write path"
+    ) -> None:
+        o = dict(options or {})
+        self._w = writer  # calls, embeddings and the write log
+        self.name = name
+        self.retention = bool(o.get("retention", True))
+        self.identity = bool(o.get("identity", True))
+        self.write_mode = str(o.get("write", "model"))
+        if self.write_mode not in ("model", "oracle"):
+            msg = f"{name}: write must be model or oracle, got {self.write_mode!r}"
+            raise ValueError(msg)
+        self.annotate_mode = str(o.get("annotate", "auto"))
+        if self.annotate_mode not in ("auto", "model", "controller"):
+            msg = f"{name}: annotate must be auto, model or controller, got {self.annotate_mode!r}"
+            raise ValueError(msg)
+        disclose = o.get("disclose", DISCLOSURE_DEFAULT)
+        self.disclose = (disclose,) if isinstance(disclose, str) else tuple(disclose)
+        self.provenance = bool(o.get("provenance", True))
+        # with provenance the extraction asks for valid times, premises, forget requests and names that differ
+        self.extract_template = "extract_provenance" if self.provenance else "extract"
+        self.authority = _authority_option(name, o.get("authority")) if self.provenance else None
+        # an event's own valid time is admitted with it (default: with provenance); ``pmem ingest`` turns
+        # it on without the rest of replayable provenance, which its partitions cannot carry
+        self.valid_time = bool(o.get("valid_time", self.provenance))
+        default_authority = int(o.get("default_authority", 1))
+        #: the stream kind being written (``facts``, ``dialogue``, ``events``): annotation's default
+        self.stream = "events"
+        registry = KeyRegistry(threshold=float(o.get("identity_threshold", 0.72)))
+        self._graph = ProvenanceGraph(
+            registry=registry, authority=self.authority, default_authority=default_authority
+        )
+        self._store = None if self.retention else OverwriteStore()
+        self._registry = registry
+        self._controller = PatchController()
+        # the cells' vectors: key -> row of the index, and back; keys written since the last read
+        self._slots: dict[str, int] = {}
+        self._slot_keys: list[str] = []
+        self._dirty: set[str] = set()
+        self._index = VectorIndex()
+        # key -> the stream events behind its writes, read only by the write-path audit (active_items); a
+        # writer that never audits and runs for a whole stream (an ingest worker, a memory) turns this off
+        self.track_attribution = True
+        self._key_events: dict[str, set[int]] = {}
+        # replayable provenance: what erasure and unmerge need to find their targets
+        self._aliases: dict[str, str] = {}  # key as extracted -> the key soft identity merged it into
+        self._erased: set[str] = set()
+        self._valid_times = False  # whether any evidence carries a valid time (reads of the past)
+
+    # ------------------------------------------------------------------ state access
+
+    @property
+    def writer(self) -> Writer:
+        """Where the calls, embeddings and write records go."""
+        return self._w
+
+    @property
+    def graph(self) -> ProvenanceGraph:
+        """The graph written into (with retention off, evidence only: the values live in the store)."""
+        return self._graph
+
+    def state(self) -> ProvenanceGraph:
+        """What the memory holds as a graph: the graph, or with retention off the store's values."""
+        return self._graph if self._store is None else self._store.to_graph()
+
+    def cell_count(self) -> int:
+        if self._store is not None:
+            return len(self._store.values)
+        return int(self._graph.stats()["cells"])
+
+    def active_items(self) -> list[tuple[str, str, frozenset[int]]]:
+        """(key, current value, the stream events behind its writes) of every cell with a value."""
+        if not self.track_attribution:
+            msg = f"{self.name}: active_facts needs event attribution, which is off (track_attribution)"
+            raise RuntimeError(msg)
+        items = self._store.values.items() if self._store is not None else self._graph.frontier_items()
+        return [(k, v, frozenset(self._key_events.get(k, ()))) for k, v in items]
+
+    def config(self) -> dict[str, Any]:
+        """The options in force, as a run's results record them."""
+        out: dict[str, Any] = {
+            "retention": self.retention,
+            "identity": self.identity,
+            "write": self.write_mode,
+            "annotate": self.annotate_mode,
+            "disclose": list(self.disclose),
+            "provenance": self.provenance,
+        }
+        if self.authority is not None:
+            out["authority"] = dict(sorted(self.authority.items()))
+        return out
+
+    def identity_counts(self) -> dict[str, int]:
+        """How many new keys soft identity shortlisted against a registered one, and merged into it."""
+        decisions = self._registry.decisions
+        return {
+            "shortlisted": sum(1 for d in decisions if d.shortlisted is not None),
+            "merged": sum(1 for d in decisions if d.verdict == "same"),
+        }
+
+    def _head(self, key: str) -> tuple[str, str, list[str]] | None:
+        if self._store is not None:
+            return self._store.head(key)
+        cell = self._graph.cell(key)
+        if cell is None or cell.value is None:
+            return None
+        return cell.value, cell.status, list(cell.alternatives)
+
+    def _apply(
+        self,
+        op: str,
+        key: str,
+        value: str | None,
+        evidence: str | None,
+        depends_on: tuple[str, ...] = (),
+        alias: str | None = None,
+    ) -> _Result:
+        if self._store is not None:
+            r = self._store.apply(op, key, value)
+        else:
+            try:
+                if depends_on or alias is not None:
+                    res = self._graph.apply(
+                        op, key, value, evidence=evidence, depends_on=depends_on or None, alias=alias
+                    )
+                else:
+                    res = self._graph.apply(op, key, value, evidence=evidence)
+            except ValueError as exc:
+                # An annotation the core refuses becomes a noop with its reason, as the design says, never
+                # a failed history; the core checks every argument before it changes anything.
+                return _Result(False, "noop", f"invalid annotation: {exc}")
+            r = _Result(res.applied, res.op, res.reason)
+        self._dirty.add(key)
+        return r
+
+    def _attribute(self, key: str, event: int) -> None:
+        if event >= 0 and self.track_attribution:
+            self._key_events.setdefault(key, set()).add(event)
+
+    def _commit(
+        self,
+        fact: Fact,
+        key: str,
+        op: str,
+        value: str | None,
+        evidence: str | None,
+        requested: str | None,
+        reason: str | None,
+        first_event: int,
+    ) -> None:
+        premises: tuple[str, ...] = ()
+        alias = None
+        if self.provenance and self._store is None:
+            op, value = self._repeat_as_accept(op, key, value, fact.value)
+            premises = self._premises(fact, key)
+            if fact.key != key:
+                alias = fact.key
+                self._aliases[fact.key] = key
+        r = self._apply(op, key, None if op == "revoke" else value, evidence, premises, alias)
+        self._attribute(key, fact.event)
+        self._w.record(
+            r.op,
+            key,
+            value,
+            r.applied,
+            r.reason or reason,
+            evidence=evidence,
+            requested=requested if requested != r.op else None,
+            source_key=fact.key if fact.key != key else None,
+            event=first_event,
+        )
+
+    # ------------------------------------------------------------------ replayable provenance
+
+    def _repeat_as_accept(
+        self, op: str, key: str, value: str | None, stated: str | None
+    ) -> tuple[str, str | None]:
+        """A noop for a fact that repeats the head is requested as an accept (the core records it as
+        support): the operation log then says the statement asserted the value, so erasing an earlier
+        statement of it leaves this one standing, as replaying the log without the erased evidence
+        requires."""
+        if op != "noop" or stated is None or value not in (None, stated):
+            return op, value
+        if self._graph.head_value(key) == stated:
+            return "accept", stated
+        return op, value
+
+    def _premises(self, fact: Fact, key: str) -> tuple[str, ...]:
+        """The fact's premises as canonical keys that hold a value now (others cannot be depended on)."""
+        out = []
+        for premise in fact.depends_on:
+            canonical = self._registry.canonical(premise) if self.identity else premise
+            canonical = canonical or premise
+            if canonical != key and self._graph.head_value(canonical) is not None:
+                out.append(canonical)
+        return tuple(dict.fromkeys(out))
+
+    def evidence_valid_time(self, e: Event, facts: Sequence[Fact]) -> str | None:
+        """The valid time event ``e`` is admitted with: its own (event metadata), else the first one
+        extracted for it (with provenance); None when the core cannot read it (a valid time the core
+        cannot order is dropped, never the event). ``pmem ingest`` asks its workers for this."""
+        valid = e.valid_time if self.valid_time else None
+        if valid is None and self.provenance:
+            valid = next((f.valid_time for f in facts if f.valid_time and f.event in (e.index, -1)), None)
+        if valid is None:
+            return None
+        try:
+            return valid_instant(valid)[0]
+        except ValueError:
+            return None
+
+    def observe(self, e: Event, facts: Sequence[Fact] = ()) -> str:
+        """Admit one event as evidence, with its valid time (:meth:`evidence_valid_time`); its id."""
+        valid = self.evidence_valid_time(e, facts)
+        if valid is not None:
+            self._valid_times = True
+        return self._graph.observe(e.text, source=e.source or "user", time=e.time, valid_time=valid)
+
+    def _forget(self, key: str, source: str, first_event: int) -> None:
+        """Erase every statement ``source`` made about ``key`` (the evidence its operations cite)."""
+        canonical = (self._registry.canonical(key) if self.identity else key) or key
+        if self._graph.cell(canonical) is None:
+            self._w.record(
+                "noop", canonical, None, False, "forget: nothing is stored under this key", event=first_event
+            )
+            return
+        cited = dict.fromkeys(
+            op.evidence
+            for op in self._graph.operations(canonical)
+            if op.evidence is not None and op.evidence not in self._erased
+        )
+        mine = [eid for eid in cited if self._graph.evidence(eid).source == source]
+        if not mine:
+            self._w.record(
+                "noop",
+                canonical,
+                None,
+                False,
+                f"forget: no statement by {source!r} about this key",
+                event=first_event,
+            )
+            return
+        for eid in mine:
+            receipt = self._graph.erase(eid)
+            self._erased.add(eid)
+            self._dirty.update(receipt.changed)
+            self._dirty.add(canonical)
+            self._w.redact(eid)  # the write log held the erased statement's values: they go with it
+            self._w.record(
+                "erase",
+                canonical,
+                None,
+                True,
+                f"erased {eid}: {receipt.operations} operation(s), {len(receipt.erased_versions)} version(s)",
+                event=first_event,
+            )
+
+    def _requests(self, ex: Extraction) -> None:
+        """A unit's forget requests and different-entity statements (with provenance on).
+
+        Both undo writes, so a model's output is checked against the text first: a request whose
+        subject (or a pair whose names) the unit's text does not mention is dropped, with its reason."""
+        if not self.provenance or self._store is not None:
+            return
+        source, first = ex.unit[0].source or "user", ex.unit[0].index
+        words = set(_WORDS.findall(ex.text.lower()))
+        for key in ex.forget:
+            subject = key.split(".", 1)[0]
+            if not set(subject.split("_")) <= words:
+                self._w.record(
+                    "noop", key, None, False, "forget: the text does not mention this subject", event=first
+                )
+                continue
+            self._forget(key, source, first)
+        for a, b in ex.distinct:
+            if not set(_WORDS.findall(f"{a} {b}".lower())) <= words:
+                self._w.record(
+                    "noop",
+                    None,
+                    None,
+                    False,
+                    f"distinct: the text does not name {a!r} and {b!r}",
+                    event=first,
+                )
+                continue
+            self._split(a, b, first)
+
+    def _split(self, a: str, b: str, first_event: int) -> None:
+        """Undo every merge of a key of ``a`` into one of ``b`` (or the reverse): they name different things."""
+        names = {normalize_key(a), normalize_key(b)}
+        for alias, key in list(self._aliases.items()):
+            if {alias.split(".", 1)[0], key.split(".", 1)[0]} != names:
+                continue
+            receipt = self._graph.unmerge(alias)
+            del self._aliases[alias]
+            self._dirty.update((alias, key, *receipt.changed))
+            self._w.record(
+                "unmerge",
+                alias,
+                None,
+                True,
+                f"split from {key}: {receipt.operations} operation(s)",
+                event=first_event,
+            )
+
+    # ------------------------------------------------------------------ write path
+
+    async def write(self, units: list[list[Event]]) -> list[Extraction]:
+        """Commit write units in arrival order: extraction (or the template parsers), identity, one
+        typed operation per fact, then the unit's forget and different-entity requests.
+
+        Returns:
+            each unit's extraction (its facts as extracted, before identity routed their keys)."""
+        stats = self._w.stats
+        if self.write_mode == "oracle":
+            extractions = []
+            for i, unit in enumerate(units):
+                await pause(i)
+                ex = template_extraction(unit)
+                extractions.append(ex)
+                evidence = [self.observe(e, ex.facts) for e in unit]
+                by_event = {e.index: ev for e, ev in zip(unit, evidence, strict=True)}
+                for fact in ex.facts:
+                    stats.facts += 1
+                    self._oracle_commit(fact, by_event.get(fact.event, evidence[0]), unit[0].index)
+                self._requests(ex)
+            stats.cells = self.cell_count()
+            return extractions
+        extractions = await extract_units(self._w, units, self.extract_template)
+        for i, ex in enumerate(extractions):
+            await pause(i)
+            evidence = [self.observe(e, ex.facts) for e in ex.unit]
+            by_event = {e.index: ev for e, ev in zip(ex.unit, evidence, strict=True)}
+            keys = await self.route_keys([f.key for f in ex.facts])
+            for fact, key in zip(ex.facts, keys, strict=True):
+                stats.facts += 1
+                await self._write_fact(
+                    fact, key, ex.text, by_event.get(fact.event, evidence[0]), ex.unit[0].index
+                )
+            self._requests(ex)
+        stats.cells = self.cell_count()
+        return extractions
+
+    # ------------------------------------------------------------------ seams for `pmem ingest`
+    # A stream ingested across a cluster runs this write path in pieces: extraction anywhere, identity
+    # in arrival order on the driver, and each key's writes in the partition that owns the key.
+
+    async def extract(self, units: list[list[Event]]) -> list[Extraction]:
+        """The extraction of each unit (the write path's prompt), in order."""
+        return await extract_units(self._w, units, self.extract_template)
+
+    def adopt_graph(self, graph: ProvenanceGraph) -> None:
+        """Write into ``graph`` (and route keys with its registry) from now on."""
+        self._graph = graph
+        self._registry = graph.registry
+
+    async def resume(self, graph: ProvenanceGraph) -> None:
+        """Go on from a saved ``graph``: write into it, route with its registry (the registered keys'
+        vectors embedded again: a cache answers them), and read its cells (indexed at the next read)."""
+        self.adopt_graph(graph)
+        self._dirty.update(graph)
+        await self.restore_key_vectors()
+
+    async def restore_key_vectors(self) -> None:
+        """Vectors of the registered keys, from the write path's embedder (soft identity needs them)."""
+        keys = self._registry.keys
+        if not self.identity or not keys:
+            return
+        import numpy
+
+        blocks = [await self._w.embed(keys[i : i + 4096]) for i in range(0, len(keys), 4096)]
+        self._registry.set_vectors(numpy.concatenate(blocks))
+
+    def cells_changed(self, keys: Iterable[str]) -> None:
+        """``keys`` changed outside the write path (an undo, an erasure): re-read at the next read."""
+        self._dirty.update(keys)
+
+    def key_vectors_needed(self) -> bool:
+        """Whether routing embeds candidate keys at all (soft identity on)."""
+        return self.identity
+
+    async def route_keys(
+        self, keys: Sequence[str], embedded: Mapping[str, np.ndarray] | None = None
+    ) -> list[str]:
+        """Soft identity for one write unit's keys, in order: the canonical key of each. ``embedded``
+        may hold vectors of candidate keys embedded ahead (in one batch for many units); the unit's
+        other new keys are embedded in one call."""
+        if not self.identity:
+            return list(keys)
+        reg = self._registry
+        new = list(dict.fromkeys(k for k in keys if reg.canonical(k) is None))
+        vectors = {k: embedded[k] for k in new if k in embedded} if embedded else {}
+        missing = [k for k in new if k not in vectors]
+        if missing:
+            vecs = await self._w.embed(missing)
+            vectors.update(zip(missing, vecs, strict=True))
+        out = []
+        for k in keys:
+            known = reg.canonical(k)
+            if known is not None:
+                out.append(known)
+                continue
+            vec = vectors[k]
+            hit = reg.shortlist(k, vec)
+            if hit is None:
+                out.append(reg.decide(k, None, 0.0, False, vec))
+                continue
+            registered, score = hit
+            c = await self._w.call("identity", KEY_A=k, KEY_B=registered)
+            same = first_word(c.text) == "same"
+            out.append(reg.decide(k, registered, score, same, vec))
+        return out
+
+    async def write_fact(self, fact: Fact, key: str, text: str, evidence: str, first_event: int) -> None:
+        """Choose and apply the operation for one routed fact of a unit whose text is ``text``."""
+        self._w.stats.facts += 1
+        await self._write_fact(fact, key, text, evidence, first_event)
+
+    def _oracle_commit(self, fact: Fact, evidence: str, first_event: int) -> None:
+        head = self._head(fact.key)
+        kind = fact.kind
+        if kind == "retraction":
+            patch = Patch(fact.key, None, old_value=fact.value)
+        elif kind == "conflict_report" and head is not None and head[1] == "active" and head[0] != fact.value:
+            patch = Patch(fact.key, fact.value, op="contest")
+        elif kind == "confirmation" and head is not None and head[1] == "contested":
+            patch = Patch(fact.key, fact.value, op="resolve")
+        else:
+            patch = Patch(fact.key, fact.value)
+        low = self._controller.lower(self._graph, patch) if self._store is None else None
+        if low is not None:
+            op, value, reason = low.op, low.value, low.reason
+        else:
+            op, value, reason = _lower_plain(patch, head)
+        self._commit(fact, fact.key, op, value, evidence, patch.op, reason, first_event)
+
+    def _use_model_annotation(self) -> bool:
+        if self.annotate_mode == "auto":
+            return self.stream != "facts"
+        return self.annotate_mode == "model"
+
+    async def _write_fact(self, fact: Fact, key: str, text: str, evidence: str, first_event: int) -> None:
+        head = self._head(key)
+        reason: str | None  # the controller always gives a reason; a valid model annotation gives none
+        if not self._use_model_annotation():
+            if fact.status == "withdrawn":
+                patch = Patch(key, None, old_value=fact.value)
+            else:
+                patch = Patch(key, fact.value)
+            if self._store is None:
+                low = self._controller.lower(self._graph, patch)
+                op, value, reason = low.op, low.value, low.reason
+            else:
+                op, value, reason = _lower_plain(patch, head)
+            self._commit(fact, key, op, value, evidence, None, reason, first_event)
+            return
+        if head is None:
+            head_text = "none"
+        else:
+            head_text = f"{head[0]} ({head[1]})"
+            if head[2]:
+                head_text += "\nalternatives: " + "; ".join(head[2])
+        fact_text = f"{key}: {fact.value}\nstatus: {fact.status}"
+        c = await self._w.call("annotate", FACT=fact_text, HEAD=head_text, TEXT=text)
+        op, value, reason = validate_annotation(completion_json(c), fact, head)
+        if reason is not None:
+            # a failing annotation changes nothing: logged as a noop with its reason, not applied
+            self._attribute(key, fact.event)
+            self._w.record(
+                "noop",
+                key,
+                value,
+                False,
+                reason,
+                source_key=fact.key if fact.key != key else None,
+                event=first_event,
+            )
+            return
+        self._commit(fact, key, op, value, evidence, op, None, first_event)
+
+    # ------------------------------------------------------------------ state read
+
+    def _slot(self, key: str) -> int:
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = len(self._slot_keys)
+            self._slot_keys.append(key)
+        return slot
+
+    async def _flush_cells(self) -> None:
+        if not self._dirty:
+            return
+        keys = sorted(self._dirty)
+        self._dirty.clear()
+        live, texts = [], []
+        current = self._store.values.get if self._store is not None else self._graph.head_value
+        for key in keys:
+            value = current(key)
+            slot = self._slot(key)
+            if value is None:
+                self._index.clear(slot)
+            else:
+                live.append(slot)
+                texts.append(f"{key}: {value}")
+        if texts:
+            self._index.set_many(live, await self._w.embed(texts))
+
+    async def search_keys(self, query: str, k: int, *, exclude: Iterable[str] = ()) -> list[str]:
+        """The ``k`` keys whose current values (``key: value``) are nearest ``query``, best first,
+        leaving out ``exclude`` (keys already read)."""
+        await self._flush_cells()
+        q = (await self._w.embed([query]))[0]
+        seen = {self._slots[key] for key in exclude}
+        return [self._slot_keys[s] for s, _ in self._index.search(q, k, exclude=seen)]
+
+    def render(self, keys: Sequence[str], graph: ProvenanceGraph | None = None) -> list[str]:
+        """The cells of ``keys`` as lines, current value first, with the configured disclosure
+        (from ``graph`` when given: a graph as of a date)."""
+        if self._store is not None:
+            return [f"{k} = {self._store.values[k]}" for k in keys if k in self._store.values]
+        text = (graph or self._graph).render(keys=list(keys), disclose=self.disclose)
+        return text.split("\n") if text else []
+
+    def past(self, question: str) -> ProvenanceGraph | None:
+        """The graph as of the date a question names, when it names one and facts carry valid times."""
+        if not (self.provenance and self._valid_times and self._store is None):
+            return None
+        instant = question_instant(question)
+        return None if instant is None else self._graph.as_of(time=instant)
+
+
+def _lower_plain(patch: Patch, head: tuple[str, str, list[str]] | None) -> tuple[str, str | None, str]:
+    """Patch lowering against a retention-off store (same rules as the controller's default lowering)."""
+    cur = head[0] if head else None
+    if patch.op is not None:
+        return patch.op, patch.new_value, "explicit op"
+    if patch.old_value is not None and cur is not None and patch.old_value != cur:
+        return "noop", patch.new_value, f"stale patch: old value {patch.old_value!r} is not the head {cur!r}"
+    if cur is None:
+        if patch.new_value is None:
+            return "noop", None, "nothing to retract: the key has no head"
+        return "accept", patch.new_value, "create"
+    if patch.new_value is not None and patch.new_value == cur:
+        return "noop", patch.new_value, "same value as the head: support"
+    if patch.new_value is None:
+        return "revoke", None, "retraction"
+    return "accept", patch.new_value, "supersession"
+
+
+def validate_annotation(
+    payload: dict[str, Any] | None, fact: Fact, head: tuple[str, str, list[str]] | None
+) -> tuple[str, str | None, str | None]:
+    """(op, value, reason): reason is None for a valid annotation, else why it became a noop."""
+    if payload is None:
+        return "noop", fact.value, "annotation: reply is not a JSON object"
+    op = str(payload.get("op") or "").strip().lower()
+    if op not in ANNOTATION_OPS:
+        return "noop", fact.value, f"annotation: unknown op {op!r}"
+    value = payload.get("value")
+    value = (
+        None if value is None or str(value).strip().lower() in ("", "null", "none") else str(value).strip()
+    )
+    if op in ("accept", "contest", "resolve") and value is None:
+        value = fact.value
+    if op == "contest" and (head is None or head[1] != "active"):
+        return "noop", value, "annotation: contest needs an active incumbent"
+    if op == "resolve" and (head is None or head[1] != "contested"):
+        return "noop", value, "annotation: resolve needs a contested cell"
+    if op in ("reject", "revoke") and head is None:
+        return "noop", value, f"annotation: {op} needs a current value"
+    return op, value, None
+
+
+def _authority_option(who: str, raw: Any) -> dict[str, int] | None:
+    """``authority = {source = level, ...}`` (a table, or pairs), checked."""
+    if raw is None:
+        return None
+    items = raw.items() if isinstance(raw, Mapping) else raw
+    try:
+        table = {str(source): level for source, level in items}
+    except (TypeError, ValueError):
+        msg = f"{who}: authority must be a table of source = level, got {raw!r}"
+        raise ValueError(msg) from None
+    for source, level in table.items():
+        if not isinstance(level, int) or isinstance(level, bool):
+            msg = f"{who}: authority.{source} must be an integer level, got {level!r}"
+            raise ValueError(msg)
+    return table
+
+
+_WORDS = re.compile(r"\w+", re.UNICODE)
+_DATE_IN_QUESTION = re.compile(
+    r"\b(?:on|as of|at|by)\s+(?P<date>[A-Z][a-z]+ \d{1,2}, \d{4}|\d{4}-\d{2}-\d{2}|\d{1,2} [A-Z][a-z]+ \d{4})"
+)
+
+
+def question_instant(text: str) -> str | None:
+    """The date a question asks about (``on March 5, 2025``) as an ISO date, else None.
+
+    >>> question_instant("What was the rent of the Pine Street bakery on March 5, 2025?")
+    '2025-03-05'
+    >>> question_instant("What is the rent now?") is None
+    True
+    """
+    m = _DATE_IN_QUESTION.search(text)
+    if m is None:
+        return None
+    for fmt in ("%B %d, %Y", "%Y-%m-%d", "%d %B %Y"):
+        try:
+            return datetime.strptime(m.group("date"), fmt).date().isoformat()
+        except ValueError:
+            continue
+    return None

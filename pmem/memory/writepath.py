@@ -1,0 +1,71 @@
+"""The parts of the write and read path that the evaluation system drives: the ``pmem`` arms, the
+baseline designs that share its extraction and retrieval, and ``pmem ingest``. An agent builder needs
+none of them: :class:`pmem.Memory` holds them together.
+
+- :class:`Writer`: model calls with purpose tags and write accounting, and the write log.
+- :class:`WritePath`: P-Mem's write path and state read over one provenance graph.
+- extraction: :func:`extract_units`, :func:`template_extraction` (the oracle's template parsers),
+  :class:`Fact`, :class:`Extraction`; replies: :func:`completion_json`, :func:`first_word`.
+- retrieval: :class:`VectorIndex`, the read-size count :func:`count_tokens`.
+"""
+
+from __future__ import annotations
+
+from pmem.memory._extract import (
+    Extraction,
+    Fact,
+    event_line,
+    extract_units,
+    no_fact_reason,
+    normalize_key,
+    parse_extraction,
+    template_extraction,
+    template_facts,
+    unit_text,
+)
+from pmem.memory._retrieval import VectorIndex, count_tokens
+from pmem.memory._writepath import (
+    DISCLOSURE_DEFAULT,
+    WRITE_OPTIONS,
+    WritePath,
+    question_instant,
+    validate_annotation,
+)
+from pmem.memory._writer import (
+    WRITE_PURPOSES,
+    Writer,
+    WriteRecord,
+    WriteStats,
+    completion_json,
+    first_word,
+    parse_json_object,
+    pause,
+)
+
+__all__ = [
+    "DISCLOSURE_DEFAULT",
+    "WRITE_OPTIONS",
+    "WRITE_PURPOSES",
+    "Extraction",
+    "Fact",
+    "VectorIndex",
+    "WritePath",
+    "WriteRecord",
+    "WriteStats",
+    "Writer",
+    "completion_json",
+    "count_tokens",
+    "event_line",
+    "extract_units",
+    "first_word",
+    "no_fact_reason",
+    "normalize_key",
+    "parse_extraction",
+    "parse_json_object",
+    "pause",
+    "question_instant",
+    "template_extraction",
+    "template_facts",
+    "unit_text",
+    "validate_annotation",
+]
