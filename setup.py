@@ -33,4 +33,5 @@ class BuildWithBundle(build_py):
                 shutil.copy2(source, dest)
 
 
-setup(cmdclass={"build_py": BuildWithBundle})
+if __name__ == "__main__":  # as setuptools' build backend runs it (a test imports the hook alone)
+    setup(cmdclass={"build_py": BuildWithBundle})

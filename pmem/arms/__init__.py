@@ -1,4 +1,5 @@
-"""Memory arms behind one interface: P-Mem's write and read paths and the baseline memory designs.
+"""Memory arms behind one interface: P-Mem (the write path of :mod:`pmem.memory`, with the read paths
+the paper compares) and the baseline memory designs.
 
 >>> import asyncio
 >>> from pmem.arms import ModelSet, make_arm

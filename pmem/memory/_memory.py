@@ -127,8 +127,12 @@ class AsyncMemory:
         if authority is not None:
             opts["authority"] = dict(authority)
         self._log = RequestLog()  # one row per model request: purpose, tokens, latency, error
+        # a model that cannot be reached is an error to the builder, not an empty write
         self._writer = Writer(
-            _chat(model, self._log), _embedder(embedder, self._log), concurrency=opts.pop("concurrency", 16)
+            _chat(model, self._log),
+            _embedder(embedder, self._log),
+            concurrency=opts.pop("concurrency", 16),
+            raise_failed_calls=True,
         )
         self._writepath = WritePath(self._writer, opts, name="Memory")
         self._writepath.track_attribution = False  # nothing audits a builder's memory: no per-event record
@@ -146,10 +150,22 @@ class AsyncMemory:
             await self._writepath.resume(graph)
             self._events = graph.stats()["evidence"]
 
-    def requests(self) -> list[RequestRecord]:
+    def _observed(self, evidence_id: str) -> bool:
+        try:
+            self._writepath.graph.evidence(evidence_id)
+        except KeyError:
+            return False
+        return True
+
+    def requests(self, *, drain: bool = False) -> list[RequestRecord]:
         """Every model request made so far, in order: purpose (``extract``, ``annotate``, ``identity``,
-        ``embed``), prompt and completion tokens as the server counted them, latency, error."""
-        return self._log.records()
+        ``embed``), prompt and completion tokens as the server counted them, latency, error.
+
+        Args:
+            drain: hand the rows over and forget them (a memory that lives for the agent's lifetime
+                keeps nothing else per call: drain the log where you store or meter it).
+        """
+        return self._log.drain() if drain else self._log.records()
 
     @property
     def graph(self) -> ProvenanceGraph:
@@ -175,14 +191,22 @@ class AsyncMemory:
         Returns:
             the evidence id, the facts extracted and the operations applied. A model reply that does
             not parse is a noop with its reason, never an exception.
+
+        Raises:
+            ModelCallError: a model call got no reply (the server unreachable, an error status after
+                the retries). A failed extraction has written nothing; a failed later call stops the
+                unit there, with the operations before it applied.
         """
         from pmem.bench._types import Event
 
         await self._ready()
         event = Event(self._events, _unit_text(text), time=time, source=source, valid_time=valid_time)
         evidence = f"e{self._events}"  # one unit, one evidence: the texts added so far number them
-        (extraction,) = await self._writepath.write([[event]])
-        self._events += 1
+        try:
+            (extraction,) = await self._writepath.write([[event]])
+        finally:
+            if self._observed(evidence):  # also when a model call failed after the text was admitted
+                self._events += 1
         records = self._writer.take_write_log()  # this unit's records (the memory keeps no log of its own)
         ops = [
             AppliedOp(r.op, r.key, r.value, r.applied, r.reason, r.requested, r.source_key) for r in records
@@ -293,8 +317,8 @@ class Memory:
         self._run(self._async._ready())
         return self._async.graph
 
-    def requests(self) -> list[RequestRecord]:
-        return self._async.requests()
+    def requests(self, *, drain: bool = False) -> list[RequestRecord]:
+        return self._async.requests(drain=drain)
 
     def add(self, text: Text, **kwargs: Any) -> AddResult:
         return self._run(self._async.add(text, **kwargs))  # type: ignore[no-any-return]

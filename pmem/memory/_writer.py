@@ -114,12 +114,19 @@ class Writer:
         agent: the chat model every prompt goes to.
         embedder: the embedder of soft identity and retrieval.
         concurrency: how many extraction calls run at once.
+        raise_failed_calls: raise :class:`~pmem.models.ModelCallError` for a call that got no reply
+            (the server unreachable, an error status after the retries) instead of handing the failed
+            completion on. A reply that does not parse, or a prompt longer than the model's context, is
+            handed on either way: the write path records it as a noop with its reason.
     """
 
-    def __init__(self, agent: ChatModel, embedder: Embedder, *, concurrency: int = 16) -> None:
+    def __init__(
+        self, agent: ChatModel, embedder: Embedder, *, concurrency: int = 16, raise_failed_calls: bool = False
+    ) -> None:
         self.agent = agent
         self.embedder = embedder
         self.concurrency = max(1, int(concurrency))
+        self.raise_failed_calls = raise_failed_calls
         self._stats = WriteStats()
         self._log: list[WriteRecord] = []
         # evidence id -> positions in ``_log`` of the records citing it (an erasure redacts them)
@@ -143,6 +150,11 @@ class Writer:
             schema=t.schema,
         )
         self.calls_by_purpose[t.purpose] = self.calls_by_purpose.get(t.purpose, 0) + 1
+        if self.raise_failed_calls and c.error is not None and not c.overflow:
+            from pmem.models import ModelCallError
+
+            msg = f"{t.purpose} call failed: {c.error}"
+            raise ModelCallError(msg, attempts=c.attempts)
         if t.purpose in WRITE_PURPOSES:
             self._stats.model_calls += 1
             self._stats.prompt_tokens += int(c.prompt_tokens)

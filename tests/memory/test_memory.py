@@ -121,25 +121,38 @@ def test_memory_builds_the_same_graph_and_answers_as_the_pmem_arm_case_by_case()
 
 def test_a_real_protocol_model_is_logged_and_a_bad_reply_is_a_noop_with_its_reason() -> None:
     """An OpenAI-compatible server on 127.0.0.1 (the stand-in, which serves the heuristic agent over
-    HTTP): every request is one row with the server's token counts; a reply that is not JSON is a
-    noop with its reason, never an exception out of ``add``."""
+    HTTP): every request is one row with the server's token counts; a reply whose content does not
+    parse is a noop with its reason, never an exception out of ``add``; no reply at all is an error."""
+    from pmem.models import ModelCallError
     from pmem.models.server import ServerThread
 
     with (
         ServerThread() as server,
-        Memory({"backend": "openai", "url": server.url, "model": "heuristic"}) as m,
+        Memory({"backend": "openai", "url": server.url, "model": "heuristic", "max_retries": 1}) as m,
     ):
         ok = m.add("The city of Alice is Paris.")
         assert [(o.op, o.key, o.value) for o in ok.operations] == [("accept", "alice.city", "Paris")]
-        server.faults.script.extend(["garbage"] * 10)  # every attempt of the next call
+        server.faults.script.append("malformed")  # the next reply's content is cut-off JSON
         bad = m.add("The city of Bob is Oslo.")
         (noop,) = bad.operations
-        assert (noop.op, noop.applied) == ("noop", False) and "not JSON" in (noop.reason or "")
-        assert m.get("bob.city") is None and m.get("alice.city").value == "Paris"
+        assert (noop.op, noop.applied) == ("noop", False) and "not a JSON object" in (noop.reason or "")
+        assert bad.evidence == "e1" and m.get("bob.city") is None and m.get("alice.city").value == "Paris"
+        server.faults.script.extend(["garbage"] * 2)  # both attempts of the next call: a body that is no reply
+        with pytest.raises(ModelCallError, match="extract call failed"):
+            m.add("The city of Carol is Rome.")
+        assert m.graph.stats()["evidence"] == 2 and m.add("The city of Dan is Oslo.").evidence == "e2"
         rows = [r for r in m.requests() if r.purpose != "embed"]  # the embedder runs in process
         assert len(rows) == server.stats["requests"]
-        assert [r.purpose for r in rows][:2] == ["extract", "annotate"] and rows[0].prompt_tokens > 0
-        assert all(r.error for r in rows[2:]) and not any(r.error for r in rows[:2])
+        assert [(r.purpose, bool(r.error)) for r in rows] == [
+            ("extract", False),
+            ("annotate", False),
+            ("extract", False),  # a reply came: its content did not parse
+            ("extract", True),
+            ("extract", True),
+            ("extract", False),
+            ("annotate", False),
+        ]
+        assert rows[0].prompt_tokens > 0 and rows[2].parse_error
 
 
 def test_the_readme_budget_story_as_text_rolls_back_and_reports_the_facts_as_extracted(tmp_path) -> None:
@@ -152,3 +165,32 @@ def test_the_readme_budget_story_as_text_rolls_back_and_reports_the_facts_as_ext
     assert m.get("the_project.budget").value == "$30k"
     m.save(tmp_path / "m.arrow")
     assert Memory.load(tmp_path / "m.arrow").get("the_project.budget").value == "$30k"
+
+
+def test_a_model_that_cannot_be_reached_is_an_error_and_writes_nothing() -> None:
+    """A reply that does not parse is a noop; no reply at all is not a write that found no fact."""
+    import socket
+
+    from pmem.models import ModelCallError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = {"backend": "openai", "url": f"http://127.0.0.1:{port}/v1", "model": "m", "max_retries": 0}
+    with Memory(model) as m:
+        with pytest.raises(ModelCallError, match="extract call failed"):
+            m.add("The city of Alice is Paris.")
+        assert m.graph.stats()["evidence"] == 0  # the extraction comes first: nothing was admitted
+        (row,) = m.requests()
+        assert row.purpose == "extract" and row.error
+
+
+def test_a_long_lived_memory_keeps_nothing_per_call_once_the_log_is_drained() -> None:
+    m = Memory()
+    m.add("The city of Alice is Paris.")
+    first = m.requests(drain=True)
+    assert [r.purpose for r in first if r.purpose != "embed"] == ["extract", "annotate"]
+    assert m.requests() == []
+    m.add("The city of Bob is Oslo.")
+    assert [r.purpose for r in m.requests() if r.purpose != "embed"] == ["extract", "annotate"]
+    assert m._async._writer.write_log() == []  # each add hands its records over: none held
