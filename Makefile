@@ -24,12 +24,17 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow" tests
 
 # The CPU tier: a real model (SmolLM2-135M-Instruct on llama.cpp, hosted by Ray actors like vLLM).
-# The extra builds llama-cpp-python from source once (about 5 min on 2 quiet cores; pip's wheel cache
-# makes later installs instant). Sweeps jobs/cpu_llm.toml under runs/, writes its report, then runs
-# the `llm` tests (a smaller slice, plus replica restarts and token accounting).
+# The extra builds llama-cpp-python from source once (about 5 min on 2 quiet cores). Sweeps
+# jobs/cpu_llm.toml under runs/, writes its report, then runs the `llm` tests (a smaller slice, plus
+# replica restarts and token accounting).
+# The build targets AVX2, not this machine (GGML_NATIVE): on Sapphire Rapids-class virtual machines a
+# native build takes ggml's AMX path, which crashes on the first batched decode (ggml-org/llama.cpp#20824;
+# measured here with 0.3.35 and 0.3.36: any prompt longer than one token). The wheel is built without
+# pip's cache, which would hand back a native build made under other flags.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 LLM_STAMP := $(VENV)/.installed-cpu-llm
 $(LLM_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e '.[dev,cpu-llm]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q --no-cache-dir -e '.[dev,cpu-llm]'
 	touch $(LLM_STAMP)
 
 test-llm: $(LLM_STAMP)

@@ -45,7 +45,7 @@ def test_without_a_bundle_or_a_repository_the_demo_says_where_to_run(
     installed: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bundle, "FOLDER", "absent")
-    with pytest.raises(SystemExit, match="jobs/quickstart.toml not found"):
+    with pytest.raises(SystemExit, match=r"jobs/quickstart\.toml not found"):
         demo._quickstart()
 
 

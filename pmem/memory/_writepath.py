@@ -122,7 +122,9 @@ class WritePath:
     >>> from pmem.memory._writer import Writer
     >>> from pmem.models import make_chat_model, make_embedder
     >>> path = WritePath(Writer(make_chat_model("heuristic"), make_embedder("hashing")))
-    >>> asyncio.run(path.write([[Event(0, "Earlier observation: mug 1 was in shelf 2.")]]))
+    >>> (ex,) = asyncio.run(path.write([[Event(0, "Earlier observation: mug 1 was in shelf 2.")]]))
+    >>> [(f.key, f.value) for f in ex.facts]
+    [('mug_1.location', 'shelf 2')]
     >>> path.graph.cell("mug_1.location").value
     'shelf 2'
     """

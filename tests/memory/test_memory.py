@@ -137,7 +137,9 @@ def test_a_real_protocol_model_is_logged_and_a_bad_reply_is_a_noop_with_its_reas
         (noop,) = bad.operations
         assert (noop.op, noop.applied) == ("noop", False) and "not a JSON object" in (noop.reason or "")
         assert bad.evidence == "e1" and m.get("bob.city") is None and m.get("alice.city").value == "Paris"
-        server.faults.script.extend(["garbage"] * 2)  # both attempts of the next call: a body that is no reply
+        server.faults.script.extend(
+            ["garbage"] * 2
+        )  # both attempts of the next call: a body that is no reply
         with pytest.raises(ModelCallError, match="extract call failed"):
             m.add("The city of Carol is Rome.")
         assert m.graph.stats()["evidence"] == 2 and m.add("The city of Dan is Oslo.").evidence == "e2"
