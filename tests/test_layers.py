@@ -14,7 +14,7 @@ import pytest
 import pmem
 
 #: bottom to top: a package may import the ones before it
-LAYERS = ("graph", "rundir", "models", "bench", "memory", "arms", "runner", "ingest", "report")
+LAYERS = ("graph", "rundir", "models", "bench", "memory", "arms", "peers", "runner", "ingest", "report")
 ROOT = Path(pmem.__file__).parent
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from pmem.arms._base import Answer, Arm, ModelSet, ReadResult, WriteRecord, WriteStats
 from pmem.arms._registry import (
     ARM_NAMES,
+    PEER_ARM_NAMES,
     ArmEntry,
     arm_label,
     arm_names,
@@ -36,6 +37,7 @@ from pmem.arms._registry import (
 
 __all__ = [
     "ARM_NAMES",
+    "PEER_ARM_NAMES",
     "Answer",
     "Arm",
     "ArmEntry",

@@ -3,8 +3,10 @@
 The runner drives an arm per history: ``ingest`` the events in arrival order (in slices, so questions
 can be asked between events), then ``answer`` questions. An arm may also offer ``retained() -> bytes``,
 everything its memory holds now (the built-in arms do): the provenance probes' erasure check searches
-it, and leaves ``artifact_bytes`` null for an arm without one. Model calls go through the model layer with
-purpose tags and a :class:`~pmem.models.CallContext` naming the history and arm.
+it, and leaves ``artifact_bytes`` null for an arm without one. An arm that holds a server or files (the
+peer arms of :mod:`pmem.peers`) offers ``aclose()``: the runner awaits it when the history ends. Model
+calls go through the model layer with purpose tags and a :class:`~pmem.models.CallContext` naming the
+history and arm.
 """
 
 from __future__ import annotations

@@ -238,7 +238,8 @@ def _list() -> int:
 
     for name in arm_names():
         entry = resolve_arm(name)
-        print(f"{name:<20} {entry.target.rsplit(':', 1)[1]:<16} {dict(entry.options) or ''}")
+        needs = f"needs pip install 'pmem[{entry.extra}]' and a real model" if entry.extra else ""
+        print(f"{name:<20} {entry.target.rsplit(':', 1)[1]:<16} {dict(entry.options) or needs}")
     print(f"prompt templates hash {prompt_templates_hash()}")
     for name, h in prompt_hashes().items():
         print(f"  {name:<10} {h}")

@@ -59,6 +59,13 @@ _BUILTIN: tuple[tuple[str, str, dict[str, Any]], ...] = (
 #: Every built-in arm name, in display order (what ``arms = ["all"]`` runs).
 ARM_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _BUILTIN)
 
+#: The real peer libraries as arms (:mod:`pmem.peers`): name, ``module:class``, and the extra that installs
+#: the library. Known by name like the built-in arms, listed after them, never part of ``all`` (each
+#: needs its extra and a real model).
+PEER_ARMS: tuple[tuple[str, str, str], ...] = (("mem0", "pmem.peers._mem0:Mem0Arm", "mem0"),)
+#: Their names.
+PEER_ARM_NAMES: tuple[str, ...] = tuple(name for name, _, _ in PEER_ARMS)
+
 
 @dataclass(frozen=True)
 class ArmEntry:
@@ -75,6 +82,8 @@ class ArmEntry:
     #: ``module:attr`` of the factory, for listings
     target: str = ""
     builtin: bool = False
+    #: the optional dependency set the arm needs (``pip install 'pmem[EXTRA]'``), empty for none
+    extra: str = ""
 
     def make(self, models: ModelSet, options: Mapping[str, Any] | None = None) -> Arm:
         return self.factory(models, {**dict(options or {}), **self.options})
@@ -82,10 +91,11 @@ class ArmEntry:
 
 def _builtin_factory(name: str, target: str) -> ArmFactory:
     module, cls = target.split(":")
+    module = module if module.startswith("pmem.") else f"pmem.arms.{module}"
 
     def factory(models: ModelSet, options: dict[str, Any]) -> Arm:
         # imported on first use: `import pmem.arms` stays cheap (the report only needs names)
-        klass = getattr(importlib.import_module(f"pmem.arms.{module}"), cls)
+        klass = getattr(importlib.import_module(module), cls)
         return klass(name, models, options)
 
     return factory
@@ -103,6 +113,21 @@ _BUILTIN_ENTRIES: dict[str, ArmEntry] = {
     )
     for i, (name, target, fixed) in enumerate(_BUILTIN)
 }
+_BUILTIN_ENTRIES.update(
+    {
+        name: ArmEntry(
+            name,
+            _builtin_factory(name, target),
+            MappingProxyType({}),
+            f"{name} (the library)",
+            float(len(_BUILTIN) + i),
+            target,
+            builtin=True,
+            extra=extra,
+        )
+        for i, (name, target, extra) in enumerate(PEER_ARMS)
+    }
+)
 
 
 def _target_of(factory: Any) -> str:

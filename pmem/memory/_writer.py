@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 
     from pmem.models._types import ChatModel, Completion, Embedder
 
+#: Purposes of the calls a peer library makes (:mod:`pmem.peers`): while it ingests, while it searches.
+PEER_WRITE, PEER_READ = "peer_write", "peer_read"
 #: Request purposes charged to the write path (the rest are reads: answers, lookups, pruning, judging).
-WRITE_PURPOSES = frozenset({"extract", "annotate", "identity", "crud", "dedupe"})
+WRITE_PURPOSES = frozenset({"extract", "annotate", "identity", "crud", "dedupe", PEER_WRITE})
 #: Write units between yields to the event loop: long in-process write paths (the template path over
 #: 18k facts) must not hold up the other histories a runner drives on the same loop.
 YIELD_EVERY = 64

@@ -32,6 +32,8 @@ from pmem.memory._writepath import (
     validate_annotation,
 )
 from pmem.memory._writer import (
+    PEER_READ,
+    PEER_WRITE,
     WRITE_PURPOSES,
     Writer,
     WriteRecord,
@@ -44,6 +46,8 @@ from pmem.memory._writer import (
 
 __all__ = [
     "DISCLOSURE_DEFAULT",
+    "PEER_READ",
+    "PEER_WRITE",
     "WRITE_OPTIONS",
     "WRITE_PURPOSES",
     "Extraction",

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from pmem.memory.writepath import WRITE_PURPOSES
+from pmem.memory.writepath import PEER_READ, WRITE_PURPOSES
 from pmem.models import EMBED_PURPOSE
 from pmem.report._load import AGENT_SEP, PLAN, Run, agent_arm
 from pmem.report._stats import cluster_bootstrap, mcnemar_exact, seed_for, wilson
@@ -25,7 +25,7 @@ from pmem.rundir import columns as C
 
 #: Request purposes charged to the write path are the arms' own (WRITE_PURPOSES); read-time ones and the
 #: evaluation harness are kept apart.
-READ_PURPOSES = frozenset({"answer", "lookup", "prune", "gate"})
+READ_PURPOSES = frozenset({"answer", "lookup", "prune", "gate", PEER_READ})
 HARNESS_PURPOSES = frozenset({"judge"})
 #: Ops that commit a value (a "committed fact").
 VALUE_OPS = ("accept", "reject", "contest", "resolve")

@@ -269,7 +269,7 @@ def _arm_list(source: str, where: str, value: Any) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
         raise _err(source, where, f"must be a non-empty list of arm names, got {value!r}")
-    from pmem.arms import ARM_NAMES, arm_names, resolve_arm
+    from pmem.arms import ARM_NAMES, PEER_ARM_NAMES, arm_names, resolve_arm
 
     if value == ["all"]:
         return ARM_NAMES
@@ -279,8 +279,8 @@ def _arm_list(source: str, where: str, value: Any) -> tuple[str, ...]:
                 resolve_arm(a)  # a plugin that does not import fails here, not in every history
             except ValueError as exc:
                 raise _err(source, where, str(exc)) from None
-        elif a not in ARM_NAMES:
-            msg = f"unknown arm {a!r} (known: {', '.join(ARM_NAMES)}; or module:attr)"
+        elif a not in ARM_NAMES and a not in PEER_ARM_NAMES:
+            msg = f"unknown arm {a!r} (known: {', '.join((*ARM_NAMES, *PEER_ARM_NAMES))}; or module:attr)"
             if a in arm_names():
                 # registered in this process only: the runners (other processes) would not know it
                 msg += (

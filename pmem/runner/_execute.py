@@ -412,6 +412,13 @@ async def run_unit(
         error = "".join(frames).strip()[-2000:]
         results, writes, graph = [], [], None
         stats, extra = None, {}
+    close = getattr(arm, "aclose", None)  # an arm that holds a server or files (the peer arms)
+    if close is not None:
+        try:
+            await close()
+        except Exception as exc:  # an arm that cannot release what it holds fails the history
+            status, error = "failed", f"closing the arm: {type(exc).__name__}: {exc}"
+            results, writes, graph = [], [], None
     wall_s = time.perf_counter() - t0
     ops = dict(stats.ops) if stats is not None else {}
     # columns named by data (pmem.graph.OPS, STORE_AUDIT), as in _question_audit: typed by the schema on write

@@ -11,6 +11,7 @@ from arms_helpers import models
 
 from pmem.arms import (
     ARM_NAMES,
+    PEER_ARM_NAMES,
     Arm,
     arm_label,
     arm_names,
@@ -126,7 +127,9 @@ ENTRY = None
 
 
 def test_registry_is_the_one_list_in_display_order(registry):
-    assert arm_names() == ARM_NAMES  # nothing registered: the built-in arms, in DESIGN.md's order
+    # nothing registered: the built-in arms, in DESIGN.md's order, then the peer libraries with their extras
+    assert arm_names() == (*ARM_NAMES, *PEER_ARM_NAMES)
+    assert [resolve_arm(n).extra for n in PEER_ARM_NAMES] == ["mem0"] and not resolve_arm("crud").extra
     assert [resolve_arm(n).order for n in ARM_NAMES] == list(range(len(ARM_NAMES)))
     assert all(resolve_arm(n).builtin and arm_label(n) == n for n in ARM_NAMES)
     assert sort_arms(["crud", "zz", "pmem", "aa", "pmem"]) == [

@@ -1,0 +1,100 @@
+"""What the peer arms share: the metering proxy the library is pointed at, a folder for its store, the
+call of the (synchronous) library off the event loop, and how a history fails or does not run."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pmem.arms._common import ArmBase
+from pmem.peers._proxy import MeteringProxy
+
+if TYPE_CHECKING:
+    from pmem.arms._base import ModelSet
+
+
+class PeerNotRunnable(RuntimeError):
+    """The arm cannot run with these models or this install (the message, ``not run: ...``, says why)."""
+
+
+class PeerFailed(RuntimeError):
+    """The peer library raised, or a model call it made got no reply; the message says which."""
+
+
+def _innermost(model: Any) -> Any:
+    """The model under its recording and caching wrappers (each keeps it as ``inner``)."""
+    while getattr(model, "inner", None) is not None:
+        model = model.inner
+    return model
+
+
+def needs_a_model(models: ModelSet, library: str) -> None:
+    """Refuse the deterministic heuristic agent: it reads our prompts' sections, not a library's prompts."""
+    from pmem.models._heuristic import HeuristicChatModel
+
+    if isinstance(_innermost(models.agent), HeuristicChatModel):
+        msg = (
+            f"not run: needs a model ({library} sends its own prompts, which the deterministic heuristic "
+            "agent does not read; give [models.agent] a real model, e.g. jobs/cpu_llm.toml)"
+        )
+        raise PeerNotRunnable(msg)
+
+
+class PeerArm(ArmBase):
+    """An arm that runs a peer library: its proxy, its folder, its calls and its end.
+
+    Subclasses set :attr:`LIBRARY` and :attr:`EXTRA` and implement ``_ingest_units`` and ``read``."""
+
+    LIBRARY = "peer"  # as messages name it
+    EXTRA = ""  # the optional dependency set that installs it
+
+    def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(name, models, options)
+        self.proxy = MeteringProxy(models.agent, models.embedder)  # the library's only way out
+        self.folder = Path(tempfile.mkdtemp(prefix=f"pmem-{self.LIBRARY.lower()}-"))  # its store
+        self.units = 0  # write units given to the library
+
+    def missing(self, exc: ImportError) -> PeerNotRunnable:
+        """The error for a library that is not installed."""
+        msg = f"not run: arm {self.name!r} needs the {self.EXTRA!r} extra: pip install 'pmem[{self.EXTRA}]' ({exc})"
+        return PeerNotRunnable(msg)
+
+    async def call_library(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """A call of the synchronous library, in a thread: its HTTP requests reach the proxy, which runs
+        on this event loop. Its exception, with the model layer's reason behind it, fails the history."""
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except Exception as exc:
+            raise self.failed(exc, getattr(fn, "__name__", "call")) from exc
+
+    def failed(self, exc: BaseException, what: str) -> PeerFailed:
+        reason = self.proxy.failure
+        msg = f"{self.LIBRARY} {what}: {type(exc).__name__}: {exc}"
+        return PeerFailed(f"{msg} (model call: {reason})" if reason else msg)
+
+    def retained(self) -> bytes:
+        """Everything the library holds for the history: the files of its store."""
+        files = sorted(p for p in self.folder.rglob("*") if p.is_file())
+        return b"".join(p.read_bytes() for p in files)
+
+    def store_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+
+    def extra(self) -> dict[str, Any]:
+        out = super().extra()
+        out["peer"] = {
+            "library": self.LIBRARY,
+            "proxy_requests": self.proxy.requests,
+            "units": self.units,
+            "store_bytes": self.store_bytes(),
+        }
+        return out
+
+    async def aclose(self) -> None:
+        """Stop the proxy and remove the history's folder (the runner calls this when the unit ends)."""
+        await self.proxy.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -1,0 +1,87 @@
+"""The ``mem0`` arm: Mem0 itself (``mem0ai``, the ``mem0`` extra), not our re-implementation of its design.
+
+Each history gets its own Mem0 ``Memory``: an ``openai`` LLM and an ``openai`` embedder, both pointed at
+the arm's :class:`~pmem.peers.MeteringProxy`; a ``faiss`` vector store and the SQLite history in a
+folder of its own. Events enter through Mem0's own ``add`` (one write unit per call, ``infer=True``: its
+extraction and its add-only decisions); a question reads Mem0's own ``search`` (``top_k`` hits, the
+arm's retrieval budget) and goes to the reader call every arm makes.
+
+Since 2.0 Mem0 is add-only: memories accumulate and nothing is overwritten or deleted, so the row to
+compare it with is our ``add-only`` arm (the paper's CRUD description is Mem0 1.x).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from pmem.memory.writepath import event_line
+from pmem.peers._base import PeerArm, needs_a_model
+from pmem.peers._proxy import PEER_READ, PEER_WRITE
+
+if TYPE_CHECKING:
+    from pmem.arms._base import ReadResult
+    from pmem.bench._types import Event, Question
+
+
+class Mem0Arm(PeerArm):
+    """Mem0 behind the harness's models. Options: ``top_k`` (search hits, 12), ``stream`` and
+    ``chunk_chars`` (write units, as every arm)."""
+
+    LIBRARY = "mem0"
+    EXTRA = "mem0"
+    _memory: Any = None  # mem0.Memory, built at the first call (the proxy must listen first)
+    _scope = "history"  # Mem0's user_id: one Memory per history, so one scope
+
+    async def _start(self) -> Any:
+        if self._memory is not None:
+            return self._memory
+        needs_a_model(self.models, "Mem0")
+        os.environ.setdefault("MEM0_TELEMETRY", "False")  # before the import: no call leaves 127.0.0.1
+        try:
+            from mem0 import Memory
+        except ImportError as exc:
+            raise self.missing(exc) from exc
+        url = await self.proxy.start()
+        dims = int((await self.embed(["dimension probe"])).shape[1])
+        local = {"openai_base_url": url, "api_key": "local"}
+        config = {
+            "llm": {"provider": "openai", "config": {"model": "agent", "temperature": 0.0, **local}},
+            "embedder": {
+                "provider": "openai",
+                "config": {"model": "embedder", "embedding_dims": dims, **local},
+            },
+            "vector_store": {
+                "provider": "faiss",
+                "config": {
+                    "path": str(self.folder / "faiss"),
+                    "embedding_model_dims": dims,
+                    "collection_name": "h",
+                },
+            },
+            "history_db_path": str(self.folder / "history.db"),
+        }
+        self._memory = await self.call_library(Memory.from_config, config)
+        return self._memory
+
+    async def _ingest_units(self, units: list[list[Event]]) -> None:
+        memory = await self._start()
+        self.proxy.purpose = PEER_WRITE
+        for unit in units:
+            text = "\n".join(event_line(e) for e in unit)
+            result = await self.call_library(memory.add, text, user_id=self._scope)
+            self.units += 1
+            items = (result or {}).get("results", [])
+            for item in items:
+                op = str(item.get("event", "ADD")).lower()
+                self.record(op, item.get("id"), item.get("memory"), True, event=unit[0].index)
+            self.stats.facts += len(items)
+
+    async def read(self, question: Question) -> ReadResult:
+        memory = await self._start()
+        self.proxy.purpose = PEER_READ
+        found = await self.call_library(
+            memory.search, question.text, top_k=self.top_k, filters={"user_id": self._scope}
+        )
+        hits = (found or {}).get("results", [])
+        return self.make_read([str(h.get("memory", "")) for h in hits], [str(h.get("id", "")) for h in hits])

@@ -1,0 +1,68 @@
+"""The metering proxy: a peer library's OpenAI requests become recorded model-layer calls, one each,
+with the model layer's token counts in the reply's ``usage``; what it cannot carry is refused."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+
+from pmem.models import RequestLog, make_chat_model, make_embedder
+from pmem.peers import PEER_READ, PEER_WRITE, MeteringProxy
+
+
+async def _post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as session, session.post(url, json=body) as reply:
+        return reply.status, await reply.json()
+
+
+def test_every_request_is_one_recorded_call_and_usage_is_the_model_layers() -> None:
+    async def go() -> tuple[list[Any], list[Any], MeteringProxy]:
+        log = RequestLog()
+        proxy = MeteringProxy(make_chat_model("heuristic", log=log), make_embedder("hashing", log=log))
+        replies = []
+        async with proxy:
+            chat = {"messages": [{"role": "user", "content": "### KEY_A\na.b\n### KEY_B\na.c"}]}
+            replies.append(await _post(proxy.url + "/chat/completions", chat))
+            proxy.purpose = PEER_READ
+            replies.append(
+                await _post(
+                    proxy.url + "/chat/completions", {**chat, "response_format": {"type": "json_object"}}
+                )
+            )
+            replies.append(await _post(proxy.url + "/embeddings", {"input": ["one", "two", "three"]}))
+        return replies, log.records(), proxy
+
+    replies, rows, proxy = asyncio.run(go())
+    assert [status for status, _ in replies] == [200, 200, 200] and proxy.requests == 3
+    assert [r.purpose for r in rows] == [PEER_WRITE, PEER_READ, "embed"]
+    for (_, body), row in zip(replies[:2], rows[:2], strict=True):
+        assert body["usage"]["prompt_tokens"] == row.prompt_tokens > 0
+        assert body["usage"]["completion_tokens"] == row.completion_tokens
+        assert body["choices"][0]["message"]["content"]
+    assert (
+        len(replies[2][1]["data"]) == 3 and replies[2][1]["usage"]["prompt_tokens"] == rows[2].prompt_tokens
+    )
+
+
+def test_what_the_model_layer_cannot_carry_is_refused_and_a_failed_call_is_kept() -> None:
+    async def go() -> tuple[list[Any], MeteringProxy]:
+        dead = make_chat_model(
+            {"backend": "openai", "url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0}
+        )
+        proxy = MeteringProxy(dead, make_embedder("hashing"))
+        out = []
+        async with proxy:
+            tools = {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}
+            out.append(await _post(proxy.url + "/chat/completions", tools))
+            out.append(await _post(proxy.url + "/embeddings", {"input": [1, 2]}))
+            out.append(
+                await _post(proxy.url + "/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+            )
+        return out, proxy
+
+    (tools, bad_input, unreachable), proxy = asyncio.run(go())
+    assert tools[0] == 400 and "tool calls" in tools[1]["error"]["message"]
+    assert bad_input[0] == 400 and "input" in bad_input[1]["error"]["message"]
+    assert unreachable[0] == 502 and proxy.failure and "127.0.0.1:9" in proxy.failure
