@@ -27,7 +27,7 @@ test-slow: $(STAMP)
 # (the metering proxy, a library run through it, a library failure as one failed history).
 PEERS_STAMP := $(VENV)/.installed-peers
 $(PEERS_STAMP): $(STAMP)
-	$(PY) -m pip install -q -e '.[dev,mem0]'
+	$(PY) -m pip install -q -e '.[dev,mem0,graphiti]'
 	touch $(PEERS_STAMP)
 
 test-peers: $(PEERS_STAMP)

@@ -62,7 +62,10 @@ ARM_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _BUILTIN)
 #: The real peer libraries as arms (:mod:`pmem.peers`): name, ``module:class``, and the extra that installs
 #: the library. Known by name like the built-in arms, listed after them, never part of ``all`` (each
 #: needs its extra and a real model).
-PEER_ARMS: tuple[tuple[str, str, str], ...] = (("mem0", "pmem.peers._mem0:Mem0Arm", "mem0"),)
+PEER_ARMS: tuple[tuple[str, str, str], ...] = (
+    ("mem0", "pmem.peers._mem0:Mem0Arm", "mem0"),
+    ("graphiti", "pmem.peers._graphiti:GraphitiArm", "graphiti"),
+)
 #: Their names.
 PEER_ARM_NAMES: tuple[str, ...] = tuple(name for name, _, _ in PEER_ARMS)
 

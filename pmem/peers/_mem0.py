@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from pmem.memory.writepath import event_line
-from pmem.peers._base import PeerArm, needs_a_model
+from pmem.peers._base import REPLY_TOKENS, PeerArm, needs_a_model
 from pmem.peers._proxy import PEER_READ, PEER_WRITE
 
 if TYPE_CHECKING:
@@ -46,7 +46,10 @@ class Mem0Arm(PeerArm):
         dims = int((await self.embed(["dimension probe"])).shape[1])
         local = {"openai_base_url": url, "api_key": "local"}
         config = {
-            "llm": {"provider": "openai", "config": {"model": "agent", "temperature": 0.0, **local}},
+            "llm": {
+                "provider": "openai",
+                "config": {"model": "agent", "temperature": 0.0, "max_tokens": REPLY_TOKENS, **local},
+            },
             "embedder": {
                 "provider": "openai",
                 "config": {"model": "embedder", "embedding_dims": dims, **local},

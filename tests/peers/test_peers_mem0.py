@@ -5,57 +5,18 @@ Needs the ``mem0`` extra (skipped without it; ``make test-peers``)."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
-from typing import Any
 
 import pytest
+from peers_helpers import histories, run
 
-from pmem.arms import ModelSet, make_arm
-from pmem.bench import iter_histories
-from pmem.models import make_chat_model, make_embedder
-from pmem.models._types import CallContext
-from pmem.runner._execute import CallRecorder, RecordingChatModel, RecordingEmbedder, Unit, run_unit
+from pmem.models import make_chat_model
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mem0") is None, reason="needs the mem0 extra")
 
 
-def _unit(h: Any) -> Unit:
-    return Unit(
-        uid=f"u-{h.id}",
-        benchmark="alfworld-revision",
-        subset="chains",
-        history_id=h.id,
-        arm="mem0",
-        model="m",
-    )
-
-
-def _run(agent: Any, histories: list[Any]) -> list[tuple[Any, CallRecorder]]:
-    """Each history through a fresh mem0 arm, as a runner drives it (recorded models, run_unit)."""
-
-    async def go() -> list[tuple[Any, CallRecorder]]:
-        out = []
-        for h in histories:
-            unit = _unit(h)
-            recorder = CallRecorder(unit.keys("run"))
-            ctx = CallContext(history_id=h.id, arm="mem0")
-            models = ModelSet(
-                RecordingChatModel(agent, recorder, ctx),
-                RecordingEmbedder(make_embedder("hashing"), recorder, ctx),
-            )
-            out.append((await run_unit(unit, h, make_arm("mem0", models), recorder, run_id="run"), recorder))
-        return out
-
-    return asyncio.run(go())
-
-
-def _histories(n: int) -> list[Any]:
-    return list(iter_histories("alfworld-revision", "chains", L=2, cases=n))
-
-
 def test_with_the_heuristic_agent_the_arm_is_not_run_and_says_why() -> None:
-    ((out, recorder),) = _run(make_chat_model("heuristic"), _histories(1))
+    ((out, recorder),) = run("mem0", make_chat_model("heuristic"), histories(1))
     assert out.history_row.status == "failed"
     assert "not run: needs a model" in (out.history_row.error or "")
     assert recorder.calls == 0  # refused before any call
@@ -68,7 +29,7 @@ def test_the_library_runs_through_the_proxy_and_every_call_is_a_request_row() ->
         agent = make_chat_model(
             {"backend": "openai", "url": server.url, "model": "heuristic", "max_retries": 0}
         )
-        ((out, recorder),) = _run(agent, _histories(1))
+        ((out, recorder),) = run("mem0", agent, histories(1))
         served = server.stats["requests"]
     assert out.history_row.status == "complete", out.history_row.error
     chat = [r for r in recorder.rows if r.purpose != "embed"]
@@ -86,7 +47,7 @@ def test_a_library_failure_is_one_failed_history_and_the_next_goes_on() -> None:
             {"backend": "openai", "url": server.url, "model": "heuristic", "max_retries": 0}
         )
         server.faults.script.extend(["500"] * 3)  # the first history's first calls fail for good
-        (failed, _), (ok, _) = _run(agent, _histories(2))
+        (failed, _), (ok, _) = run("mem0", agent, histories(2))
     assert failed.history_row.status == "failed"
     assert "mem0 add" in (failed.history_row.error or "") and "internal error" in (
         failed.history_row.error or ""

@@ -1,0 +1,137 @@
+"""The ``graphiti`` arm: Graphiti itself (``graphiti-core``, the ``graphiti`` extra), not our bitemporal
+re-implementation of its design.
+
+Each history gets its own Graphiti over an embedded Kuzu database in a folder of its own. Kuzu is the
+embedded driver that installs here: Graphiti deprecates it upstream, and FalkorDB Lite, the other
+embedded choice, needs Python >= 3.12 (this project supports 3.11). The LLM is ``OpenAIGenericClient``
+and the embedder ``OpenAIEmbedder``, both pointed at the arm's :class:`~pmem.peers.MeteringProxy`
+(``structured_output_mode = "json_object"``: a JSON object with the schema in the prompt, which every
+backend of ours can be asked for); the reranker is pointed there too, though the default search does not
+call it. Events enter through Graphiti's own ``add_episode`` (one write unit per episode, dated by the
+event's time, else by its arrival order); a question reads Graphiti's own ``search`` (``top_k`` facts,
+the arm's retrieval budget) and goes to the reader call every arm makes. Graphiti is asynchronous, so it
+runs on the runner's event loop, as the proxy does.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from pmem.memory.writepath import event_line
+from pmem.peers._base import REPLY_TOKENS, PeerArm, needs_a_model
+from pmem.peers._proxy import PEER_READ, PEER_WRITE
+
+if TYPE_CHECKING:
+    from pmem.arms._base import ReadResult
+    from pmem.bench._types import Event, Question
+
+#: the reference time of an event without its own: arrival order, one second apart from this instant
+_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class GraphitiArm(PeerArm):
+    """Graphiti behind the harness's models. Options: ``top_k`` (facts searched, 12), ``stream`` and
+    ``chunk_chars`` (write units, as every arm)."""
+
+    LIBRARY = "graphiti"
+    EXTRA = "graphiti"
+    _graphiti: Any = None  # graphiti_core.Graphiti, built at the first call (the proxy must listen first)
+    # Graphiti's group_id is left at the driver's default: one database per history already scopes it, and
+    # Kuzu's driver (0.31) fails on a named group ('KuzuDriver' object has no attribute '_database')
+
+    async def _start(self) -> Any:
+        if self._graphiti is not None:
+            return self._graphiti
+        needs_a_model(self.models, "Graphiti")
+        os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")  # no call leaves 127.0.0.1
+        try:
+            from graphiti_core import Graphiti
+            from graphiti_core.cross_encoder.openai_reranker_client import OpenAIRerankerClient
+            from graphiti_core.driver.kuzu_driver import KuzuDriver
+            from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
+            from graphiti_core.llm_client.config import LLMConfig
+            from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+        except ImportError as exc:
+            raise self.missing(exc) from exc
+        url = await self.proxy.start()
+        dims = int((await self.embed(["dimension probe"])).shape[1])
+        llm = LLMConfig(
+            api_key="local",
+            model="agent",
+            small_model="agent",
+            base_url=url,
+            temperature=0.0,
+            max_tokens=REPLY_TOKENS,
+        )
+        try:
+            graphiti = Graphiti(
+                graph_driver=KuzuDriver(db=str(self.folder / "graph.kuzu")),
+                llm_client=OpenAIGenericClient(
+                    config=llm, max_tokens=REPLY_TOKENS, structured_output_mode="json_object"
+                ),
+                embedder=OpenAIEmbedder(
+                    OpenAIEmbedderConfig(
+                        api_key="local", base_url=url, embedding_model="embedder", embedding_dim=dims
+                    )
+                ),
+                cross_encoder=OpenAIRerankerClient(config=llm),
+            )
+            await graphiti.build_indices_and_constraints()
+        except Exception as exc:
+            raise self.failed(exc, "start") from exc
+        self._graphiti = graphiti
+        return graphiti
+
+    async def _ingest_units(self, units: list[list[Event]]) -> None:
+        from graphiti_core.nodes import EpisodeType
+
+        graphiti = await self._start()
+        self.proxy.purpose = PEER_WRITE
+        for unit in units:
+            body = "\n".join(event_line(e) for e in unit)
+            try:
+                result = await graphiti.add_episode(
+                    name=f"event {unit[0].index}",
+                    episode_body=body,
+                    source_description=unit[0].source or "history",
+                    reference_time=_reference_time(unit[0]),
+                    source=EpisodeType.text,
+                )
+            except Exception as exc:
+                raise self.failed(exc, "add_episode") from exc
+            self.units += 1
+            for edge in getattr(result, "edges", []) or []:
+                self.record("add", edge.name, edge.fact, True, event=unit[0].index)
+            self.stats.facts += len(getattr(result, "edges", []) or [])
+            self.stats.cells = len(getattr(result, "nodes", []) or []) + self.stats.cells
+
+    async def read(self, question: Question) -> ReadResult:
+        graphiti = await self._start()
+        self.proxy.purpose = PEER_READ
+        try:
+            edges = await graphiti.search(question.text, num_results=self.top_k)
+        except Exception as exc:
+            raise self.failed(exc, "search") from exc
+        return self.make_read([str(e.fact) for e in edges], [str(e.uuid) for e in edges])
+
+    async def aclose(self) -> None:
+        if self._graphiti is not None:
+            try:
+                await self._graphiti.close()
+            finally:
+                self._graphiti = None
+        await super().aclose()
+
+
+def _reference_time(e: Event) -> datetime:
+    """When the episode happened: the event's own time when it parses, else its arrival order."""
+    if e.time:
+        try:
+            when = datetime.fromisoformat(str(e.time))
+        except ValueError:
+            pass
+        else:
+            return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return _EPOCH + timedelta(seconds=e.index)
