@@ -129,7 +129,8 @@ ENTRY = None
 def test_registry_is_the_one_list_in_display_order(registry):
     # nothing registered: the built-in arms, in DESIGN.md's order, then the peer libraries with their extras
     assert arm_names() == (*ARM_NAMES, *PEER_ARM_NAMES)
-    assert [resolve_arm(n).extra for n in PEER_ARM_NAMES] == ["mem0", "graphiti"] and not resolve_arm("crud").extra
+    assert [resolve_arm(n).extra for n in PEER_ARM_NAMES] == ["mem0", "graphiti"]
+    assert not resolve_arm("crud").extra
     assert [resolve_arm(n).order for n in ARM_NAMES] == list(range(len(ARM_NAMES)))
     assert all(resolve_arm(n).builtin and arm_label(n) == n for n in ARM_NAMES)
     assert sort_arms(["crud", "zz", "pmem", "aa", "pmem"]) == [
