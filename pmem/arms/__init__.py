@@ -25,6 +25,7 @@ from __future__ import annotations
 from pmem.arms._base import Answer, Arm, ModelSet, ReadResult, WriteRecord, WriteStats
 from pmem.arms._registry import (
     ARM_NAMES,
+    NEEDS_A_MODEL,
     PEER_ARM_NAMES,
     ArmEntry,
     arm_label,
@@ -37,6 +38,7 @@ from pmem.arms._registry import (
 
 __all__ = [
     "ARM_NAMES",
+    "NEEDS_A_MODEL",
     "PEER_ARM_NAMES",
     "Answer",
     "Arm",

@@ -68,6 +68,11 @@ PEER_ARMS: tuple[tuple[str, str, str], ...] = (
 )
 #: Their names.
 PEER_ARM_NAMES: tuple[str, ...] = tuple(name for name, _, _ in PEER_ARMS)
+#: Why an arm that needs a model (:attr:`ArmEntry.needs_model`) is not run with the heuristic agent.
+NEEDS_A_MODEL = (
+    "needs a model: it sends its own prompts, which the deterministic heuristic agent does not read "
+    "(give [models.agent] a real model, e.g. jobs/cpu_llm.toml)"
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,8 @@ class ArmEntry:
     builtin: bool = False
     #: the optional dependency set the arm needs (``pip install 'pmem[EXTRA]'``), empty for none
     extra: str = ""
+    #: whether the arm needs a real model: with the heuristic agent a sweep plans it as not run
+    needs_model: bool = False
 
     def make(self, models: ModelSet, options: Mapping[str, Any] | None = None) -> Arm:
         return self.factory(models, {**dict(options or {}), **self.options})
@@ -127,6 +134,7 @@ _BUILTIN_ENTRIES.update(
             target,
             builtin=True,
             extra=extra,
+            needs_model=True,
         )
         for i, (name, target, extra) in enumerate(PEER_ARMS)
     }

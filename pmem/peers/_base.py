@@ -39,15 +39,13 @@ def _innermost(model: Any) -> Any:
 
 
 def needs_a_model(models: ModelSet, library: str) -> None:
-    """Refuse the deterministic heuristic agent: it reads our prompts' sections, not a library's prompts."""
+    """Refuse the deterministic heuristic agent: it reads our prompts' sections, not a library's prompts.
+    (A sweep plans such an arm as not run; this guards an arm made by hand.)"""
+    from pmem.arms import NEEDS_A_MODEL
     from pmem.models._heuristic import HeuristicChatModel
 
     if isinstance(_innermost(models.agent), HeuristicChatModel):
-        msg = (
-            f"not run: needs a model ({library} sends its own prompts, which the deterministic heuristic "
-            "agent does not read; give [models.agent] a real model, e.g. jobs/cpu_llm.toml)"
-        )
-        raise PeerNotRunnable(msg)
+        raise PeerNotRunnable(f"not run: {library} {NEEDS_A_MODEL}")
 
 
 class PeerArm(ArmBase):
@@ -57,12 +55,22 @@ class PeerArm(ArmBase):
 
     LIBRARY = "peer"  # as messages name it
     EXTRA = ""  # the optional dependency set that installs it
+    #: the library's loggers: quiet below CRITICAL, since what fails a history is in its row, and a sweep's
+    #: output is its progress line (Mem0 and Graphiti log every retry and a notice per store)
+    LOGGERS: tuple[str, ...] = ()
 
     def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(name, models, options)
         self.proxy = MeteringProxy(models.agent, models.embedder)  # the library's only way out
         self.folder = Path(tempfile.mkdtemp(prefix=f"pmem-{self.LIBRARY.lower()}-"))  # its store
         self.units = 0  # write units given to the library
+
+    def quiet(self) -> None:
+        """Keep the library's logging off the sweep's output (its failures reach the history row)."""
+        import logging
+
+        for name in self.LOGGERS:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
     def missing(self, exc: ImportError) -> PeerNotRunnable:
         """The error for a library that is not installed."""

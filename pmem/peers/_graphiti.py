@@ -16,6 +16,7 @@ runs on the runner's event loop, as the proxy does.
 from __future__ import annotations
 
 import os
+import warnings
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ class GraphitiArm(PeerArm):
 
     LIBRARY = "graphiti"
     EXTRA = "graphiti"
+    LOGGERS = ("graphiti_core",)
     _graphiti: Any = None  # graphiti_core.Graphiti, built at the first call (the proxy must listen first)
     # Graphiti's group_id is left at the driver's default: one database per history already scopes it, and
     # Kuzu's driver (0.31) fails on a named group ('KuzuDriver' object has no attribute '_database')
@@ -45,6 +47,7 @@ class GraphitiArm(PeerArm):
         if self._graphiti is not None:
             return self._graphiti
         needs_a_model(self.models, "Graphiti")
+        self.quiet()
         os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")  # no call leaves 127.0.0.1
         try:
             from graphiti_core import Graphiti
@@ -66,8 +69,11 @@ class GraphitiArm(PeerArm):
             max_tokens=REPLY_TOKENS,
         )
         try:
+            with warnings.catch_warnings():  # the deprecation is said once, in this module's docstring
+                warnings.simplefilter("ignore", DeprecationWarning)
+                driver = KuzuDriver(db=str(self.folder / "graph.kuzu"))
             graphiti = Graphiti(
-                graph_driver=KuzuDriver(db=str(self.folder / "graph.kuzu")),
+                graph_driver=driver,
                 llm_client=OpenAIGenericClient(
                     config=llm, max_tokens=REPLY_TOKENS, structured_output_mode="json_object"
                 ),

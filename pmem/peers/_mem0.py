@@ -30,6 +30,7 @@ class Mem0Arm(PeerArm):
 
     LIBRARY = "mem0"
     EXTRA = "mem0"
+    LOGGERS = ("mem0",)
     _memory: Any = None  # mem0.Memory, built at the first call (the proxy must listen first)
     _scope = "history"  # Mem0's user_id: one Memory per history, so one scope
 
@@ -37,6 +38,7 @@ class Mem0Arm(PeerArm):
         if self._memory is not None:
             return self._memory
         needs_a_model(self.models, "Mem0")
+        self.quiet()
         os.environ.setdefault("MEM0_TELEMETRY", "False")  # before the import: no call leaves 127.0.0.1
         try:
             from mem0 import Memory

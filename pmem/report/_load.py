@@ -138,7 +138,7 @@ class Run:
     missing: list[str] = field(default_factory=list)
     #: committed files that are missing or fail their recorded checksum (left out of ``frames``)
     damaged: list[Damaged] = field(default_factory=list)
-    #: plan.json's cells (benchmark, subset, arm, model, histories), or None for a run without one
+    #: plan.json's cells (benchmark, subset, arm, model, histories, not_run), or None for a run without one
     plan: list[dict[str, Any]] | None = None
     #: True when ``arm`` reads ``arm@model`` (several agent models in one run, see _label_arms_by_agent)
     arms_by_agent: bool = False
@@ -403,7 +403,14 @@ def _read_plan(path: Path) -> list[dict[str, Any]] | None:
             want = ", ".join(f"{k} ({t.__name__})" for k, t in _PLAN_FIELDS.items())
             msg = f"{path}: cell {i} is not an object with {want}"
             raise RunError(msg)
-    return [{k: c[k] for k in _PLAN_FIELDS} for c in cells]
+    # optional: why a cell was planned with no histories (an arm that needs a real model)
+    return [
+        {
+            **{k: c[k] for k in _PLAN_FIELDS},
+            "not_run": c["not_run"] if isinstance(c.get("not_run"), str) else None,
+        }
+        for c in cells
+    ]
 
 
 #: the column naming the answering model, per dataset (in requests/, ``model`` is the model called)

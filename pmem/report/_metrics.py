@@ -1486,14 +1486,23 @@ def _planned(run: Run) -> pl.DataFrame | None:
             C.SUBSET: c["subset"],
             C.ARM: agent_arm(c["arm"], c["model"]) if run.arms_by_agent else c["arm"],
             "planned": c["histories"],
+            "not_run": c.get("not_run"),  # why an arm was planned as not run (it needs a real model)
         }
         for c in run.plan
     ]
-    schema = {C.BENCHMARK: pl.String, C.SUBSET: pl.String, C.ARM: pl.String, "planned": pl.Int64}
+    schema = {
+        C.BENCHMARK: pl.String,
+        C.SUBSET: pl.String,
+        C.ARM: pl.String,
+        "planned": pl.Int64,
+        "not_run": pl.String,
+    }
     # arms not labelled by agent: results/ cannot tell agents apart (one model, or no model column), and a
     # history id counts once however many agents answered it, so a cell needs the largest agent's share
     return (
-        pl.DataFrame(rows, schema=schema).group_by(C.BENCHMARK, C.SUBSET, C.ARM).agg(pl.col("planned").max())
+        pl.DataFrame(rows, schema=schema)
+        .group_by(C.BENCHMARK, C.SUBSET, C.ARM)
+        .agg(pl.col("planned").max(), pl.col("not_run").drop_nulls().first())
     )
 
 
@@ -1504,6 +1513,8 @@ def _cell_status(r: dict[str, Any], planned: bool) -> str:
     rows = r.get("result_rows") or 0
     failed = r.get("failed") or 0
     why = f" ({failed} failed)" if failed else ""
+    if r.get("not_run"):
+        return f"not run: {r['not_run']}"
     if planned and r.get("planned") is not None:
         want = r["planned"]
         if done == 0:
@@ -1593,6 +1604,12 @@ def coverage_table(m: Metrics) -> Table:
     if st is not None:
         cols += ["complete", "failed", "first_error"]
     n_missing = sum(1 for s in status if s.startswith(("missing", "failed")))
+    n_not_run = sum(1 for s in status if s.startswith("not run"))
+    if n_not_run:
+        notes.append(
+            f"{n_not_run} cell(s) not run: an arm that sends its own prompts (a peer library) needs a real "
+            "model, and this run's agent is the heuristic one; they are not zeros."
+        )
     n_partial = sum(1 for s in status if s.startswith("partial"))
     notes.append(f"{n_missing} cell(s) with no rows, {n_partial} partial cell(s).")
     if run.missing:
@@ -1644,4 +1661,7 @@ def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     from pmem.report._published import published_table
 
     t["published_vs_ours"] = published_table(m)
+    from pmem.report._peers import peer_table
+
+    t["peers"] = peer_table(m)
     return m

@@ -40,6 +40,7 @@ SECTIONS = (
     ("replies", "Model replies"),
     ("audit", "Write-path audit"),
     ("published", "Published vs ours"),
+    ("peers", "Real peers vs our re-implementations"),
 )
 
 FIGURE_SECTION = {
@@ -53,7 +54,7 @@ FIGURE_SECTION = {
 
 #: sections left out of the report when none of their tables has a row and no figure belongs to them:
 #: a benchmark most runs do not sweep should not add a screen of empty tables to every report
-OPTIONAL_SECTIONS = frozenset({"provenance"})
+OPTIONAL_SECTIONS = frozenset({"provenance", "peers"})
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1500px;color:#222;padding:0 1rem}

@@ -72,6 +72,8 @@ class Plan:
     histories: dict[str, History]  # history key -> History
     unit_history: dict[str, str]  # uid -> history key
     totals: dict[tuple[str, str], int]
+    #: (benchmark, subset, arm, agent model) -> (histories, why not): cells planned as not run
+    not_run: dict[tuple[str, str, str, str], tuple[int, str]] = field(default_factory=dict)
 
 
 def resolve_out(spec: SweepSpec, out: str | os.PathLike[str] | None) -> Path:
@@ -91,6 +93,9 @@ def plan_sweep(
 
     for arm in sorted({a for t in spec.targets() for a in t.arms}):
         resolve_arm(arm)  # an arm that does not resolve (a plugin that does not import) fails the sweep now
+    from pmem.arms import NEEDS_A_MODEL
+
+    not_run: dict[tuple[str, str, str, str], tuple[int, str]] = {}
     units: list[Unit] = []
     histories: dict[str, History] = {}
     unit_history: dict[str, str] = {}
@@ -115,6 +120,10 @@ def plan_sweep(
             histories[hkey] = h
             for agent in spec.agents:
                 for arm in target.arms:
+                    if agent.backend == "heuristic" and resolve_arm(arm).needs_model:
+                        cell = (target.benchmark, h.subset or target.subset, arm, agent.model_id)
+                        not_run[cell] = (not_run.get(cell, (0, ""))[0] + 1, NEEDS_A_MODEL)
+                        continue
                     uid = unit_id(target, h.id, arm, agent.model_id)
                     if uid in seen:
                         msg = f"{spec.source}: {target.label}: history id {h.id!r} occurs twice"
@@ -132,7 +141,7 @@ def plan_sweep(
                     units.append(u)
                     unit_history[uid] = hkey
                     totals[u.group] += 1
-    return Plan(spec, store, run_id, digest, prompts, units, histories, unit_history, dict(totals))
+    return Plan(spec, store, run_id, digest, prompts, units, histories, unit_history, dict(totals), not_run)
 
 
 class _Runners:
@@ -496,10 +505,16 @@ def planned_cells(plan: Plan) -> list[dict[str, Any]]:
     counts: Counter[tuple[str, str, str, str]] = Counter(
         (u.benchmark, u.subset, u.arm, u.model) for u in plan.units
     )
-    return [
+    cells = [
         {"benchmark": b, "subset": s, "arm": a, "model": m, "histories": n}
         for (b, s, a, m), n in sorted(counts.items())
     ]
+    # an arm that cannot run with this agent: its histories, none planned, and why
+    cells += [
+        {"benchmark": b, "subset": s, "arm": a, "model": m, "histories": 0, "not_run": why, "skipped": n}
+        for (b, s, a, m), (n, why) in sorted(plan.not_run.items())
+    ]
+    return cells
 
 
 def run_sweep(
@@ -606,6 +621,8 @@ def _run_planned(
         store.root / "plan.json",
         json.dumps({"run_id": plan.run_id, "cells": planned_cells(plan)}, indent=1).encode(),
     )
+    from pmem.arms import NEEDS_A_MODEL
+
     completed = store.completed()
     already: dict[tuple[str, str], int] = defaultdict(int)
     for u in plan.units:
@@ -619,6 +636,11 @@ def _run_planned(
         f"[pmem sweep] run {plan.run_id}: {len(plan.units)} histories x arms, {skipped} already complete "
         f"-> {store.root}"
     )
+    not_run: dict[str, int] = defaultdict(int)
+    for (_, _, arm, _), (n, _why) in plan.not_run.items():
+        not_run[arm] += n
+    for arm, n in sorted(not_run.items()):
+        progress.note(f"[pmem sweep] not run: {arm} ({n} histories): {NEEDS_A_MODEL}")
     redone = 0
     try:
         if len(plan.units) > skipped:

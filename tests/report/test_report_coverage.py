@@ -220,3 +220,14 @@ def test_foreign_parquet_is_a_one_line_error_naming_the_file(
     err = one_line_error(capsys)
     assert err.startswith(f"pmem report: {path}: ")
     assert not (root / "report").exists()
+
+
+def test_an_arm_planned_as_not_run_is_said_so_not_counted_missing(tmp_path: Path) -> None:
+    rows = [result(f"h{i:03d}", "pmem") for i in range(3)]
+    not_run = {**cell("mem0", 0), "not_run": "needs a model: it sends its own prompts", "skipped": 3}
+    cov = coverage(make_run(tmp_path / "run", rows, [cell("pmem", 3), not_run]))
+    assert cov[("chains", "mem0")]["status"] == "not run: needs a model: it sends its own prompts"
+    assert cov[("chains", "pmem")]["status"] == "ok"
+    notes = compute(open_run(tmp_path / "run")).tables["coverage"].notes
+    assert "0 cell(s) with no rows, 0 partial cell(s)." in notes
+    assert any("1 cell(s) not run" in n and "not zeros" in n for n in notes)
