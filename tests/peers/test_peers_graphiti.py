@@ -12,6 +12,7 @@ import re
 import pytest
 from peers_helpers import histories, run
 
+from pmem.arms import NEEDS_A_MODEL
 from pmem.models import make_chat_model
 
 pytestmark = pytest.mark.skipif(
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 def test_with_the_heuristic_agent_the_arm_is_not_run_and_says_why() -> None:
     ((out, recorder),) = run("graphiti", make_chat_model("heuristic"), histories(1))
     assert out.history_row.status == "failed"
-    assert "not run: needs a model" in (out.history_row.error or "") and recorder.calls == 0
+    assert f"not run: Graphiti {NEEDS_A_MODEL}" in (out.history_row.error or "") and recorder.calls == 0
 
 
 @pytest.mark.slow  # Graphiti retries an empty reply with backoff: about 80 s (make test-peers runs it)

@@ -10,6 +10,7 @@ import importlib.util
 import pytest
 from peers_helpers import histories, run
 
+from pmem.arms import NEEDS_A_MODEL
 from pmem.models import make_chat_model
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mem0") is None, reason="needs the mem0 extra")
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("mem0") is None, reason
 def test_with_the_heuristic_agent_the_arm_is_not_run_and_says_why() -> None:
     ((out, recorder),) = run("mem0", make_chat_model("heuristic"), histories(1))
     assert out.history_row.status == "failed"
-    assert "not run: needs a model" in (out.history_row.error or "")
+    assert f"not run: Mem0 {NEEDS_A_MODEL}" in (out.history_row.error or "")
     assert recorder.calls == 0  # refused before any call
 
 
