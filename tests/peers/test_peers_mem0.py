@@ -50,7 +50,8 @@ def test_a_library_failure_is_one_failed_history_and_the_next_goes_on() -> None:
         server.faults.script.extend(["500"] * 3)  # the first history's first calls fail for good
         (failed, _), (ok, _) = run("mem0", agent, histories(2))
     assert failed.history_row.status == "failed"
-    assert "mem0 add" in (failed.history_row.error or "") and "internal error" in (
-        failed.history_row.error or ""
-    )
+    reason = (failed.history_row.error or "").splitlines()[-1]
+    # the library's own message, then what the model layer said behind it (kept by the proxy)
+    assert reason.startswith("pmem.peers._base.PeerFailed: mem0 add: ")
+    assert "(model call: peer_write call to" in reason and "internal error (injected)" in reason
     assert ok.history_row.status == "complete", ok.history_row.error
