@@ -4,6 +4,7 @@ call of the (synchronous) library off the event loop, and how a history fails or
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -53,8 +54,12 @@ class PeerArm(ArmBase):
 
     Subclasses set :attr:`LIBRARY` and :attr:`EXTRA` and implement ``_ingest_units`` and ``read``."""
 
-    LIBRARY = "peer"  # as messages name it
+    LIBRARY = "peer"  # as failures and folders name it ("mem0")
+    LABEL = "Peer"  # as people name it ("Mem0")
     EXTRA = ""  # the optional dependency set that installs it
+    #: environment settings that keep the library's telemetry off (no call leaves 127.0.0.1), set before
+    #: it is imported
+    TELEMETRY_OFF: tuple[tuple[str, str], ...] = ()
     #: the library's loggers: quiet below CRITICAL, since what fails a history is in its row, and a sweep's
     #: output is its progress line (Mem0 and Graphiti log every retry and a notice per store)
     LOGGERS: tuple[str, ...] = ()
@@ -64,6 +69,24 @@ class PeerArm(ArmBase):
         self.proxy = MeteringProxy(models.agent, models.embedder)  # the library's only way out
         self.folder = Path(tempfile.mkdtemp(prefix=f"pmem-{self.LIBRARY.lower()}-"))  # its store
         self.units = 0  # write units given to the library
+        self._client: Any = None  # the library's memory object, once built (:meth:`client`)
+
+    async def client(self) -> Any:
+        """The library's memory, built at the first call: the model checked, the proxy listening, the
+        embedding size probed; then :meth:`open`."""
+        if self._client is None:
+            needs_a_model(self.models, self.LABEL)
+            self.quiet()
+            for name, value in self.TELEMETRY_OFF:
+                os.environ.setdefault(name, value)
+            url = await self.proxy.start()
+            dims = int((await self.embed(["dimension probe"])).shape[1])
+            self._client = await self.open(url, dims)
+        return self._client
+
+    async def open(self, url: str, dims: int) -> Any:
+        """Build the library's memory over the proxy at ``url`` (vectors of ``dims``); subclasses."""
+        raise NotImplementedError
 
     def quiet(self) -> None:
         """Keep the library's logging off the sweep's output (its failures reach the history row)."""

@@ -15,13 +15,12 @@ runs on the runner's event loop, as the proxy does.
 
 from __future__ import annotations
 
-import os
 import warnings
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pmem.memory.writepath import event_line
-from pmem.peers._base import REPLY_TOKENS, PeerArm, needs_a_model
+from pmem.peers._base import REPLY_TOKENS, PeerArm
 from pmem.peers._proxy import PEER_READ, PEER_WRITE
 
 if TYPE_CHECKING:
@@ -37,18 +36,14 @@ class GraphitiArm(PeerArm):
     ``chunk_chars`` (write units, as every arm)."""
 
     LIBRARY = "graphiti"
+    LABEL = "Graphiti"
     EXTRA = "graphiti"
     LOGGERS = ("graphiti_core",)
-    _graphiti: Any = None  # graphiti_core.Graphiti, built at the first call (the proxy must listen first)
+    TELEMETRY_OFF = (("GRAPHITI_TELEMETRY_ENABLED", "false"),)
     # Graphiti's group_id is left at the driver's default: one database per history already scopes it, and
     # Kuzu's driver (0.31) fails on a named group ('KuzuDriver' object has no attribute '_database')
 
-    async def _start(self) -> Any:
-        if self._graphiti is not None:
-            return self._graphiti
-        needs_a_model(self.models, "Graphiti")
-        self.quiet()
-        os.environ.setdefault("GRAPHITI_TELEMETRY_ENABLED", "false")  # no call leaves 127.0.0.1
+    async def open(self, url: str, dims: int) -> Any:
         try:
             from graphiti_core import Graphiti
             from graphiti_core.cross_encoder.openai_reranker_client import OpenAIRerankerClient
@@ -58,8 +53,6 @@ class GraphitiArm(PeerArm):
             from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
         except ImportError as exc:
             raise self.missing(exc) from exc
-        url = await self.proxy.start()
-        dims = int((await self.embed(["dimension probe"])).shape[1])
         llm = LLMConfig(
             api_key="local",
             model="agent",
@@ -87,13 +80,12 @@ class GraphitiArm(PeerArm):
             await graphiti.build_indices_and_constraints()
         except Exception as exc:
             raise self.failed(exc, "start") from exc
-        self._graphiti = graphiti
         return graphiti
 
     async def _ingest_units(self, units: list[list[Event]]) -> None:
         from graphiti_core.nodes import EpisodeType
 
-        graphiti = await self._start()
+        graphiti = await self.client()
         self.proxy.purpose = PEER_WRITE
         for unit in units:
             body = "\n".join(event_line(e) for e in unit)
@@ -114,7 +106,7 @@ class GraphitiArm(PeerArm):
             self.stats.cells = len(getattr(result, "nodes", []) or []) + self.stats.cells
 
     async def read(self, question: Question) -> ReadResult:
-        graphiti = await self._start()
+        graphiti = await self.client()
         self.proxy.purpose = PEER_READ
         try:
             edges = await graphiti.search(question.text, num_results=self.top_k)
@@ -123,11 +115,11 @@ class GraphitiArm(PeerArm):
         return self.make_read([str(e.fact) for e in edges], [str(e.uuid) for e in edges])
 
     async def aclose(self) -> None:
-        if self._graphiti is not None:
+        if self._client is not None:
             try:
-                await self._graphiti.close()
+                await self._client.close()  # Kuzu's connection, before the folder goes
             finally:
-                self._graphiti = None
+                self._client = None
         await super().aclose()
 
 

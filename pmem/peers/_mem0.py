@@ -12,11 +12,10 @@ compare it with is our ``add-only`` arm (the paper's CRUD description is Mem0 1.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from pmem.memory.writepath import event_line
-from pmem.peers._base import REPLY_TOKENS, PeerArm, needs_a_model
+from pmem.peers._base import REPLY_TOKENS, PeerArm
 from pmem.peers._proxy import PEER_READ, PEER_WRITE
 
 if TYPE_CHECKING:
@@ -29,23 +28,17 @@ class Mem0Arm(PeerArm):
     ``chunk_chars`` (write units, as every arm)."""
 
     LIBRARY = "mem0"
+    LABEL = "Mem0"
     EXTRA = "mem0"
     LOGGERS = ("mem0",)
-    _memory: Any = None  # mem0.Memory, built at the first call (the proxy must listen first)
+    TELEMETRY_OFF = (("MEM0_TELEMETRY", "False"),)
     _scope = "history"  # Mem0's user_id: one Memory per history, so one scope
 
-    async def _start(self) -> Any:
-        if self._memory is not None:
-            return self._memory
-        needs_a_model(self.models, "Mem0")
-        self.quiet()
-        os.environ.setdefault("MEM0_TELEMETRY", "False")  # before the import: no call leaves 127.0.0.1
+    async def open(self, url: str, dims: int) -> Any:
         try:
             from mem0 import Memory
         except ImportError as exc:
             raise self.missing(exc) from exc
-        url = await self.proxy.start()
-        dims = int((await self.embed(["dimension probe"])).shape[1])
         local = {"openai_base_url": url, "api_key": "local"}
         config = {
             "llm": {
@@ -66,11 +59,10 @@ class Mem0Arm(PeerArm):
             },
             "history_db_path": str(self.folder / "history.db"),
         }
-        self._memory = await self.call_library(Memory.from_config, config)
-        return self._memory
+        return await self.call_library(Memory.from_config, config)
 
     async def _ingest_units(self, units: list[list[Event]]) -> None:
-        memory = await self._start()
+        memory = await self.client()
         self.proxy.purpose = PEER_WRITE
         for unit in units:
             text = "\n".join(event_line(e) for e in unit)
@@ -83,7 +75,7 @@ class Mem0Arm(PeerArm):
             self.stats.facts += len(items)
 
     async def read(self, question: Question) -> ReadResult:
-        memory = await self._start()
+        memory = await self.client()
         self.proxy.purpose = PEER_READ
         found = await self.call_library(
             memory.search, question.text, top_k=self.top_k, filters={"user_id": self._scope}
