@@ -109,8 +109,10 @@ class PeerArm(ArmBase):
             raise self.failed(exc, getattr(fn, "__name__", "call")) from exc
 
     def failed(self, exc: BaseException, what: str) -> PeerFailed:
+        """The history's failure, on one line (a pydantic error spans several, its last one a URL)."""
         reason = self.proxy.failure
-        msg = f"{self.LIBRARY} {what}: {type(exc).__name__}: {exc}"
+        said = " ".join(str(exc).split())[:600]
+        msg = f"{self.LIBRARY} {what}: {type(exc).__name__}: {said}"
         return PeerFailed(f"{msg} (model call: {reason})" if reason else msg)
 
     def retained(self) -> bytes:
