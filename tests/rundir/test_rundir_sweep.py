@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pmem.report import build_report, compute, open_run
+from pmem.report._peers import COUNTERPART
 from pmem.report._probes import probe_tables
 from pmem.rundir import DATASETS
 from pmem.rundir import columns as C
@@ -62,12 +63,14 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
         "write_audit": fc[C.AUDIT_GOLD_IN_ACTIVE_CELL].drop_nulls().len() > 0,
         "published_vs_ours": True,
         "reply_quality": m.run.frame("requests") is not None,
+        # the real peers need a real model: the quickstart (heuristic agent) plans none of them
+        "peers": bool(set(res[C.ARM].unique().to_list()) & set(COUNTERPART)),
     }
     probes = res.filter(res[C.BENCHMARK] == "provenance-probes")
     has_rows.update(dict.fromkeys(probe_tables(m), probes.height > 0))
     assert probes.height > 0  # the quickstart's probe slice
     assert set(m.tables) == set(has_rows)
-    assert all(has_rows[t] for t in has_rows if t != "two_step")
+    assert all(has_rows[t] for t in has_rows if t not in ("two_step", "peers"))
     for name, table in m.tables.items():
         assert table.empty != has_rows[name], (
             f"{name}: {table.data.height} rows, run has rows: {has_rows[name]}"
