@@ -98,7 +98,48 @@ def peer_table(m: Metrics) -> Table:
         row["store_bytes_mean"] = _store_bytes(done)
         rows.append(row)
     data = pl.DataFrame(rows).sort(keys)
-    return Table("peers", title, data, None, notes, keys=tuple(keys), values=("accuracy",), section="peers")
+    return Table(
+        "peers", title, data, _display(data), notes, keys=tuple(keys), values=("accuracy",), section="peers"
+    )
+
+
+def _display(data: pl.DataFrame) -> pl.DataFrame:
+    """The table as read: numbers rounded, the interval beside the accuracy, the failure last and short."""
+
+    def num(name: str, digits: int) -> pl.Expr:
+        if name not in data.columns:
+            return pl.lit("—").alias(name)
+        value = pl.col(name).cast(pl.Float64).round(digits)
+        return (value.cast(pl.Int64) if digits == 0 else value).cast(pl.String).fill_null("—")
+
+    acc = (
+        pl.when(pl.col("accuracy").is_not_null())
+        .then(
+            pl.format(
+                "{}% [{}, {}]",
+                (pl.col("accuracy") * 100).round(1),
+                (pl.col("acc_lo") * 100).round(1),
+                (pl.col("acc_hi") * 100).round(1),
+            )
+        )
+        .otherwise(pl.lit("—"))
+        if "accuracy" in data.columns
+        else pl.lit("—")
+    )
+    return data.select(
+        C.BENCHMARK,
+        C.SUBSET,
+        C.ARM,
+        "complete",
+        "failed",
+        acc.alias("accuracy (95% CI)"),
+        num("write_calls_per_event", 2).alias("write calls/event"),
+        num("write_tokens_per_event", 0).alias("write tokens/event"),
+        num("model_s_per_event", 2).alias("model s/event"),
+        num("read_tokens_per_question", 0).alias("read tokens/question"),
+        num("store_bytes_mean", 0).alias("store bytes"),
+        pl.col("first_failure").fill_null("").alias("first failure"),
+    )
 
 
 def _tokens(calls: pl.DataFrame) -> int:
@@ -117,7 +158,11 @@ def _store_bytes(done: pl.DataFrame) -> float | None:
 
 
 def _last_line(error: str | None) -> str | None:
-    """A failure's reason: the last line of its message (the exception, with what the library said)."""
+    """A failure's reason, short: its last line that says something (a pydantic error ends on a URL),
+    without the exception's module path."""
     if not error:
         return None
-    return error.strip().splitlines()[-1][:300]
+    lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith("For further information")] or lines
+    reason = said[-1].removeprefix("pmem.peers._base.")
+    return reason if len(reason) <= 160 else reason[:157] + "..."

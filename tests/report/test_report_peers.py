@@ -48,6 +48,10 @@ def test_each_peer_sits_next_to_its_counterpart_with_figures_from_the_run(tmp_pa
         assert row["accuracy"] == answers[C.CORRECT].cast(pl.Int64).sum() / answers.height
         assert row["acc_lo"] - 1e-9 <= row["accuracy"] <= row["acc_hi"] + 1e-9
     assert data.filter(pl.col(C.ARM) == "add-only")["design"].to_list()[0] == "ours (add-only)"
+    # as read: the interval beside the accuracy, in percent
+    first = data.row(0, named=True)
+    shown = table.shown.row(0, named=True)
+    assert shown["accuracy (95% CI)"].startswith(f"{round(first['accuracy'] * 100, 1)}% [")
 
 
 def test_a_run_without_peers_has_an_empty_section_that_says_so(tmp_path: Path) -> None:
