@@ -5,9 +5,10 @@ Each history gets its own Graphiti over an embedded Kuzu database in a folder of
 embedded driver that installs here: Graphiti deprecates it upstream, and FalkorDB Lite, the other
 embedded choice, needs Python >= 3.12 (this project supports 3.11). The LLM is ``OpenAIGenericClient``
 and the embedder ``OpenAIEmbedder``, both pointed at the arm's :class:`~pmem.peers.MeteringProxy`
-(``structured_output_mode = "json_object"``: a JSON object with the schema in the prompt, which every
-backend of ours can be asked for); the reranker is pointed there too, though the default search does not
-call it. Events enter through Graphiti's own ``add_episode`` (one write unit per episode, dated by the
+(its default ``json_schema`` mode: the proxy hands Graphiti's schema to the model layer, whose backend
+asks its server for it in the server's own dialect: vLLM's structured outputs, llama.cpp's
+``json_object`` with the schema, both constrained decoding); the reranker is pointed there too, though
+the default search does not call it. Events enter through Graphiti's own ``add_episode`` (one write unit per episode, dated by the
 event's time, else by its arrival order); a question reads Graphiti's own ``search`` (``top_k`` facts,
 the arm's retrieval budget) and goes to the reader call every arm makes. Graphiti is asynchronous, so it
 runs on the runner's event loop, as the proxy does.
@@ -67,9 +68,7 @@ class GraphitiArm(PeerArm):
                 driver = KuzuDriver(db=str(self.folder / "graph.kuzu"))
             graphiti = Graphiti(
                 graph_driver=driver,
-                llm_client=OpenAIGenericClient(
-                    config=llm, max_tokens=REPLY_TOKENS, structured_output_mode="json_object"
-                ),
+                llm_client=OpenAIGenericClient(config=llm, max_tokens=REPLY_TOKENS),
                 embedder=OpenAIEmbedder(
                     OpenAIEmbedderConfig(
                         api_key="local", base_url=url, embedding_model="embedder", embedding_dim=dims
