@@ -120,6 +120,23 @@ class PeerArm(ArmBase):
         files = sorted(p for p in self.folder.rglob("*") if p.is_file())
         return b"".join(p.read_bytes() for p in files)
 
+    def store_archive(self) -> bytes:
+        """The library's store as one tar archive (the runner keeps it as the history's state, as it
+        keeps a P-Mem graph): its files, in name order, with fixed times and owners, so the same store
+        gives the same bytes."""
+        import io
+        import tarfile
+
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path in sorted(p for p in self.folder.rglob("*") if p.is_file()):
+                info = tarfile.TarInfo(path.relative_to(self.folder).as_posix())
+                info.size = path.stat().st_size
+                info.mtime, info.uid, info.gid, info.mode = 0, 0, 0, 0o644
+                with path.open("rb") as f:
+                    tar.addfile(info, f)
+        return out.getvalue()
+
     def store_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
 

@@ -208,12 +208,18 @@ class Runner:
         hist_rows = []
         for o in outs:
             row = o.history_row
+            u = o.unit
+            stem = f"states/{safe_name(u.arm)}/{safe_name(u.history_id.replace('/', '__'), 120)}.{u.uid[:10]}"
             if o.graph is not None and hasattr(o.graph, "save"):
-                u = o.unit
-                rel = f"states/{safe_name(u.arm)}/{safe_name(u.history_id.replace('/', '__'), 120)}.{u.uid[:10]}.arrow"
+                rel = f"{stem}.arrow"
                 path = staged.path_for(rel)
                 _save_state(o.graph, path)
                 row = replace(row, state_path=rel, state_bytes=path.stat().st_size)
+            elif o.store is not None:  # a peer library's files, as one tar archive
+                rel = f"{stem}.tar"
+                path = staged.path_for(rel)
+                path.write_bytes(o.store)
+                row = replace(row, state_path=rel, state_bytes=len(o.store))
             hist_rows.append(row)
             staged.units.append(o.unit.uid)
             staged.drop.append(f"histories/failed-{o.unit.uid}.parquet")

@@ -76,6 +76,8 @@ class UnitOutput:
     writes: list[WriteRow] = field(default_factory=list)
     requests: list[RequestRow] = field(default_factory=list)
     graph: Any = None
+    #: an arm's store that is not a graph, as one archive (a peer library's files: ``arm.store_archive()``)
+    store: bytes | None = None
 
     # status, error and wall time are the history row's: one value each
     @property
@@ -402,6 +404,8 @@ async def run_unit(
             for w in arm.write_log()
         ]
         graph = arm.graph()
+        archive = getattr(arm, "store_archive", None)  # what the memory holds, when it is not a graph
+        store = archive() if archive is not None and graph is None else None
     except asyncio.CancelledError:
         raise
     except Exception as exc:
@@ -410,7 +414,7 @@ async def run_unit(
         # the message last (summaries show the last line), a few frames before it for debugging
         frames = traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3)
         error = "".join(frames).strip()[-2000:]
-        results, writes, graph = [], [], None
+        results, writes, graph, store = [], [], None, None
         stats, extra = None, {}
     close = getattr(arm, "aclose", None)  # an arm that holds a server or files (the peer arms)
     if close is not None:
@@ -418,7 +422,7 @@ async def run_unit(
             await close()
         except Exception as exc:  # an arm that cannot release what it holds fails the history
             status, error = "failed", f"closing the arm: {type(exc).__name__}: {exc}"
-            results, writes, graph = [], [], None
+            results, writes, graph, store = [], [], None, None
     wall_s = time.perf_counter() - t0
     ops = dict(stats.ops) if stats is not None else {}
     # columns named by data (pmem.graph.OPS, STORE_AUDIT), as in _question_audit: typed by the schema on write
@@ -453,5 +457,5 @@ async def run_unit(
         finished_at=time.time(),
     )
     return UnitOutput(
-        unit, history_row, results, writes, recorder.rows_of(history_failed=status == "failed"), graph
+        unit, history_row, results, writes, recorder.rows_of(history_failed=status == "failed"), graph, store
     )

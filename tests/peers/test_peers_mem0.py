@@ -6,6 +6,8 @@ Needs the ``mem0`` extra (skipped without it; ``make test-peers``)."""
 from __future__ import annotations
 
 import importlib.util
+import io
+import tarfile
 
 import pytest
 from peers_helpers import histories, run
@@ -38,6 +40,10 @@ def test_the_library_runs_through_the_proxy_and_every_call_is_a_request_row() ->
     assert {r.purpose for r in chat} <= {"peer_write", "peer_read", "answer"}
     assert any(r.purpose == "peer_write" for r in chat) and any(r.purpose == "answer" for r in chat)
     assert out.results and all(r.read_tokens is not None for r in out.results)
+    # what Mem0 held is the history's state: its files as one tar archive
+    with tarfile.open(fileobj=io.BytesIO(out.store)) as tar:
+        names = tar.getnames()
+    assert "history.db" in names and any(n.startswith("faiss/") for n in names)
 
 
 def test_a_library_failure_is_one_failed_history_and_the_next_goes_on() -> None:
