@@ -102,7 +102,7 @@ class GraphitiArm(PeerArm):
             for edge in getattr(result, "edges", []) or []:
                 self.record("add", edge.name, edge.fact, True, event=unit[0].index)
             self.stats.facts += len(getattr(result, "edges", []) or [])
-            self.stats.cells = len(getattr(result, "nodes", []) or []) + self.stats.cells
+            self.stats.cells += len(getattr(result, "nodes", []) or [])
 
     async def read(self, question: Question) -> ReadResult:
         graphiti = await self.client()
