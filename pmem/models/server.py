@@ -136,6 +136,9 @@ class StandInServer:
         self.stats: Counter[str] = Counter()
         self.inflight = 0
         self.inflight_max = 0
+        #: the largest ``max_tokens`` a chat request asked for (the heuristic's replies are short and are
+        #: not cut to it; tests read what clients asked)
+        self.largest_reply_asked = 0
         self._memo: dict[str, tuple[str, int, int]] = {}
 
     def app(self) -> web.Application:
@@ -232,8 +235,10 @@ class StandInServer:
         try:
             body = await request.json()
             messages = list(body["messages"])
+            asked = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
         except (ValueError, KeyError, TypeError) as exc:
             return web.json_response({"error": {"message": f"bad request: {exc}"}}, status=400)
+        self.largest_reply_asked = max(self.largest_reply_asked, asked)
         kind = self.faults.next()
         text, prompt, completion = self._reply(messages, request.headers.get("X-Purpose"), body)
         if self.faults.latency_s:

@@ -7,6 +7,6 @@ arm makes. The library's HTTP calls reach the sweep's models through a :class:`M
 
 from __future__ import annotations
 
-from pmem.peers._proxy import PEER_READ, PEER_WRITE, MeteringProxy
+from pmem.peers._proxy import PEER_READ, PEER_WRITE, REPLY_TOKENS, MeteringProxy
 
-__all__ = ["PEER_READ", "PEER_WRITE", "MeteringProxy"]
+__all__ = ["PEER_READ", "PEER_WRITE", "REPLY_TOKENS", "MeteringProxy"]

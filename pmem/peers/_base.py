@@ -12,16 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pmem.arms._common import ArmBase
-from pmem.memory.prompts import template
-from pmem.peers._proxy import MeteringProxy
+from pmem.peers._proxy import REPLY_TOKENS, MeteringProxy
 
 if TYPE_CHECKING:
     from pmem.arms._base import ModelSet
 
-
-#: the longest reply a peer library is let ask for: the ceiling of our own extraction call (Graphiti asks
-#: for 16,384 by default, which a small model fills by looping inside its JSON)
-REPLY_TOKENS = template("extract").max_tokens
+__all__ = ["REPLY_TOKENS", "PeerArm", "PeerFailed", "PeerNotRunnable"]
 
 
 class PeerNotRunnable(RuntimeError):

@@ -20,14 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from pmem.memory.prompts import template
 from pmem.memory.writepath import PEER_READ, PEER_WRITE
 from pmem.models import ModelCallError
 
 if TYPE_CHECKING:
     from pmem.models._types import ChatModel, Embedder
 
-__all__ = ["PEER_READ", "PEER_WRITE", "MeteringProxy"]  # the purposes are the writer's (pmem.memory)
-_DEFAULT_MAX_TOKENS = 1024
+__all__ = ["PEER_READ", "PEER_WRITE", "REPLY_TOKENS", "MeteringProxy"]  # the purposes are the writer's
+
+#: the longest reply a peer library gets: the ceiling of our own extraction call. The proxy holds every
+#: request to it, whatever the library asks (Graphiti asks for 16,384 by default, which a small model fills
+#: by looping inside its JSON; without ``max_tokens`` a server may reply up to its context).
+REPLY_TOKENS = template("extract").max_tokens
 #: a JSON-object reply asked for without a schema (``response_format: {"type": "json_object"}``)
 _ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
@@ -39,6 +44,8 @@ class MeteringProxy:
         agent: the chat model calls go to (a history's recorded view in a sweep).
         embedder: the embedder embedding requests go to.
         model_name: the model name the library is told to use (any name is accepted).
+        reply_tokens: the most tokens a reply may have; a request asking for more (or for no limit)
+            gets this many.
 
     >>> import asyncio, json, urllib.request
     >>> from pmem.models import make_chat_model, make_embedder
@@ -52,10 +59,18 @@ class MeteringProxy:
     (2, 1)
     """
 
-    def __init__(self, agent: ChatModel, embedder: Embedder, *, model_name: str = "agent") -> None:
+    def __init__(
+        self,
+        agent: ChatModel,
+        embedder: Embedder,
+        *,
+        model_name: str = "agent",
+        reply_tokens: int = REPLY_TOKENS,
+    ) -> None:
         self.agent = agent
         self.embedder = embedder
         self.model_name = model_name
+        self.reply_tokens = reply_tokens  # the ceiling of every reply's max_tokens, whatever is asked
         #: the purpose tag of the calls from now on (the arm switches it between writing and reading)
         self.purpose = PEER_WRITE
         #: the first reason a call got no reply (the history fails with it), or None
@@ -113,12 +128,12 @@ class MeteringProxy:
         messages = [
             {"role": str(m.get("role", "user")), "content": _text(m.get("content"))} for m in body["messages"]
         ]
-        limit = body.get("max_tokens") or body.get("max_completion_tokens") or _DEFAULT_MAX_TOKENS
+        asked = body.get("max_tokens") or body.get("max_completion_tokens") or REPLY_TOKENS
         try:
             c = await self.agent.complete(
                 messages,
                 purpose=self.purpose,
-                max_tokens=int(limit),
+                max_tokens=min(int(asked), self.reply_tokens),
                 temperature=float(body.get("temperature") or 0.0),
                 schema=_schema(body.get("response_format")),
             )

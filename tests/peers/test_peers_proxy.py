@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 
 from pmem.models import RequestLog, make_chat_model, make_embedder
-from pmem.peers import PEER_READ, PEER_WRITE, MeteringProxy
+from pmem.peers import PEER_READ, PEER_WRITE, REPLY_TOKENS, MeteringProxy
 
 
 async def _post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -66,3 +66,25 @@ def test_what_the_model_layer_cannot_carry_is_refused_and_a_failed_call_is_kept(
     assert tools[0] == 400 and "tool calls" in tools[1]["error"]["message"]
     assert bad_input[0] == 400 and "input" in bad_input[1]["error"]["message"]
     assert unreachable[0] == 502 and proxy.failure and "127.0.0.1:9" in proxy.failure
+
+
+def test_no_reply_may_be_longer_than_the_ceiling_whatever_the_library_asks() -> None:
+    from pmem.models.server import ServerThread
+
+    chat = {"messages": [{"role": "user", "content": "hello"}]}
+
+    async def go(server: ServerThread, asked: dict[str, Any]) -> int:
+        agent = make_chat_model({"backend": "openai", "url": server.url, "model": "m", "max_retries": 0})
+        async with MeteringProxy(agent, make_embedder("hashing")) as proxy:
+            status, _ = await _post(proxy.url + "/chat/completions", {**chat, **asked})
+        assert status == 200
+        return server.server.largest_reply_asked
+
+    for asked, sent in [
+        ({"max_tokens": 16_384}, REPLY_TOKENS),  # Graphiti's default: held to the ceiling
+        ({"max_completion_tokens": 10 * REPLY_TOKENS}, REPLY_TOKENS),
+        ({}, REPLY_TOKENS),  # no limit asked: not the server's context, the ceiling
+        ({"max_tokens": 100}, 100),  # a smaller limit is the library's to ask
+    ]:
+        with ServerThread() as server:
+            assert asyncio.run(go(server, asked)) == sent, asked
