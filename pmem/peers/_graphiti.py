@@ -48,7 +48,9 @@ class GraphitiArm(PeerArm):
         try:
             from graphiti_core import Graphiti
             from graphiti_core.cross_encoder.openai_reranker_client import OpenAIRerankerClient
+            from graphiti_core.driver.driver import GraphProvider
             from graphiti_core.driver.kuzu_driver import KuzuDriver
+            from graphiti_core.graph_queries import get_fulltext_indices
             from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
             from graphiti_core.llm_client.config import LLMConfig
             from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
@@ -77,6 +79,7 @@ class GraphitiArm(PeerArm):
                 cross_encoder=OpenAIRerankerClient(config=llm),
             )
             await graphiti.build_indices_and_constraints()
+            await _full_text_indices(driver, get_fulltext_indices(GraphProvider.KUZU))
         except Exception as exc:
             raise self.failed(exc, "start") from exc
         return graphiti
@@ -120,6 +123,22 @@ class GraphitiArm(PeerArm):
             finally:
                 self._client = None
         await super().aclose()
+
+
+async def _full_text_indices(driver: Any, statements: list[str]) -> None:
+    """Create the full-text indices Graphiti's Kuzu driver lists but never creates.
+
+    Its ``build_indices_and_constraints`` is a no-op on Kuzu (graphiti-core 0.31; getzep/graphiti#1112,
+    #1258), so the first search of an episode's edges fails ("Table RelatesToNode_ doesn't have an index
+    with name edge_name_and_fact"). The statements are the library's own (``get_fulltext_indices``); one
+    that already exists (a version that creates them) is left alone, as Kuzu has no ``IF NOT EXISTS`` here.
+    """
+    rows, _, _ = await driver.execute_query("CALL SHOW_INDEXES() RETURN *;")
+    existing = {str(r.get("index_name")) for r in rows or []}
+    for statement in statements:
+        name = statement.split("'")[3]  # CALL CREATE_FTS_INDEX('Table', 'name', [...])
+        if name not in existing:
+            await driver.execute_query(statement)
 
 
 def _reference_time(e: Event) -> datetime:

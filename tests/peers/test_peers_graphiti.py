@@ -52,3 +52,32 @@ def test_a_reply_off_its_schema_fails_the_history_with_the_librarys_message_and_
     chat = [r for _, recorder in results for r in recorder.rows if r.purpose != "embed"]
     assert len(chat) == served > 0 and {r.purpose for r in chat} == {"peer_write"}
     assert all(r.prompt_tokens > 0 for r in chat)
+
+
+def test_a_fresh_store_answers_a_search() -> None:
+    """Graphiti's Kuzu driver lists full-text indices it never creates, so its edge search failed with
+    "Table RelatesToNode_ doesn't have an index with name edge_name_and_fact" on every history that
+    reached a question; the arm creates them from the library's own list."""
+    import asyncio
+
+    from pmem.arms import ModelSet, make_arm
+    from pmem.models import make_embedder
+    from pmem.models.server import ServerThread
+
+    (history,) = histories(1)
+
+    async def go(url: str) -> tuple[list[str], set[str]]:
+        agent = make_chat_model({"backend": "openai", "url": url, "model": "m", "max_retries": 0})
+        arm = make_arm("graphiti", ModelSet(agent, make_embedder("hashing")))
+        try:
+            read = await arm.read(history.questions[0])
+            graphiti = await arm.client()
+            rows, _, _ = await graphiti.driver.execute_query("CALL SHOW_INDEXES() RETURN *;")
+            return list(read.items), {r["index_name"] for r in rows}
+        finally:
+            await arm.aclose()
+
+    with ServerThread() as server:
+        found, indices = asyncio.run(go(server.url))
+    assert found == []  # nothing written yet: an empty answer, not an exception
+    assert {"edge_name_and_fact", "node_name_and_summary", "episode_content"} <= indices
