@@ -5,6 +5,9 @@ both must leave a reader with the old bytes or the new, never part of either, ev
 killed or the disk fills. ``pmem.graph`` keeps its own copy of the rule, since the core imports nothing
 else from ``pmem``.
 
+:func:`file_sha256` is the one place a file's sha256 is computed (commit records, the report's integrity
+check, vendored data, converted weights, ingest checkpoints and streams).
+
 A fault-injection hook makes "the writer dies here" testable without timing luck: :func:`checkpoint`
 is called at each step of a protocol with the step's name, and tests install a function that kills the
 process at the step they choose (see ``tests/runner/test_runner_crash.py``).
@@ -24,7 +27,10 @@ import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+#: bytes read at a time when hashing or copying a file
+_BLOCK = 1 << 20
 
 #: temporary files end with this; readers of a directory ignore them
 TMP_SUFFIX = ".pmem-tmp"
@@ -37,6 +43,29 @@ def checkpoint(step: str) -> None:
     """A named point of a write protocol where a test may kill the writer."""
     if fault_hook is not None:
         fault_hook(step)
+
+
+def file_sha256(
+    path: str | os.PathLike[str], *, limit: int | None = None, copy_to: BinaryIO | None = None
+) -> str:
+    """The sha256 hex digest of the file at ``path``, read in blocks (never held whole).
+
+    ``limit``: hash only the first ``limit`` bytes (fewer when the file is shorter). ``copy_to``: also
+    write every block read to this binary file, so a copy and its digest take one read.
+    """
+    digest = hashlib.sha256()
+    left = limit
+    with open(path, "rb") as f:
+        while left is None or left > 0:
+            block = f.read(_BLOCK if left is None else min(_BLOCK, left))
+            if not block:
+                break
+            digest.update(block)
+            if copy_to is not None:
+                copy_to.write(block)
+            if left is not None:
+                left -= len(block)
+    return digest.hexdigest()
 
 
 def _fsync_path(path: Path) -> None:
@@ -108,15 +137,12 @@ def atomic_copy_file(source: Path, path: Path, sha256: str | None = None) -> Non
     """
     path = Path(path)
     tmp = temp_path(path)
-    digest = hashlib.sha256()
     try:
-        with open(source, "rb") as src, open(tmp, "xb") as dst:
-            while block := src.read(1 << 24):
-                digest.update(block)
-                dst.write(block)
+        with open(tmp, "xb") as dst:
+            digest = file_sha256(source, copy_to=dst)
             dst.flush()
             os.fsync(dst.fileno())
-        if sha256 is not None and digest.hexdigest() != sha256:
+        if sha256 is not None and digest != sha256:
             msg = f"{source}: its bytes no longer hash to {sha256} (changed on disk); {path} was not written"
             raise ValueError(msg)
     except BaseException:

@@ -37,8 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pmem._exit import EXIT_INTERRUPTED
-    from pmem.runner import ConfigError, SweepInterrupted, load_config, run_sweep
-    from pmem.runner._summary import print_summary
+    from pmem.runner import ConfigError, SweepInterrupted, load_config, print_summary, run_sweep
 
     path = Path(args.config) if args.config else _quickstart()
     try:

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_directory(args: argparse.Namespace) -> int:
     from pmem._lock import LockHeldError
+    from pmem.rundir import RUN_TOML
     from pmem.runner import RunErasureError, erase_in_run
 
     if not args.history:
@@ -55,8 +56,8 @@ def _run_directory(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if not (Path(args.state) / "run.toml").is_file():
-        print(f"error: {args.state} is a directory but not a run directory (no run.toml)", file=sys.stderr)
+    if not (Path(args.state) / RUN_TOML).is_file():
+        print(f"error: {args.state} is a directory but not a run directory (no {RUN_TOML})", file=sys.stderr)
         return 2
     try:
         receipt = erase_in_run(args.state, args.history, args.evidence, args.arm)
@@ -79,7 +80,7 @@ def _state_file(args: argparse.Namespace) -> int:
         return 2
     from pmem._lock import LockHeldError
     from pmem._scrub import stated_only_by
-    from pmem.ingest._erase import erase_in_workdir
+    from pmem.ingest import erase_in_workdir
 
     try:
         graph = ProvenanceGraph.load(state)

@@ -8,6 +8,11 @@ That object is an entry already (what registering returned) or a callable the ow
 as one. Other processes (Ray workers) find a plugin only
 through such a name, since it makes them import the module.
 
+An entry may be :class:`Lazy`: a ``module:attr`` target imported on first use (:meth:`Registry.load`),
+after the modules it ``needs`` (an optional dependency; one that is missing is a
+:class:`MissingDependencyError` naming the ``extra`` that installs it). The model backends are such
+entries, so that building the heuristic agent never imports Ray or scikit-learn.
+
 >>> reg = Registry("thing", str, dict, lambda ref, fn: fn.__name__, "a class")
 >>> reg.get("collections:OrderedDict")
 'OrderedDict'
@@ -19,16 +24,58 @@ ValueError: plugin thing 'math:pi' is a float: give a class
 Traceback (most recent call last):
 ...
 ValueError: unknown thing 'nope' (known: none; or module:attr for a plugin)
+>>> lazy = Registry("backend", Lazy, lambda: {"od": Lazy("collections:OrderedDict", "x", ("no_such_mod",))},
+...                 lambda ref, obj: Lazy(ref), "a class")
+>>> lazy.load("collections:OrderedDict").__name__
+'OrderedDict'
+>>> lazy.load("od")
+Traceback (most recent call last):
+...
+pmem._plugins.MissingDependencyError: backend 'od' needs the package 'no_such_mod', which is missing: pip install 'pmem[x]'
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 E = TypeVar("E")
 _MISSING = object()
+
+
+class MissingDependencyError(ImportError):
+    """An optional dependency is not installed; the message names the extra that installs it.
+
+    (``pmem.models.MissingDependencyError``: the model backends raise it.)"""
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """An entry that stands for the object at ``target`` (``module:attr``), imported on first use.
+
+    ``needs`` are top-level modules that must import first (an optional dependency), ``extra`` the
+    ``pmem`` extra that installs them (None: a plain ``pip install -e .`` does)."""
+
+    target: str
+    extra: str | None = None
+    needs: tuple[str, ...] = ()
+
+    def load(self, what: str) -> Any:
+        """The object, its ``needs`` imported first; ``what`` names the entry in the error."""
+        for module in self.needs:
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                hint = f"pip install 'pmem[{self.extra}]'" if self.extra else "pip install -e ."
+                msg = f"{what} needs the package {module!r}, which is missing: {hint}"
+                raise MissingDependencyError(msg) from exc
+        module_name, _, attr = self.target.partition(":")
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
 
 
 class Registry(Generic[E]):
@@ -99,6 +146,12 @@ class Registry(Generic[E]):
             return entry
         msg = f"unknown {self.what} {name!r} (known: {', '.join(self.names()) or 'none'}; or module:attr for a plugin)"
         raise ValueError(msg)
+
+    def load(self, name: str) -> Any:
+        """What the entry of ``name`` stands for: a :class:`Lazy` entry's object, imported now (a missing
+        dependency is a :class:`MissingDependencyError` naming its extra); any other entry is itself."""
+        entry = self.get(name)
+        return entry.load(f"{self.what} {name!r}") if isinstance(entry, Lazy) else entry
 
     def _load(self, ref: str) -> Any:
         module, _, attr = ref.partition(":")

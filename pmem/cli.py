@@ -110,6 +110,7 @@ EXTRA_OF: dict[str, str] = {
     "scipy": "eval",  # scikit-learn's; the memory's index uses it when present
     "matplotlib": "eval",
     "tqdm": "eval",
+    "PIL": "eval",
     "uvloop": "eval",
 }
 

@@ -22,6 +22,8 @@ labels and display order; ``register_arm`` and ``module:attr`` names add plugins
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from pmem.arms._base import Answer, Arm, ModelSet, ReadResult, WriteRecord, WriteStats
 from pmem.arms._registry import (
     ARM_NAMES,
@@ -36,12 +38,16 @@ from pmem.arms._registry import (
     sort_arms,
 )
 
+if TYPE_CHECKING:
+    from pmem.arms._common import ArmBase
+
 __all__ = [
     "ARM_NAMES",
     "NEEDS_A_MODEL",
     "PEER_ARM_NAMES",
     "Answer",
     "Arm",
+    "ArmBase",
     "ArmEntry",
     "ModelSet",
     "ReadResult",
@@ -54,3 +60,14 @@ __all__ = [
     "resolve_arm",
     "sort_arms",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # the base class of arms that write through P-Mem's writer (the peer arms subclass it): imported on
+    # first use, so that `import pmem.arms` stays cheap (the report only needs names)
+    if name == "ArmBase":
+        from pmem.arms._common import ArmBase
+
+        return ArmBase
+    msg = f"module 'pmem.arms' has no attribute {name!r}"
+    raise AttributeError(msg)

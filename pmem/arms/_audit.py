@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pmem.bench._types import Event, Question
+    from pmem.bench import Event, Question
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Gold:
 
 @lru_cache(maxsize=8)
 def _gold_cached(lines: tuple[tuple[int, str], ...]) -> Gold:
-    from pmem.bench._facts import fact_key, parse_fact
+    from pmem.bench import fact_key, parse_fact
 
     seqs: dict[str, list[str]] = defaultdict(list)
     event_key: dict[int, str] = {}
@@ -50,7 +50,7 @@ def gold_of(events: Sequence[Event]) -> Gold:
 
 
 def _norm(text: str) -> str:
-    from pmem.bench._scoring import normalize_answer
+    from pmem.bench import normalize_answer
 
     return normalize_answer(text)
 

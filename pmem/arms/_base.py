@@ -19,9 +19,9 @@ from pmem.memory.writepath import WriteRecord, WriteStats
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pmem.bench._types import Event, Question
+    from pmem.bench import Event, Question
     from pmem.graph import ProvenanceGraph
-    from pmem.models._types import ChatModel, Embedder
+    from pmem.models import ChatModel, Embedder
 
 
 @dataclass(frozen=True)

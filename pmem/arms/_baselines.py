@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from pmem.arms._common import ArmBase
 from pmem.memory.prompts import CRUD_EVENTS, build_messages, template
 from pmem.memory.writepath import Fact, VectorIndex, completion_json, event_line, extract_units, unit_text
-from pmem.models._tokens import chars_that_fit
+from pmem.models import chars_that_fit
 
 if TYPE_CHECKING:
     from pmem.arms._base import ModelSet, ReadResult
-    from pmem.bench._types import Event, Question
+    from pmem.bench import Event, Question
 
 
 class NoMemoryArm(ArmBase):
@@ -214,7 +214,7 @@ class ChunksArm(_ItemStore):
     DEFAULT_TOP_K = 5
 
     async def _ingest_units(self, units: list[list[Event]]) -> None:
-        from pmem.bench._chunks import chunk_events
+        from pmem.bench import chunk_events
 
         if self.stream == "dialogue":
             groups = units

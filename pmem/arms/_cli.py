@@ -255,15 +255,17 @@ def _plumbing_options(arm: str, options: Mapping[str, Mapping[str, Any]] | None)
 
 
 def _plumbing_histories(longmemeval: str | None = None) -> list[Any]:
-    from pmem.bench import iter_histories
-    from pmem.bench._probes import SUBSETS as PROBE_SUBSETS
+    from pmem.bench import benchmark_info, iter_histories
 
     hs = [
         next(iter_histories("alfworld-revision", "chains", L=2, cases=1)),
         next(iter_histories("alfworld-revision", "retraction", d=0, cases=1)),
         next(iter_histories("alfworld-revision", "conflict", cases=1)),
         next(iter_histories("factconsolidation", "sh_6k")),
-        *(next(iter_histories("provenance-probes", s, cases=1)) for s in PROBE_SUBSETS),
+        *(
+            next(iter_histories("provenance-probes", s, cases=1))
+            for s in benchmark_info("provenance-probes").subsets
+        ),
     ]
     if longmemeval is not None:
         hs.append(next(iter_histories("longmemeval", "s", path=longmemeval, verify=False)))

@@ -20,7 +20,7 @@ from pmem.memory.writepath import Writer, count_tokens, pause
 
 if TYPE_CHECKING:
     from pmem.arms._base import ModelSet
-    from pmem.bench._types import Event, History, Question
+    from pmem.bench import Event, History, Question
     from pmem.graph import ProvenanceGraph
 
 STREAM_KINDS = ("facts", "dialogue", "events")
@@ -40,7 +40,7 @@ def split_units(events: Sequence[Event], kind: str, chunk_chars: int = 1000) -> 
     if not events:
         return []
     if kind == "facts":
-        from pmem.bench._chunks import chunk_events
+        from pmem.bench import chunk_events
 
         return chunk_events(events, chunk_chars)
     if kind == "dialogue":

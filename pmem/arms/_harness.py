@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pmem.arms._base import Arm, ModelSet
-    from pmem.bench._types import History, Question
+    from pmem.bench import History, Question
 
 Probe = Callable[[Any, Any], dict[str, Any]]
 
@@ -101,7 +101,7 @@ def store_values(arm: Any, key: str) -> tuple[set[str], set[str]]:
         cell = g.cell(key)
         current = set() if cell is None or cell.value is None else {cell.value, *cell.alternatives}
         return current, {v.value for v in g.versions(key)}
-    from pmem.bench._types import Event
+    from pmem.bench import Event
     from pmem.memory.writepath import template_facts
 
     current, ever = set(), set()

@@ -24,7 +24,7 @@ from pmem.memory.writepath import WRITE_OPTIONS, VectorIndex, WritePath, event_l
 
 if TYPE_CHECKING:
     from pmem.arms._base import ModelSet, ReadResult
-    from pmem.bench._types import Event, Question
+    from pmem.bench import Event, Question
     from pmem.graph import ProvenanceGraph
 
 

@@ -6,12 +6,13 @@ missing or altered file raises :class:`DataError` naming the file and how to obt
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from pmem._atomic import file_sha256
 
 ENV_VAR = "PMEM_DATASETS"
 
@@ -35,14 +36,6 @@ def datasets_root() -> Path:
     return bundled("datasets") or Path.cwd() / "datasets"
 
 
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def load_manifest(root: Path | None = None) -> dict[str, Any]:
     root = root or datasets_root()
     path = root / "MANIFEST.json"
@@ -63,7 +56,7 @@ def load_manifest(root: Path | None = None) -> dict[str, Any]:
 @lru_cache(maxsize=64)
 def _verified(path: str, size: int, mtime_ns: int, sha: str) -> bool:
     # Keyed on size and mtime so a file edited in place is hashed again.
-    return sha256_file(Path(path)) == sha
+    return file_sha256(path) == sha
 
 
 def verified_path(relpath: str, root: Path | None = None) -> Path:

@@ -21,7 +21,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pmem.bench._data import DataError, sha256_file
+from pmem._atomic import file_sha256
+from pmem.bench._data import DataError
 from pmem.bench._judge import ANSWER_CLASSES, QUESTION_TYPE_KINDS, is_abstention
 from pmem.bench._types import Event, History, Question
 
@@ -75,7 +76,7 @@ def check_hash(path: Path, expected: str) -> None:
     if not path.is_file():
         msg = f"LongMemEval file {path} does not exist: {OBTAIN}"
         raise DataError(msg)
-    actual = sha256_file(path)
+    actual = file_sha256(path)
     if actual != expected:
         msg = (
             f"{path}: sha256 {actual} does not match the official {expected}; this is not the official "

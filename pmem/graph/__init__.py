@@ -9,6 +9,7 @@ from __future__ import annotations
 from pmem.graph._bulk import WRITE_BATCH_SCHEMA, BatchResult
 from pmem.graph._codes import DISCLOSURES, EDGE_KINDS, OPS, STATUSES
 from pmem.graph._graph import ProvenanceGraph
+from pmem.graph._hashing import hash_char_ngrams
 from pmem.graph._identity import (
     GENERIC_KEY_WORDS,
     HashingKeyEmbedding,
@@ -20,7 +21,7 @@ from pmem.graph._patch import Lowering, Patch, PatchController
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._state import StateFileError
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
-from pmem.graph._validate import key_problem, valid_instant
+from pmem.graph._validate import check_text, key_problem, valid_instant
 
 __all__ = [
     "DISCLOSURES",
@@ -45,6 +46,8 @@ __all__ = [
     "ProvenanceGraph",
     "StateFileError",
     "Version",
+    "check_text",
+    "hash_char_ngrams",
     "key_problem",
     "rule_confirm",
     "valid_instant",

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from pmem.ingest._driver import IngestReport, ingest
+from pmem.ingest._erase import erase_in_workdir
 from pmem.ingest._reference import ingest_sequential
 from pmem.ingest._spec import IngestSpec, load_ingest_config, parse_ingest_config
 from pmem.ingest._stream import EVENT_SCHEMA, StreamError, read_stream
@@ -19,6 +20,7 @@ __all__ = [
     "IngestSpec",
     "ResumeError",
     "StreamError",
+    "erase_in_workdir",
     "ingest",
     "ingest_sequential",
     "load_ingest_config",

@@ -15,17 +15,12 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from pmem.models import CallContext
-from pmem.runner._actor import _client
-from pmem.runner._bindings import open_cache
-from pmem.runner._execute import RecordingChatModel, RecordingEmbedder
+from pmem.models import CallContext, ResponseCache
+from pmem.runner import RecordingChatModel, RecordingEmbedder, model_client
 
 if TYPE_CHECKING:
-    from pmem.models import ResponseCache
-    from pmem.models._log import RequestLog
-    from pmem.models._types import CallOptions, Completion, Embedding
-    from pmem.runner._config import RoleSpec
-    from pmem.runner._hosting import Hosted
+    from pmem.models import CallOptions, Completion, Embedding, RequestLog
+    from pmem.runner import Hosted, RoleSpec
 
 #: The ``arm`` column of an ingest's request rows.
 INGEST_ARM = "ingest"
@@ -79,14 +74,14 @@ def open_ingest_cache(path: str | None) -> ResponseCache | None:
     """An ingest process's response cache (None when caching is off): entries are held and written
     once per batch (:meth:`ResponseCache.flush`), before the calls are reported to the driver or
     logged, so every logged call is in the cache when a resumed run looks for it."""
-    return open_cache(path, write_behind=True)
+    return ResponseCache(path, write_behind=True) if path else None
 
 
 def build_models(
     spec: RoleSpec, hosted: dict[str, Hosted], cache: ResponseCache | None, log: RequestLog, key: str
 ) -> Any:
     """The sweep's client for ``spec`` (the driver-hosted replicas when there are some), logged."""
-    base = _client(spec, key, hosted, cache)
+    base = model_client(spec, key, hosted, cache)
     recorder = SimpleNamespace(log=log)
     ctx = CallContext(arm=INGEST_ARM)
     return (RowEmbedder if spec.role == "embedder" else RowChat)(base, recorder, ctx)  # type: ignore[arg-type]

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from pmem.ingest._stream import StreamError
     from pmem.ingest._workdir import ResumeError
     from pmem.models import ModelCallError, one_line
-    from pmem.runner._config import ConfigError
+    from pmem.runner import ConfigError
 
     try:
         report = ingest(

@@ -39,11 +39,12 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem.ingest._calls import build_models, for_row, open_ingest_cache
 from pmem.ingest._merge import merge_batch
 from pmem.ingest._spec import IngestSpec, load_ingest_config
-from pmem.ingest._stream import Position, StreamBatch, StreamError, count_rows, read_stream
+from pmem.ingest._stream import Position, StreamBatch, StreamError, check_format, count_rows, read_stream
 from pmem.ingest._workdir import ResumeError, Workdir, stream_check, workdir_of
 from pmem.ingest._worker import (
     IngestWorker,
@@ -53,8 +54,7 @@ from pmem.ingest._worker import (
     peak_rss_mb,
     reset_peak_rss,
 )
-from pmem.models._log import RequestLog, records_to_table
-from pmem.runner._store import file_sha256
+from pmem.models import RequestLog, records_to_table
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -219,10 +219,11 @@ def ingest(
         raise ValueError(msg)
     import ray  # before anything is written: Ray is the eval extra's, maybe not installed
 
-    from pmem.runner._connect import connect, embedded
+    from pmem.runner import connect, embedded
 
     stream, out = Path(stream), Path(out)
     check_paths(stream, out)
+    check_format(stream)  # a file that is not what its name says: one line, before Ray starts
     workdir = workdir_of(out)
     workdir.mkdir(exist_ok=True)
     # one ingest per output for its whole run: a second one is refused here, before any model starts
@@ -470,8 +471,8 @@ class _Ingest:
         return bool(doc["stream_check"]["bytes"] == self.stream.stat().st_size)
 
     def _host_models(self) -> dict[str, Any]:
-        from pmem.models._registry import HOSTED_BACKENDS
-        from pmem.runner._hosting import HostedModels
+        from pmem.models import HOSTED_BACKENDS
+        from pmem.runner import HostedModels
 
         specs = {f"agent:{self.spec.agent.model_id}": self.spec.agent, "embedder": self.spec.embedder}
         if not any(s.backend in HOSTED_BACKENDS for s in specs.values()):
@@ -770,7 +771,7 @@ class _Ingest:
 
 def _unit_texts(texts: list[str], times: list[str | None]) -> list[str]:
     """Each row's unit text, as the write path renders a one-event unit."""
-    from pmem.bench._types import Event
+    from pmem.bench import Event
     from pmem.memory.writepath import event_line
 
     return [event_line(Event(0, text, time=t)) for text, t in zip(texts, times, strict=True)]

@@ -21,10 +21,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem._scrub import ERASED, erase_from_cache, holds, scrub_parquet
 from pmem.ingest._workdir import Workdir, workdir_of
-from pmem.runner._store import file_sha256
 
 if TYPE_CHECKING:
     from pmem.graph import ProvenanceGraph

@@ -26,10 +26,10 @@ def ingest_sequential(
 
 
 async def _run(stream: Path, spec: IngestSpec, skip_bad: bool) -> ProvenanceGraph:
-    from pmem.bench._types import Event
-    from pmem.runner._bindings import build_chat, build_embedder
+    from pmem.bench import Event
+    from pmem.models import make_chat_model, make_embedder
 
-    path = spec.write_path(build_chat(spec.agent), build_embedder(spec.embedder))
+    path = spec.write_path(make_chat_model(spec.agent.spec), make_embedder(spec.embedder.spec))
     position = 0
     for batch in read_stream(stream, skip_bad=skip_bad):
         ev = batch.events

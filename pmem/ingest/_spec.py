@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pmem.runner._config import RoleSpec, _check_keys, _err, _model, read_toml
+from pmem.runner import RoleSpec, check_keys, config_error, parse_role, read_toml
 
 if TYPE_CHECKING:
     from pmem.memory.writepath import WritePath
-    from pmem.models._types import ChatModel, Embedder
+    from pmem.models import ChatModel, Embedder
 
 #: The write-path options an ingest honours (a sweep's ``[arm_options.pmem]`` has read options too).
 HONOURED_OPTIONS = ("annotate", "identity", "identity_threshold", "concurrency")
@@ -97,25 +97,25 @@ class IngestSpec:
 
 def parse_ingest_config(data: dict[str, Any], *, source: str = "<config>") -> IngestSpec:
     """Validate a parsed TOML document into an :class:`IngestSpec` (errors name the file and key)."""
-    _check_keys(source, "top level", data, {"models", "ingest", *_SWEEP_KEYS})
+    check_keys(source, "top level", data, {"models", "ingest", *_SWEEP_KEYS})
     models = data.get("models")
     if not isinstance(models, dict):
-        raise _err(source, "[models]", "is required, with [models.agent] and [models.embedder]")
+        raise config_error(source, "[models]", "is required, with [models.agent] and [models.embedder]")
     for role in ("agent", "embedder"):
         if role not in models:
-            raise _err(source, f"[models.{role}]", "is required")
+            raise config_error(source, f"[models.{role}]", "is required")
     agent_t = models["agent"]
     if isinstance(agent_t, list):
         if len(agent_t) != 1:
-            raise _err(source, "[[models.agent]]", "an ingest runs one agent model; list exactly one")
+            raise config_error(source, "[[models.agent]]", "an ingest runs one agent model; list exactly one")
         agent_t = agent_t[0]
-    agent = _model(source, "agent", agent_t)
-    embedder = _model(source, "embedder", models["embedder"])
+    agent = parse_role(source, "agent", agent_t)
+    embedder = parse_role(source, "embedder", models["embedder"])
 
     table = data.get("ingest", {})
     if not isinstance(table, dict):
-        raise _err(source, "[ingest]", "must be a table")
-    _check_keys(source, "[ingest]", table, {*HONOURED_OPTIONS, *PIPELINE_OPTIONS})
+        raise config_error(source, "[ingest]", "must be a table")
+    check_keys(source, "[ingest]", table, {*HONOURED_OPTIONS, *PIPELINE_OPTIONS})
     arm_options = (
         data.get("arm_options", {}).get("pmem", {}) if isinstance(data.get("arm_options"), dict) else {}
     )
@@ -131,11 +131,11 @@ def parse_ingest_config(data: dict[str, Any], *, source: str = "<config>") -> In
             else isinstance(value, (int, float) if typ is float else typ)
         )
         if not ok or (typ is not bool and isinstance(value, bool)):
-            raise _err(source, f"[ingest] {key}", f"must be {typ.__name__}, got {value!r}")
+            raise config_error(source, f"[ingest] {key}", f"must be {typ.__name__}, got {value!r}")
         if typ is int and value < 1:
-            raise _err(source, f"[ingest] {key}", f"must be at least 1, got {value!r}")
+            raise config_error(source, f"[ingest] {key}", f"must be at least 1, got {value!r}")
         if typ is float and value < 0:
-            raise _err(source, f"[ingest] {key}", f"must not be negative, got {value!r}")
+            raise config_error(source, f"[ingest] {key}", f"must not be negative, got {value!r}")
         sizes[key] = typ(value)
     return IngestSpec(
         agent=agent, embedder=embedder, write=tuple(sorted(write.items())), source=source, **sizes
@@ -145,15 +145,17 @@ def parse_ingest_config(data: dict[str, Any], *, source: str = "<config>") -> In
 def _check_write(source: str, write: dict[str, Any]) -> None:
     annotate = write.get("annotate", "auto")
     if annotate not in ("auto", "model", "controller"):
-        raise _err(source, "[ingest] annotate", f"must be auto, model or controller, got {annotate!r}")
+        raise config_error(
+            source, "[ingest] annotate", f"must be auto, model or controller, got {annotate!r}"
+        )
     if "identity" in write and not isinstance(write["identity"], bool):
-        raise _err(source, "[ingest] identity", f"must be true or false, got {write['identity']!r}")
+        raise config_error(source, "[ingest] identity", f"must be true or false, got {write['identity']!r}")
     threshold = write.get("identity_threshold", 0.72)
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        raise _err(source, "[ingest] identity_threshold", f"must be in (0, 1], got {threshold!r}")
+        raise config_error(source, "[ingest] identity_threshold", f"must be in (0, 1], got {threshold!r}")
     concurrency = write.get("concurrency", 16)
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise _err(source, "[ingest] concurrency", f"must be a positive integer, got {concurrency!r}")
+        raise config_error(source, "[ingest] concurrency", f"must be a positive integer, got {concurrency!r}")
 
 
 def load_ingest_config(path: str | Path | None) -> IngestSpec:

@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from pmem.graph._validate import check_text, valid_instant
+from pmem.graph import check_text, valid_instant
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -252,6 +252,22 @@ def _format(path: Path) -> str:
     accepted = ", ".join(JSONL_SUFFIXES + PARQUET_SUFFIXES + ARROW_SUFFIXES)
     msg = f"{path}: unknown stream format {suffix or '(no suffix)'!r}; accepted suffixes: {accepted}"
     raise ValueError(msg)
+
+
+def check_format(path: str | os.PathLike[str]) -> None:
+    """The stream's suffix is known and a columnar file opens as what its name says (Parquet's footer,
+    Arrow's first message): a wrong file is refused in one line before any cluster starts. JSONL rows are
+    checked as they are read.
+
+    Raises:
+        ValueError: an unknown suffix, or a file that is not a readable Parquet or Arrow file.
+    """
+    path = Path(path)
+    kind = _format(path)
+    if kind == "parquet":
+        _parquet(path)
+    elif kind == "arrow":
+        next(_arrow_batches(path), None)
 
 
 def _batch(columns: dict[str, Any], schema: pa.Schema) -> pa.RecordBatch:

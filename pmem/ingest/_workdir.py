@@ -20,7 +20,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pmem._atomic import atomic_write_bytes, atomic_write_parquet
-from pmem.runner._store import file_sha256
+from pmem._atomic import atomic_write_bytes, atomic_write_parquet, file_sha256
 
 if TYPE_CHECKING:
     from pmem.graph import ProvenanceGraph
@@ -139,18 +137,8 @@ def stream_check(path: Path, offset: int) -> dict[str, Any]:
     since (a log appended to) or whose bad line after the checkpoint was fixed is resumed; a Parquet or
     Arrow file is checked whole.
     """
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        left = offset if offset > 0 else None
-        while left is None or left > 0:
-            chunk = f.read(1 << 20 if left is None else min(1 << 20, left))
-            if not chunk:
-                break
-            digest.update(chunk)
-            if left is not None:
-                left -= len(chunk)
     return {
         "bytes": offset if offset > 0 else path.stat().st_size,
         "prefix": offset > 0,
-        "sha256": digest.hexdigest(),
+        "sha256": file_sha256(path, limit=offset if offset > 0 else None),
     }

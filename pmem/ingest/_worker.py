@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.graph import OpResult, ProvenanceGraph, valid_instant
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
-from pmem.models._log import RequestLog, records_to_table
+from pmem.models import RequestLog, records_to_table
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from pmem.ingest._spec import IngestSpec
-    from pmem.models._types import RequestRecord
-    from pmem.runner._hosting import Hosted
+    from pmem.models import RequestRecord
+    from pmem.runner import Hosted
 
 #: (row position, fact index, requested op, canonical key, value, evidence index): one applied call.
 Applied = tuple[int, int, str, str, str | None, int]
@@ -179,7 +179,7 @@ class IngestWorker:
     async def extract(self, rows: list[Row]) -> list[Extracted]:
         """Extraction of each row: its facts ``(key, value, status, event)``, any error, and its
         evidence's valid time (the write path's choice: :meth:`WritePath.evidence_valid_time`)."""
-        from pmem.bench._types import Event
+        from pmem.bench import Event
 
         sem = asyncio.Semaphore(self.concurrency)
 

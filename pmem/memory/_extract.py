@@ -20,7 +20,7 @@ from pmem.memory._writer import completion_json
 from pmem.memory.prompts import ASSERTION_STATUSES
 
 if TYPE_CHECKING:
-    from pmem.bench._types import Event
+    from pmem.bench import Event
     from pmem.memory._writer import Writer
 
 _SNAKE = re.compile(r"[\W_]+", re.UNICODE)
@@ -215,8 +215,8 @@ def template_facts(unit: list[Event]) -> list[Fact]:
 
 def template_extraction(unit: list[Event]) -> Extraction:
     """:func:`template_facts`, and the provenance probes' forget and different-entity requests."""
+    from pmem.bench import fact_key, parse_fact
     from pmem.bench import probe_templates as P
-    from pmem.bench._facts import fact_key, parse_fact
     from pmem.bench.alfworld_templates import location_key, parse_event
 
     out: list[Fact] = []

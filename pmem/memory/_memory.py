@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pmem.graph import Cell, ErasureReceipt, OpResult, ProvenanceGraph, Version
-    from pmem.models import RequestLog, RequestRecord
-    from pmem.models._types import ChatModel, Embedder
+    from pmem.models import ChatModel, Embedder, RequestLog, RequestRecord
 
 #: what ``add`` takes: a text, or chat messages (``[{"role": ..., "content": ...}]``) as one unit
 Text = str | Sequence[Mapping[str, str]]
@@ -62,9 +61,7 @@ def _unit_text(text: Text) -> str:
 
 def _chat(model: Any, log: RequestLog) -> ChatModel:
     """The chat model, every call recorded in ``log`` (the model layer's request rows)."""
-    from pmem.models import make_chat_model
-    from pmem.models._instrument import InstrumentedChatModel
-    from pmem.models._types import ChatModel
+    from pmem.models import ChatModel, InstrumentedChatModel, make_chat_model
 
     if isinstance(model, ChatModel):
         return InstrumentedChatModel(model, log=log)
@@ -73,9 +70,7 @@ def _chat(model: Any, log: RequestLog) -> ChatModel:
 
 def _embedder(embedder: Any, log: RequestLog) -> Embedder:
     """The embedder, every call recorded in ``log``."""
-    from pmem.models import make_embedder
-    from pmem.models._instrument import InstrumentedEmbedder
-    from pmem.models._types import Embedder
+    from pmem.models import Embedder, InstrumentedEmbedder, make_embedder
 
     if isinstance(embedder, Embedder):
         return InstrumentedEmbedder(embedder, log=log)
@@ -197,7 +192,7 @@ class AsyncMemory:
                 the retries). A failed extraction has written nothing; a failed later call stops the
                 unit there, with the operations before it applied.
         """
-        from pmem.bench._types import Event
+        from pmem.bench import Event
 
         await self._ready()
         event = Event(self._events, _unit_text(text), time=time, source=source, valid_time=valid_time)

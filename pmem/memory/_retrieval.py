@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from pmem.models._tokens import estimate_tokens
+from pmem.models import estimate_tokens
 
 #: Below this many rows the dense product is as fast as building a CSR copy.
 _SPARSE_MIN_ROWS = 64

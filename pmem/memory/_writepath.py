@@ -45,7 +45,7 @@ from pmem.memory.prompts import ANNOTATION_OPS
 if TYPE_CHECKING:
     import numpy as np
 
-    from pmem.bench._types import Event
+    from pmem.bench import Event
     from pmem.memory._writer import Writer
 
 #: What a rendered cell shows besides its value unless asked otherwise: the claims it holds open.

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pmem.graph import OPS
-from pmem.models._tokens import estimate_tokens
+from pmem.models import estimate_tokens
 from pmem.models.sections import format_sections
 
 #: Statuses an extracted fact may carry (anything else is read as ``asserted``).

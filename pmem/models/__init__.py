@@ -14,19 +14,25 @@ with llama.cpp's server on CPU); embedders ``hashing``, ``openai``, ``vllm``, ``
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from pmem.models._cache import ResponseCache
 from pmem.models._errors import MissingDependencyError, ModelCallError, one_line
+from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
 from pmem.models._log import EMBED_PURPOSE, REQUEST_COLUMNS, RequestLog, records_to_table, requests_schema
 from pmem.models._registry import (
+    HOSTED_BACKENDS,
     chat_backends,
     embedder_backends,
+    hosted_model_label,
     make_chat_model,
     make_embedder,
     register_chat_backend,
     register_embedder_backend,
 )
-from pmem.models._spec import ModelSpec
-from pmem.models._tokens import estimate_prompt_tokens, estimate_tokens
+from pmem.models._routing import RoutedChatModel, RoutedEmbedder, openai_replicas
+from pmem.models._spec import SECRET_OPTIONS, ModelKind, ModelSpec, ModelSpecError, redacted, thaw
+from pmem.models._tokens import chars_that_fit, estimate_prompt_tokens, estimate_tokens
 from pmem.models._types import (
     PURPOSES,
     CallContext,
@@ -36,9 +42,18 @@ from pmem.models._types import (
     Embedder,
     Embedding,
     EmbedRequest,
+    InnerLimits,
     RequestRecord,
 )
 from pmem.models.sections import format_sections, parse_sections
+
+if TYPE_CHECKING:
+    from pmem.models._heuristic import HeuristicChatModel
+    from pmem.models._vllm import PooledModel
+
+# name -> module: imported on first use, so that `import pmem.models` stays cheap (no aiohttp, no regexes
+# of the heuristic agent until needed)
+_LAZY: dict[str, str] = {"HeuristicChatModel": "_heuristic", "PooledModel": "_vllm"}
 
 #: How reports label the heuristic backend.
 HEURISTIC_LABEL = "heuristic (no LLM)"
@@ -46,8 +61,10 @@ HEURISTIC_LABEL = "heuristic (no LLM)"
 __all__ = [
     "EMBED_PURPOSE",
     "HEURISTIC_LABEL",
+    "HOSTED_BACKENDS",
     "PURPOSES",
     "REQUEST_COLUMNS",
+    "SECRET_OPTIONS",
     "CallContext",
     "CallOptions",
     "ChatModel",
@@ -55,23 +72,47 @@ __all__ = [
     "EmbedRequest",
     "Embedder",
     "Embedding",
+    "HeuristicChatModel",
+    "InnerLimits",
+    "InstrumentedChatModel",
+    "InstrumentedEmbedder",
     "MissingDependencyError",
     "ModelCallError",
+    "ModelKind",
     "ModelSpec",
+    "ModelSpecError",
+    "PooledModel",
     "RequestLog",
     "RequestRecord",
     "ResponseCache",
+    "RoutedChatModel",
+    "RoutedEmbedder",
+    "chars_that_fit",
     "chat_backends",
     "embedder_backends",
     "estimate_prompt_tokens",
     "estimate_tokens",
     "format_sections",
+    "hosted_model_label",
     "make_chat_model",
     "make_embedder",
     "one_line",
+    "openai_replicas",
     "parse_sections",
     "records_to_table",
+    "redacted",
     "register_chat_backend",
     "register_embedder_backend",
     "requests_schema",
+    "thaw",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'pmem.models' has no attribute {name!r}"
+        raise AttributeError(msg)
+    import importlib
+
+    return getattr(importlib.import_module(f"pmem.models.{module}"), name)

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+#: an optional dependency of a backend is not installed; the message names the extra (defined with the
+#: registries' lazy entries, which raise it)
+from pmem._plugins import MissingDependencyError
+
 if TYPE_CHECKING:
     from pmem.models._types import Attempt
+
+__all__ = ["MissingDependencyError", "ModelCallError", "one_line"]
 
 
 class ModelCallError(RuntimeError):
@@ -31,10 +37,6 @@ class ModelCallError(RuntimeError):
         self.failover = failover
         self.attempts = attempts
         self.overflow = overflow
-
-
-class MissingDependencyError(ImportError):
-    """An optional dependency of a backend is not installed; the message names the extra."""
 
 
 def one_line(exc: BaseException) -> str:

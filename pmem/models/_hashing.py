@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pmem.graph._hashing import hash_char_ngrams
+from pmem.graph import hash_char_ngrams
 from pmem.models._tokens import estimate_tokens
 from pmem.models._types import CallContext, Embedder, Embedding
 

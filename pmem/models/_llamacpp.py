@@ -2,7 +2,7 @@
 
 Each replica is llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``) run by a
 Ray actor of :mod:`pmem.models._replicas`; routing, failover and restarts are those of the `vllm` backend
-(:class:`pmem.models._vllm._Pooled`). Only the command line, the key's variable and the health path
+(:class:`pmem.models._vllm.PooledModel`). Only the command line, the key's variable and the health path
 differ (:data:`pmem.models._replicas.LAUNCHERS`).
 
 ``model`` is a GGUF file: a path, or a name of :data:`KNOWN_MODELS` (``smollm2-135m-instruct``: the
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from pmem.models._errors import MissingDependencyError
 from pmem.models._replicas import ReplicaConfig
 from pmem.models._routing import RoutedChatModel, RoutedEmbedder
-from pmem.models._vllm import _Pooled
+from pmem.models._vllm import PooledModel
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
@@ -119,7 +119,7 @@ def _replica_config(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
     return config, int(spec.option("replicas", 1))
 
 
-class _LlamaPooled(_Pooled):
+class _LlamaPooled(PooledModel):
     client_defaults: dict[str, Any] = _CLIENT_DEFAULTS
     # one request at a time and no prefix cache worth pinning a history for: the idlest replica first
     routing = "least-busy"

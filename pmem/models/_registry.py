@@ -1,19 +1,21 @@
 """Backends by name, imported lazily: `heuristic` never pays for scikit-learn, `openai` never for Ray.
 
 A backend is a subclass of :class:`~pmem.models.ChatModel` or :class:`~pmem.models.Embedder` with a
-``from_spec(spec) -> instance`` classmethod. Third parties add their own with
-:func:`register_chat_backend` / :func:`register_embedder_backend`.
+``from_spec(spec) -> instance`` classmethod. The backends are two registries of the shared plugin
+mechanism (:class:`pmem._plugins.Registry`, as arms and benchmarks are), whose entries are
+:class:`~pmem._plugins.Lazy` targets: imported on first use, after the modules they need (a missing one
+is a :class:`~pmem.models.MissingDependencyError` naming the extra). Third parties add their own with
+:func:`register_chat_backend` / :func:`register_embedder_backend`, or name one ``module:Class`` in a
+config (which other processes, Ray runners, then import too).
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pmem.models._errors import MissingDependencyError
-from pmem.models._spec import ModelSpec, as_spec
+from pmem._plugins import Lazy, Registry
+from pmem.models._spec import ModelKind, ModelSpec, as_spec
 from pmem.models._types import ChatModel, Embedder, Model
 
 if TYPE_CHECKING:
@@ -21,28 +23,28 @@ if TYPE_CHECKING:
     from pmem.models._log import RequestLog
 
 
-@dataclass(frozen=True)
-class _Entry:
-    target: str  # "module:attribute"
-    extra: str | None  # the pip extra that provides its optional dependencies
-    needs: tuple[str, ...] = ()  # top-level modules that must import
-
-
-_CHAT: dict[str, _Entry] = {
-    "heuristic": _Entry("pmem.models._heuristic:HeuristicChatModel", None),
-    "openai": _Entry("pmem.models._openai:OpenAIChatModel", None),
-    "vllm": _Entry("pmem.models._vllm:VLLMChatModel", None, ("ray",)),
-    "llamacpp": _Entry("pmem.models._llamacpp:LlamaCppChatModel", "cpu-llm", ("ray", "llama_cpp")),
+_CHAT_BUILTIN: dict[str, Lazy] = {
+    "heuristic": Lazy("pmem.models._heuristic:HeuristicChatModel"),
+    "openai": Lazy("pmem.models._openai:OpenAIChatModel"),
+    "vllm": Lazy("pmem.models._vllm:VLLMChatModel", None, ("ray",)),
+    "llamacpp": Lazy("pmem.models._llamacpp:LlamaCppChatModel", "cpu-llm", ("ray", "llama_cpp")),
 }
-_EMBED: dict[str, _Entry] = {
-    "hashing": _Entry("pmem.models._hashing:HashingEmbedder", None, ("mmh3",)),
-    "openai": _Entry("pmem.models._openai:OpenAIEmbedder", None),
-    "vllm": _Entry("pmem.models._vllm:VLLMEmbedder", None, ("ray",)),
-    "llamacpp": _Entry("pmem.models._llamacpp:LlamaCppEmbedder", "cpu-llm", ("ray", "llama_cpp")),
-    "sentence-transformers": _Entry(
+_EMBED_BUILTIN: dict[str, Lazy] = {
+    "hashing": Lazy("pmem.models._hashing:HashingEmbedder", None, ("mmh3",)),
+    "openai": Lazy("pmem.models._openai:OpenAIEmbedder"),
+    "vllm": Lazy("pmem.models._vllm:VLLMEmbedder", None, ("ray",)),
+    "llamacpp": Lazy("pmem.models._llamacpp:LlamaCppEmbedder", "cpu-llm", ("ray", "llama_cpp")),
+    "sentence-transformers": Lazy(
         "pmem.models._st:SentenceTransformerEmbedder", "st", ("sentence_transformers",)
     ),
 }
+
+_CHAT: Registry[Lazy] = Registry(
+    "chat backend", Lazy, lambda: _CHAT_BUILTIN, lambda ref, _cls: Lazy(ref), "a ChatModel subclass"
+)
+_EMBED: Registry[Lazy] = Registry(
+    "embedder backend", Lazy, lambda: _EMBED_BUILTIN, lambda ref, _cls: Lazy(ref), "an Embedder subclass"
+)
 
 
 #: backends whose replicas a sweep's driver launches once (Ray actors) and shares with every runner
@@ -53,39 +55,48 @@ def register_chat_backend(
     name: str, target: str, *, extra: str | None = None, needs: tuple[str, ...] = ()
 ) -> None:
     """Add a chat backend: ``target`` is ``"module:Class"``; ``needs`` names modules its extra provides."""
-    _CHAT[name] = _Entry(target, extra, tuple(needs))
+    _CHAT.add(name, Lazy(target, extra, tuple(needs)))
 
 
 def register_embedder_backend(
     name: str, target: str, *, extra: str | None = None, needs: tuple[str, ...] = ()
 ) -> None:
-    _EMBED[name] = _Entry(target, extra, tuple(needs))
+    _EMBED.add(name, Lazy(target, extra, tuple(needs)))
 
 
 def chat_backends() -> list[str]:
-    return sorted(_CHAT)
+    return sorted(_CHAT.names())
 
 
 def embedder_backends() -> list[str]:
-    return sorted(_EMBED)
+    return sorted(_EMBED.names())
 
 
-def _resolve(table: dict[str, _Entry], spec: ModelSpec, kind: str, base: type[Model]) -> Any:
-    entry = table.get(spec.backend)
-    if entry is None:
-        msg = f"unknown {kind} backend {spec.backend!r}; known: {', '.join(sorted(table))}"
-        raise ValueError(msg)
-    for module in entry.needs:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            hint = f"pip install 'pmem[{entry.extra}]'" if entry.extra else "pip install -e ."
-            msg = f"{kind} backend {spec.backend!r} needs the package {module!r}, which is missing: {hint}"
-            raise MissingDependencyError(msg) from exc
-    module_name, attr = entry.target.split(":")
-    cls = getattr(importlib.import_module(module_name), attr)
+def check_backend(backend: str, kind: ModelKind) -> None:
+    """Raise ``ValueError`` (naming the known backends) unless ``backend`` is a registered backend of
+    ``kind`` or a ``module:Class`` name that imports; imports no registered backend."""
+    (_EMBED if kind == "embedder" else _CHAT).get(backend)
+
+
+def hosted_model_label(backend: str, model: str) -> str | None:
+    """How reports name ``model`` of a hosted backend, from the model layer's tables of the models it
+    knows (llama.cpp's GGUF files, the folders it prepares for vLLM); None where it knows no name."""
+    if backend == "llamacpp":
+        from pmem.models._llamacpp import model_label
+
+        return model_label(model)
+    if backend == "vllm":
+        from pmem.models._weights import packaged_label
+
+        return packaged_label(model)
+    return None
+
+
+def _resolve(registry: Registry[Lazy], spec: ModelSpec, base: type[Model]) -> Any:
+    cls = registry.load(spec.backend)
     if not (isinstance(cls, type) and issubclass(cls, base)):
-        msg = f"{kind} backend {spec.backend!r} ({entry.target}) is not a subclass of pmem.models.{base.__name__}"
+        target = registry.get(spec.backend).target
+        msg = f"{registry.what} {spec.backend!r} ({target}) is not a subclass of pmem.models.{base.__name__}"
         raise TypeError(msg)
     return cls
 
@@ -105,7 +116,7 @@ def make_chat_model(
     'prune'
     """
     spec = as_spec(spec)
-    model = _resolve(_CHAT, spec, "chat", ChatModel).from_spec(spec)
+    model = _resolve(_CHAT, spec, ChatModel).from_spec(spec)
     if cache is None and log is None:
         return model
     from pmem.models._instrument import InstrumentedChatModel
@@ -121,7 +132,7 @@ def make_embedder(
 ) -> Embedder:
     """Build an embedder from ``[models.embedder]``-style config."""
     spec = as_spec(spec)
-    model = _resolve(_EMBED, spec, "embedder", Embedder).from_spec(spec)
+    model = _resolve(_EMBED, spec, Embedder).from_spec(spec)
     if cache is None and log is None:
         return model
     from pmem.models._instrument import InstrumentedEmbedder

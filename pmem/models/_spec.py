@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 #: what a spec builds: a chat model or an embedder (the backends differ)
-Kind = Literal["chat", "embedder"]
+ModelKind = Literal["chat", "embedder"]
 
 #: option names whose values are credentials: shown as ``***`` in reprs and error messages
 SECRET_OPTIONS = frozenset({"api_key"})
@@ -41,7 +41,7 @@ class ModelSpecError(ValueError):
         self.key = key
 
 
-def _check_openai(spec: ModelSpec, kind: Kind) -> None:
+def _check_openai(spec: ModelSpec, kind: ModelKind) -> None:
     if spec.url is None or not spec.url.rstrip("/").endswith("/v1"):
         raise ModelSpecError("url", f"the openai backend needs a base URL ending in /v1, got {spec.url!r}")
     if kind != "embedder" and spec.model is None:
@@ -49,7 +49,7 @@ def _check_openai(spec: ModelSpec, kind: Kind) -> None:
 
 
 #: backend -> checks of a spec that need no server (``validate`` runs them)
-_BACKEND_CHECKS: dict[str, Callable[[ModelSpec, Kind], None]] = {"openai": _check_openai}
+_BACKEND_CHECKS: dict[str, Callable[[ModelSpec, ModelKind], None]] = {"openai": _check_openai}
 
 
 def _freeze(value: Any) -> Any:
@@ -120,15 +120,15 @@ class ModelSpec:
         merged.update(options)
         return ModelSpec(self.backend, self.model, self.url, _freeze(merged))
 
-    def validate(self, kind: Kind = "chat") -> ModelSpec:
+    def validate(self, kind: ModelKind = "chat") -> ModelSpec:
         """This spec, if its backend is registered for ``kind`` and its options satisfy the backend;
         else :class:`ModelSpecError` naming the key. Starts nothing and reaches no server."""
-        from pmem.models._registry import chat_backends, embedder_backends
+        from pmem.models._registry import check_backend
 
-        known = embedder_backends() if kind == "embedder" else chat_backends()
-        if self.backend not in known:
-            msg = f"unknown {kind} backend {self.backend!r} (known: {', '.join(known)})"
-            raise ModelSpecError("backend", msg)
+        try:
+            check_backend(self.backend, kind)
+        except ValueError as exc:
+            raise ModelSpecError("backend", str(exc)) from None
         check = _BACKEND_CHECKS.get(self.backend)
         if check is not None:
             check(self, kind)
@@ -141,7 +141,7 @@ class ModelSpec:
                 raise ModelSpecError("structured", str(exc)) from None
         return self
 
-    def model_id(self, kind: Kind = "chat") -> str:
+    def model_id(self, kind: ModelKind = "chat") -> str:
         """The id the backend reports for this spec (results, request logs and run ids carry it).
 
         Asked of the backend (building a client starts nothing); where that fails, the spec's
@@ -159,7 +159,7 @@ class ModelSpec:
 
 
 @functools.lru_cache(maxsize=256)
-def _model_id(spec: ModelSpec, kind: Kind) -> str:
+def _model_id(spec: ModelSpec, kind: ModelKind) -> str:
     try:
         from pmem.models._registry import make_chat_model, make_embedder
 

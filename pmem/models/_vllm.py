@@ -118,7 +118,7 @@ def prepare_weights(config: ReplicaConfig) -> ReplicaConfig:
     return replace(config, model=str(folder))
 
 
-class _Pooled(_Replicated):
+class PooledModel(_Replicated):
     """Replicas this model launches itself (on first use), routed to, restarted when they fail.
 
     Engines differ in :meth:`replica_config` (their options and command line), :attr:`client_defaults`
@@ -237,13 +237,13 @@ class _Pooled(_Replicated):
         self.pool.stop()
 
 
-class VLLMChatModel(_Pooled, RoutedChatModel):
+class VLLMChatModel(PooledModel, RoutedChatModel):
     """Chat over vLLM replicas hosted by Ray actors; same interface as every chat model."""
 
     kind = "chat"
 
 
-class VLLMEmbedder(_Pooled, RoutedEmbedder):
+class VLLMEmbedder(PooledModel, RoutedEmbedder):
     """Embeddings over vLLM pooling replicas (``--runner pooling``) hosted by Ray actors."""
 
     kind = "embed"

@@ -23,7 +23,6 @@ Any other ``model`` is a local folder, checked before a server starts (:func:`ch
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import json
 import os
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pmem._atomic import file_sha256
 from pmem.models._errors import MissingDependencyError
 
 #: the manifest a finished conversion carries (written last: its presence means "complete")
@@ -75,14 +75,6 @@ def weights_cache() -> Path:
     return Path(base) / "pmem" / "weights"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _package_dir(entry: PackagedFolder, name: str) -> Path:
     found = importlib.util.find_spec(entry.package)  # locates it without importing its dependencies
     if found is None or not found.submodule_search_locations:
@@ -96,7 +88,7 @@ def _package_dir(entry: PackagedFolder, name: str) -> Path:
 
 def _manifest(folder: Path) -> dict[str, Any]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != MANIFEST)
-    return {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)} for p in files}
+    return {p.name: {"bytes": p.stat().st_size, "sha256": file_sha256(p)} for p in files}
 
 
 def verify_conversion(folder: Path, source_sha256: str | None = None) -> str | None:
@@ -117,7 +109,7 @@ def verify_conversion(folder: Path, source_sha256: str | None = None) -> str | N
         return f"{folder}: files {sorted(present ^ set(files))} differ from its manifest"
     for name, meta in files.items():
         file = folder / name
-        if file.stat().st_size != meta.get("bytes") or _sha256(file) != meta.get("sha256"):
+        if file.stat().st_size != meta.get("bytes") or file_sha256(file) != meta.get("sha256"):
             return f"{file} changed since it was written (size or sha256)"
     return None
 
@@ -157,7 +149,7 @@ def convert_gguf(gguf: Path, out: Path) -> None:
 def _convert_into_cache(name: str, gguf: Path) -> Path:
     from filelock import FileLock
 
-    source = _sha256(gguf)
+    source = file_sha256(gguf)
     cache = weights_cache()
     target = cache / f"{name}-{source[:16]}"
     if target.is_dir() and verify_conversion(target, source) is None:

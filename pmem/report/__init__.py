@@ -11,9 +11,10 @@ PosixPath('runs/quickstart/report/report.html')
 
 from __future__ import annotations
 
+from pmem.report._base import Metrics
 from pmem.report._build import ReportPaths, build_compare, build_report
 from pmem.report._load import Run, RunError, open_run
-from pmem.report._metrics import Metrics, compute
+from pmem.report._metrics import compute
 from pmem.report._stats import cluster_bootstrap, mcnemar_exact, wilson
 from pmem.report._table import Table
 

@@ -9,12 +9,14 @@ from pathlib import Path
 import polars as pl
 
 from pmem.report._atomic import ReportWriter
+from pmem.report._base import Metrics
 from pmem.report._load import AGENT_SEP, Run, RunError, model_label, open_run
-from pmem.report._metrics import Metrics, compute
+from pmem.report._metrics import compute
 from pmem.report._plots import plot_all
 from pmem.report._published import setup_differences
 from pmem.report._render import HTML, MARKDOWN, figure_file, render, table_file
 from pmem.report._table import Table
+from pmem.rundir import HISTORIES, REPORT, RESULTS
 from pmem.rundir import columns as C
 
 #: the arm paired comparisons are made against when none is asked for
@@ -32,7 +34,7 @@ class ReportPaths:
     warnings: tuple[str, ...] = ()
 
 
-def _meta(run: Run) -> list[tuple[str, str]]:
+def _header(run: Run) -> list[tuple[str, str]]:
     meta = [
         ("run", run.run_id),
         ("directory", str(run.path)),
@@ -48,11 +50,9 @@ def _meta(run: Run) -> list[tuple[str, str]]:
 
 
 def _preface(m: Metrics) -> list[str]:
-    notes = m.run.agent_caveats
-    cov = m.tables["coverage"]
-    notes += [n for n in cov.notes[1:]]
-    notes += setup_differences(m)
-    return notes
+    """The notes that open the report: what the agent can measure and how the setup differs from the
+    paper's. Each is said here only: the coverage notes stay with the coverage table."""
+    return list(dict.fromkeys([*m.run.agent_caveats, *setup_differences(m)]))
 
 
 def _write_tables(tables: list[Table], w: ReportWriter) -> list[Path]:
@@ -72,10 +72,10 @@ def _write_tables(tables: list[Table], w: ReportWriter) -> list[Path]:
 
 def _check_reportable(run: Run, reference: str | None) -> str:
     """The reference arm to pair against; RunError when there is nothing to report or no such arm."""
-    res = run.frame("results")
+    res = run.frame(RESULTS.name)
     if res is None or res.select(pl.len()).collect().item() == 0:
         why = ["results/ is missing or holds no rows"]
-        hs = run.frame("histories")
+        hs = run.frame(HISTORIES.name)
         if hs is not None:
             failed = hs.filter(pl.col(C.STATUS) == "failed").select(pl.len()).collect().item()
             why.append(f"histories/ records {failed} failed history run(s)")
@@ -88,7 +88,7 @@ def _check_reportable(run: Run, reference: str | None) -> str:
     arms = res.select(pl.col(C.ARM).unique()).collect()[C.ARM].drop_nulls().to_list()
     base = sorted({a.split(AGENT_SEP, 1)[0] if run.arms_by_agent else a for a in arms})
     if reference not in base:
-        msg = f"--reference {reference}: no such arm in {run.path / 'results'} (arms: {', '.join(base)})"
+        msg = f"--reference {reference}: no such arm in {run.path / RESULTS.name} (arms: {', '.join(base)})"
         raise RunError(msg)
     return reference
 
@@ -105,11 +105,11 @@ def build_report(
     run = open_run(run_dir)
     reference = _check_reportable(run, reference)
     m = compute(run, reference=reference)
-    out = Path(out) if out is not None else run.path / "report"
+    out = Path(out) if out is not None else run.path / REPORT
     tables = list(m.tables.values())
     figs = plot_all(m)
     warnings = tuple(str(d) for d in run.damaged)
-    md, html_ = render(f"P-Mem report: {run.run_id}", _meta(run), _preface(m), tables, figs, warnings)
+    md, html_ = render(f"P-Mem report: {run.run_id}", _header(run), _preface(m), tables, figs, warnings)
     # figures a previous report had and this one does not are removed with the commit
     with ReportWriter(out, prune=("figures",)) as w:
         csvs = _write_tables(tables, w)
@@ -194,7 +194,7 @@ def build_compare(
     ra, rb = open_run(run_a), open_run(run_b)
     ref_a, ref_b = _check_reportable(ra, reference), _check_reportable(rb, reference)
     a, b = compute(ra, reference=ref_a), compute(rb, reference=ref_b)
-    out = Path(out) if out is not None else a.run.path / "report" / f"compare-{b.run.run_id}"
+    out = Path(out) if out is not None else a.run.path / REPORT / f"compare-{b.run.run_id}"
     tables = compare_tables(a, b)
     meta = [
         ("run A", f"{a.run.run_id} ({a.run.path}); agent {a.run.agent_label}"),

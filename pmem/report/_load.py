@@ -6,7 +6,7 @@ schemas and inserts nulls where a file lacks an optional column; every file must
 :data:`REQUIRED` columns (a file that does not is foreign to the run and named in the error). A dataset
 directory that is absent or empty is recorded in :attr:`Run.missing` and its frame is ``None``: callers
 report it as missing, never as zeros. Files whose bytes differ from the checksum the runner recorded
-(see :mod:`pmem.report._integrity`) are left out and listed in :attr:`Run.damaged`.
+(:func:`pmem.rundir.verify_commits`) are left out and listed in :attr:`Run.damaged`.
 
 ``plan.json``, when the runner wrote one, says how many histories the latest invocation asked for per
 (benchmark, subset, arm, agent model): coverage is counted against it.
@@ -26,8 +26,17 @@ from urllib.parse import urlsplit
 import polars as pl
 
 from pmem.models import HEURISTIC_LABEL
-from pmem.report._integrity import Damaged, verify_commits
-from pmem.rundir import HISTORIES, REQUESTS, RESULTS, WRITES
+from pmem.rundir import (
+    HISTORIES,
+    PLAN,
+    PLAN_FIELDS,
+    REQUESTS,
+    RESULTS,
+    RUN_TOML,
+    WRITES,
+    Damaged,
+    verify_commits,
+)
 from pmem.rundir import columns as C
 
 #: The datasets the report reads (DESIGN.md run directory contract, defined in :mod:`pmem.rundir`;
@@ -222,7 +231,7 @@ class Run:
         return [] if lf is None else list(lf.collect_schema().names())
 
     def params(self) -> list[str]:
-        cols = set(self.columns("results"))
+        cols = set(self.columns(RESULTS.name))
         return [p for p in PARAM_COLUMNS if p in cols]
 
 
@@ -254,14 +263,11 @@ def _model_name(spec: Mapping[str, Any]) -> str | None:
     if not raw:
         return None
     name = str(raw)
-    if spec.get("backend") == "llamacpp":
-        from pmem.models._llamacpp import model_label as gguf_label
+    if spec.get("backend") in ("llamacpp", "vllm"):
+        from pmem.models import hosted_model_label
 
-        return gguf_label(name)  # the model layer names the GGUF files it knows (one table of them)
-    if spec.get("backend") == "vllm":
-        from pmem.models._weights import packaged_label
-
-        known = packaged_label(name)  # and the folders it prepares for vLLM
+        # the model layer names the GGUF files and the vLLM folders it knows (one table of each)
+        known = hosted_model_label(str(spec["backend"]), name)
         if known is not None:
             return known
     if spec.get("path") and not spec.get("model"):
@@ -340,9 +346,9 @@ def open_run(path: str | Path) -> Run:
     """Open ``path`` (a run directory). Raises :class:`RunError` naming the file when it cannot be read."""
     root = Path(path)
     if not root.is_dir():
-        msg = f"{root}: not a directory (expected a run directory with run.toml and results/)"
+        msg = f"{root}: not a directory (expected a run directory with {RUN_TOML} and {RESULTS.name}/)"
         raise RunError(msg)
-    toml_path = root / "run.toml"
+    toml_path = root / RUN_TOML
     doc: dict[str, Any] = {}
     missing: list[str] = []
     if toml_path.is_file():
@@ -352,7 +358,7 @@ def open_run(path: str | Path) -> Run:
             msg = f"{toml_path}: invalid TOML ({exc})"
             raise RunError(msg) from exc
     else:
-        missing.append("run.toml")
+        missing.append(RUN_TOML)
     plan = _read_plan(root / PLAN)
     damaged = verify_commits(root)
     bad = {root / d.path for d in damaged}
@@ -378,11 +384,6 @@ def open_run(path: str | Path) -> Run:
     )
 
 
-#: the runner's record of what the latest invocation planned (see the module docstring)
-PLAN = "plan.json"
-_PLAN_FIELDS = {"benchmark": str, "subset": str, "arm": str, "model": str, "histories": int}
-
-
 def _read_plan(path: Path) -> list[dict[str, Any]] | None:
     if not path.is_file():
         return None
@@ -397,16 +398,16 @@ def _read_plan(path: Path) -> list[dict[str, Any]] | None:
         raise RunError(msg)
     for i, c in enumerate(cells):
         ok = isinstance(c, dict) and all(
-            isinstance(c.get(k), t) and not isinstance(c.get(k), bool) for k, t in _PLAN_FIELDS.items()
+            isinstance(c.get(k), t) and not isinstance(c.get(k), bool) for k, t in PLAN_FIELDS.items()
         )
         if not ok:
-            want = ", ".join(f"{k} ({t.__name__})" for k, t in _PLAN_FIELDS.items())
+            want = ", ".join(f"{k} ({t.__name__})" for k, t in PLAN_FIELDS.items())
             msg = f"{path}: cell {i} is not an object with {want}"
             raise RunError(msg)
     # optional: why a cell was planned with no histories (an arm that needs a real model)
     return [
         {
-            **{k: c[k] for k in _PLAN_FIELDS},
+            **{k: c[k] for k in PLAN_FIELDS},
             "not_run": c["not_run"] if isinstance(c.get("not_run"), str) else None,
         }
         for c in cells

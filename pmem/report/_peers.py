@@ -21,7 +21,7 @@ from pmem.report._table import Table
 from pmem.rundir import columns as C
 
 if TYPE_CHECKING:
-    from pmem.report._metrics import Metrics
+    from pmem.report._base import Metrics
 
 #: each peer arm and the arm that re-implements its design
 COUNTERPART = {"mem0": "add-only", "graphiti": "bitemporal"}
@@ -106,7 +106,7 @@ def peer_table(m: Metrics) -> Table:
 def _display(data: pl.DataFrame) -> pl.DataFrame:
     """The table as read: numbers rounded, the interval beside the accuracy, the failure last and short."""
 
-    def num(name: str, digits: int) -> pl.Expr:
+    def rounded(name: str, digits: int) -> pl.Expr:
         if name not in data.columns:
             return pl.lit("—").alias(name)
         value = pl.col(name).cast(pl.Float64).round(digits)
@@ -133,11 +133,11 @@ def _display(data: pl.DataFrame) -> pl.DataFrame:
         "complete",
         "failed",
         acc.alias("accuracy (95% CI)"),
-        num("write_calls_per_event", 2).alias("write calls/event"),
-        num("write_tokens_per_event", 0).alias("write tokens/event"),
-        num("model_s_per_event", 2).alias("model s/event"),
-        num("read_tokens_per_question", 0).alias("read tokens/question"),
-        num("store_bytes_mean", 0).alias("store bytes"),
+        rounded("write_calls_per_event", 2).alias("write calls/event"),
+        rounded("write_tokens_per_event", 0).alias("write tokens/event"),
+        rounded("model_s_per_event", 2).alias("model s/event"),
+        rounded("read_tokens_per_question", 0).alias("read tokens/question"),
+        rounded("store_bytes_mean", 0).alias("store bytes"),
         pl.col("first_failure").fill_null("").alias("first failure"),
     )
 

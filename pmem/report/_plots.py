@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, TypedDict
+import math
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -11,33 +12,68 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import polars as pl
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from PIL import Image
 
+from pmem.report._palette import ArmStyle, arm_styles
 from pmem.rundir import columns as C
 
 if TYPE_CHECKING:
-    from pmem.report._metrics import Metrics
+    from pmem.report._base import Metrics
+
+#: horizontal offset between neighbouring arms on a line plot, in octaves of a log2 axis (chains) or in
+#: category units (stream lengths): arms with equal values (several at 100 %) stay visible side by side
+DODGE_OCTAVES = 0.09
+DODGE_UNITS = 0.06
 
 
-class _Style(TypedDict):
-    """An arm's plot style, splatted into matplotlib calls (a TypedDict so each key keeps its type)."""
-
-    color: tuple[float, float, float, float]
-    marker: str
+def _arm_style(arms: list[str]) -> dict[str, ArmStyle]:
+    """One colour, marker and line style per arm, the same in every figure (:mod:`pmem.report._palette`)."""
+    return arm_styles(arms)
 
 
-def _arm_style(arms: list[str]) -> dict[str, _Style]:
-    """One colour and marker per arm, the same in every figure (indexed by the canonical arm order)."""
-    from pmem.arms import ARM_NAMES
-    from pmem.report._load import AGENT_SEP
+def _dodge(i: int, n: int, step: float) -> float:
+    """Offset of the ``i``-th of ``n`` series, centred on 0."""
+    return (i - (n - 1) / 2) * step
 
-    cmap = plt.get_cmap("tab20")
-    markers = "osD^v<>phX*P"
-    out: dict[str, _Style] = {}
-    for i, a in enumerate(arms):
-        base = a.split(AGENT_SEP, 1)[0]
-        j = ARM_NAMES.index(base) if base in ARM_NAMES else len(ARM_NAMES) + i
-        out[a] = {"color": cmap(j % 20), "marker": markers[j % len(markers)]}
-    return out
+
+def _plain_number(x: float, _pos: object = None) -> str:
+    """A tick label without exponents: 30, 150, 1.5k, 20k, 1M."""
+    if x <= 0:
+        return ""
+    for div, suffix in ((1e6, "M"), (1e3, "k")):
+        if x >= div:
+            return f"{x / div:g}{suffix}"
+    return f"{x:g}"
+
+
+_NICE = (1.0, 2.0, 5.0)
+
+
+def _nice_floor(x: float) -> float:
+    e = math.floor(math.log10(x))
+    return max(m * 10**e for m in (*_NICE, 10.0) if m * 10**e <= x * (1 + 1e-9))
+
+
+def _nice_ceil(x: float) -> float:
+    e = math.floor(math.log10(x))
+    return min(m * 10**e for m in (*_NICE, 10.0) if m * 10**e >= x * (1 - 1e-9))
+
+
+def log_axis(ax: Any, lo: float, hi: float) -> None:
+    """A base-10 log x axis over [lo, hi] with a few plain labels (30, 100, 1.5k) that never collide.
+
+    The limits are widened to the neighbouring 1-2-5 values, so even data within one decade gets at
+    least two labelled ticks; minor ticks are drawn without labels (the ``3×10¹4×10¹`` pile-up)."""
+    lo, hi = _nice_floor(lo / 1.15), _nice_ceil(hi * 1.15)
+    ax.set_xscale("log")
+    ax.set_xlim(lo, hi)
+    decades = math.log10(hi / lo)
+    subs = (1.0, 2.0, 5.0) if decades <= 2.2 else (1.0, 3.0) if decades <= 3.5 else (1.0,)
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=subs, numticks=12))
+    ax.xaxis.set_major_formatter(FuncFormatter(_plain_number))
+    ax.xaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10)), numticks=40))
+    ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _err(df: pl.DataFrame, val: str, lo: str, hi: str) -> list[list[float]]:
@@ -54,7 +90,15 @@ def _png(fig: plt.Figure) -> bytes:
         fig.savefig(buf, format="png", dpi=110)
     finally:
         plt.close(fig)
-    return buf.getvalue()
+    # a 256-colour palette PNG: the same picture (flat colours, antialiased edges) at about a third of the
+    # bytes, which report.html embeds as base64
+    with Image.open(io.BytesIO(buf.getvalue())) as im:
+        pal = im.convert("RGB").quantize(
+            colors=256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+        )
+    out = io.BytesIO()
+    pal.save(out, format="PNG", optimize=True)
+    return out.getvalue()
 
 
 def _arm_legend(fig: plt.Figure, axes: Any, arms: list[str]) -> None:
@@ -76,38 +120,40 @@ def _title(m: Metrics, text: str) -> str:
 def plot_all(m: Metrics) -> dict[str, bytes]:
     """Every figure of the report as PNG bytes, by name."""
     figs: dict[str, bytes] = {}
-    from pmem.report._metrics import _order_arms
+    from pmem.report._base import order_arms
 
     t6 = m.tables["table6_chains"].data
     if t6.height:
-        arms = _order_arms(t6[C.ARM].to_list())
+        arms = order_arms(t6[C.ARM].to_list())
         style = _arm_style(arms)
-        fig, ax = plt.subplots(figsize=(7, 4.2))
+        fig, ax = plt.subplots(figsize=(8, 4.2))
         for i, a in enumerate(arms):
             d = t6.filter(pl.col(C.ARM) == a).sort(C.L)
-            x = [v * (1 + 0.025 * (i - len(arms) / 2)) for v in d[C.L].to_list()]
+            # dodged in octaves: arms that share a value (several at 100 %) sit side by side, not on top
+            x = [v * 2 ** _dodge(i, len(arms), DODGE_OCTAVES) for v in d[C.L].to_list()]
             ax.errorbar(
                 x,
                 d["accuracy"] * 100,
                 yerr=_err(d, "accuracy", "acc_wilson_lo", "acc_wilson_hi"),
                 label=a,
                 capsize=3,
-                **style[a],
+                **style[a].line(),
             )
         ax.set_xscale("log", base=2)
-        ax.set_xticks(
-            sorted(t6[C.L].unique().to_list()), [str(x) for x in sorted(t6[C.L].unique().to_list())]
-        )
-        ax.set_xlabel("revisions per fact (L)")
+        ls = sorted(t6[C.L].unique().to_list())
+        ax.set_xticks(ls, [str(x) for x in ls])
+        ax.set_xticks([], minor=True)
+        ax.set_xlabel("revisions per fact (L); arms offset sideways so that equal values stay visible")
         ax.set_ylabel("current-value accuracy (%)")
-        ax.set_ylim(-3, 103)
+        ax.set_ylim(-3, 105)
+        ax.grid(axis="y", alpha=0.3)
         ax.set_title(_title(m, "ALFWorld-Revision chains (Table 6 view), Wilson 95% CI"), fontsize=9)
-        ax.legend(fontsize=7, loc="lower left")
+        _arm_legend(fig, [ax], arms)
         figs["table6_chains"] = _png(fig)
 
     t8 = m.tables["table8_retraction"].data
     if t8.height:
-        arms = _order_arms(t8[C.ARM].to_list())
+        arms = order_arms(t8[C.ARM].to_list())
         ds = sorted(t8[C.D].unique().to_list())
         fig, ax = plt.subplots(figsize=(7, 4.2))
         width = 0.8 / max(1, len(ds))
@@ -134,11 +180,11 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
 
     t7 = m.tables["table7_factconsolidation"].data
     if t7.height:
-        from pmem.report._metrics import _length_order
+        from pmem.report._base import length_order
 
-        arms = _order_arms(t7[C.ARM].to_list())
+        arms = order_arms(t7[C.ARM].to_list())
         style = _arm_style(arms)
-        lengths = sorted(t7[C.LENGTH].unique().to_list(), key=_length_order)
+        lengths = sorted(t7[C.LENGTH].unique().to_list(), key=length_order)
         pos = {ln: i for i, ln in enumerate(lengths)}
         # one stream length: arms along x (lines over lengths would all sit on one x and hide each other)
         by_arm = len(lengths) == 1
@@ -149,22 +195,22 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
             ("sh", "stale_rate", "stale", "single-hop stale rate (%)"),
         )
         for ax, (hop, col, pre, label) in zip(axes, panels, strict=True):
-            for a in arms:
+            for i, a in enumerate(arms):
                 d = t7.filter((pl.col(C.ARM) == a) & (pl.col("hop") == hop))
                 if col == "stale_rate":
                     d = d.filter(pl.col("stale_n") > 0)
                 if d.height == 0:
                     continue
                 d = d.with_columns(_x=pl.col(C.LENGTH).replace_strict(pos, return_dtype=pl.Int64)).sort("_x")
-                xs = [arms.index(a)] * d.height if by_arm else d["_x"].to_list()
+                shift = _dodge(i, len(arms), DODGE_UNITS)
+                xs = [arms.index(a)] * d.height if by_arm else [x + shift for x in d["_x"].to_list()]
                 ax.errorbar(
                     xs,
                     d[col] * 100,
                     yerr=_err(d, col, f"{pre}_wilson_lo", f"{pre}_wilson_hi"),
                     label=a,
                     capsize=3,
-                    linestyle="none" if by_arm else "-",
-                    **style[a],
+                    **{**style[a].line(), **({"linestyle": "none"} if by_arm else {})},
                 )
             if by_arm:
                 ax.set_xticks(range(len(arms)), arms, rotation=60, ha="right", fontsize=7)
@@ -175,14 +221,14 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
             ax.set_ylabel(label)
             ax.set_ylim(-3, 103)
         if not by_arm:
-            axes[0].legend(fontsize=7)
+            _arm_legend(fig, axes, arms)
         fig.suptitle(_title(m, "FactConsolidation (Table 7 view), Wilson 95% CI"), fontsize=9)
         figs["table7_factconsolidation"] = _png(fig)
 
     rc = m.tables["read_cost"].data
     if rc.height and rc[C.READ_TOKENS].drop_nulls().len():
         benches = rc[C.BENCHMARK].unique().sort().to_list()
-        arms = _order_arms(rc[C.ARM].to_list())
+        arms = order_arms(rc[C.ARM].to_list())
         style = _arm_style(arms)
         fig, axes = plt.subplots(1, len(benches), figsize=(5.5 * len(benches), 4.2), squeeze=False)
         for ax, b in zip(axes[0], benches, strict=True):
@@ -195,15 +241,15 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
             for a in arms:
                 da = d.filter(pl.col(C.ARM) == a)
                 if da.height:
-                    ax.scatter(
+                    ax.plot(
                         da[C.READ_TOKENS],
                         da["accuracy"] * 100,
                         label=a,
-                        s=28,
-                        color=style[a]["color"],
-                        marker=style[a]["marker"],
+                        **{**style[a].line(), "linestyle": "none", "alpha": 0.9},
                     )
-            ax.set_xscale("log")
+            if d.height:
+                tokens = d[C.READ_TOKENS].cast(pl.Float64).to_numpy()
+                log_axis(ax, float(tokens.min()), float(tokens.max()))
             ax.set_xlabel("context tokens per query (log)")
             ax.set_ylabel("accuracy (%)")
             ax.set_ylim(-3, 103)
@@ -219,7 +265,7 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
 
     cp = m.tables["conflict_probe"].data
     if cp.height:
-        arms = _order_arms(cp[C.ARM].to_list())
+        arms = order_arms(cp[C.ARM].to_list())
         qts = sorted(cp[C.QUESTION_TYPE].unique().to_list(), reverse=True)
         fig, ax = plt.subplots(figsize=(7, 4))
         width = 0.8 / len(qts)
@@ -238,7 +284,7 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
 
 def _probe_figure(m: Metrics) -> bytes | None:
     """One panel per provenance-probes subset: each arm's pass rate on the post-event probes, Wilson bars."""
-    from pmem.report._metrics import _order_arms
+    from pmem.report._base import order_arms
     from pmem.report._probes import LABELS, PROBE_TYPES, post_event, table_name
 
     panels = []
@@ -250,7 +296,7 @@ def _probe_figure(m: Metrics) -> bytes | None:
             panels.append((subset, metrics, d))
     if not panels:
         return None
-    arms = _order_arms([a for _, _, d in panels for a in d[C.ARM].to_list()])
+    arms = order_arms([a for _, _, d in panels for a in d[C.ARM].to_list()])
     style = _arm_style(arms)
     fig, axes = plt.subplots(
         1, len(panels), figsize=(1.6 + 2.6 * len(panels), 4.4), squeeze=False, sharey=True
@@ -270,7 +316,7 @@ def _probe_figure(m: Metrics) -> bytes | None:
                 width=width,
                 yerr=_err(got, "rate", "wilson_lo", "wilson_hi"),
                 capsize=2,
-                color=style[a]["color"],
+                color=style[a].colour,
                 label=a,
             )
         ax.set_xticks(range(len(metrics)), [LABELS[q] for q in metrics], rotation=25, ha="right", fontsize=7)

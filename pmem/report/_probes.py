@@ -2,7 +2,7 @@
 
 Every number comes from the benchmark's question rows in ``results/`` (one lazy filter, collected once)
 and, for the write path, from ``histories/`` and ``requests/`` through the cost helpers of
-:mod:`pmem.report._metrics`. Rows whose ``correct`` is null (no verdict) are left out of every
+:mod:`pmem.report._accounting`. Rows whose ``correct`` is null (no verdict) are left out of every
 denominator here and counted in a note: a probe asks whether a behaviour happened, and an unjudged
 answer says nothing either way.
 """
@@ -14,15 +14,9 @@ from typing import Any
 
 import polars as pl
 
+from pmem.report._accounting import cost_requests, history_index, history_status, request_sums
+from pmem.report._base import Metrics, order_arms
 from pmem.report._load import AGENT_SEP
-from pmem.report._metrics import (
-    Metrics,
-    _history_index,
-    _order_arms,
-    _request_sums,
-    cost_requests,
-    history_status,
-)
 from pmem.report._stats import mcnemar_exact, wilson
 from pmem.report._table import Table, ci, num, pct
 from pmem.rundir import columns as C
@@ -97,6 +91,60 @@ MEANINGS = {
     "after_correction": "own value per entity: after a correction says two near-identically named "
     "entities are different, each gets its own value back.",
 }
+
+
+#: what "before" and "after" mean in each subset: the question asked before the case's critical event and
+#: those asked after it (pmem/bench/_probes.py builds the cases; docs/bench.md "Provenance probes")
+BEFORE_AFTER = {
+    "erasure": "Before: asked once the fact has been stated, before the user asks to forget what they said "
+    "about it. After: asked after that request; 'forget once' where the user's statement was the only one, "
+    "'forget 1 of 2' where a document also stated the fact.",
+    "authority": "Before: asked once a trusted source (user or environment) has set the value, before any "
+    "untrusted claim. After: asked after an untrusted source (web or agent) claimed another value 1 or 4 "
+    "times; the disclosure question is asked after the claims too.",
+    "late-arrival": "Before: asked after the first two dated values have arrived. After: asked once a third "
+    "arrives out of valid-time order (the last arrival is never the latest in valid time).",
+    "stale-premise": "Before: asked while the person's seat follows from their team's home room. After: "
+    "asked once that home room, the premise, has changed.",
+    "merge": "Before: asked about the first-named of two people whose names differ by a final 's' (Anna "
+    "Mark, Anna Marks) once both have a value, before a correction says they are different people. After: "
+    "asked about each of the two after the correction (in half the cases one of them then gets a new value).",
+}
+
+
+def merge_premise(data: pl.DataFrame) -> str | None:
+    """The sentence under the merge table when arms with soft identity fail before the correction.
+
+    A key matched by similarity (P-Mem's soft identity, :func:`pmem.report._palette.soft_identity`) merges
+    the two near-identical names, so such an arm answers the other person's value before the correction:
+    the false merge the probe sets up for the correction to undo. Said only when the run's numbers show it:
+    such an arm's before-correction pass rate is below one half with its whole Wilson 95% interval."""
+    from pmem.report._palette import soft_identity
+
+    index = {(r[C.ARM], r["metric"]): r for r in data.iter_rows(named=True)}
+    merged = [
+        a
+        for a in order_arms({a for a, _ in index})
+        if soft_identity(a)
+        and (r := index.get((a, "before_correction"))) is not None
+        and r["wilson_hi"] is not None
+        and r["wilson_hi"] < 0.5
+    ]
+    if not merged:
+        return None
+
+    def rate(a: str, metric: str) -> str:
+        r = index.get((a, metric))
+        return "–" if r is None else f"{a} {pct(r['rate'])}% {ci(r['wilson_lo'], r['wilson_hi'])}"
+
+    before = ", ".join(rate(a, "before_correction") for a in merged)
+    after = ", ".join(rate(a, "after_correction") for a in merged if (a, "after_correction") in index)
+    return (
+        "A low score before the correction for an arm that matches names by similarity (P-Mem's soft "
+        "identity) is the probe's premise: the two near-identical names are merged into one entity and "
+        f"the other person's value comes back ({before} before). This false merge is what the correction "
+        f"is there to undo; after it: {after or 'no after-correction rows'}."
+    )
 
 
 def post_event(qtype: str) -> bool:
@@ -278,8 +326,11 @@ def subset_table(m: Metrics, subset: str) -> Table:
         .select(pl.lit(subset).alias(C.SUBSET), *_TIDY)
     )
     index = {(r[C.ARM], r["metric"]): r for r in data.iter_rows(named=True)}
+    footer = [BEFORE_AFTER[subset]]
+    if subset == "merge" and (premise := merge_premise(data)) is not None:
+        footer.append(premise)
     shown = []
-    for a in _order_arms(rows[C.ARM].unique().to_list()):
+    for a in order_arms(rows[C.ARM].unique().to_list()):
         line = {C.ARM: a}
         for t in metrics:
             cell = _bytes_cell if t == ARTIFACT_MEAN else _held_cell if t == ARTIFACT_HELD else _rate_cell
@@ -294,6 +345,7 @@ def subset_table(m: Metrics, subset: str) -> Table:
         keys=(C.ARM, "metric"),
         values=("rate", "mean_bytes"),
         section=SECTION,
+        footer=footer,
     )
 
 
@@ -313,7 +365,7 @@ _PAIRED = {
 }
 
 
-def paired_table(m: Metrics) -> Table:
+def probe_mcnemar_table(m: Metrics) -> Table:
     """Exact McNemar of pmem against pmem-paper and bitemporal on every post-event probe."""
     notes = [
         "Paired on the same questions (history_id, question_id) that both arms answered with a verdict. "
@@ -491,11 +543,11 @@ def cost_table(m: Metrics) -> Table:
                 f"histories/ has no {' / '.join(c for c in tok_cols if c not in hcols)} column: write tokens "
                 "from histories/ are not reported (not zero)."
             )
-    req, idx = cost_requests(run), _history_index(run)
+    req, idx = cost_requests(run), history_index(run)
     if req is not None and idx is not None:
         keys = [C.BENCHMARK, C.SUBSET, C.ARM]
         sums = (
-            _request_sums(run, req, idx, keys)
+            request_sums(run, req, idx, keys)
             .filter(pl.col(C.BENCHMARK) == BENCHMARK)
             .group_by(C.ARM)
             .agg(_wt=(pl.col("write_prompt_tokens") + pl.col("write_completion_tokens")).sum())
@@ -512,7 +564,7 @@ def cost_table(m: Metrics) -> Table:
     frame = frame.with_columns(
         [pl.lit(None, dtype=t).alias(c) for c, t in _COST.items() if c not in frame.columns]
     ).select([pl.col(c).cast(t) for c, t in _COST.items()])
-    order = {a: i for i, a in enumerate(_order_arms(frame[C.ARM].to_list()))}
+    order = {a: i for i, a in enumerate(order_arms(frame[C.ARM].to_list()))}
     data = frame.sort(pl.col(C.ARM).replace_strict(order, return_dtype=pl.Int64))
 
     def tok(x: float | None) -> str:
@@ -540,6 +592,6 @@ def cost_table(m: Metrics) -> Table:
 def probe_tables(m: Metrics) -> dict[str, Table]:
     """Every table of the section, by name (empty tables when the run has no probe rows)."""
     out = {table_name(s): subset_table(m, s) for s in PROBE_TYPES}
-    out["provenance_paired"] = paired_table(m)
+    out["provenance_paired"] = probe_mcnemar_table(m)
     out["provenance_cost"] = cost_table(m)
     return out

@@ -22,7 +22,7 @@ from pmem.report._table import Table
 from pmem.rundir import columns as C
 
 if TYPE_CHECKING:
-    from pmem.report._metrics import Metrics
+    from pmem.report._base import Metrics
 
 #: published arm -> (our arm, what differs beyond the shared setup notes)
 ARM_MAP: dict[str, tuple[str | None, str]] = {
@@ -301,10 +301,10 @@ def published_table(m: Metrics) -> Table:
         .alias("ours − published"),
         pl.col("note"),
     )
+    # the setup differences open the report (its Notes); said once, not again under this table
     notes = [
         "Published = the paper's reported figure (labelled as such; never an expected value). "
-        "Setup differences:",
-        *setup_differences(m),
+        "How our setup differs from the paper's: see Notes at the top of the report."
     ]
     return Table(
         "published_vs_ours",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pmem._atomic import atomic_write_bytes
+from pmem.rundir import REPORT, RESULTS
 
 FLAGS = (
     "--headless",
@@ -120,7 +121,7 @@ def _default_run() -> Path | None:
     runs = Path("runs")
     if not runs.is_dir():
         return None
-    cands = [p for p in runs.iterdir() if (p / "results").is_dir()]
+    cands = [p for p in runs.iterdir() if (p / RESULTS.name).is_dir()]
     return max(cands, key=lambda p: p.stat().st_mtime) if cands else None
 
 
@@ -165,10 +166,10 @@ def run(args: argparse.Namespace) -> int:
             msg = "no run under runs/: give RUN_DIR or --html FILE, or make one with `pmem demo`"
             print(f"pmem report-screenshot: {msg}", file=sys.stderr)
             return 2
-        html = run_dir / "report" / "report.html"
+        html = run_dir / REPORT / "report.html"
         if args.rebuild or not html.is_file():
             html = build_report(run_dir).html
-        out = Path(args.out) if args.out else run_dir / "report" / "screenshot.png"
+        out = Path(args.out) if args.out else run_dir / REPORT / "screenshot.png"
     try:
         r = render_html(html, out, width=args.width, height=args.height)
     except RuntimeError as exc:

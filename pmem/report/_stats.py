@@ -80,6 +80,10 @@ def cluster_bootstrap(
         return (math.nan, math.nan)
     num = np.asarray(num, dtype=np.float64)
     den = np.asarray(den, dtype=np.float64)
+    # The draws map to patterns by position: a canonical order makes the interval a function of the
+    # patterns alone (Polars' group_by hands them over in a different order in each process).
+    order = np.lexsort((count, den, num))
+    num, den, count = num[order], den[order], count[order]
     if len(count) == 1:
         r = num[0] / den[0]
         return (r, r)

@@ -14,7 +14,8 @@ class Table:
 
     ``data`` holds raw numbers (written to ``tables/<name>.csv``); ``display`` the formatted view shown in
     report.md/report.html (``data`` itself when ``None``); ``keys`` identify a row and ``values`` are the
-    numeric columns ``--compare`` puts side by side.
+    numeric columns ``--compare`` puts side by side. ``notes`` are shown above the table, ``footer``
+    sentences under it; a ``folded`` table is shown collapsed in report.html (its notes stay visible).
     """
 
     name: str
@@ -25,6 +26,8 @@ class Table:
     keys: tuple[str, ...] = ()
     values: tuple[str, ...] = ()
     section: str = ""
+    footer: list[str] = field(default_factory=list)
+    folded: bool = False
 
     @property
     def shown(self) -> pl.DataFrame:
@@ -33,6 +36,11 @@ class Table:
     @property
     def empty(self) -> bool:
         return self.data.height == 0
+
+    @property
+    def has_rows(self) -> bool:
+        """Whether the report shows any row of it (the CSV is written either way)."""
+        return self.shown.height > 0
 
 
 def pct(x: float | None, digits: int = 1) -> str:

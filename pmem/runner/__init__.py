@@ -5,29 +5,56 @@
 ...     "embedder": {"backend": "hashing"}}, "benchmarks": [{"name": "factconsolidation", "subset": "sh_6k"}]})
 >>> spec.targets()[0].label
 'factconsolidation/sh_6k'
+
+Besides the sweep itself, the runner's parts that ``pmem.ingest`` (which runs the sweep's models on the
+sweep's cluster) reuses are public here: config tables (:func:`read_toml`, :func:`check_keys`,
+:func:`config_error`, :func:`parse_role`), Ray (:func:`connect`, :func:`embedded`), hosted models
+(:class:`HostedModels`, :class:`Hosted`, :func:`model_client`) and the request-recording clients.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from pmem.runner._config import (
     ConfigError,
-    ModelSpec,
     RoleSpec,
     RunOptions,
     SweepSpec,
     Target,
+    check_keys,
+    config_error,
     load_config,
     parse_config,
+    parse_role,
+    read_toml,
 )
-from pmem.runner._connect import ClusterUnreachable
+from pmem.runner._connect import ClusterUnreachable, connect, embedded
 from pmem.runner._driver import SweepInterrupted, SweepResult, plan_sweep, run_sweep
 from pmem.runner._erase import RunErasure, RunErasureError, erase_in_run
+from pmem.runner._execute import RecordingChatModel, RecordingEmbedder
 from pmem.runner._store import RunStore
+
+if TYPE_CHECKING:
+    from pmem.runner._actor import model_client
+    from pmem.runner._hosting import Hosted, HostedModels
+    from pmem.runner._summary import print_summary
+
+# name -> module: imported on first use (`import pmem.runner` does not load the runner actor's module)
+_LAZY: dict[str, str] = {
+    "model_client": "_actor",
+    "Hosted": "_hosting",
+    "HostedModels": "_hosting",
+    "print_summary": "_summary",
+}
 
 __all__ = [
     "ClusterUnreachable",
     "ConfigError",
-    "ModelSpec",
+    "Hosted",
+    "HostedModels",
+    "RecordingChatModel",
+    "RecordingEmbedder",
     "RoleSpec",
     "RunErasure",
     "RunErasureError",
@@ -37,9 +64,27 @@ __all__ = [
     "SweepResult",
     "SweepSpec",
     "Target",
+    "check_keys",
+    "config_error",
+    "connect",
+    "embedded",
     "erase_in_run",
     "load_config",
+    "model_client",
     "parse_config",
+    "parse_role",
     "plan_sweep",
+    "print_summary",
+    "read_toml",
     "run_sweep",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'pmem.runner' has no attribute {name!r}"
+        raise AttributeError(msg)
+    import importlib
+
+    return getattr(importlib.import_module(f"pmem.runner.{module}"), name)

@@ -16,7 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pmem.models._types import CallContext
+from pmem.models import CallContext, InstrumentedChatModel, InstrumentedEmbedder
+from pmem.rundir import (
+    GRAPH_STATE,
+    HISTORIES,
+    REQUESTS,
+    RESULTS,
+    STORE_STATE,
+    WRITES,
+    failed_history_file,
+    part_file,
+    state_path,
+)
 from pmem.runner import _bindings as B
 from pmem.runner._execute import (
     CallRecorder,
@@ -26,13 +37,13 @@ from pmem.runner._execute import (
     UnitOutput,
     run_unit,
 )
-from pmem.runner._store import RunStore, safe_name, write_table
+from pmem.runner._store import RunStore, write_table
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from pmem.bench._types import History
+    from pmem.bench import History
     from pmem.graph import ProvenanceGraph
     from pmem.runner._config import RoleSpec
 
@@ -66,8 +77,8 @@ class Runner:
         self.flush_s = flush_s
         cache = B.open_cache(cache_path)
         hosted = hosted or {}
-        self.agents = {a.model_id: _client(a, f"agent:{a.model_id}", hosted, cache) for a in agents}
-        self.embedder = _client(embedder, "embedder", hosted, cache)
+        self.agents = {a.model_id: model_client(a, f"agent:{a.model_id}", hosted, cache) for a in agents}
+        self.embedder = model_client(embedder, "embedder", hosted, cache)
         self._sem: asyncio.Semaphore | None = None
         self._pending: list[tuple[UnitOutput, asyncio.Future[None]]] = []
         self._timer: asyncio.Task[None] | None = None
@@ -113,7 +124,7 @@ class Runner:
                 self._lag_total += lag
 
     def _models(self, unit: Unit, recorder: CallRecorder) -> Any:
-        from pmem.arms._base import ModelSet
+        from pmem.arms import ModelSet
 
         ctx = CallContext(history_id=unit.history_id, arm=unit.arm)
         return ModelSet(
@@ -209,29 +220,28 @@ class Runner:
         for o in outs:
             row = o.history_row
             u = o.unit
-            stem = f"states/{safe_name(u.arm)}/{safe_name(u.history_id.replace('/', '__'), 120)}.{u.uid[:10]}"
             if o.graph is not None and hasattr(o.graph, "save"):
-                rel = f"{stem}.arrow"
+                rel = state_path(u.arm, u.history_id, u.uid, GRAPH_STATE)
                 path = staged.path_for(rel)
                 _save_state(o.graph, path)
                 row = replace(row, state_path=rel, state_bytes=path.stat().st_size)
             elif o.store is not None:  # a peer library's files, as one tar archive
-                rel = f"{stem}.tar"
+                rel = state_path(u.arm, u.history_id, u.uid, STORE_STATE)
                 path = staged.path_for(rel)
                 path.write_bytes(o.store)
                 row = replace(row, state_path=rel, state_bytes=len(o.store))
             hist_rows.append(row)
             staged.units.append(o.unit.uid)
-            staged.drop.append(f"histories/failed-{o.unit.uid}.parquet")
+            staged.drop.append(failed_history_file(o.unit.uid))
         parts: dict[str, Sequence[object]] = {  # row types differ per dataset
-            "results": [r for o in outs for r in o.results],
-            "writes": [r for o in outs for r in o.writes],
-            "requests": [r for o in outs for r in o.requests],
-            "histories": hist_rows,
+            RESULTS.name: [r for o in outs for r in o.results],
+            WRITES.name: [r for o in outs for r in o.writes],
+            REQUESTS.name: [r for o in outs for r in o.requests],
+            HISTORIES.name: hist_rows,
         }
         for name, rows in parts.items():
             if rows:
-                write_table(staged.path_for(f"{name}/part-{batch_id}.parquet"), rows, name)
+                write_table(staged.path_for(part_file(name, batch_id)), rows, name)
         self.store.commit(staged)
 
     async def drain(self) -> int:
@@ -243,8 +253,10 @@ class Runner:
         return len(self._pending)
 
 
-def _client(spec: RoleSpec, key: str, hosted: dict[str, Any], cache: Any) -> Any:
-    """The runner's client for a model: the driver-hosted replicas when there are some, else its own."""
+def model_client(spec: RoleSpec, key: str, hosted: dict[str, Any], cache: Any) -> Any:
+    """The client for the model of ``spec`` (under ``key``: ``agent:MODEL_ID``, ``embedder``): the
+    driver-hosted replicas when ``hosted`` has some, else one of its own, built from the spec; behind
+    ``cache`` when there is one. Runners and ingest workers build their clients with it."""
     h = hosted.get(key)
     if h is None:
         return B.build_embedder(spec, cache) if spec.role == "embedder" else B.build_chat(spec, cache)
@@ -253,8 +265,6 @@ def _client(spec: RoleSpec, key: str, hosted: dict[str, Any], cache: Any) -> Any
     model = RoutedEmbedder(h) if spec.role == "embedder" else RoutedChat(h)
     if cache is None:
         return model
-    from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
-
     return (InstrumentedEmbedder if spec.role == "embedder" else InstrumentedChatModel)(model, cache=cache)
 
 

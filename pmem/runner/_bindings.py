@@ -1,7 +1,11 @@
-"""Where the runner meets the packages below it: benchmarks, arms, models.
+"""The runner's bindings to the packages below it: benchmarks, arms, models, prompts.
 
-Each binding imports its package lazily. Names, plugins (``module:attr``) included, are resolved by
-the registries of the packages that own them: arms by ``pmem.arms``, benchmarks by ``pmem.bench``.
+The runner meets those packages through their public names only (``pmem.bench``, ``pmem.arms``,
+``pmem.models``, ``pmem.memory.prompts``: tests/test_public_seams.py holds it to that); the bindings
+here are the calls that build things from them, each importing its package lazily. Names, plugins
+(``module:attr``) included, are resolved by the registries of the packages that own them: arms by
+``pmem.arms``, benchmarks by ``pmem.bench``, model backends by ``pmem.models``. A model is built from
+the :class:`pmem.models.ModelSpec` its role holds, the object itself (no dict in between).
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pmem.arms._base import Arm, ModelSet
-    from pmem.bench._types import History
+    from pmem.arms import Arm, ModelSet
+    from pmem.bench import History
     from pmem.models import ChatModel, Embedder, ResponseCache
-    from pmem.runner._config import ModelSpec, Target
+    from pmem.runner._config import RoleSpec, Target
 
 
 def iter_target_histories(target: Target) -> Iterator[History]:
@@ -43,25 +47,27 @@ def prompt_hashes() -> dict[str, str]:
     return {str(k): str(v) for k, v in sorted(hashes().items())}
 
 
-def build_chat(spec: ModelSpec, cache: ResponseCache | None = None) -> ChatModel:
-    from pmem.models._registry import make_chat_model
+def build_chat(spec: RoleSpec, cache: ResponseCache | None = None) -> ChatModel:
+    """The chat model of a role (agent, judge), from its :class:`pmem.models.ModelSpec`."""
+    from pmem.models import make_chat_model
 
-    return make_chat_model(spec.as_dict(), cache=cache)
-
-
-def build_embedder(spec: ModelSpec, cache: ResponseCache | None = None) -> Embedder:
-    from pmem.models._registry import make_embedder
-
-    return make_embedder(spec.as_dict(), cache=cache)
+    return make_chat_model(spec.spec, cache=cache)
 
 
-def open_cache(path: str | None, *, write_behind: bool = False) -> ResponseCache | None:
+def build_embedder(spec: RoleSpec, cache: ResponseCache | None = None) -> Embedder:
+    """The embedder of the ``embedder`` role, from its :class:`pmem.models.ModelSpec`."""
+    from pmem.models import make_embedder
+
+    return make_embedder(spec.spec, cache=cache)
+
+
+def open_cache(path: str | None) -> ResponseCache | None:
     """The model layer's response cache at ``path`` (None when caching is off)."""
     if not path:
         return None
     from pmem.models import ResponseCache
 
-    return ResponseCache(path, write_behind=write_behind)
+    return ResponseCache(path)
 
 
 def judge_prompt(question: Any, prediction: str) -> list[dict[str, str]]:

@@ -1,4 +1,9 @@
-"""`pmem sweep CONFIG.toml`: run a sweep and print the run directory as the last line."""
+"""`pmem sweep CONFIG.toml`: run a sweep and print the run directory as the last line.
+
+Progress is one line on stderr that fits the terminal; ``--verbose`` adds the details (also in the run's
+progress log). stdout gets a short result (``--summary``: the table per cell) and, last, the run
+directory, which scripts read: ``pmem report $(pmem sweep CONFIG | tail -n 1)``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from pmem._exit import EXIT_INTERRUPTED
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from pmem.rundir import PROGRESS_LOG
+
     parser.add_argument("config", help="sweep config (TOML), e.g. jobs/quickstart.toml")
     parser.add_argument(
         "--out", default=None, help="parent folder of runs/<run-id>/ (default: [run] out, or $PMEM_OUT)"
@@ -37,6 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--runners", type=int, default=None, help="runner actors (default: [run] runners)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="progress details too: histories done per subset and arm, runner stats "
+        f"(always written to RUN_DIR/{PROGRESS_LOG})",
+    )
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="end with the table of accuracy per benchmark, subset, parameter, arm and question type",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
     from pmem.models import MissingDependencyError, one_line
     from pmem.runner._config import ConfigError, load_config
     from pmem.runner._driver import SweepInterrupted, check_runners, run_sweep
-    from pmem.runner._summary import print_summary
+    from pmem.runner._summary import print_result
 
     try:
         spec = load_config(args.config)
@@ -68,6 +86,7 @@ def _run(args: argparse.Namespace) -> int:
             runners=args.runners,
             progress_enabled=not args.quiet,
             connect_timeout_s=args.connect_timeout,
+            verbose=args.verbose,
         )
     except SweepInterrupted as exc:
         print(str(exc), file=sys.stderr)
@@ -75,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
     except (ConfigError, RuntimeError, ValueError, MissingDependencyError) as exc:
         print(f"error: {one_line(exc)}", file=sys.stderr)
         return 2
-    print_summary(res)
+    print_result(res, table=args.summary)
     fail_on_error = args.fail_on_error or spec.run.fail_on_error
     empty = _nothing_written(res.run_dir, spec.agents[0].backend if len(spec.agents) == 1 else "")
     allow_empty = args.allow_empty or spec.run.allow_empty

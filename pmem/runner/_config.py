@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pmem.models import _spec as model_spec
-from pmem.models._spec import SECRET_OPTIONS, Kind, ModelSpecError, redacted, thaw
+from pmem.models import SECRET_OPTIONS, ModelKind, ModelSpec, ModelSpecError, redacted, thaw
 
 MODEL_ROLES = ("agent", "embedder", "judge")
 
@@ -103,10 +102,10 @@ class RoleSpec:
     """One ``[models.ROLE]`` table: the role (agent, embedder, judge) and the model layer's spec."""
 
     role: str
-    spec: model_spec.ModelSpec
+    spec: ModelSpec
 
     @property
-    def kind(self) -> Kind:
+    def kind(self) -> ModelKind:
         return _kind(self.role)
 
     @property
@@ -150,13 +149,9 @@ class RoleSpec:
         return self.spec.model_id(self.kind)
 
 
-def _kind(role: str) -> Kind:
+def _kind(role: str) -> ModelKind:
     """What a role's model is, for the model layer: the embedder embeds, every other role chats."""
     return "embedder" if role == "embedder" else "chat"
-
-
-#: The name this class had when the runner kept its own model spec (``pmem.runner.ModelSpec``).
-ModelSpec = RoleSpec
 
 
 @dataclass(frozen=True)
@@ -253,22 +248,24 @@ class SweepSpec:
         }
 
 
-def _err(source: str, where: str, msg: str) -> ConfigError:
+def config_error(source: str, where: str, msg: str) -> ConfigError:
+    """The error of a config file (sweep or ingest): ``SOURCE: WHERE: MSG``, naming the file and key."""
     return ConfigError(f"{source}: {where}: {msg}")
 
 
-def _check_keys(source: str, where: str, table: dict[str, Any], allowed: set[str]) -> None:
+def check_keys(source: str, where: str, table: dict[str, Any], allowed: set[str]) -> None:
+    """Refuse keys of ``table`` not in ``allowed`` (a typo must not silently run another experiment)."""
     unknown = sorted(set(table) - allowed)
     if unknown:
         msg = f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (allowed: {', '.join(sorted(allowed))})"
-        raise _err(source, where, msg)
+        raise config_error(source, where, msg)
 
 
 def _arm_list(source: str, where: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
-        raise _err(source, where, f"must be a non-empty list of arm names, got {value!r}")
+        raise config_error(source, where, f"must be a non-empty list of arm names, got {value!r}")
     from pmem.arms import ARM_NAMES, PEER_ARM_NAMES, arm_names, resolve_arm
 
     if value == ["all"]:
@@ -278,7 +275,7 @@ def _arm_list(source: str, where: str, value: Any) -> tuple[str, ...]:
             try:
                 resolve_arm(a)  # a plugin that does not import fails here, not in every history
             except ValueError as exc:
-                raise _err(source, where, str(exc)) from None
+                raise config_error(source, where, str(exc)) from None
         elif a not in ARM_NAMES and a not in PEER_ARM_NAMES:
             msg = f"unknown arm {a!r} (known: {', '.join((*ARM_NAMES, *PEER_ARM_NAMES))}; or module:attr)"
             if a in arm_names():
@@ -286,58 +283,64 @@ def _arm_list(source: str, where: str, value: Any) -> tuple[str, ...]:
                 msg += (
                     "; it is registered in this process only: name it module:attr so that runners import it"
                 )
-            raise _err(source, where, msg)
+            raise config_error(source, where, msg)
     if len(set(value)) != len(value):
-        raise _err(source, where, f"duplicate arm names in {value!r}")
+        raise config_error(source, where, f"duplicate arm names in {value!r}")
     return tuple(value)
 
 
-def _model(source: str, role: str, table: Any) -> RoleSpec:
+def parse_role(source: str, role: str, table: Any) -> RoleSpec:
+    """One ``[models.ROLE]`` table (of a sweep or an ingest config) -> its :class:`RoleSpec`, validated by
+    the model layer (:meth:`pmem.models.ModelSpec.validate`); errors name the file and key."""
     where = f"[models.{role}]"
     if not isinstance(table, dict):
-        raise _err(source, where, f"must be a table, got {type(table).__name__}")
+        raise config_error(source, where, f"must be a table, got {type(table).__name__}")
     backend = table.get("backend")
     if not isinstance(backend, str) or not backend:
-        raise _err(source, f"{where} backend", "is required (heuristic | hashing | openai | vllm ...)")
+        raise config_error(
+            source, f"{where} backend", "is required (heuristic | hashing | openai | vllm ...)"
+        )
     for k, v in table.items():
         if k in TABLE_OPTIONS:
             if not isinstance(v, dict):
-                raise _err(source, f"{where} {k}", f"must be a table, got {v!r}")
+                raise config_error(source, f"{where} {k}", f"must be a table, got {v!r}")
         elif isinstance(v, dict):
             msg = f"nested tables are not supported in model options (only in {', '.join(sorted(TABLE_OPTIONS))})"
-            raise _err(source, f"{where} {k}", msg)
+            raise config_error(source, f"{where} {k}", msg)
     for name, value in table.get("env", {}).items():
         if not isinstance(value, str):
             msg = f'environment values must be strings, got {value!r} (quote it: {name} = "{value}")'
-            raise _err(source, f"{where} env.{name}", msg)
+            raise config_error(source, f"{where} env.{name}", msg)
     if "options" in table:
-        raise _err(source, f"{where} options", "give model options as keys of the table itself")
+        raise config_error(source, f"{where} options", "give model options as keys of the table itself")
     for k in ("model", "url"):
         if k in table and not isinstance(table[k], str):
-            raise _err(source, f"{where} {k}", f"must be a string, got {table[k]!r}")
+            raise config_error(source, f"{where} {k}", f"must be a string, got {table[k]!r}")
     try:
-        spec = model_spec.ModelSpec.from_mapping(table).validate(_kind(role))
+        spec = ModelSpec.from_mapping(table).validate(_kind(role))
     except ModelSpecError as exc:
-        raise _err(source, f"{where} {exc.key}", str(exc)) from None
+        raise config_error(source, f"{where} {exc.key}", str(exc)) from None
     return RoleSpec(role, spec)
 
 
 def _param_values(source: str, where: str, key: str, value: Any, typ: type | None) -> tuple[Any, ...]:
     vals = value if isinstance(value, list) else [value]
     if not vals:
-        raise _err(source, f"{where} {key}", "an empty list sweeps nothing")
+        raise config_error(source, f"{where} {key}", "an empty list sweeps nothing")
     for v in vals:
         if typ is None:
             if isinstance(v, dict | list):
-                raise _err(source, f"{where} {key}", f"parameter values must be scalars, got {v!r}")
+                raise config_error(source, f"{where} {key}", f"parameter values must be scalars, got {v!r}")
             continue
         ok = isinstance(v, typ) and not (typ is int and isinstance(v, bool))
         if not ok:
-            raise _err(source, f"{where} {key}", f"must be {typ.__name__} (or a list of them), got {v!r}")
+            raise config_error(
+                source, f"{where} {key}", f"must be {typ.__name__} (or a list of them), got {v!r}"
+            )
         if typ is int and v < 0:
-            raise _err(source, f"{where} {key}", f"must be >= 0, got {v!r}")
+            raise config_error(source, f"{where} {key}", f"must be >= 0, got {v!r}")
     if len(set(map(repr, vals))) != len(vals):
-        raise _err(source, f"{where} {key}", f"duplicate values in {vals!r}")
+        raise config_error(source, f"{where} {key}", f"duplicate values in {vals!r}")
     return tuple(vals)
 
 
@@ -346,12 +349,12 @@ def _benchmark(
 ) -> BenchmarkSpec:
     where = f"[[benchmarks]] #{i + 1}"
     if not isinstance(table, dict):
-        raise _err(source, where, "must be a table")
+        raise config_error(source, where, "must be a table")
     from pmem.bench import benchmark_info, benchmark_names
 
     name = table.get("name")
     if not isinstance(name, str) or not name:
-        raise _err(
+        raise config_error(
             source,
             f"{where} name",
             f"is required (one of {', '.join(benchmark_names())}, or module:function)",
@@ -365,28 +368,30 @@ def _benchmark(
             if ":" in name
             else f"unknown benchmark (known: {', '.join(benchmark_names())}; or module:function)"
         )
-        raise _err(source, f"{where} name", msg) from None
+        raise config_error(source, f"{where} name", msg) from None
     if "subset" in table and "subsets" in table:
-        raise _err(source, where, "give either subset or subsets, not both")
+        raise config_error(source, where, "give either subset or subsets, not both")
     subsets = table.get("subsets", table.get("subset"))
     if subsets is None:
         if info.default_subset is None:
-            raise _err(source, f"{where} subsets", f"is required (one of {', '.join(info.accepted_subsets)})")
+            raise config_error(
+                source, f"{where} subsets", f"is required (one of {', '.join(info.accepted_subsets)})"
+            )
         subsets = [info.default_subset]
     if isinstance(subsets, str):
         subsets = [subsets]
     if not isinstance(subsets, list) or not subsets or not all(isinstance(s, str) for s in subsets):
-        raise _err(source, f"{where} subsets", f"must be a non-empty list of names, got {subsets!r}")
+        raise config_error(source, f"{where} subsets", f"must be a non-empty list of names, got {subsets!r}")
     for s in subsets:
         if not info.accepts(s):
-            raise _err(
+            raise config_error(
                 source,
                 f"{where} subsets",
                 f"unknown subset {s!r} (known: {', '.join(info.accepted_subsets)})",
             )
     param_types = info.params
     allowed = _BENCH_KEYS | (set(param_types) if param_types is not None else set(table))
-    _check_keys(source, where, table, allowed)
+    check_keys(source, where, table, allowed)
     params: list[tuple[str, tuple[Any, ...]]] = []
     for key in sorted(set(table) - _BENCH_KEYS):
         typ = param_types.get(key) if param_types is not None else None
@@ -399,7 +404,7 @@ def _benchmark(
                 p = p if p.is_absolute() else (base / p)
                 if not p.exists() or "$" in str(p):
                     msg = f"{p} does not exist (the config says {v!r}; give the data file's path)"
-                    raise _err(source, f"{where} path", msg)
+                    raise config_error(source, f"{where} path", msg)
                 resolved.append(str(p.resolve()))
             vals = tuple(resolved)
         params.append((key, vals))
@@ -408,10 +413,12 @@ def _benchmark(
     elif default_arms is not None:
         arms = default_arms
     else:
-        raise _err(source, f"{where} arms", "no arms: give arms = [...] at the top level or in this table")
+        raise config_error(
+            source, f"{where} arms", "no arms: give arms = [...] at the top level or in this table"
+        )
     limit = table.get("limit")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-        raise _err(source, f"{where} limit", f"must be a positive integer, got {limit!r}")
+        raise config_error(source, f"{where} limit", f"must be a positive integer, got {limit!r}")
     return BenchmarkSpec(name=name, subsets=tuple(subsets), params=tuple(params), arms=arms, limit=limit)
 
 
@@ -419,68 +426,78 @@ def _run_options(source: str, table: Any) -> RunOptions:
     if table is None:
         return RunOptions()
     if not isinstance(table, dict):
-        raise _err(source, "[run]", "must be a table")
-    _check_keys(source, "[run]", table, set(_RUN_TYPES))
+        raise config_error(source, "[run]", "must be a table")
+    check_keys(source, "[run]", table, set(_RUN_TYPES))
     for k, v in table.items():
         types = _RUN_TYPES[k]
         if not isinstance(v, types) or (bool not in types and isinstance(v, bool)):
-            raise _err(source, f"[run] {k}", f"must be {' or '.join(t.__name__ for t in types)}, got {v!r}")
+            raise config_error(
+                source, f"[run] {k}", f"must be {' or '.join(t.__name__ for t in types)}, got {v!r}"
+            )
     for k in ("runners", "in_flight", "batch", "judge_concurrency", "limit"):
         if k in table and table[k] < 1:
-            raise _err(source, f"[run] {k}", f"must be >= 1, got {table[k]!r}")
+            raise config_error(source, f"[run] {k}", f"must be >= 1, got {table[k]!r}")
     if table.get("placement", "driver-node") not in ("driver-node", "spread"):
-        raise _err(
+        raise config_error(
             source, "[run] placement", f"must be 'driver-node' or 'spread', got {table['placement']!r}"
         )
     if "max_unit_retries" in table and table["max_unit_retries"] < 0:
-        raise _err(source, "[run] max_unit_retries", "must be >= 0")
+        raise config_error(source, "[run] max_unit_retries", "must be >= 0")
     if "connect_timeout_s" in table and not table["connect_timeout_s"] > 0:
-        raise _err(source, "[run] connect_timeout_s", f"must be > 0, got {table['connect_timeout_s']!r}")
+        raise config_error(
+            source, "[run] connect_timeout_s", f"must be > 0, got {table['connect_timeout_s']!r}"
+        )
     return RunOptions(**table)
 
 
 def parse_config(data: dict[str, Any], *, source: str = "<config>", base: Path | None = None) -> SweepSpec:
     """Validate a parsed TOML document into a :class:`SweepSpec`."""
     base = base or Path.cwd()
-    _check_keys(source, "top level", data, _TOP_KEYS)
+    check_keys(source, "top level", data, _TOP_KEYS)
     name = data.get("name", Path(source).stem if source != "<config>" else "sweep")
     if not isinstance(name, str) or not name or any(c in name for c in "/\\ "):
-        raise _err(source, "name", f"must be a non-empty name without spaces or slashes, got {name!r}")
+        raise config_error(
+            source, "name", f"must be a non-empty name without spaces or slashes, got {name!r}"
+        )
     description = data.get("description", "")
     if not isinstance(description, str):
-        raise _err(source, "description", "must be a string")
+        raise config_error(source, "description", "must be a string")
     default_arms = _arm_list(source, "arms", data["arms"]) if "arms" in data else None
 
     models = data.get("models")
     if not isinstance(models, dict):
-        raise _err(source, "[models]", "is required, with [models.agent] and [models.embedder]")
-    _check_keys(source, "[models]", models, set(MODEL_ROLES))
+        raise config_error(source, "[models]", "is required, with [models.agent] and [models.embedder]")
+    check_keys(source, "[models]", models, set(MODEL_ROLES))
     agent_t = models.get("agent")
     if agent_t is None:
-        raise _err(source, "[models.agent]", "is required")
-    agents = tuple(_model(source, "agent", t) for t in (agent_t if isinstance(agent_t, list) else [agent_t]))
+        raise config_error(source, "[models.agent]", "is required")
+    agents = tuple(
+        parse_role(source, "agent", t) for t in (agent_t if isinstance(agent_t, list) else [agent_t])
+    )
     if len({a.model_id for a in agents}) != len(agents):
-        raise _err(source, "[[models.agent]]", "two agents share a model id; give each a distinct `model`")
+        raise config_error(
+            source, "[[models.agent]]", "two agents share a model id; give each a distinct `model`"
+        )
     if "embedder" not in models:
-        raise _err(source, "[models.embedder]", "is required")
-    embedder = _model(source, "embedder", models["embedder"])
-    judge = _model(source, "judge", models["judge"]) if "judge" in models else None
+        raise config_error(source, "[models.embedder]", "is required")
+    embedder = parse_role(source, "embedder", models["embedder"])
+    judge = parse_role(source, "judge", models["judge"]) if "judge" in models else None
 
     benches_t = data.get("benchmarks")
     if not isinstance(benches_t, list) or not benches_t:
-        raise _err(source, "[[benchmarks]]", "at least one benchmark table is required")
+        raise config_error(source, "[[benchmarks]]", "at least one benchmark table is required")
     benches = tuple(_benchmark(source, i, t, default_arms, base) for i, t in enumerate(benches_t))
 
     arm_opts_t = data.get("arm_options", {})
     if not isinstance(arm_opts_t, dict):
-        raise _err(source, "[arm_options]", "must be a table of [arm_options.ARM] tables")
+        raise config_error(source, "[arm_options]", "must be a table of [arm_options.ARM] tables")
     used = {a for b in benches for a in b.arms}
     arm_options = []
     for arm, opts in sorted(arm_opts_t.items()):
         if arm not in used:
-            raise _err(source, f"[arm_options.{arm}]", f"arm {arm!r} is not run by any benchmark")
+            raise config_error(source, f"[arm_options.{arm}]", f"arm {arm!r} is not run by any benchmark")
         if not isinstance(opts, dict):
-            raise _err(source, f"[arm_options.{arm}]", "must be a table")
+            raise config_error(source, f"[arm_options.{arm}]", "must be a table")
         arm_options.append((arm, tuple(sorted(opts.items()))))
 
     spec = SweepSpec(
@@ -499,7 +516,7 @@ def parse_config(data: dict[str, Any], *, source: str = "<config>", base: Path |
     seen: set[str] = set()
     for label, _ in labels:
         if label in seen:
-            raise _err(source, "[[benchmarks]]", f"{label} is listed twice")
+            raise config_error(source, "[[benchmarks]]", f"{label} is listed twice")
         seen.add(label)
     return spec
 

@@ -23,14 +23,26 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pmem._atomic import atomic_write_bytes
 from pmem._lock import hold_exclusive
+from pmem.rundir import (
+    CACHE,
+    LOCK,
+    LOGS,
+    PLAN,
+    PROGRESS_LOG,
+    RESPONSE_CACHE,
+    RUN_TOML,
+    SUMMARY,
+    PlanCell,
+    failed_history_file,
+)
 from pmem.runner import _bindings as B
 from pmem.runner._execute import Unit
 from pmem.runner._identity import config_hash, run_id_for, run_toml, unit_id, write_run_toml
-from pmem.runner._progress import Progress
+from pmem.runner._progress import LogFile, Progress
 from pmem.runner._store import RunStore
 
 if TYPE_CHECKING:
-    from pmem.bench._types import History
+    from pmem.bench import History
     from pmem.runner._config import SweepSpec
 
 #: Histories with more events than this are put in Ray's object store once and shared by all arms.
@@ -178,7 +190,7 @@ class _Runners:
 
         self.hosts = HostedModels()
         specs = {f"agent:{a.model_id}": a for a in spec.agents} | {"embedder": spec.embedder}
-        from pmem.models._registry import HOSTED_BACKENDS
+        from pmem.models import HOSTED_BACKENDS
 
         hosted = sorted({m.backend for m in specs.values() if m.backend in HOSTED_BACKENDS})
         if hosted:
@@ -209,7 +221,7 @@ class _Runners:
             )
         cache_path = None
         if self.opts.cache:
-            cache_path = self.opts.cache_path or str(self.store.root / "cache" / "responses.sqlite")
+            cache_path = self.opts.cache_path or str(self.store.root / CACHE / RESPONSE_CACHE)
             Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
         self.actors[i] = self.cls.options(**options).remote(
             run_dir=str(self.store.root),
@@ -232,7 +244,7 @@ class _Runners:
             if a is not None:
                 with contextlib.suppress(Exception):
                     self.ray.kill(a, no_restart=True)
-        self.hosts.save_logs(self.store.root / "logs")
+        self.hosts.save_logs(self.store.root / LOGS)
         self.hosts.stop()
 
 
@@ -279,7 +291,7 @@ def execute(
         return [], 0
     pool = _Runners(plan, runners if runners is not None else plan.spec.run.runners, log)
     progress.restart_clock()
-    progress.note(
+    progress.detail(
         f"[pmem sweep] {len(pending)} histories to run on {pool.n} runner(s) "
         f"({plan.spec.run.in_flight} in flight each)"
     )
@@ -399,7 +411,7 @@ def _note_loop_stats(pool: _Runners, progress: Progress) -> None:
         return  # a runner that just died has no stats to give
     lag = max(s["loop_lag_max_s"] for s in stats)
     blocked = sum(s["loop_blocked_s"] for s in stats)
-    progress.note(
+    progress.detail(
         f"[pmem sweep] runner event loops: longest stall {1000 * lag:.0f} ms, "
         f"{blocked:.1f} s blocked in total (CPU work on the loop)"
     )
@@ -505,16 +517,13 @@ def planned_cells(plan: Plan) -> list[dict[str, Any]]:
     counts: Counter[tuple[str, str, str, str]] = Counter(
         (u.benchmark, u.subset, u.arm, u.model) for u in plan.units
     )
-    cells = [
-        {"benchmark": b, "subset": s, "arm": a, "model": m, "histories": n}
-        for (b, s, a, m), n in sorted(counts.items())
-    ]
+    cells = [PlanCell(b, s, a, m, histories=n) for (b, s, a, m), n in sorted(counts.items())]
     # an arm that cannot run with this agent: its histories, none planned, and why
     cells += [
-        {"benchmark": b, "subset": s, "arm": a, "model": m, "histories": 0, "not_run": why, "skipped": n}
+        PlanCell(b, s, a, m, histories=0, not_run=why, skipped=n)
         for (b, s, a, m), (n, why) in sorted(plan.not_run.items())
     ]
-    return cells
+    return [c.to_json() for c in cells]
 
 
 def run_sweep(
@@ -528,20 +537,28 @@ def run_sweep(
     stream: TextIO | None = None,
     progress_enabled: bool = True,
     connect_timeout_s: float | None = None,
+    verbose: bool = False,
 ) -> SweepResult:
     """Run (or resume) a sweep; returns its summary.
 
     Raises ``ValueError``/``RuntimeError`` for config, data and path errors (before anything starts),
     :class:`~pmem.runner._connect.ClusterUnreachable` when a named cluster does not answer, and
     :class:`SweepInterrupted` on Ctrl-C (after keeping every committed history).
+
+    Progress goes to ``stream`` (stderr) as one line that fits the terminal, unless ``progress_enabled``
+    is false; ``verbose`` adds the details (counts per subset and arm, runner stats). Both, and every
+    note, are also appended to the run's progress log (:data:`pmem.rundir.PROGRESS_LOG`).
     """
     from pmem.runner._connect import connect
 
     t0 = time.monotonic()
     stream = stream or sys.stderr
+    # the run's progress log: set once the run directory is locked (before, it may not be this run's)
+    log_file = LogFile(warn=stream)
 
     def log(text: str) -> None:
         print(text, file=stream, flush=True)
+        log_file.write([text])
 
     check_runners(runners)
     timeout_s = connect_timeout_s if connect_timeout_s is not None else spec.run.connect_timeout_s
@@ -555,7 +572,8 @@ def run_sweep(
     lock = None
     try:
         store.ensure()
-        lock = hold_exclusive(store.root / ".lock", f"{store.root} (a `pmem sweep` run directory)")
+        lock = hold_exclusive(store.root / LOCK, f"{store.root} (a `pmem sweep` run directory)")
+        log_file.path = store.root / PROGRESS_LOG
         unit_ids = {u.uid for u in plan.units}
         if unit_ids - store.completed():
             started = connect(address, timeout_s=timeout_s)
@@ -568,7 +586,23 @@ def run_sweep(
             # recovery dropped a batch: there is work after all
             started = connect(address, timeout_s=timeout_s)
             _kill_orphans(plan.run_id, log)
-        return _run_planned(plan, spec, runners, predict_only, stream, progress_enabled, log, t0)
+        return _run_planned(
+            plan,
+            spec,
+            runners,
+            predict_only,
+            Progress(
+                plan.totals,
+                _already_complete(plan),
+                interval=spec.run.progress_s,
+                stream=stream,
+                enabled=progress_enabled,
+                verbose=verbose,
+                log=log_file,
+            ),
+            log,
+            t0,
+        )
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
         with contextlib.suppress(Exception):
@@ -595,8 +629,7 @@ def _run_planned(
     spec: SweepSpec,
     runners: int | None,
     predict_only: bool | None,
-    stream: TextIO,
-    progress_enabled: bool,
+    progress: Progress,
     log: Any,
     t0: float,
 ) -> SweepResult:
@@ -607,7 +640,7 @@ def _run_planned(
         "judge": spec.judge.model_id if spec.judge else None,
     }
     write_run_toml(
-        store.root / "run.toml",
+        store.root / RUN_TOML,
         run_toml(
             spec,
             run_id=plan.run_id,
@@ -618,24 +651,16 @@ def _run_planned(
         ),
     )
     atomic_write_bytes(
-        store.root / "plan.json",
+        store.root / PLAN,
         json.dumps({"run_id": plan.run_id, "cells": planned_cells(plan)}, indent=1).encode(),
     )
     from pmem.arms import NEEDS_A_MODEL
 
-    completed = store.completed()
-    already: dict[tuple[str, str], int] = defaultdict(int)
-    for u in plan.units:
-        if u.uid in completed:
-            already[u.group] += 1
-    skipped = sum(already.values())
-    progress = Progress(
-        plan.totals, already, interval=spec.run.progress_s, stream=stream, enabled=progress_enabled
-    )
+    skipped = progress.n_done  # nothing ran yet: the histories earlier invocations committed
     progress.note(
-        f"[pmem sweep] run {plan.run_id}: {len(plan.units)} histories x arms, {skipped} already complete "
-        f"-> {store.root}"
+        f"[pmem sweep] run {plan.run_id}: {len(plan.units)} histories x arms, {skipped} already complete"
     )
+    progress.detail(f"[pmem sweep] run directory {store.root}; this log: {store.root / PROGRESS_LOG}")
     not_run: dict[str, int] = defaultdict(int)
     for (_, _, arm, _), (n, _why) in plan.not_run.items():
         not_run[arm] += n
@@ -658,7 +683,7 @@ def _run_planned(
         import pyarrow.parquet as pq
 
         for uid in sorted(failed_now):
-            p = store.root / "histories" / f"failed-{uid}.parquet"
+            p = store.root / failed_history_file(uid)
             try:
                 row = pq.read_table(p).to_pylist()[0]
             except Exception:
@@ -681,8 +706,18 @@ def _run_planned(
     )
     summary = {k: v for k, v in res.__dict__.items() if k != "run_dir"}
     summary["run_dir"] = str(res.run_dir)
-    atomic_write_bytes(store.root / "summary.json", json.dumps(summary, indent=2, default=str).encode())
+    atomic_write_bytes(store.root / SUMMARY, json.dumps(summary, indent=2, default=str).encode())
     return res
+
+
+def _already_complete(plan: Plan) -> dict[tuple[str, str], int]:
+    """Histories per (subset, arm) committed by earlier invocations: skipped by this one."""
+    completed = plan.store.completed()
+    already: dict[tuple[str, str], int] = defaultdict(int)
+    for u in plan.units:
+        if u.uid in completed:
+            already[u.group] += 1
+    return dict(already)
 
 
 def _kill_orphans(run_id: str, log: Any) -> None:

@@ -20,23 +20,22 @@ The benchmark's own data is not the run's: a history generated again states the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pmem._atomic import atomic_write_bytes
+from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem._scrub import erase_from_cache, holds, scrub_parquet, scrub_table, scrub_text_file, stated_only_by
+from pmem.rundir import CACHE, DATASETS, LOCK, LOGS, REPORT, STATES, CommitRecord, states_of
 from pmem.rundir import columns as C
-from pmem.runner._store import COMMITS, file_sha256, safe_name
 
-#: the datasets whose rows name a history
-_DATASETS = ("results", "writes", "requests", "histories", "judgments")
+#: the datasets whose rows name a history (every dataset of a run)
+_DATASETS = tuple(DATASETS)
 
 
 class RunErasureError(ValueError):
@@ -55,16 +54,6 @@ class RunErasure:
     cleaned: list[str] = field(default_factory=list)
 
 
-def _states_of(run_dir: Path, history_id: str) -> dict[str, Path]:
-    """Each arm's state file of the history (the runner's naming: states/ARM/HISTORY.UNIT.arrow)."""
-    stem = safe_name(history_id.replace("/", "__"), 120)
-    out: dict[str, Path] = {}
-    for path in sorted((run_dir / "states").glob(f"*/{stem}.*.arrow")):
-        if path.name[: len(stem) + 1] == f"{stem}.":
-            out[path.parent.name] = path
-    return out
-
-
 def erase_in_run(run_dir: str | Path, history_id: str, evidence: str, arm: str | None = None) -> RunErasure:
     """Erase ``evidence`` (an id in ``arm``'s state of the history; default: ``pmem``'s, else the first
     arm with a state) from every copy the run keeps (see the module docstring).
@@ -81,10 +70,11 @@ def erase_in_run(run_dir: str | Path, history_id: str, evidence: str, arm: str |
 
     run_dir = Path(run_dir)
     lock = hold_exclusive(
-        run_dir / ".lock", f"{run_dir} (a `pmem sweep` run directory)", hint="wait for that sweep to end"
+        run_dir / LOCK, f"{run_dir} (a `pmem sweep` run directory)", hint="wait for that sweep to end"
     )
     try:
-        states = _states_of(run_dir, history_id)
+        # each arm's P-Mem graph of the history (a peer library's .tar store is not erased here)
+        states = states_of(run_dir, history_id)
         if not states:
             msg = f"{run_dir}: no state of history {history_id!r} under states/ (history ids are in results/)"
             raise RunErasureError(msg)
@@ -132,9 +122,9 @@ def erase_in_run(run_dir: str | Path, history_id: str, evidence: str, arm: str |
                 if rows:
                     sums[str(path.relative_to(run_dir))] = file_sha256(path)
                     receipt.cleaned.append(f"{path} ({rows} rows)")
-        for cache in sorted((run_dir / "cache").glob("*.sqlite")):
+        for cache in sorted((run_dir / CACHE).glob("*.sqlite")):
             receipt.cleaned.append(erase_from_cache(cache, needles))
-        for folder in ("report", "logs"):
+        for folder in (REPORT, LOGS):
             for path in sorted(p for p in (run_dir / folder).rglob("*") if p.is_file()):
                 count = scrub_text_file(path, needles)
                 if count > 0:
@@ -153,13 +143,11 @@ def _record_sums(run_dir: Path, sums: dict[str, str]) -> None:
     """Write the new sha256 of each changed file into the commit records that name it."""
     if not sums:
         return
-    for record_path in sorted((run_dir / COMMITS).glob("*.json")):
-        record = json.loads(record_path.read_text())
-        recorded = record.get("sha256") or {}
+    for record in CommitRecord.read_all(run_dir):
+        recorded = record.sha256 or {}
         hits = {rel: sha for rel, sha in sums.items() if rel in recorded}
         if hits:
-            recorded.update(hits)
-            atomic_write_bytes(record_path, json.dumps(record).encode())
+            replace(record, sha256={**recorded, **hits}).write(run_dir)
 
 
 def _still_holding(
@@ -174,8 +162,8 @@ def _still_holding(
     own rows."""
     datasets = {run_dir / d for d in _DATASETS}
     left = []
-    for path in sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"):
-        if path.parent.parent == run_dir / "states" and path not in own_states:
+    for path in sorted(p for p in run_dir.rglob("*") if p.is_file() and p.name != LOCK):
+        if path.parent.parent == run_dir / STATES and path not in own_states:
             continue
         if path.parent in datasets and path.suffix == ".parquet":
             table = pq.read_table(path)

@@ -18,22 +18,25 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.bench import ERASED_PARAMS, artifact_bytes
 from pmem.graph import OPS
-from pmem.models import EMBED_PURPOSE, REQUEST_COLUMNS, ModelCallError, RequestLog
-from pmem.models._types import (
+from pmem.models import (
+    EMBED_PURPOSE,
+    REQUEST_COLUMNS,
     CallContext,
     ChatModel,
     Completion,
     Embedder,
     Embedding,
     InnerLimits,
+    ModelCallError,
+    RequestLog,
 )
 from pmem.rundir import HistoryRow, ParamColumns, RequestRow, ResultRow, RowKeys, WriteRow
 from pmem.rundir import columns as C
 
 if TYPE_CHECKING:
-    from pmem.arms._base import Arm
-    from pmem.bench._types import History, Question
-    from pmem.models._types import CallOptions
+    from pmem.arms import Arm
+    from pmem.bench import History, Question
+    from pmem.models import CallOptions
 
 
 @dataclass(frozen=True)
@@ -197,7 +200,7 @@ class RecordingEmbedder(_UnitView, Embedder):
 
 def _norm(text: str) -> str:
     try:
-        from pmem.bench._scoring import normalize_answer
+        from pmem.bench import normalize_answer
     except ImportError:  # pragma: no cover
         return " ".join(text.lower().split())
     return normalize_answer(text)
@@ -208,7 +211,7 @@ def score(benchmark: str, question: Question, prediction: str) -> tuple[bool | N
     if question.needs_judge:
         return None, None
     try:
-        from pmem.bench._scoring import score_question
+        from pmem.bench import score_question
 
         s = score_question(benchmark, question, prediction)
         return s.correct, s.stale

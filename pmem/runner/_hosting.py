@@ -1,6 +1,6 @@
 """Model replicas shared by every runner of a sweep.
 
-A hosted model (`vllm` on GPUs, `llamacpp` on CPUs: :data:`pmem.models._registry.HOSTED_BACKENDS`) is
+A hosted model (`vllm` on GPUs, `llamacpp` on CPUs: :data:`pmem.models.HOSTED_BACKENDS`) is
 started once, by the driver (its replica actors hold the GPUs or CPUs); each runner then talks to those
 replicas' OpenAI-compatible endpoints through `openai` clients, routed as the `vllm` backend routes (:mod:`pmem.models._routing`: all calls of one history to one replica, prefix-cache
 reuse; the histories of a runner across replicas; a call that fails on a replica that looks down is
@@ -19,15 +19,15 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pmem.models._routing import RoutedChatModel, openai_replicas
-from pmem.models._routing import RoutedEmbedder as _RoutedEmbedder
-from pmem.runner._store import safe_name
+from pmem.models import RoutedChatModel, openai_replicas
+from pmem.models import RoutedEmbedder as _RoutedEmbedder
+from pmem.rundir import safe_name
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pmem.models._vllm import _Pooled
-    from pmem.runner._config import ModelSpec
+    from pmem.models import PooledModel
+    from pmem.runner._config import RoleSpec
 
 
 @dataclass(frozen=True)
@@ -54,34 +54,31 @@ class HostedModels:
     """Starts hosted models in the driver; ``hosted`` is handed to the runners; ``stop()`` at the end."""
 
     def __init__(self) -> None:
-        self.models: list[_Pooled] = []
-        self.keyed: list[tuple[str, _Pooled]] = []  # (role key, model), for naming their logs
+        self.models: list[PooledModel] = []
+        self.keyed: list[tuple[str, PooledModel]] = []  # (role key, model), for naming their logs
         self.hosted: dict[str, Hosted] = {}
 
-    def start(self, specs: dict[str, ModelSpec]) -> dict[str, Hosted]:
+    def start(self, specs: dict[str, RoleSpec]) -> dict[str, Hosted]:
         try:
             return self._start(specs)
         except BaseException:
             self.stop()  # the caller gets no handle to stop models that did start: their GPUs come back now
             raise
 
-    def _start(self, specs: dict[str, ModelSpec]) -> dict[str, Hosted]:
-        from pmem.models import make_chat_model, make_embedder
-        from pmem.models._registry import HOSTED_BACKENDS
-        from pmem.models._vllm import _Pooled
+    def _start(self, specs: dict[str, RoleSpec]) -> dict[str, Hosted]:
+        from pmem.models import HOSTED_BACKENDS, PooledModel, make_chat_model, make_embedder
 
         # roles whose tables are the same (an agent that also judges) share one pool of replicas
-        pools: dict[tuple[str, Any], _Pooled] = {}
-        roles: dict[str, _Pooled] = {}
+        pools: dict[tuple[str, Any], PooledModel] = {}
+        roles: dict[str, PooledModel] = {}
         for key, spec in specs.items():
             if spec.backend not in HOSTED_BACKENDS:
                 continue
             kind = "embed" if spec.role == "embedder" else "chat"
             shared = pools.get((kind, spec.spec))
             if shared is None:
-                opts = spec.as_dict()
-                built = (make_embedder if spec.role == "embedder" else make_chat_model)(opts)
-                assert isinstance(built, _Pooled)
+                built = (make_embedder if spec.role == "embedder" else make_chat_model)(spec.spec)
+                assert isinstance(built, PooledModel)
                 shared = pools[(kind, spec.spec)] = built
                 self.models.append(shared)
                 self.keyed.append((key, shared))

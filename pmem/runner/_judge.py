@@ -17,18 +17,29 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pmem.rundir import JUDGMENTS, REQUESTS, RESULTS, JudgmentRow, RequestRow, RowKeys
+from pmem.rundir import (
+    CACHE,
+    JUDGMENTS,
+    REQUESTS,
+    RESPONSE_CACHE,
+    RESULTS,
+    STAGING,
+    JudgmentRow,
+    RequestRow,
+    RowKeys,
+    judge_file,
+)
 from pmem.rundir import columns as C
 from pmem.runner import _bindings as B
 from pmem.runner._store import write_table
 
 if TYPE_CHECKING:
-    from pmem.models._types import ChatModel
+    from pmem.models import ChatModel
     from pmem.runner._driver import Plan
 
 
 def _question_from_row(row: dict[str, Any]) -> Any:
-    from pmem.bench._types import Question
+    from pmem.bench import Question
 
     return Question(
         id=row["question_id"],
@@ -47,7 +58,7 @@ def _existing_judgments(
     root: Path, judge_model: str
 ) -> dict[tuple[str, str], tuple[bool, str | None, str | None]]:
     out: dict[tuple[str, str], tuple[bool, str | None, str | None]] = {}
-    for p in sorted((root / "judgments").glob("*.parquet")):
+    for p in sorted((root / JUDGMENTS.name).glob("*.parquet")):
         t = pq.read_table(p)
         for r in t.to_pylist():
             if r["judge_model"] == judge_model and r["error"] is None and r["verdict"] is not None:
@@ -88,7 +99,7 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
     root = plan.store.root
     if spec.judge is None:
         return 0
-    parts = sorted((root / "results").glob("*.parquet"))
+    parts = sorted((root / RESULTS.name).glob("*.parquet"))
     todo: list[tuple[Path, dict[str, Any]]] = []
     for p in parts:
         t = pq.read_table(p)
@@ -108,7 +119,7 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
     evidence = _evidence(plan) if ask else {}
     cache_path = None
     if spec.run.cache:
-        cache_path = spec.run.cache_path or str(root / "cache" / "responses.sqlite")
+        cache_path = spec.run.cache_path or str(root / CACHE / RESPONSE_CACHE)
     judge = B.build_chat(spec.judge, B.open_cache(cache_path)) if ask else None
     from pmem.runner._execute import CallRecorder, RecordingChatModel
 
@@ -116,7 +127,7 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
         sem = asyncio.Semaphore(spec.run.judge_concurrency)
         rows: list[JudgmentRow] = []
         reqs: list[RequestRow] = []
-        from pmem.models._types import CallContext
+        from pmem.models import CallContext
 
         async def one(r: dict[str, Any]) -> None:
             keys = RowKeys.from_row(r)
@@ -174,9 +185,9 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
         tag = uuid.uuid4().hex[:12]
         for name, part in ((JUDGMENTS.name, new_rows), (REQUESTS.name, reqs)):
             if part:
-                tmp = root / "_staging" / f".{name}-{tag}.parquet"
+                tmp = root / STAGING / f".{name}-{tag}.parquet"
                 write_table(tmp, part, name)
-                dest = root / name / f"judge-{tag}.parquet"
+                dest = root / judge_file(name, tag)
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(tmp, dest)
         for jr in new_rows:

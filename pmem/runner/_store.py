@@ -13,13 +13,14 @@ rolled forward by recovery. Recovery also checks committed files against the rec
 batch with a missing or damaged file is dropped whole (files and record), so its histories run again.
 File names are unique per batch, so a history redone after a crash cannot produce a second copy of
 committed rows. Each step calls :func:`pmem._atomic.checkpoint`, where tests kill the writer.
+
+The layout (folder and file names) and the commit record (:class:`pmem.rundir.CommitRecord`) are
+:mod:`pmem.rundir`'s; this module is the protocol that writes them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import shutil
 import time
@@ -31,26 +32,33 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from pmem._atomic import TMP_SUFFIX, atomic_write_bytes, checkpoint, fsync_dir, fsync_file
-from pmem.rundir import HISTORIES, REQUESTS, RESULTS, WRITES, HistoryRow, to_table
+from pmem._atomic import TMP_SUFFIX, checkpoint, file_sha256, fsync_dir, fsync_file
+from pmem.rundir import (
+    COMMITS,
+    FAILED_HISTORIES_GLOB,
+    HISTORIES,
+    REQUESTS,
+    RESULTS,
+    STAGING,
+    STATES,
+    WRITES,
+    CommitRecord,
+    CommitRecordError,
+    HistoryRow,
+    failed_history_file,
+    failed_requests_file,
+    failed_unit,
+    to_table,
+)
 
 #: the datasets a commit batch writes (judgments/ are written by the judging pass)
 DATASETS = (RESULTS.name, WRITES.name, REQUESTS.name, HISTORIES.name)
-COMMITS = "_commits"
-STAGING = "_staging"
 
 
 def sync_and_hash(path: Path) -> str:
     """fsync a written file and return its sha256 (the bytes are still in the page cache)."""
-    with open(path, "rb") as f:
-        digest = hashlib.file_digest(f, "sha256").hexdigest()
-        os.fsync(f.fileno())
-    return digest
-
-
-def file_sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    fsync_file(path)
+    return file_sha256(path)
 
 
 def write_table(path: Path, rows: Sequence[Any], dataset: str) -> int:
@@ -61,11 +69,6 @@ def write_table(path: Path, rows: Sequence[Any], dataset: str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, compression="zstd")
     return table.num_rows
-
-
-def safe_name(text: str, limit: int = 80) -> str:
-    out = "".join(c if c.isalnum() or c in "-_.=" else "_" for c in text)
-    return out[:limit] or "_"
 
 
 @dataclass
@@ -96,7 +99,7 @@ class RunStore:
 
     # -- layout ---------------------------------------------------------------------------------
     def ensure(self) -> None:
-        for d in (*DATASETS, "states", COMMITS, STAGING):
+        for d in (*DATASETS, STATES, COMMITS, STAGING):
             (self.root / d).mkdir(parents=True, exist_ok=True)
 
     def staging_dir(self, runner_token: str) -> Path:
@@ -118,23 +121,23 @@ class RunStore:
         for d in sorted({(batch.root / src).parent for src, _ in batch.moves}):
             fsync_dir(d)
         checkpoint("data-synced")
-        record = {
-            "batch": batch.batch_id,
-            "staging": str(batch.root.relative_to(self.root)),
-            "units": batch.units,
-            "moves": batch.moves,
-            "drop": batch.drop,
-            "sha256": sums,
-            "time": time.time(),
-        }
-        atomic_write_bytes(self.root / COMMITS / f"{batch.batch_id}.json", json.dumps(record).encode())
+        record = CommitRecord(
+            batch=batch.batch_id,
+            staging=str(batch.root.relative_to(self.root)),
+            units=tuple(batch.units),
+            moves=tuple(batch.moves),
+            drop=tuple(batch.drop),
+            sha256=sums,
+            time=time.time(),
+        )
+        record.write(self.root)
         checkpoint("recorded")
         self._roll_forward(record)
 
-    def _roll_forward(self, record: dict[str, Any]) -> None:
-        staging = self.root / record["staging"]
+    def _roll_forward(self, record: CommitRecord) -> None:
+        staging = self.root / record.staging
         dirs: set[Path] = set()
-        for i, (src_rel, dest_rel) in enumerate(record["moves"]):
+        for i, (src_rel, dest_rel) in enumerate(record.moves):
             src, dest = staging / src_rel, self.root / dest_rel
             if src.exists():
                 dest.parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +146,7 @@ class RunStore:
                 checkpoint(f"moved:{i}")
         for d in sorted(dirs):
             fsync_dir(d)
-        for rel in record.get("drop", []):
+        for rel in record.drop:
             with contextlib.suppress(FileNotFoundError):
                 (self.root / rel).unlink()
         shutil.rmtree(staging, ignore_errors=True)
@@ -151,7 +154,7 @@ class RunStore:
 
     def write_failure(self, uid: str, row: HistoryRow) -> str:
         """A failed history's status row; its own file, replaced if the history fails again."""
-        rel = f"histories/failed-{uid}.parquet"
+        rel = failed_history_file(uid)
         tmp = self.root / STAGING / f".failed-{uid}-{uuid.uuid4().hex[:8]}.parquet"
         write_table(tmp, [row], HISTORIES.name)
         fsync_file(tmp)
@@ -177,48 +180,39 @@ class RunStore:
         folder.mkdir(parents=True, exist_ok=True)
         n = 1
         while True:
-            name = f"failed-{uid}-{attempt}" + (f".{n}" if n > 1 else "") + ".parquet"
+            rel = failed_requests_file(uid, attempt, n)
             try:
                 # a hard link publishes the file whole, like a rename, but never over an existing one
-                os.link(tmp, folder / name)
+                os.link(tmp, self.root / rel)
             except FileExistsError:
                 n += 1
                 continue
             except OSError:
                 # a file system without hard links: one driver runs a history at a time, so a name
                 # free now stays free until the rename
-                if (folder / name).exists():
+                if (self.root / rel).exists():
                     n += 1
                     continue
-                os.replace(tmp, folder / name)
+                os.replace(tmp, self.root / rel)
             break
         tmp.unlink(missing_ok=True)
         fsync_dir(folder)
-        return f"{REQUESTS.name}/{name}"
+        return rel
 
     # -- reading state ----------------------------------------------------------------------------
-    def commit_records(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        cdir = self.root / COMMITS
-        if not cdir.is_dir():
-            return out
-        for p in sorted(cdir.glob("*.json")):
-            try:
-                out.append(json.loads(p.read_text()))
-            except (OSError, json.JSONDecodeError) as exc:
-                # Commit records are written by rename, so a damaged one is not a crash artefact.
-                msg = f"{p}: damaged commit record ({exc}); the run directory was modified by hand?"
-                raise RuntimeError(msg) from exc
-        return out
+    def commit_records(self) -> list[CommitRecord]:
+        try:
+            return CommitRecord.read_all(self.root)
+        except CommitRecordError as exc:
+            # Commit records are written by rename, so a damaged one is not a crash artefact.
+            msg = f"{exc}; the run directory was modified by hand?"
+            raise RuntimeError(msg) from exc
 
     def completed(self) -> set[str]:
-        return {u for rec in self.commit_records() for u in rec["units"]}
+        return {u for rec in self.commit_records() for u in rec.units}
 
     def failed(self) -> set[str]:
-        return {
-            p.name[len("failed-") : -len(".parquet")]
-            for p in (self.root / "histories").glob("failed-*.parquet")
-        }
+        return {failed_unit(p.name) for p in (self.root / HISTORIES.name).glob(FAILED_HISTORIES_GLOB)}
 
     def recover(self, runner_token: str | None = None, *, verify: bool = False) -> set[str]:
         """Roll committed batches forward and delete uncommitted staging (all runners, or one).
@@ -229,26 +223,29 @@ class RunStore:
         being recovered.
         """
         done: set[str] = set()
-        records = {rec["staging"]: rec for rec in self.commit_records()}
+        records = {rec.staging: rec for rec in self.commit_records()}
         for rec in records.values():
-            if runner_token is not None and not rec["staging"].startswith(f"{STAGING}/{runner_token}/"):
+            if runner_token is not None and not rec.staging.startswith(f"{STAGING}/{runner_token}/"):
                 continue
-            staged = self.root / rec["staging"]
-            if staged.exists() or any((self.root / r).exists() for r in rec.get("drop", [])):
+            staged = self.root / rec.staging
+            if staged.exists() or any((self.root / r).exists() for r in rec.drop):
                 self._roll_forward(rec)
-            problems = self._check_batch(rec, verify=verify)
+            problems = [
+                f"{self.root / d.path}: {d.reason} (batch {rec.batch})"
+                for d in rec.verify(self.root, checksums=verify)
+            ]
             if problems:
                 # After a power loss a record can outlive its files (or their pages); a file can also be
                 # damaged later. The batch is then not complete: drop it whole so its histories run again,
                 # rather than trusting a record with holes.
                 self.damaged.extend(problems)
-                for _, d in rec["moves"]:
+                for _, dest in rec.moves:
                     with contextlib.suppress(FileNotFoundError):
-                        (self.root / d).unlink()
-                (self.root / COMMITS / f"{rec['batch']}.json").unlink()
+                        (self.root / dest).unlink()
+                rec.path(self.root).unlink()
                 fsync_dir(self.root / COMMITS)
                 continue
-            done.update(rec["units"])
+            done.update(rec.units)
         sroot = self.root / STAGING
         targets = (
             [self.staging_dir(runner_token)]
@@ -271,17 +268,5 @@ class RunStore:
         completed = self.completed()
         for uid in self.failed() & completed:
             with contextlib.suppress(FileNotFoundError):
-                (self.root / "histories" / f"failed-{uid}.parquet").unlink()
+                (self.root / failed_history_file(uid)).unlink()
         return done
-
-    def _check_batch(self, rec: dict[str, Any], *, verify: bool) -> list[str]:
-        """What is wrong with a committed batch's files: missing, or (``verify``) not the bytes recorded."""
-        problems = []
-        sums = rec.get("sha256") or {}
-        for _, dest_rel in rec["moves"]:
-            path = self.root / dest_rel
-            if not path.exists():
-                problems.append(f"{path}: missing (batch {rec['batch']})")
-            elif verify and dest_rel in sums and file_sha256(path) != sums[dest_rel]:
-                problems.append(f"{path}: checksum mismatch (batch {rec['batch']})")
-        return problems

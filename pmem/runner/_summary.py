@@ -91,6 +91,8 @@ def brief_error(error: str | None, width: int = 400) -> str:
 
 
 def print_summary(res: SweepResult, stream: TextIO | None = None) -> None:
+    """The counts, the table of accuracy per cell (every benchmark, subset, parameter, arm and question
+    type: over a hundred rows for the quickstart) and up to ten failures (``pmem sweep --summary``)."""
     out = stream or sys.stdout
     print(
         f"run {res.run_id}: {res.total} histories x arms; {res.skipped} skipped (already complete), "
@@ -126,3 +128,40 @@ def print_summary(res: SweepResult, stream: TextIO | None = None) -> None:
             f"... and {len(res.failures) - 10} more failed histories (see histories/failed-*.parquet)",
             file=out,
         )
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when it lies under it (what a user types), else whole."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except (ValueError, OSError):  # elsewhere, or the working directory is gone
+        return str(path)
+
+
+def print_result(
+    res: SweepResult, *, table: bool = False, stream: TextIO | None = None, width: int | None = None
+) -> None:
+    """How a sweep ended, before the run directory the caller prints last: the summary table when
+    ``table`` (:func:`print_summary`), else a line of counts and, when some history failed, the first
+    failure cut to ``width`` (default: the terminal's, since a traceback's last line can be kilobytes of a
+    server's reply); then how to get the report."""
+    from pmem.runner._progress import terminal_width
+
+    out = stream or sys.stdout
+    if table:
+        print_summary(res, out)
+    else:
+        judged = f", {res.judged} answers judged" if res.judged else ""
+        print(
+            f"pmem sweep: {res.completed}/{res.total} histories complete, {res.failed} failed "
+            f"({res.skipped} from earlier runs{judged}) in {res.wall_s:.1f}s",
+            file=out,
+        )
+        if res.failures:
+            f = res.failures[0]
+            width = width or terminal_width(out)
+            head = f"first failure: {f[C.ARM]} {f[C.HISTORY_ID]}: "
+            line = head + brief_error(f[C.ERROR], width=max(24, width - len(head)))
+            print(line if len(line) <= width else line[: width - 1] + "…", file=out)
+    hint = "" if table else " (a table per cell and every failure: --summary)"
+    print(f"report: pmem report {_shown_path(res.run_dir)}{hint}", file=out)

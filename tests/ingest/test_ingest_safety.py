@@ -300,3 +300,19 @@ def test_a_read_only_mount_is_one_line(tmp_path: Path, tmpfs) -> None:
     done = pmem_ingest(str(stream), "--out", str(ro / "s.arrow"))
     assert done.returncode == 2 and "is not writable" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_wrong_file_is_refused_before_any_cluster_starts(tmp_path: Path, monkeypatch) -> None:
+    """The format is checked before Ray: a mislabelled file costs no cluster start-up (seconds)."""
+    import pmem.runner
+    from pmem.ingest import ingest
+
+    def no_cluster(*args: object, **kwargs: object) -> bool:
+        msg = "the ingest started Ray before it read the file"
+        raise AssertionError(msg)
+
+    monkeypatch.setattr(pmem.runner, "connect", no_cluster)
+    stream = tmp_path / "text.parquet"
+    stream.write_bytes(b'{"text": "a"}\n')
+    with pytest.raises(ValueError, match="not a readable Parquet file"):
+        ingest(stream, tmp_path / "s.arrow", progress=False)

@@ -143,6 +143,20 @@ def test_a_backend_must_subclass_the_base_class() -> None:
         make_chat_model({"backend": "test-duck"})
 
 
+def test_backends_are_a_plugin_registry_like_arms_and_benchmarks() -> None:
+    """The model backends use the shared registry: a model table may name a backend ``module:Class``
+    (as a config names a plugin arm), and a built-in backend cannot be replaced."""
+    from pmem.models import ModelSpec, ModelSpecError, chat_backends
+
+    spec = ModelSpec(f"{__name__}:Recorder").validate()
+    assert make_chat_model(spec).model_id == "rec" and make_embedder(f"{__name__}:Vectors").model_id == "vec"
+    with pytest.raises(ModelSpecError, match=r"unknown chat backend 'nope' \(known: heuristic, "):
+        ModelSpec("nope").validate()
+    with pytest.raises(ValueError, match=r"chat backend 'openai' is built in"):
+        register_chat_backend("openai", f"{__name__}:Recorder")
+    assert "test-recorder" in chat_backends() and "openai" in chat_backends()
+
+
 def test_cache_and_log_wrap_any_backend(tmp_path) -> None:
     cache, log = ResponseCache(tmp_path / "c.sqlite"), RequestLog()
     m = make_chat_model({"backend": "test-recorder", "text": '```json\n{"a": 1}\n```'}, cache=cache, log=log)

@@ -20,7 +20,7 @@ from PIL import Image
 
 from benchmarks.synthetic import write_fixture_run
 from pmem.report import build_report, compute, open_run
-from pmem.report._metrics import Metrics
+from pmem.report._base import Metrics
 from pmem.report._plots import plot_all
 from pmem.rundir import HISTORIES, REQUESTS, RESULTS, HistoryRow, RequestRow, ResultRow, RowKeys
 from pmem.rundir import columns as C

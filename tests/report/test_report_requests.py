@@ -13,7 +13,7 @@ from polars.testing import assert_frame_equal
 from benchmarks.synthetic import write_fixture_run
 from pmem.report import build_report, compute, open_run
 from pmem.report._load import model_caveat, model_label
-from pmem.report._metrics import REPLY_COLUMNS
+from pmem.report._replies import REPLY_COLUMNS
 from pmem.rundir import columns as C
 
 

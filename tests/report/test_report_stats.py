@@ -118,3 +118,17 @@ def test_cluster_bootstrap_multinomial_branch_matches_plain_multinomial(seed: in
     assert lo == pytest.approx(ref_lo, abs=0.1 * sd)
     assert hi == pytest.approx(ref_hi, abs=0.1 * sd)
     assert lo < float(count @ num) / float(count @ den) < hi
+
+
+@pytest.mark.parametrize("histories", [12, 3000])  # both resampling paths: by history, by pattern
+def test_cluster_bootstrap_depends_on_the_patterns_not_their_order(histories: int) -> None:
+    """A report's intervals are the same in every process: Polars hands the patterns over in any order."""
+    rng = np.random.default_rng(0)
+    num, den = np.array([0, 1, 2, 3, 1, 0]), np.array([3, 3, 3, 3, 2, 2])
+    count = rng.multinomial(histories, [1 / 6] * 6)
+    keep = count > 0
+    num, den, count = num[keep], den[keep], count[keep]
+    first = cluster_bootstrap(num, den, count, seed=7)
+    for _ in range(5):
+        order = rng.permutation(len(count))
+        assert cluster_bootstrap(num[order], den[order], count[order], seed=7) == first

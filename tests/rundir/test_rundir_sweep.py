@@ -48,6 +48,7 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
     fc = res.filter(res[C.BENCHMARK] == "factconsolidation")
     # which tables the run holds rows for (two-step is not in the quickstart: that table stays empty)
     has_rows = {
+        "summary": True,  # the report's opening figures
         "coverage": True,
         "table6_chains": "chains" in subsets,
         "table8_retraction": "retraction" in subsets,

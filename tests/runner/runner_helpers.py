@@ -281,7 +281,7 @@ def sweep_surviving_a_killed_replica(
     )
     assert len(keys) == len(set(keys)) and {k[1] for k in keys} == set(arms)  # none lost, none twice
 
-    logs = sorted((run_dir / "logs").glob("*.log"))
+    logs = sorted((run_dir / "logs").glob("*-replica-*.log"))  # the servers' logs, not the sweep's
     assert len(logs) == 2
     text = b"".join(p.read_bytes() for p in logs)
     # two replicas started, one of them again (unless its second start was still under way at the end)

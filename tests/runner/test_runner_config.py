@@ -136,9 +136,9 @@ def test_shipped_job_configs_validate(path: Path, monkeypatch: pytest.MonkeyPatc
     from pmem.models import make_chat_model, make_embedder
 
     for m in (*spec.agents, *([spec.judge] if spec.judge else [])):
-        _assert_builds_or_names_its_extra(lambda m=m: make_chat_model(m.as_dict()).model_id, m.model_id)
+        _assert_builds_or_names_its_extra(lambda m=m: make_chat_model(m.spec).model_id, m.model_id)
     _assert_builds_or_names_its_extra(
-        lambda: make_embedder(spec.embedder.as_dict()).model_id, spec.embedder.model_id
+        lambda: make_embedder(spec.embedder.spec).model_id, spec.embedder.model_id
     )
 
 
@@ -206,7 +206,8 @@ def test_model_tables_hold_the_model_layers_spec() -> None:
         }
     )
     a = spec.agents[0]
-    assert isinstance(a.spec, pmem.models.ModelSpec) and pmem.runner.ModelSpec is pmem.runner.RoleSpec
+    # one meaning per name: the model's spec is pmem.models.ModelSpec; the runner's table of a role is RoleSpec
+    assert isinstance(a.spec, pmem.models.ModelSpec) and not hasattr(pmem.runner, "ModelSpec")
     assert (a.role, a.backend, a.spec.model, a.spec.url) == ("agent", "openai", "m", "http://127.0.0.1:9/v1")
     assert a.as_dict() == {
         "backend": "openai",
@@ -216,6 +217,29 @@ def test_model_tables_hold_the_model_layers_spec() -> None:
         "url": "http://127.0.0.1:9/v1",
     }
     assert a.model_id == "m" and spec.embedder.model_id == pmem.models.make_embedder("hashing").model_id
+
+
+def test_a_roles_client_is_built_from_its_model_spec_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Config -> RoleSpec -> the model layer's factory: the pmem.models.ModelSpec object travels, no dict."""
+    import pmem.models
+    from pmem.runner import model_client
+
+    seen: list[object] = []
+    for name in ("make_chat_model", "make_embedder"):
+        real = getattr(pmem.models, name)
+        monkeypatch.setattr(
+            pmem.models, name, lambda spec, real=real, **kw: seen.append(spec) or real(spec, **kw)
+        )
+    spec = parse_config(
+        {
+            "arms": ["pmem"],
+            "models": {"agent": {"backend": "heuristic"}, "embedder": {"backend": "hashing"}},
+            "benchmarks": [{"name": "factconsolidation", "subset": "sh_6k"}],
+        }
+    )
+    model_client(spec.agents[0], "agent:heuristic", {}, None)
+    model_client(spec.embedder, "embedder", {}, None)
+    assert seen[0] is spec.agents[0].spec and seen[1] is spec.embedder.spec
 
 
 @pytest.mark.parametrize(

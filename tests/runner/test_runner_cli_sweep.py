@@ -1,0 +1,173 @@
+"""What `pmem sweep` prints (``pmem/runner/_cli_sweep.py``): one progress line that fits the terminal on
+stderr, a short result and the run directory last on stdout; ``--summary`` the table, ``--verbose`` the
+details, which the run's progress log always has.
+
+A real sweep of the quickstart (``--limit 1``: 84 histories x arms, every arm) on the session's cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pmem.rundir import PROGRESS_LOG
+from pmem.runner._cli_sweep import add_arguments
+from pmem.runner._cli_sweep import run as cli_run
+
+REPO = Path(__file__).resolve().parents[2]
+COLUMNS = 100
+#: a progress line: histories done/total (the first field, whatever else the width left)
+PROGRESS = re.compile(r"(?:^|\] )(\d+)/(\d+) histories")
+#: the header of the per-cell table
+TABLE_HEADER = re.compile(r"^benchmark/subset\s+params\s+arm\s+question type\s+n\s+acc")
+
+
+@dataclass
+class Swept:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def _sweep(*argv: str, monkeypatch: pytest.MonkeyPatch) -> Swept:
+    """``pmem sweep ARGV`` in this process (on the session's cluster), its stdout and stderr captured."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(list(argv))
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setenv("COLUMNS", str(COLUMNS))
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli_run(args)
+    return Swept(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The quickstart config with a progress line every 0.2 s (several lines in a short sweep), and an
+    output folder."""
+    tmp = tmp_path_factory.mktemp("cli-sweep")
+    text = (REPO / "jobs" / "quickstart.toml").read_text()
+    assert "progress_s = 10" in text
+    config = tmp / "quickstart.toml"
+    config.write_text(text.replace("progress_s = 10", "progress_s = 0.2"))
+    return config, tmp / "runs"
+
+
+@pytest.fixture(scope="module")
+def first_run(ray_cluster, quickstart: tuple[Path, Path]) -> Swept:
+    """The quickstart's first histories, swept at ``COLUMNS=100`` without --summary or --verbose."""
+    config, out = quickstart
+    with pytest.MonkeyPatch.context() as mp:
+        return _sweep(str(config), "--out", str(out), "--limit", "1", monkeypatch=mp)
+
+
+def test_progress_is_one_line_that_fits_the_terminal(first_run: Swept) -> None:
+    assert first_run.code == 0, first_run.stderr[-3000:]
+    lines = first_run.stderr.splitlines()
+    progress = [ln for ln in lines if PROGRESS.search(ln)]
+    assert len(progress) >= 2, first_run.stderr[-3000:]  # one every progress_s, and the final one
+    too_wide = [ln for ln in lines if ln.startswith("[pmem sweep]") and len(ln) > COLUMNS]
+    assert not too_wide, too_wide
+    for ln in progress:
+        assert len(ln) <= COLUMNS, ln
+        assert ln.startswith("[pmem sweep] "), ln  # 100 columns leave room for the tag
+        assert " failed | " in ln and "ETA " in ln, ln  # the essential fields
+    counts = [tuple(map(int, PROGRESS.search(ln).groups())) for ln in progress]  # type: ignore[union-attr]
+    assert {total for _, total in counts} == {84}
+    assert counts[-1] == (84, 84)
+    assert [d for d, _ in counts] == sorted(d for d, _ in counts)
+    # the details are for --verbose and the progress log: no arm by arm counts, no runner internals
+    assert not any("alfworld-revision/chains:" in ln for ln in lines)
+    assert "event loops" not in first_run.stderr and "in flight each" not in first_run.stderr
+
+
+def test_without_summary_the_sweep_ends_with_a_short_result_and_the_run_dir(first_run: Swept) -> None:
+    lines = first_run.stdout.splitlines()
+    run_dir = Path(lines[-1])
+    assert run_dir.is_dir() and (run_dir / "results").is_dir()  # the last line: what scripts read
+    assert len(lines) <= 3, lines
+    assert lines[0] == lines[0][:COLUMNS]
+    assert lines[0].startswith("pmem sweep: 84/84 histories complete, 0 failed"), lines
+    assert lines[-2].startswith("report: pmem report ") and "--summary" in lines[-2]
+    assert not any(TABLE_HEADER.match(ln) for ln in lines)
+
+
+def test_summary_prints_the_table_per_cell(
+    first_run: Swept, quickstart: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config, out = quickstart
+    again = _sweep(str(config), "--out", str(out), "--limit", "1", "--summary", monkeypatch=monkeypatch)
+    assert again.code == 0, again.stderr[-3000:]
+    lines = again.stdout.splitlines()
+    assert lines[-1] == first_run.stdout.splitlines()[-1]  # still the run directory last
+    header = [i for i, ln in enumerate(lines) if TABLE_HEADER.match(ln)]
+    assert len(header) == 1, lines[:5]
+    rows = lines[header[0] + 1 : -1]
+    assert any(r.startswith("alfworld-revision/chains") and " pmem " in r for r in rows)
+    assert any(r.startswith("factconsolidation/sh_6k") and " long-context " in r for r in rows)
+    assert len(rows) > 50  # every benchmark, subset, parameter, arm and question type
+
+
+def test_verbose_shows_the_details_and_the_progress_log_keeps_them(
+    first_run: Swept, quickstart: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config, out = quickstart
+    # --limit 2 resumes the same run (the limit is no part of its identity) with new histories to run
+    more = _sweep(str(config), "--out", str(out), "--limit", "2", "--verbose", monkeypatch=monkeypatch)
+    assert more.code == 0, more.stderr[-3000:]
+    lines = more.stderr.splitlines()
+    joined = " ".join(ln.strip() for ln in lines)
+    assert "runner event loops: longest stall" in joined
+    assert "runner(s) (32 in flight each)" in joined
+    # histories done per subset and arm (8 chains per arm at --limit 2: L = 1, 2, 4, 8), wrapped to fit
+    assert re.search(
+        r"alfworld-revision/chains: pmem 8/8, pmem-oracle 8/8, raw 8/8,? raw-ordered 8/8", joined
+    )
+    assert "factconsolidation/sh_6k: add-only 1/1, bitemporal 1/1" in joined
+    ours = [ln for ln in lines if ln.startswith(("[pmem sweep]", "  ")) or PROGRESS.search(ln)]
+    assert len(ours) > 10 and all(len(ln) <= COLUMNS for ln in ours), [ln for ln in ours if len(ln) > COLUMNS]
+    run_dir = Path(more.stdout.splitlines()[-1])
+    assert run_dir == Path(first_run.stdout.splitlines()[-1])
+    # the progress log has both invocations' details, verbose or not, one unwrapped line each
+    log = (run_dir / PROGRESS_LOG).read_text()
+    assert log.count("runner event loops: longest stall") == 2
+    assert re.search(r"alfworld-revision/chains: pmem 4/4, pmem-oracle 4/4, raw 4/4, raw-ordered 4/4\n", log)
+    assert re.search(r"alfworld-revision/chains: pmem 8/8, pmem-oracle 8/8, raw 8/8, raw-ordered 8/8\n", log)
+    assert re.search(r"\[pmem sweep\] 84/84 histories \(100%\) \| 0 failed \| .* \| elapsed \d", log)
+
+
+def test_a_failed_history_is_named_on_one_line_that_fits(tmp_path: Path) -> None:
+    """Without --summary the first failure is one line cut to the width, the end of its error kept."""
+    from pmem.runner._driver import SweepResult
+    from pmem.runner._summary import print_result
+
+    error = (
+        "Traceback (most recent call last):\n  ...\nModelCallError: HTTP 500: " + "x" * 3000 + " overloaded"
+    )
+    failure = {"subset": "chains", "arm": "pmem", "history_id": "alfworld-revision/chains/L2/case002"}
+    res = SweepResult(
+        run_dir=tmp_path / "runs" / "t-0123",
+        run_id="t-0123",
+        total=10,
+        skipped=0,
+        completed=7,
+        failed=3,
+        redone=0,
+        wall_s=3.25,
+        failures=[{**failure, "error": error}],
+    )
+    out = io.StringIO()
+    print_result(res, stream=out, width=COLUMNS)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "pmem sweep: 7/10 histories complete, 3 failed (0 from earlier runs) in 3.2s"
+    assert lines[1].startswith("first failure: pmem alfworld-revision/chains/L2/case002: ModelCall")
+    assert lines[1].endswith(" overloaded")
+    assert len(lines[1]) <= COLUMNS
+    assert lines[2] == f"report: pmem report {res.run_dir} (a table per cell and every failure: --summary)"
+    assert len(lines) == 3
