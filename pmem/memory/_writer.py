@@ -26,7 +26,7 @@ from pmem.memory.prompts import build_messages, template
 if TYPE_CHECKING:
     import numpy as np
 
-    from pmem.models._types import ChatModel, Completion, Embedder
+    from pmem.models import ChatModel, Completion, Embedder
 
 #: Purposes of the calls a peer library makes (:mod:`pmem.peers`): while it ingests, while it searches.
 PEER_WRITE, PEER_READ = "peer_write", "peer_read"
@@ -151,17 +151,25 @@ class Writer:
             max_tokens=t.reply_limit(sections),
             schema=t.schema,
         )
-        self.calls_by_purpose[t.purpose] = self.calls_by_purpose.get(t.purpose, 0) + 1
+        self.count_call(t.purpose, c)
         if self.raise_failed_calls and c.error is not None and not c.overflow:
             from pmem.models import ModelCallError
 
             msg = f"{t.purpose} call failed: {c.error}"
             raise ModelCallError(msg, attempts=c.attempts)
-        if t.purpose in WRITE_PURPOSES:
-            self._stats.model_calls += 1
-            self._stats.prompt_tokens += int(c.prompt_tokens)
-            self._stats.completion_tokens += int(c.completion_tokens)
         return c
+
+    def count_call(self, purpose: str, completion: Completion) -> None:
+        """Count one model call: by purpose, and in the write accounting when ``purpose`` is a write one.
+
+        :meth:`complete` counts its own calls; a caller that reaches the model another way (a peer
+        library's requests, through the metering proxy) counts its calls here.
+        """
+        self.calls_by_purpose[purpose] = self.calls_by_purpose.get(purpose, 0) + 1
+        if purpose in WRITE_PURPOSES:
+            self._stats.model_calls += 1
+            self._stats.prompt_tokens += int(completion.prompt_tokens)
+            self._stats.completion_tokens += int(completion.completion_tokens)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` (one request): one row per text."""

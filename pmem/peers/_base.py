@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pmem.arms._common import ArmBase
+from pmem.arms import ArmBase
 from pmem.peers._proxy import REPLY_TOKENS, MeteringProxy
 
 if TYPE_CHECKING:
-    from pmem.arms._base import ModelSet
+    from pmem.arms import ModelSet
 
 __all__ = ["REPLY_TOKENS", "PeerArm", "PeerFailed", "PeerNotRunnable"]
 
@@ -39,7 +39,7 @@ def needs_a_model(models: ModelSet, library: str) -> None:
     """Refuse the deterministic heuristic agent: it reads our prompts' sections, not a library's prompts.
     (A sweep plans such an arm as not run; this guards an arm made by hand.)"""
     from pmem.arms import NEEDS_A_MODEL
-    from pmem.models._heuristic import HeuristicChatModel
+    from pmem.models import HeuristicChatModel
 
     if isinstance(_innermost(models.agent), HeuristicChatModel):
         raise PeerNotRunnable(f"not run: {library} {NEEDS_A_MODEL}")
@@ -62,7 +62,8 @@ class PeerArm(ArmBase):
 
     def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(name, models, options)
-        self.proxy = MeteringProxy(models.agent, models.embedder)  # the library's only way out
+        # the library's only way out; its calls enter the write accounting as our write path's do
+        self.proxy = MeteringProxy(models.agent, models.embedder, on_reply=self.count_call)
         self.folder = Path(tempfile.mkdtemp(prefix=f"pmem-{self.LIBRARY.lower()}-"))  # its store
         self.units = 0  # write units given to the library
         self._client: Any = None  # the library's memory object, once built (:meth:`client`)

@@ -25,8 +25,8 @@ from pmem.peers._base import REPLY_TOKENS, PeerArm
 from pmem.peers._proxy import PEER_READ, PEER_WRITE
 
 if TYPE_CHECKING:
-    from pmem.arms._base import ReadResult
-    from pmem.bench._types import Event, Question
+    from pmem.arms import ReadResult
+    from pmem.bench import Event, Question
 
 #: the reference time of an event without its own: arrival order, one second apart from this instant
 _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -45,17 +45,21 @@ class GraphitiArm(PeerArm):
     # Kuzu's driver (0.31) fails on a named group ('KuzuDriver' object has no attribute '_database')
 
     async def open(self, url: str, dims: int) -> Any:
-        try:
-            from graphiti_core import Graphiti
-            from graphiti_core.cross_encoder.openai_reranker_client import OpenAIRerankerClient
-            from graphiti_core.driver.driver import GraphProvider
-            from graphiti_core.driver.kuzu_driver import KuzuDriver
-            from graphiti_core.graph_queries import get_fulltext_indices
-            from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
-            from graphiti_core.llm_client.config import LLMConfig
-            from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
-        except ImportError as exc:
-            raise self.missing(exc) from exc
+        # graphiti-core warns at import (pydantic class-based config, the Kuzu driver's deprecation): not the
+        # sweep's to print, and said once in this module's docstring
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                from graphiti_core import Graphiti
+                from graphiti_core.cross_encoder.openai_reranker_client import OpenAIRerankerClient
+                from graphiti_core.driver.driver import GraphProvider
+                from graphiti_core.driver.kuzu_driver import KuzuDriver
+                from graphiti_core.embedder.openai import OpenAIEmbedder, OpenAIEmbedderConfig
+                from graphiti_core.graph_queries import get_fulltext_indices
+                from graphiti_core.llm_client.config import LLMConfig
+                from graphiti_core.llm_client.openai_generic_client import OpenAIGenericClient
+            except ImportError as exc:
+                raise self.missing(exc) from exc
         llm = LLMConfig(
             api_key="local",
             model="agent",

@@ -19,8 +19,8 @@ from pmem.peers._base import REPLY_TOKENS, PeerArm
 from pmem.peers._proxy import PEER_READ, PEER_WRITE
 
 if TYPE_CHECKING:
-    from pmem.arms._base import ReadResult
-    from pmem.bench._types import Event, Question
+    from pmem.arms import ReadResult
+    from pmem.bench import Event, Question
 
 
 class Mem0Arm(PeerArm):

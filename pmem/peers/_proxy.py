@@ -25,7 +25,9 @@ from pmem.memory.writepath import PEER_READ, PEER_WRITE
 from pmem.models import ModelCallError
 
 if TYPE_CHECKING:
-    from pmem.models._types import ChatModel, Embedder
+    from collections.abc import Callable
+
+    from pmem.models import ChatModel, Completion, Embedder
 
 __all__ = ["PEER_READ", "PEER_WRITE", "REPLY_TOKENS", "MeteringProxy"]  # the purposes are the writer's
 
@@ -46,6 +48,7 @@ class MeteringProxy:
         model_name: the model name the library is told to use (any name is accepted).
         reply_tokens: the most tokens a reply may have; a request asking for more (or for no limit)
             gets this many.
+        on_reply: called with the purpose and the completion of every chat call that got a reply.
 
     >>> import asyncio, json, urllib.request
     >>> from pmem.models import make_chat_model, make_embedder
@@ -66,11 +69,13 @@ class MeteringProxy:
         *,
         model_name: str = "agent",
         reply_tokens: int = REPLY_TOKENS,
+        on_reply: Callable[[str, Completion], None] | None = None,
     ) -> None:
         self.agent = agent
         self.embedder = embedder
         self.model_name = model_name
         self.reply_tokens = reply_tokens  # the ceiling of every reply's max_tokens, whatever is asked
+        self.on_reply = on_reply  # told of each chat completion with its purpose (the arm's write accounting)
         #: the purpose tag of the calls from now on (the arm switches it between writing and reading)
         self.purpose = PEER_WRITE
         #: the first reason a call got no reply (the history fails with it), or None
@@ -145,6 +150,8 @@ class MeteringProxy:
             return _error(502, c.error)
         if c.error is not None:  # the prompt does not fit the model's context: the library's request fails
             return _error(400, c.error)
+        if self.on_reply is not None:
+            self.on_reply(self.purpose, c)
         return web.json_response(
             {
                 "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",

@@ -15,10 +15,13 @@ from peers_helpers import histories, run
 from pmem.arms import NEEDS_A_MODEL
 from pmem.models import make_chat_model
 
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("graphiti_core") is None or importlib.util.find_spec("kuzu") is None,
-    reason="needs the graphiti extra",
-)
+pytestmark = [
+    pytest.mark.peers,  # make test-peers: installing the extra does not change make test
+    pytest.mark.skipif(
+        importlib.util.find_spec("graphiti_core") is None or importlib.util.find_spec("kuzu") is None,
+        reason="needs the graphiti extra",
+    ),
+]
 
 
 def test_with_the_heuristic_agent_the_arm_is_not_run_and_says_why() -> None:

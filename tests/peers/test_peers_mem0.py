@@ -15,7 +15,10 @@ from peers_helpers import histories, run
 from pmem.arms import NEEDS_A_MODEL
 from pmem.models import make_chat_model
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("mem0") is None, reason="needs the mem0 extra")
+pytestmark = [
+    pytest.mark.peers,  # make test-peers: installing the extra does not change make test
+    pytest.mark.skipif(importlib.util.find_spec("mem0") is None, reason="needs the mem0 extra"),
+]
 
 
 def test_with_the_heuristic_agent_the_arm_is_not_run_and_says_why() -> None:
@@ -39,6 +42,12 @@ def test_the_library_runs_through_the_proxy_and_every_call_is_a_request_row() ->
     assert len(chat) == served > 0  # every request the server received is one row
     assert {r.purpose for r in chat} <= {"peer_write", "peer_read", "answer"}
     assert any(r.purpose == "peer_write" for r in chat) and any(r.purpose == "answer" for r in chat)
+    # the library's write calls are the history's write cost, as our write paths' calls are
+    writes = [r for r in chat if r.purpose == "peer_write"]
+    row = out.history_row
+    assert row.write_model_calls == len(writes)
+    assert row.write_prompt_tokens == sum(r.prompt_tokens for r in writes) > 0
+    assert row.write_completion_tokens == sum(r.completion_tokens for r in writes)
     assert out.results and all(r.read_tokens is not None for r in out.results)
     # what Mem0 held is the history's state: its files as one tar archive
     with tarfile.open(fileobj=io.BytesIO(out.store)) as tar:

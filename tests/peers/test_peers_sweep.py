@@ -14,7 +14,10 @@ import pytest
 
 from pmem.runner import load_config, run_sweep
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("mem0") is None, reason="needs the mem0 extra")
+pytestmark = [
+    pytest.mark.peers,  # make test-peers: installing the extra does not change make test
+    pytest.mark.skipif(importlib.util.find_spec("mem0") is None, reason="needs the mem0 extra"),
+]
 
 
 def test_a_peer_sweep_keeps_each_historys_store_and_counts_every_request(tmp_path: Path, ray_cluster) -> None:
