@@ -272,7 +272,17 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
         for j, q in enumerate(qts):
             sub = {r[C.ARM]: r for r in cp.filter(pl.col(C.QUESTION_TYPE) == q).iter_rows(named=True)}
             xs = [i + (j - (len(qts) - 1) / 2) * width for i in range(len(arms))]
-            ax.bar(xs, [100 * sub[a]["accuracy"] if a in sub else 0 for a in arms], width=width, label=q)
+            accuracy: list[float] = [100 * sub[a]["accuracy"] if a in sub else 0.0 for a in arms]
+            # Wilson intervals as on every other chart: a bar at 0 then shows as a measured 0, not a gap
+            lo = [
+                max(0.0, v - 100 * sub[a]["acc_wilson_lo"]) if a in sub else 0.0
+                for a, v in zip(arms, accuracy, strict=True)
+            ]
+            hi = [
+                max(0.0, 100 * sub[a]["acc_wilson_hi"] - v) if a in sub else 0.0
+                for a, v in zip(arms, accuracy, strict=True)
+            ]
+            ax.bar(xs, accuracy, width=width, yerr=[lo, hi], capsize=3, label=q)
         _percent_bars_by_arm(ax, arms, "accuracy (%)", _title(m, "Conflict probe: before / after settling"))
         figs["conflict_probe"] = _png(fig)
 
@@ -334,4 +344,4 @@ def _percent_bars_by_arm(ax: Any, arms: list[str], ylabel: str, title: str) -> N
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 105)
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never on one
