@@ -22,8 +22,9 @@ labels and display order; ``register_arm`` and ``module:attr`` names add plugins
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pmem._lazy import lazy_exports
 from pmem.arms._base import Answer, Arm, ModelSet, ReadResult, WriteRecord, WriteStats
 from pmem.arms._registry import (
     ARM_NAMES,
@@ -62,12 +63,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # the base class of arms that write through P-Mem's writer (the peer arms subclass it): imported on
-    # first use, so that `import pmem.arms` stays cheap (the report only needs names)
-    if name == "ArmBase":
-        from pmem.arms._common import ArmBase
-
-        return ArmBase
-    msg = f"module 'pmem.arms' has no attribute {name!r}"
-    raise AttributeError(msg)
+# the base class of arms that write through P-Mem's writer (the peer arms subclass it): imported on first
+# use, so that `import pmem.arms` stays cheap (the report only needs names)
+__getattr__ = lazy_exports("pmem.arms", {"ArmBase": "_common"})

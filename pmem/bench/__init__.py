@@ -12,8 +12,9 @@ Templates of ALFWorld-Revision live in :mod:`pmem.bench.alfworld_templates` (imp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pmem._lazy import lazy_exports
 from pmem.bench._types import Event, History, Question
 
 if TYPE_CHECKING:
@@ -150,11 +151,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module 'pmem.bench' has no attribute {name!r}"
-        raise AttributeError(msg)
-    import importlib
-
-    return getattr(importlib.import_module(f"pmem.bench.{module}"), name)
+__getattr__ = lazy_exports("pmem.bench", _LAZY)

@@ -14,8 +14,9 @@ with llama.cpp's server on CPU); embedders ``hashing``, ``openai``, ``vllm``, ``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pmem._lazy import lazy_exports
 from pmem.models._cache import ResponseCache
 from pmem.models._errors import MissingDependencyError, ModelCallError, one_line
 from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
@@ -108,11 +109,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module 'pmem.models' has no attribute {name!r}"
-        raise AttributeError(msg)
-    import importlib
-
-    return getattr(importlib.import_module(f"pmem.models.{module}"), name)
+__getattr__ = lazy_exports("pmem.models", _LAZY)

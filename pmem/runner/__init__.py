@@ -14,8 +14,9 @@ sweep's cluster) reuses are public here: config tables (:func:`read_toml`, :func
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pmem._lazy import lazy_exports
 from pmem.runner._config import (
     ConfigError,
     RoleSpec,
@@ -80,11 +81,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        msg = f"module 'pmem.runner' has no attribute {name!r}"
-        raise AttributeError(msg)
-    import importlib
-
-    return getattr(importlib.import_module(f"pmem.runner.{module}"), name)
+__getattr__ = lazy_exports("pmem.runner", _LAZY)
