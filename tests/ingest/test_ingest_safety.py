@@ -84,19 +84,31 @@ def pmem_ingest(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_an_ingest_that_extracts_nothing_says_why_and_exits_1(tmp_path: Path) -> None:
+def ingest_here(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """``pmem ingest`` in this process, on the session's Ray (a subprocess starts a cluster of its own,
+    seconds each): its exit code and what it wrote to stderr."""
+    from pmem.cli import main
+
+    capsys.readouterr()
+    code = main(["ingest", *argv, "--no-progress"])
+    return code, capsys.readouterr().err
+
+
+def test_an_ingest_that_extracts_nothing_says_why_and_exits_1(
+    ray_cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     stream = _write(
         tmp_path / "s.jsonl", [{"text": "Alice moved to Berlin."}, {"text": "Bob's phone is 555-1234."}]
     )
-    empty = pmem_ingest(str(stream), "--out", str(tmp_path / "s.arrow"))
-    assert empty.returncode == 1, empty.stderr
-    assert "extracted no fact from 2 events" in empty.stderr and "heuristic" in empty.stderr
-    assert "--allow-empty" in empty.stderr and (tmp_path / "s.arrow").is_file()  # nothing lost
-    accepted = pmem_ingest(str(stream), "--out", str(tmp_path / "s.arrow"), "--allow-empty")
-    assert accepted.returncode == 0 and "already complete" in accepted.stderr
+    code, err = ingest_here(capsys, str(stream), "--out", str(tmp_path / "s.arrow"))
+    assert code == 1, err
+    assert "extracted no fact from 2 events" in err and "heuristic" in err
+    assert "--allow-empty" in err and (tmp_path / "s.arrow").is_file()  # nothing lost
+    code, err = ingest_here(capsys, str(stream), "--out", str(tmp_path / "s.arrow"), "--allow-empty")
+    assert code == 0 and "already complete" in err
     bad = _write(tmp_path / "bad.jsonl", [{"text": ""}, {"nope": 1}])
-    rejected = pmem_ingest(str(bad), "--out", str(tmp_path / "b.arrow"), "--skip-bad")
-    assert rejected.returncode == 1 and "every row of the stream was rejected (2" in rejected.stderr
+    code, err = ingest_here(capsys, str(bad), "--out", str(tmp_path / "b.arrow"), "--skip-bad")
+    assert code == 1 and "every row of the stream was rejected (2" in err
 
 
 def test_an_output_that_would_destroy_an_input_is_refused(tmp_path: Path) -> None:
@@ -127,7 +139,9 @@ def test_an_output_that_would_destroy_an_input_is_refused(tmp_path: Path) -> Non
     assert stream.read_bytes() == before
 
 
-def test_a_second_ingest_into_one_output_is_refused_naming_the_first(tmp_path: Path) -> None:
+def test_a_second_ingest_into_one_output_is_refused_naming_the_first(
+    ray_cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pmem._lock import hold_exclusive
 
     stream = _write(tmp_path / "s.jsonl", [{"text": "Earlier observation: cup 1 was in countertop 2."}])
@@ -141,8 +155,8 @@ def test_a_second_ingest_into_one_output_is_refused_naming_the_first(tmp_path: P
     assert second.returncode == 2 and f"is in use by pid {os.getpid()}" in second.stderr, second.stderr
     assert not out.exists()
     # a lock whose holder is gone is taken over (the OS released it with the process)
-    third = pmem_ingest(str(stream), "--out", str(out))
-    assert third.returncode == 0, third.stderr
+    code, err = ingest_here(capsys, str(stream), "--out", str(out))
+    assert code == 0, err
 
 
 def test_partitions_beyond_the_node_are_refused_with_the_bound(tmp_path: Path) -> None:
