@@ -72,10 +72,20 @@ class Lazy:
                 msg = f"{what} needs the package {module!r}, which is missing: {hint}"
                 raise MissingDependencyError(msg) from exc
         module_name, _, attr = self.target.partition(":")
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
+        obj = _attribute(importlib.import_module(module_name), attr)
+        if obj is _MISSING:
+            msg = f"{what}: {module_name} has no attribute {attr!r}"
+            raise AttributeError(msg)
         return obj
+
+
+def _attribute(obj: Any, dotted: str) -> Any:
+    """``obj.a.b`` for ``dotted`` ``"a.b"``, or ``_MISSING`` where a part is absent."""
+    for part in dotted.split("."):
+        obj = getattr(obj, part, _MISSING)
+        if obj is _MISSING:
+            break
+    return obj
 
 
 class Registry(Generic[E]):
@@ -163,10 +173,7 @@ class Registry(Generic[E]):
         except ImportError as exc:
             msg = f"cannot import {module!r} for plugin {self.what} {ref!r}: {exc}"
             raise ValueError(msg) from exc
-        for part in attr.split("."):
-            obj = getattr(obj, part, _MISSING)
-            if obj is _MISSING:
-                break
+        obj = _attribute(obj, attr)
         if obj is _MISSING:
             obj = self.plugins.get(attr, _MISSING)
         if obj is _MISSING:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from pmem.memory.writepath import PEER_READ, WRITE_PURPOSES
+from pmem.memory.writepath import WRITE_PURPOSES
+from pmem.report._accounting import READ_PURPOSES
 from pmem.report._stats import wilson
 from pmem.report._table import Table
 from pmem.rundir import columns as C
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 #: each peer arm and the arm that re-implements its design
 COUNTERPART = {"mem0": "add-only", "graphiti": "bitemporal"}
-_READ = frozenset({"answer", "lookup", PEER_READ})
 
 
 def peer_table(m: Metrics) -> Table:
@@ -53,8 +53,22 @@ def peer_table(m: Metrics) -> Table:
     hist = hist.filter(pl.col(C.ARM).is_in(shown_arms))
     keys = [C.BENCHMARK, C.SUBSET, C.ARM]
     rows: list[dict[str, Any]] = []
-    req = run.frame("requests")
+    # the shown arms' results and calls, read once (the groups below take their histories' rows)
+    in_shown = pl.col(C.ARM).is_in(shown_arms)
     res = run.frame("results")
+    results = (
+        None
+        if res is None
+        else res.filter(in_shown).select(C.ARM, C.HISTORY_ID, pl.col(C.CORRECT).cast(pl.Int64)).collect()
+    )
+    req = run.frame("requests")
+    requests = (
+        None
+        if req is None
+        else req.filter(in_shown & ~pl.col(C.HISTORY_FAILED).fill_null(False))
+        .select(C.ARM, C.HISTORY_ID, C.PURPOSE, C.PROMPT_TOKENS, C.COMPLETION_TOKENS, C.LATENCY_S)
+        .collect()
+    )
     for (bench, subset, arm), grp in hist.group_by(keys, maintain_order=True):
         done = grp.filter(pl.col(C.STATUS) == "complete")
         failed = grp.filter(pl.col(C.STATUS) == "failed")
@@ -69,24 +83,15 @@ def peer_table(m: Metrics) -> Table:
             "failed": failed.height,
             "first_failure": _last_line(next(iter(failed[C.ERROR].drop_nulls().to_list()), None)),
         }
-        if res is not None and ids:
-            r = (
-                res.filter((pl.col(C.ARM) == arm) & pl.col(C.HISTORY_ID).is_in(ids))
-                .select(pl.col(C.CORRECT).cast(pl.Int64))
-                .collect()
-            )
+        if results is not None and ids:
+            r = results.filter((pl.col(C.ARM) == arm) & pl.col(C.HISTORY_ID).is_in(ids))
             n, k = r.height, int(r[C.CORRECT].sum() or 0)
             lo, hi = wilson(k, n)
             row |= {"questions": n, "accuracy": k / n if n else None, "acc_lo": lo, "acc_hi": hi}
-        if req is not None and ids:
-            calls = (
-                req.filter((pl.col(C.ARM) == arm) & pl.col(C.HISTORY_ID).is_in(ids))
-                .filter(~pl.col(C.HISTORY_FAILED).fill_null(False))
-                .select(C.PURPOSE, C.PROMPT_TOKENS, C.COMPLETION_TOKENS, C.LATENCY_S)
-                .collect()
-            )
+        if requests is not None and ids:
+            calls = requests.filter((pl.col(C.ARM) == arm) & pl.col(C.HISTORY_ID).is_in(ids))
             write = calls.filter(pl.col(C.PURPOSE).is_in(list(WRITE_PURPOSES)))
-            read = calls.filter(pl.col(C.PURPOSE).is_in(list(_READ)))
+            read = calls.filter(pl.col(C.PURPOSE).is_in(list(READ_PURPOSES)))
             q = row.get("questions") or 0
             row |= {
                 "write_calls_per_event": write.height / events if events else None,

@@ -126,10 +126,9 @@ def _stale(h: _Headlines, comparison: str, r: dict[str, Any]) -> str:
     )
 
 
-def _lead(arms: Sequence[str], reference: str) -> str | None:
-    """The arm the others are compared with: the reference (first agent model of it), else the first arm."""
-    if not arms:
-        return None
+def _lead(arms: Sequence[str], reference: str) -> str:
+    """The arm the others are compared with: the reference (first agent model of it), else the first arm.
+    Every caller has rows, so ``arms`` is never empty."""
     ref = [a for a in arms if a.split(AGENT_SEP, 1)[0] == reference]
     return ref[0] if ref else arms[0]
 
@@ -155,7 +154,6 @@ def _chains(m: Metrics, h: _Headlines, reference: str) -> None:
     rows = _by_arm(t6.filter(pl.col(C.L) == longest))
     arms = order_arms(rows)
     lead = _lead(arms, reference)
-    assert lead is not None
     others = [a for a in arms if a != lead]
     comp = f"chains L={longest}"
     acc = {a: _acc(h, comp, rows[a]) for a in arms}
@@ -183,7 +181,6 @@ def _retraction(m: Metrics, h: _Headlines, reference: str) -> None:
     rows = _by_arm(t8.filter(pl.col(C.D) == far))
     arms = order_arms(rows)
     lead = _lead(arms, reference)
-    assert lead is not None
     comp = f"retraction d={far}"
 
     def rec(a: str) -> str:
@@ -232,7 +229,6 @@ def _conflict(m: Metrics, h: _Headlines, reference: str) -> None:
             continue
         arms = order_arms(rows)
         lead = _lead(arms, reference)
-        assert lead is not None
         acc = {a: _acc(h, f"conflict {qtype}", rows[a]) for a in arms}
         parts.append(f"{what}: " + _versus(lead, acc[lead], [a for a in arms if a != lead], acc.__getitem__))
     if parts:
@@ -254,7 +250,6 @@ def _factconsolidation(m: Metrics, h: _Headlines, reference: str) -> None:
     if sh:
         arms = order_arms(sh)
         lead = _lead(arms, reference)
-        assert lead is not None
         acc = {a: _acc(h, f"sh {longest}", sh[a]) for a in arms}
         h.sentences.append(
             f"Single-hop accuracy {where}: "
@@ -276,7 +271,6 @@ def _factconsolidation(m: Metrics, h: _Headlines, reference: str) -> None:
             if mh:
                 marms = order_arms(mh)
                 mlead = _lead(marms, reference)
-                assert mlead is not None
                 best = max((a for a in marms if a != mlead), key=lambda a: mh[a]["accuracy"], default=None)
                 text += f"; multi-hop accuracy {mlead} {_acc(h, f'mh {longest}', mh[mlead])}"
                 if best is not None:
@@ -305,7 +299,6 @@ def _probes(m: Metrics, h: _Headlines, reference: str) -> None:
     )
     arms = order_arms(pooled)
     lead = _lead(arms, reference)
-    assert lead is not None
     base = lead.split(AGENT_SEP, 1)[0]
     partners = [b for a, b in PAIRS if a == base]
     others = [a for a in arms if a != lead and a.split(AGENT_SEP, 1)[0] in partners] or [
@@ -355,7 +348,6 @@ def _overall(m: Metrics, h: _Headlines, reference: str, benchmark: str) -> None:
     rows = _by_arm(summarize(per, [C.ARM]))
     arms = order_arms(rows)
     lead = _lead(arms, reference)
-    assert lead is not None
     acc = {a: _acc(h, "all questions", rows[a]) for a in arms}
     text = "Accuracy over all questions: " + _versus(
         lead, f"{acc[lead]} (n={rows[lead]['n']})", [a for a in arms if a != lead], lambda a: acc[a]

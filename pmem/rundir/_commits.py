@@ -76,13 +76,9 @@ class CommitRecord:
     time: float | None = None
 
     # -- where --------------------------------------------------------------------------------------------
-    @staticmethod
-    def path_of(run_dir: Path, batch: str) -> Path:
-        """The record file of ``batch`` in ``run_dir``."""
-        return Path(run_dir) / COMMITS / f"{batch}{_JSON}"
-
     def path(self, run_dir: Path) -> Path:
-        return self.path_of(run_dir, self.batch)
+        """The record's file in ``run_dir``: ``_commits/<batch>.json``."""
+        return Path(run_dir) / COMMITS / f"{self.batch}{_JSON}"
 
     @staticmethod
     def paths(run_dir: Path) -> list[Path]:
