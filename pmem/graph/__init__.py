@@ -19,7 +19,7 @@ from pmem.graph._identity import (
 )
 from pmem.graph._patch import Lowering, Patch, PatchController
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
-from pmem.graph._state import StateFileError
+from pmem.graph._state import StateFileError, read_key_versions
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
 from pmem.graph._validate import check_text, key_problem, valid_instant
 
@@ -49,6 +49,7 @@ __all__ = [
     "check_text",
     "hash_char_ngrams",
     "key_problem",
+    "read_key_versions",
     "rule_confirm",
     "valid_instant",
 ]

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from pmem.graph._identity import KeyRegistry
     from pmem.graph._keyindex import KeyIndex
     from pmem.graph._rederive import ErasureReceipt, MergeReceipt, OpIndex
+    from pmem.graph._state import Layout
 
     #: An operation other than accept: (key, value, evidence index) -> result.
     _Handler: TypeAlias = Callable[[str, str | None, int], OpResult]
@@ -977,18 +978,29 @@ class ProvenanceGraph:
 
     # ------------------------------------------------------------------ state
 
-    def save(self, path: str | Path) -> None:
-        """Write the whole graph to ``path`` as Arrow IPC, atomically (write aside, then rename).
+    def save(self, path: str | Path, *, layout: Layout = "file") -> None:
+        """Write the whole graph to ``path`` as flat Arrow tables, atomically (write aside, then rename).
 
-        The directory must exist (``FileNotFoundError`` otherwise); the file gets the default permissions.
+        ``layout="file"``: one Arrow IPC file holding every table; ``"directory"``: ``path/<table>.arrow``,
+        one Arrow IPC file per table, which any Arrow engine scans without P-Mem (``docs/core.md``). The
+        parent directory must exist (``FileNotFoundError`` otherwise); files get the default permissions.
+
+        >>> import tempfile, polars
+        >>> g = ProvenanceGraph()
+        >>> _ = g.apply("accept", "budget", "$30k")
+        >>> state = tempfile.mkdtemp() + "/state"
+        >>> g.save(state, layout="directory")
+        >>> polars.read_ipc(f"{state}/versions.arrow").select("key", "value", "status").row(0)
+        ('budget', '$30k', 'active')
         """
         from pmem.graph._state import save_graph
 
-        save_graph(self, path)
+        save_graph(self, path, layout)
 
     @classmethod
     def load(cls, path: str | Path, registry: KeyRegistry | None = None) -> ProvenanceGraph:
-        """Read a graph written by :meth:`save`; a damaged or truncated file raises ``StateFileError``."""
+        """Read a graph written by :meth:`save` (either layout, or an older schema's file); a damaged or
+        truncated state raises ``StateFileError``."""
         from pmem.graph._state import load_graph
 
         return load_graph(cls, path, registry)

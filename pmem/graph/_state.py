@@ -1,135 +1,81 @@
-"""Graph state on disk: one Arrow IPC file, lossless, deterministic, checksummed, written atomically.
+"""Graph state on disk: the flat tables of :mod:`pmem.graph._tables`, lossless, deterministic, checksummed,
+written atomically, in one of two layouts holding the same tables.
 
-Layout. The file is an Arrow IPC *file* with schema ``(table: string, payload: large_binary)``: one row
-per logical table (evidence, keys, versions, ...), each payload an Arrow IPC *stream* holding that table.
-Schema metadata carries the format name, the schema version, the arrival seq and a SHA-256 over all
-payloads. Since schema 3 it also carries a SHA-256 of the *whole file* (``file_sha256``), computed with
-its own two copies (the schema is written at the start of an Arrow file and again in its footer) set to
-zeros: ``load`` finds both copies by reading the file's two length fields, checks the digest over every
-byte, and only then lets Arrow parse anything. So no damaged byte ever reaches a parser: whatever the
-bytes, a file loads as saved or is refused with :class:`StateFileError`. Any Arrow reader can open it::
+- **file** (``save(path)``, the default; ``to_bytes``): one Arrow IPC file with schema ``(table: string,
+  payload: large_binary)``, one row per table, each payload that table as an Arrow IPC stream (8-byte
+  aligned: a memory-mapped file is read without copying). Polars reads a table of it with nothing else::
 
-    outer = pyarrow.ipc.open_file(path).read_all()
-    versions = pyarrow.ipc.open_stream(outer["payload"][2].as_py()).read_all()
+      outer = polars.read_ipc(path, memory_map=False)
+      versions = polars.read_ipc_stream(outer.filter(table="versions")["payload"][0])
 
-Integer columns use -1 for "none" (open interval, no evidence, no predecessor); status and op columns
-hold codes whose names are listed in the metadata.
+- **directory** (``save(path, layout="directory")``): ``path/<table>.arrow``, one Arrow IPC file per table,
+  which ``polars.scan_ipc`` scans lazily (``scan_ipc("runs/*/versions.arrow")`` scans many states at once).
+
+Both hold the ``metadata`` table (``name``, ``value``): format, schema version, the arrival seq, the code
+tables and the registry and authority settings. Every file carries a SHA-256 of its *whole* bytes in its
+schema metadata (``file_sha256``), computed with its own two copies (an Arrow file holds its schema at
+its start and in its footer) set to zeros: ``load`` finds both copies by reading the file's two length
+fields, checks the digest over every byte, and only then lets Arrow parse anything. In the directory
+layout the metadata table also lists every table file's digest, so the files of two states cannot be
+mixed. Whatever the bytes, a state loads as saved or is refused with :class:`StateFileError`.
+
+Files of schemas 1 to 3 (nested tables of the graph's storage columns) still load
+(:mod:`pmem.graph._state_legacy`).
 """
 
 from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import mmap
 import os
 import secrets
-from array import array
+import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from pmem.graph._codes import ACTIVE, OPS, STATUSES, SUPERSEDED
-from pmem.graph._validate import valid_instant
+from pmem.graph import _state_legacy, _tables
+from pmem.graph._types import Version
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pmem.graph._graph import ProvenanceGraph
     from pmem.graph._identity import KeyRegistry
 
 FORMAT = "pmem-state"
 #: Written by this code. Version 2 added the premise tables (``apply(..., depends_on=...)``); version 3
-#: the whole-file checksum (metadata and Arrow framing included).
-SCHEMA_VERSION = 3
-#: Read by this code: a table a file's version predates loads empty.
-READABLE_VERSIONS = (1, 2, 3)
+#: the whole-file checksum (metadata and Arrow framing included); version 4 the flat tables.
+SCHEMA_VERSION = 4
+#: Read by this code: versions 1 to 3 through :mod:`pmem.graph._state_legacy`.
+READABLE_VERSIONS = (1, 2, 3, 4)
+#: The two layouts of a state: one file, or a directory of one Arrow file per table.
+Layout = Literal["file", "directory"]
+LAYOUTS: tuple[Layout, ...] = ("file", "directory")
 #: The metadata key of the whole-file digest; its value is the mark, then 64 hex digits.
 FILE_DIGEST_KEY = "file_sha256"
+#: The table of metadata entries (``name``, ``value``), in both layouts.
+METADATA = "metadata"
+#: In a directory state's metadata: ``<prefix><table>`` -> that table file's digest.
+TABLE_DIGEST_PREFIX = "file_sha256."
 _FILE_MARK = b"pmem-file-sha256:"
 _DIGEST_HEX = 64
 _PLACEHOLDER = b"0" * _DIGEST_HEX
 _ARROW_MAGIC = b"ARROW1"
-#: The most bytes the schema message or the footer may take (ours take about 2 KiB): a larger length
+#: The most bytes the schema message or the footer may take (ours take a few KiB): a larger length
 #: field is damage, refused before anything is allocated for it.
 _MAX_FRAME = 1 << 20
-_ADDED_IN = {
-    "premises": 2,
-    "operation_premises": 2,
-    "authority": 2,
-    "evidence_valid_time": 2,
-    "undo": 2,
-    "erased": 2,
-    "operation_alias": 2,
-}
-
-# Typed as the base class: the schema lists below mix these, and pa.schema takes (name, DataType) pairs.
-I64: pa.DataType = pa.int64()
-I32: pa.DataType = pa.int32()
-I8: pa.DataType = pa.int8()
+_META_SCHEMA = pa.schema([("name", pa.string()), ("value", pa.string())])
 STR: pa.DataType = pa.string()
-LSTR: pa.DataType = pa.large_string()
-F64: pa.DataType = pa.float64()
 LBIN: pa.DataType = pa.large_binary()
-
-# Dense tables: table name -> [(column, graph attribute holding the column, arrow type)]; integer
-# columns are typed storage (array("q")) in the graph, the others lists
-_TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
-    "evidence": [("text", "_ev_text", LSTR), ("source", "_ev_source", I32), ("seq", "_ev_seq", I64)],
-    "sources": [("source", "_sources", STR)],
-    "keys": [("key", "_key_names", STR)],
-    "versions": [
-        ("key", "_v_key", I32),
-        ("value", "_v_value", LSTR),
-        ("status", "_v_status", I8),
-        ("valid_from", "_v_from", I64),
-        ("valid_to", "_v_to", I64),
-        ("evidence", "_v_ev", I64),
-        ("supersedes", "_v_prev", I64),
-    ],
-    "supported_by": [("version", "_sb_version", I64), ("evidence", "_sb_ev", I64), ("seq", "_sb_seq", I64)],
-    "tombstones": [("version", "_tb_version", I64), ("seq", "_tb_seq", I64), ("evidence", "_tb_ev", I64)],
-    "operations": [("code", "_op_code", pa.int16()), ("version", "_op_target", I64)],
-}
-# Sparse tables: table name -> (graph attribute holding a dict, index column, value columns)
-_SPARSE: dict[str, tuple[str, tuple[str, pa.DataType], list[tuple[str, pa.DataType]]]] = {
-    "evidence_time": ("_ev_time", ("evidence", I64), [("time", STR)]),
-    "evidence_valid_time": ("_ev_valid", ("evidence", I64), [("valid_time", STR)]),
-    "undo": ("_undo_of", ("operation", I64), [("undoes", I64)]),
-    "operation_alias": ("_op_alias", ("operation", I64), [("alias", STR)]),
-    "alternative_of": ("_v_alt", ("version", I64), [("target", I64)]),
-    "older": ("_v_older", ("version", I64), [("older", I64)]),
-    "extra_support": ("_v_extra_support", ("version", I64), [("count", I64)]),
-    "operation_extra": (
-        "_op_extra",
-        ("operation", I64),
-        [("seq", I64), ("key", I64), ("evidence", I64), ("value", LSTR), ("reason", STR)],
-    ),
-}
-_PREMISES = pa.schema([("version", I64), ("key", I64), ("premise_version", I64)])
-_OPERATION_PREMISES = pa.schema([("operation", I64), ("key", I64)])
-#: source authority: every setting in order; ``after`` is the seq it was made after (-1: the constructor's)
-_AUTHORITY = pa.schema([("after", I64), ("source", STR), ("level", I64)])
-_IDENTITY = pa.schema(
-    [
-        ("candidate", STR),
-        ("shortlisted", STR),
-        ("score", F64),
-        ("verdict", STR),
-        ("canonical", STR),
-    ]
-)
 
 
 class StateFileError(ValueError):
     """A state file that cannot be read back whole: missing, truncated, altered or of another format."""
-
-
-def _stream(table: pa.Table) -> pa.Buffer:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
 
 
 def _digest(payloads: list[pa.Buffer]) -> str:
@@ -141,145 +87,6 @@ def _digest(payloads: list[pa.Buffer]) -> str:
     return digest.hexdigest()
 
 
-def _materialized_versions(graph: ProvenanceGraph) -> dict[str, np.ndarray]:
-    """Status and valid_to with the lazily closed heads written out (see ProvenanceGraph._closing)."""
-    status = np.array(graph._v_status, dtype=np.int8)
-    valid_to = np.array(graph._v_to, dtype=np.int64)
-    key = np.array(graph._v_key, dtype=np.int32)
-    prev = np.array(graph._v_prev, dtype=np.int64)
-    start = np.array(graph._v_from, dtype=np.int64)
-    n = len(status)
-    if n:
-        ids = np.arange(n, dtype=np.int64)
-        heads = np.array(graph._k_head, dtype=np.int64)
-        lazy = (status == ACTIVE) & (heads[key] != ids)
-        if lazy.any():
-            newest = np.full(n, -1, dtype=np.int64)
-            linked = prev >= 0
-            np.maximum.at(newest, prev[linked], ids[linked])
-            valid_to[lazy] = start[newest[lazy]]
-            status[lazy] = SUPERSEDED
-    # the converted columns are handed to Arrow as they are (no second conversion)
-    return {"_v_status": status, "_v_to": valid_to, "_v_key": key, "_v_prev": prev, "_v_from": start}
-
-
-def _exported(graph: ProvenanceGraph, attr: str, overrides: dict[str, np.ndarray]) -> Any:
-    """A column as handed to Arrow: typed columns are copied (a view would pin their buffer)."""
-    if attr in overrides:
-        return overrides[attr]
-    column = getattr(graph, attr)
-    return np.array(column, dtype=np.int64) if isinstance(column, array) else column
-
-
-def _graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
-    tables: dict[str, pa.Table] = {}
-    overrides = _materialized_versions(graph)
-    for name, columns in _TABLES.items():
-        arrays = [pa.array(_exported(graph, attr, overrides), type=typ) for _, attr, typ in columns]
-        tables[name] = pa.table(arrays, names=[c for c, _, _ in columns])
-    tables["keys"] = (
-        tables["keys"]
-        # copies: an Arrow array over the typed column itself would pin its buffer (no append while alive)
-        .append_column("head", pa.array(np.array(graph._k_head, dtype=np.int64), type=I64))
-        .append_column("newest", pa.array(np.array(graph._k_newest, dtype=np.int64), type=I64))
-    )
-    for name, (attr, (index, index_type), value_columns) in _SPARSE.items():
-        mapping = getattr(graph, attr)
-        arrays = [pa.array(list(mapping), type=index_type)]
-        if len(value_columns) == 1:
-            arrays.append(pa.array(list(mapping.values()), type=value_columns[0][1]))
-        else:
-            rows = list(mapping.values())
-            arrays.extend(pa.array([r[i] for r in rows], type=t) for i, (_, t) in enumerate(value_columns))
-        tables[name] = pa.table(arrays, names=[index, *(c for c, _ in value_columns)])
-    alt_key, alt_version = [], []
-    for kid, alts in graph._open_alts.items():
-        alt_key.extend([kid] * len(alts))
-        alt_version.extend(alts)
-    tables["open_alternatives"] = pa.table(
-        [pa.array(alt_key, type=I64), pa.array(alt_version, type=I64)], names=["key", "version"]
-    )
-    dep_rows = [(v, k, pv) for v, premises in graph._dep.items() for k, pv in premises]
-    tables["premises"] = pa.table(
-        [pa.array([r[i] for r in dep_rows], type=I64) for i in range(3)], schema=_PREMISES
-    )
-    op_rows = [(n, k) for n, keys in graph._op_deps.items() for k in keys]
-    tables["operation_premises"] = pa.table(
-        [pa.array([r[i] for r in op_rows], type=I64) for i in range(2)], schema=_OPERATION_PREMISES
-    )
-    tables["erased"] = pa.table([pa.array(sorted(graph._erased), type=I64)], names=["evidence"])
-    settings = graph._authority_log
-    tables["authority"] = pa.table(
-        [pa.array([r[i] for r in settings], type=t) for i, t in enumerate(_AUTHORITY.types)],
-        schema=_AUTHORITY,
-    )
-    reg = graph._registry
-    decisions = reg.decisions if reg is not None else []
-    tables["identity"] = pa.table(
-        [
-            pa.array([d.candidate for d in decisions], type=STR),
-            pa.array([d.shortlisted for d in decisions], type=STR),
-            pa.array([d.score for d in decisions], type=F64),
-            pa.array([d.verdict for d in decisions], type=STR),
-            pa.array([d.canonical for d in decisions], type=STR),
-        ],
-        schema=_IDENTITY,
-    )
-    tables["registry_keys"] = pa.table(
-        [pa.array(reg.keys if reg is not None else [], type=STR)], names=["key"]
-    )
-    return tables
-
-
-def _outer_table(graph: ProvenanceGraph) -> pa.Table:
-    """The file's one table: a row per logical table, its payload an Arrow IPC stream."""
-    names, payloads = [], []
-    tables = _graph_tables(graph)
-    for name in list(tables):
-        names.append(name)
-        payloads.append(_stream(tables.pop(name)))  # each table goes once streamed: peak memory, not bytes
-    reg = graph._registry
-    meta: dict[bytes | str, bytes | str] = {
-        "format": FORMAT,
-        "schema_version": str(SCHEMA_VERSION),
-        "seq": str(graph._seq),
-        "sha256": _digest(payloads),
-        "statuses": json.dumps(STATUSES),
-        "ops": json.dumps(OPS),
-        "registry": json.dumps(reg.config() if reg is not None else None, sort_keys=True),
-        "authority": json.dumps(
-            {
-                "configured": graph._authority is not None,
-                "from_start": graph._authority_from_start,
-                "default": graph._default_authority,
-            },
-            sort_keys=True,
-        ),
-        # zeros here, the digest once the file is written (see _seal)
-        FILE_DIGEST_KEY: (_FILE_MARK + _PLACEHOLDER).decode(),
-    }
-    # Build the binary column straight from the payload buffers: one copy, not one per step.
-    offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
-    np.cumsum([p.size for p in payloads], out=offsets[1:])
-    data = pa.py_buffer(b"".join(memoryview(p) for p in payloads))
-    # offsets.data: the array's memoryview (the same memory; numpy declares ndarray.__buffer__ for 3.12+ only)
-    column = pa.Array.from_buffers(LBIN, len(payloads), [None, pa.py_buffer(offsets.data), data])
-    schema = pa.schema([("table", STR), ("payload", LBIN)], metadata=meta)
-    return pa.table([pa.array(names, type=STR), column], schema=schema)
-
-
-def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
-    with pa.ipc.new_file(sink, outer.schema) as writer:
-        writer.write_table(outer)
-
-
-def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
-    """Serialize deterministically: the same operations always give the same bytes."""
-    sink = pa.BufferOutputStream()
-    _write(_outer_table(graph), sink)
-    return sealed(sink.getvalue().to_pybytes())
-
-
 def sealed(data: bytes) -> bytes:
     """``data``, an Arrow file whose metadata holds the zeroed file digest, with the digest written in."""
     out = bytearray(data)
@@ -287,8 +94,8 @@ def sealed(data: bytes) -> bytes:
     return bytes(out)
 
 
-def _write_digest(buffer: bytearray | mmap.mmap) -> None:
-    """Write the digest of an Arrow file (its two slots still zeros) into both slots, in place."""
+def _write_digest(buffer: bytearray | mmap.mmap) -> str:
+    """Write the digest of an Arrow file (its two slots still zeros) into both slots, in place; the digest."""
     slots = _digest_slots(buffer)
     if slots is None:
         msg = f"no {FILE_DIGEST_KEY} placeholder in the file's metadata"
@@ -296,6 +103,7 @@ def _write_digest(buffer: bytearray | mmap.mmap) -> None:
     digest = _file_digest(buffer, slots).encode()
     for at in slots:
         buffer[at : at + _DIGEST_HEX] = digest
+    return digest.decode()
 
 
 # --- the whole-file digest ---------------------------------------------------------------------------
@@ -381,16 +189,17 @@ def _check_file_digest(data: _Bytes, path: Path) -> bool:
     return True
 
 
-def _seal(path: Path) -> None:
-    """Write the digest of the file just written at ``path`` into its two slots (zeros until now)."""
+def _seal(path: Path) -> str:
+    """Write the digest of the file just written at ``path`` into its two slots (zeros until now); it."""
     with open(path, "r+b") as f:
         data = mmap.mmap(f.fileno(), 0)
         try:
-            _write_digest(data)
+            digest = _write_digest(data)
             data.flush()
         finally:
             data.close()
         os.fsync(f.fileno())
+    return digest
 
 
 def _create_aside(path: Path) -> tuple[int, Path]:
@@ -419,50 +228,243 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def save_graph(graph: ProvenanceGraph, path: str | Path) -> None:
-    path = Path(path)
-    parent = path.parent
+def _refuse(path: Path, why: str) -> StateFileError:
+    return StateFileError(f"{path}: not a readable P-Mem state file: {why}")
+
+
+# --- writing -------------------------------------------------------------------------------------------
+
+
+def _sealed_schema(schema: pa.Schema, meta: dict[str, str]) -> pa.Schema:
+    """``schema`` with ``meta`` and the zeroed file digest (written in once the file is, see _seal)."""
+    return schema.with_metadata({**meta, FILE_DIGEST_KEY: (_FILE_MARK + _PLACEHOLDER).decode()})
+
+
+def _metadata_table(graph: ProvenanceGraph) -> pa.Table:
+    entries = {"format": FORMAT, "schema_version": str(SCHEMA_VERSION), **_tables.graph_metadata(graph)}
+    return pa.table([pa.array(list(entries)), pa.array(list(entries.values()))], schema=_META_SCHEMA)
+
+
+def _stream(table: pa.Table) -> pa.Buffer:
+    """``table`` as an Arrow IPC stream, written into a buffer of its exact size (sized by a dry run)."""
+    size = pa.MockOutputStream()
+    with pa.ipc.new_stream(size, table.schema) as writer:
+        writer.write_table(table)
+    buffer = pa.allocate_buffer(size.size())
+    with pa.ipc.new_stream(pa.FixedSizeBufferWriter(buffer), table.schema) as writer:
+        writer.write_table(table)
+    return buffer
+
+
+def _file_bytes(table: pa.Table, meta: dict[str, str]) -> bytes:
+    """``table`` as a sealed Arrow IPC file."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, _sealed_schema(table.schema, meta)) as writer:
+        writer.write_table(table)
+    return sealed(sink.getvalue().to_pybytes())
+
+
+def _all_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
+    """Every table of the graph's state, ``metadata`` first (made one at a time: peak memory)."""
+    yield METADATA, _metadata_table(graph)
+    yield from _tables.graph_tables(graph).items()
+
+
+def _container(graph: ProvenanceGraph) -> pa.Table:
+    """The file layout's one table: a row per table, its payload an Arrow IPC stream."""
+    names, payloads = [], []
+    for name, table in _all_tables(graph):
+        names.append(name)
+        payloads.append(_stream(table))
+    # Build the binary column straight from the payload buffers: one copy, not one per step.
+    offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
+    np.cumsum([p.size for p in payloads], out=offsets[1:])
+    data = pa.py_buffer(b"".join(memoryview(p) for p in payloads))
+    # offsets.data: the array's memoryview (the same memory; numpy declares ndarray.__buffer__ for 3.12+ only)
+    column = pa.Array.from_buffers(LBIN, len(payloads), [None, pa.py_buffer(offsets.data), data])
+    schema = _sealed_schema(
+        pa.schema([("table", STR), ("payload", LBIN)]),
+        {"format": FORMAT, "schema_version": str(SCHEMA_VERSION)},
+    )
+    return pa.table([pa.array(names, type=STR), column], schema=schema)
+
+
+def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
+    with pa.ipc.new_file(sink, outer.schema) as writer:
+        writer.write_table(outer)
+
+
+def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
+    """The file layout's bytes, deterministic: the same operations always give the same bytes."""
+    sink = pa.BufferOutputStream()
+    _write(_container(graph), sink)
+    return sealed(sink.getvalue().to_pybytes())
+
+
+def _checked_parent(path: Path) -> None:
     # A missing directory is the caller's mistake (a typo in a run directory, say): creating it silently
     # would scatter state files where nobody looks for them.
+    parent = path.parent
     if not parent.exists():
         msg = f"save: the directory {parent} of {path.name!r} does not exist (create it first)"
         raise FileNotFoundError(msg)
     if not parent.is_dir():
         msg = f"save: {parent} is not a directory"
         raise NotADirectoryError(msg)
-    outer = _outer_table(graph)
+
+
+def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file") -> None:
+    """Write ``graph``'s state to ``path`` in ``layout``, atomically (written aside, then renamed)."""
+    if layout not in LAYOUTS:
+        msg = f"save: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}"
+        raise ValueError(msg)
+    path = Path(path)
+    _checked_parent(path)
+    if layout == "directory":
+        _save_directory(graph, path)
+        return
+    if path.is_dir():
+        msg = f"save: {path} is a directory (save(path, layout='directory') writes a state there)"
+        raise IsADirectoryError(msg)
+    outer = _container(graph)
     fd, tmp = _create_aside(path)
+    os.close(fd)  # created with the permissions a new file gets; written through Arrow's own file below
     try:
-        with os.fdopen(fd, "wb") as f:
-            _write(outer, pa.PythonFile(f, mode="w"))  # straight to the file: no second copy in memory
-            f.flush()
+        with pa.OSFile(str(tmp), "wb") as sink:
+            _write(outer, sink)  # straight to the file: no second copy in memory
         _seal(tmp)  # the digest over every byte, then fsync
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_directory(parent)
+    _fsync_directory(path.parent)
 
 
-def _refuse(path: Path, why: str) -> StateFileError:
-    return StateFileError(f"{path}: not a readable P-Mem state file: {why}")
+def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
+    """One sealed Arrow file per table in a fresh directory beside ``path``, then renamed onto it.
 
-
-def read_tables(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
-    """Read and verify a state file's tables and metadata (raises StateFileError)."""
-    path = Path(path)
+    A directory already at ``path`` must be a state (it holds ``metadata.arrow``): it is moved aside and
+    removed once the new one is in place, so a reader sees the old state or the new one, never a mix.
+    """
+    if path.exists() and not (path.is_dir() and (path / f"{METADATA}.arrow").is_file()):
+        what = "a file" if path.is_file() else "a directory that holds no state"
+        msg = f"save: {path} is {what}; a directory state replaces only a directory state"
+        raise FileExistsError(msg)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    tmp.mkdir()
     try:
-        data = pa.memory_map(str(path)).read_buffer() if path.stat().st_size else b""
+        digests: dict[str, str] = {}
+        for name, table in _tables.graph_tables(graph).items():
+            digests[TABLE_DIGEST_PREFIX + name] = _write_sealed(tmp / f"{name}.arrow", table, {"table": name})
+        meta = _metadata_table(graph)
+        meta = pa.concat_tables(
+            [meta, pa.table([pa.array(list(digests)), pa.array(list(digests.values()))], schema=_META_SCHEMA)]
+        )
+        _write_sealed(tmp / f"{METADATA}.arrow", meta, {"table": METADATA})
+        _fsync_directory(tmp)
+        old = None
+        if path.exists():
+            old = path.with_name(f".{path.name}.{secrets.token_hex(8)}.old")
+            path.rename(old)
+        tmp.rename(path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_directory(path.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_sealed(path: Path, table: pa.Table, meta: dict[str, str]) -> str:
+    """Write ``table`` to ``path`` as a sealed Arrow file (fsynced); its digest."""
+    with pa.OSFile(str(path), "wb") as sink:
+        _write(table.replace_schema_metadata(_sealed_schema(table.schema, meta).metadata), sink)
+    return _seal(path)
+
+
+# --- reading -------------------------------------------------------------------------------------------
+
+
+def _mapped(path: Path) -> pa.Buffer | bytes:
+    """The bytes of the file at ``path``, memory-mapped (raises StateFileError when unreadable)."""
+    try:
+        return pa.memory_map(str(path)).read_buffer() if path.stat().st_size else b""
     except FileNotFoundError:
         raise _refuse(path, "file not found") from None
     except OSError as exc:
         raise _refuse(path, str(exc)) from exc
-    return decode_tables(data, path)
+
+
+def read_tables(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
+    """Read and verify a state's tables and metadata, either layout, any readable schema.
+
+    Raises:
+        StateFileError: the state is missing, damaged, altered or of another format.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return _read_directory(path)
+    return decode_tables(_mapped(path), path)
+
+
+def _open_sealed(data: pa.Buffer | bytes, path: Path) -> pa.Table:
+    """The table of a sealed Arrow file (of this schema), verified over every byte before parsing."""
+    if not _check_file_digest(memoryview(data), path):
+        raise _refuse(path, "it carries no file digest (the file was altered or damaged)")
+    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    try:
+        return pa.ipc.open_file(buffer).read_all()
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
+        raise _refuse(path, f"truncated or damaged Arrow file ({type(exc).__name__}: {exc})") from exc
+
+
+def _entries(table: pa.Table, path: Path) -> dict[str, str]:
+    if not table.schema.equals(_META_SCHEMA, check_metadata=False):
+        raise _refuse(path, f"its metadata table has columns {table.schema.names}, not (name, value)")
+    names, values = table.column("name").to_pylist(), table.column("value").to_pylist()
+    if None in names or None in values or len(set(names)) != len(names):
+        raise _refuse(path, "its metadata table has a missing or repeated entry")
+    return {str(name): str(value) for name, value in zip(names, values, strict=True)}
+
+
+def _check_format(meta: dict[str, str], path: Path) -> int:
+    """The schema version ``meta`` declares, checked readable."""
+    if meta.get("format") != FORMAT:
+        raise _refuse(path, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
+    version = meta.get("schema_version")
+    if version not in {str(v) for v in READABLE_VERSIONS}:
+        readable = ", ".join(map(str, READABLE_VERSIONS))
+        raise _refuse(path, f"schema version {version} is not supported (this code reads {readable})")
+    return int(version)
+
+
+def _read_directory(path: Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
+    meta_path = path / f"{METADATA}.arrow"
+    if not meta_path.is_file():
+        raise _refuse(path, f"a directory without {METADATA}.arrow")
+    meta = _entries(_open_sealed(_mapped(meta_path), meta_path), meta_path)
+    if _check_format(meta, meta_path) != SCHEMA_VERSION:
+        raise _refuse(path, f"a directory state of schema {meta['schema_version']}")
+    tables: dict[str, pa.Table] = {}
+    for name in _tables.TABLES:
+        file = path / f"{name}.arrow"
+        data = _mapped(file)
+        table = _open_sealed(data, file)
+        slots = _digest_slots(memoryview(data))
+        assert slots is not None  # _open_sealed checked it
+        digest = bytes(memoryview(data)[slots[0] : slots[0] + _DIGEST_HEX]).decode()
+        if meta.get(TABLE_DIGEST_PREFIX + name) != digest:
+            raise _refuse(
+                file, "its digest is not the one the state's metadata lists (a file of another state?)"
+            )
+        tables[name] = table.replace_schema_metadata(None)
+    return tables, meta
 
 
 def decode_tables(
     data: bytes | pa.Buffer, path: Path | str = "<bytes>"
 ) -> tuple[dict[str, pa.Table], dict[str, str]]:
+    """The tables and metadata of a state in the file layout (``to_bytes``), any readable schema."""
     path = Path(path)
     sealed = _check_file_digest(memoryview(data), path)  # every byte, before any parser sees one
     buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
@@ -480,20 +482,15 @@ def decode_tables(
         meta = {k.decode(): v.decode() for k, v in raw_meta.items()}
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError, UnicodeDecodeError) as exc:
         raise _refuse(path, f"truncated or damaged Arrow file ({type(exc).__name__}: {exc})") from exc
-    if meta.get("format") != FORMAT:
-        raise _refuse(path, f"format is {meta.get('format')!r}, expected {FORMAT!r}")
+    version = _check_format(meta, path)
     if outer.schema.names != ["table", "payload"] or outer.schema.types != [STR, LBIN]:
         raise _refuse(path, f"its columns are {outer.schema}, not (table: string, payload: large_binary)")
-    version = meta.get("schema_version")
-    if version not in {str(v) for v in READABLE_VERSIONS}:
-        readable = ", ".join(map(str, READABLE_VERSIONS))
-        raise _refuse(path, f"schema version {version} is not supported (this code reads {readable})")
-    if int(version) >= 3 and not sealed:
+    if version >= 3 and not sealed:
         raise _refuse(
             path, f"schema version {version} without its file digest (the file was altered or damaged)"
         )
     names = outer.column("table").to_pylist()
-    payloads = [scalar.as_buffer() for scalar in outer.column("payload").combine_chunks()]
+    payloads = _payloads(outer)
     if not sealed and _digest(payloads) != meta.get("sha256"):  # the file digest covers the payloads
         raise _refuse(path, "checksum mismatch (the file was altered or damaged)")
     tables: dict[str, pa.Table] = {}
@@ -504,32 +501,21 @@ def decode_tables(
             tables[name] = pa.ipc.open_stream(payload).read_all()
         except pa.ArrowInvalid as exc:
             raise _refuse(path, f"table {name!r} is damaged ({exc})") from exc
-    expected = {*_TABLES, *_SPARSE, "open_alternatives", "identity", "registry_keys", *_ADDED_IN}
-    expected -= {name for name, since in _ADDED_IN.items() if int(version) < since}
-    missing = expected - tables.keys()
+    if version < SCHEMA_VERSION:
+        missing = _state_legacy.missing_tables(tables, version)
+    else:
+        missing = {METADATA, *_tables.TABLES} - tables.keys()
     if missing:
         raise _refuse(path, f"missing tables {sorted(missing)}")
+    if version == SCHEMA_VERSION:
+        meta = {**meta, **_entries(tables.pop(METADATA), path)}
+        _check_format(meta, path)
     return tables, meta
 
 
-def _column_list(table: pa.Table, column: str) -> list[Any]:
-    col = table.column(column)
-    if pa.types.is_integer(col.type) and col.null_count == 0:
-        values: list[Any] = col.to_numpy().tolist()  # a list for a 1-d array (numpy types it Any)
-        return values
-    return col.to_pylist()
-
-
-def _typed_column(table: pa.Table, column: str) -> array[int]:
-    """An integer column as the graph's typed storage (``array("q")``), copied in one block."""
-    col = table.column(column)
-    if not pa.types.is_integer(col.type) or col.null_count:
-        what = f"{col.null_count} nulls" if pa.types.is_integer(col.type) else f"type {col.type}"
-        msg = f"not a readable P-Mem state: column {column!r} must hold integers, found {what}"
-        raise StateFileError(msg)
-    out = array("q")
-    out.frombytes(np.ascontiguousarray(col.to_numpy(), dtype=np.int64).tobytes())
-    return out
+def _payloads(outer: pa.Table) -> list[pa.Buffer]:
+    """The payloads of a file-layout table, as slices of its buffer (a memory-mapped file is not copied)."""
+    return [scalar.as_buffer() for chunk in outer.column("payload").chunks for scalar in chunk]
 
 
 def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
@@ -555,7 +541,9 @@ def build_graph(
     """The graph of decoded ``tables`` and ``meta``; a table or metadata value the graph cannot hold
     (a wrong type, an unreadable JSON, a bad number) is a :class:`StateFileError` naming the file."""
     try:
-        return _build_graph(cls, tables, meta, registry)
+        if int(meta["schema_version"]) < SCHEMA_VERSION:
+            return _state_legacy.build_legacy_graph(cls, tables, meta, registry)
+        return _tables.build_graph(cls, tables, meta, registry)
     except StateFileError:
         raise
     except (ValueError, KeyError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
@@ -563,67 +551,79 @@ def build_graph(
         raise _refuse(Path(path), f"its tables or metadata do not make a graph ({what})") from None
 
 
-def _build_graph(
-    cls: type[ProvenanceGraph],
-    tables: dict[str, pa.Table],
-    meta: dict[str, str],
-    registry: KeyRegistry | None,
-) -> ProvenanceGraph:
-    graph = cls(registry=registry)
-    for name, columns in _TABLES.items():
-        table = tables[name]
-        for column, attr, typ in columns:
-            typed = pa.types.is_integer(typ)  # integer columns are typed storage, the others lists
-            setattr(graph, attr, _typed_column(table, column) if typed else _column_list(table, column))
-    for name, (attr, (index, _), value_columns) in _SPARSE.items():
-        if name not in tables:  # a table added after the file's schema version (checked on decoding)
-            continue
-        table = tables[name]
-        keys = _column_list(table, index)
-        values = [_column_list(table, c) for c, _ in value_columns]
-        rows = values[0] if len(values) == 1 else list(zip(*values, strict=True))
-        setattr(graph, attr, dict(zip(keys, rows, strict=True)))
-    graph._seq = int(meta["seq"])
-    graph._valid_at = {n: valid_instant(text, "load")[1] for n, text in graph._ev_valid.items()}
-    graph._source_code = {s: i for i, s in enumerate(graph._sources)}
-    graph._k_head = _typed_column(tables["keys"], "head")
-    graph._k_newest = _typed_column(tables["keys"], "newest")
-    graph._kid = {name: kid for kid, name in enumerate(graph._key_names)}
-    alts = tables["open_alternatives"]
-    open_alts: dict[int, list[int]] = {}
-    for kid, vid in zip(_column_list(alts, "key"), _column_list(alts, "version"), strict=True):
-        open_alts.setdefault(kid, []).append(vid)
-    graph._open_alts = open_alts
-    if "erased" in tables:
-        graph._erased = set(_column_list(tables["erased"], "evidence"))
-    authority = json.loads(meta.get("authority", "null")) or {
-        "configured": False,
-        "from_start": False,
-        "default": 1,
-    }
-    graph._default_authority = int(authority["default"])
-    graph._authority_from_start = bool(authority["from_start"])
-    if authority["configured"]:
-        graph._authority = {}
-        for after, source, level in zip(
-            *(_column_list(tables["authority"], c) for c in _AUTHORITY.names), strict=True
+# --- one key, without loading the graph ------------------------------------------------------------------
+
+
+def read_key_versions(path: str | Path, key: str) -> list[Version]:
+    """The versions of ``key`` in a saved state (either layout), read from the memory-mapped tables.
+
+    Only the pages holding the key's rows and the ``key_id`` column are read, so this takes milliseconds
+    on a state of millions of operations where ``load`` takes seconds. The price: the whole-file digests
+    are not checked (that would read every byte); Arrow validates the rows returned, and a state to be
+    trusted whole is read with ``ProvenanceGraph.load``. An unknown key gives an empty list.
+
+    >>> import tempfile
+    >>> from pmem.graph import ProvenanceGraph
+    >>> g = ProvenanceGraph()
+    >>> _ = g.apply("accept", "budget", "$30k"), g.apply("accept", "budget", "$50k")
+    >>> state = tempfile.mkdtemp() + "/state.arrow"
+    >>> g.save(state)
+    >>> [(v.value, v.status) for v in read_key_versions(state, "budget")]
+    [('$30k', 'superseded'), ('$50k', 'active')]
+    """
+    path = Path(path)
+    keys, versions = _mapped_tables(path, ("keys", "versions"))
+    key_names = keys.column("key")
+    at = pc.index(key_names, pa.scalar(key, type=key_names.type)).as_py()
+    if at < 0:
+        return []
+    kid, newest = keys.column("id")[at].as_py(), keys.column("newest")[at].as_py()
+    rows = versions.filter(pc.equal(versions.column("key_id"), kid))
+    try:
+        rows.validate(full=True)
+    except pa.ArrowInvalid as exc:
+        raise _refuse(path, f"the rows of {key!r} are damaged ({exc})") from exc
+    by_id = {r["id"]: r for r in rows.to_pylist()}
+    chain = []  # the key's arrival order: newest first along `previous` (ids differ after a re-derivation)
+    while newest is not None and newest in by_id and len(chain) < len(by_id):
+        chain.append(by_id[newest])
+        newest = by_id[newest]["previous"]
+    if len(chain) != len(by_id):
+        raise _refuse(path, f"the versions of {key!r} do not form one arrival chain")
+    return [
+        Version(
+            id=f"v{r['id']}",
+            key=r["key"],
+            value=r["value"],
+            status=r["status"],
+            valid_from=r["valid_from"],
+            valid_to=r["valid_to"],
+            evidence=None if r["evidence"] is None else f"e{r['evidence']}",
+            support=r["support"],
+            supersedes=None if r["supersedes"] is None else f"v{r['supersedes']}",
+            alternative_of=None if r["alternative_of"] is None else f"v{r['alternative_of']}",
+        )
+        for r in reversed(chain)
+    ]
+
+
+def _mapped_tables(path: Path, names: tuple[str, ...]) -> list[pa.Table]:
+    """Tables of a schema-4 state, memory-mapped and unverified (see :func:`read_key_versions`)."""
+    try:
+        if path.is_dir():
+            return [pa.ipc.open_file(pa.memory_map(str(path / f"{n}.arrow"))).read_all() for n in names]
+        outer = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+        meta = outer.schema.metadata or {}
+        if (
+            meta.get(b"format") != FORMAT.encode()
+            or meta.get(b"schema_version") != str(SCHEMA_VERSION).encode()
         ):
-            graph._authority[source] = level
-            graph._authority_log.append((after, source, level))
-    if "premises" in tables:
-        premises = tables["premises"]
-        deps: dict[int, list[tuple[int, int]]] = {}
-        for v, k, pv in zip(*(_column_list(premises, c) for c in _PREMISES.names), strict=True):
-            deps.setdefault(v, []).append((k, pv))
-        graph._dep = {v: tuple(p) for v, p in deps.items()}
-        op_premises = tables["operation_premises"]
-        op_deps: dict[int, list[int]] = {}
-        for n, k in zip(*(_column_list(op_premises, c) for c in _OPERATION_PREMISES.names), strict=True):
-            op_deps.setdefault(n, []).append(k)
-        graph._op_deps = {n: tuple(k) for n, k in op_deps.items()}
-    identity = tables["identity"].to_pylist()
-    reg_keys: list[str] = _column_list(tables["registry_keys"], "key")  # a string column: to_pylist()
-    reg_config = json.loads(meta.get("registry", "null"))
-    if identity or reg_keys or reg_config is not None or registry is not None:
-        graph.registry.restore(reg_keys, identity, reg_config)
-    return graph
+            raise _refuse(
+                path, f"reading one key needs a state of schema {SCHEMA_VERSION} (load and save it again)"
+            )
+        found = dict(zip(outer.column("table").to_pylist(), _payloads(outer), strict=True))
+        return [pa.ipc.open_stream(found[n]).read_all() for n in names]
+    except FileNotFoundError:
+        raise _refuse(path, "file not found") from None
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, KeyError) as exc:
+        raise _refuse(path, f"truncated or damaged ({type(exc).__name__}: {exc})") from exc

@@ -18,10 +18,10 @@ FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _schema3(tmp_path: Path) -> Path:
-    """The schema-2 fixture's graph saved by this code (schema 3)."""
-    path = tmp_path / "state-schema-3.arrow"
-    ProvenanceGraph.load(FIXTURES / "state-schema-2.arrow").save(path)
+def _current(tmp_path: Path, layout: str = "file") -> Path:
+    """The schema-2 fixture's graph saved by this code (schema 4)."""
+    path = tmp_path / ("state-schema-4.arrow" if layout == "file" else "state-schema-4")
+    ProvenanceGraph.load(FIXTURES / "state-schema-2.arrow").save(path, layout=layout)
     return path
 
 
@@ -29,7 +29,8 @@ def _states(tmp_path: Path) -> dict[str, Path]:
     return {
         "schema 1": FIXTURES / "state-schema-1.arrow",
         "schema 2": FIXTURES / "state-schema-2.arrow",
-        "schema 3": _schema3(tmp_path),
+        "schema 3": FIXTURES / "state-schema-3.arrow",
+        "schema 4": _current(tmp_path),
     }
 
 
@@ -50,7 +51,7 @@ def test_a_sample_of_bit_flips_of_each_schema(tmp_path: Path) -> None:
     for name, path in _states(tmp_path).items():
         results = trials(path, _sample(path.stat().st_size, 97))
         _assert_only_refused_or_same(name, results)
-        if name == "schema 3":  # every byte is under the file digest: nothing changes unnoticed
+        if name in ("schema 3", "schema 4"):  # every byte is under the file digest: nothing changes unnoticed
             assert set(results.values()) == {"refused"}, summary(results)
 
 
@@ -87,8 +88,37 @@ def test_bit_flips_of_a_1_mb_state(tmp_path: Path, flips: int) -> None:
     assert set(results.values()) == {"refused"}, summary(results)
 
 
+def test_bit_flips_in_every_file_of_a_directory_state_are_refused(tmp_path: Path) -> None:
+    """Each table file is sealed like a state file and listed in the metadata: a flip anywhere, in any
+    file, is refused before Arrow parses the file (so these loads can run in this process)."""
+    path = _current(tmp_path, "directory")
+    reference = ProvenanceGraph.load(path).to_bytes()
+    rng = random.Random(33)
+    files = sorted(path.iterdir())
+    assert [f.name for f in files][:3] == ["edges.arrow", "evidence.arrow", "identity.arrow"]
+    for file in files:
+        data = file.read_bytes()
+        for bit in [*rng.sample(range(8 * len(data)), 25), 8 * 3, 8 * (len(data) - 3)]:
+            file.write_bytes(flipped(data, bit))
+            with pytest.raises(StateFileError, match=file.name):
+                ProvenanceGraph.load(path)
+        file.write_bytes(data)
+    assert ProvenanceGraph.load(path).to_bytes() == reference
+
+
+def test_a_table_file_of_another_state_is_refused(tmp_path: Path) -> None:
+    """Two states' files are each sealed: the metadata's list of digests binds one state's files."""
+    mine, other = _current(tmp_path, "directory"), tmp_path / "other"
+    g = ProvenanceGraph()
+    g.apply("accept", "budget", "$30k", evidence=g.observe("The budget is $30k"))
+    g.save(other, layout="directory")
+    (mine / "versions.arrow").write_bytes((other / "versions.arrow").read_bytes())
+    with pytest.raises(StateFileError, match=r"versions\.arrow: .*a file of another state"):
+        ProvenanceGraph.load(mine)
+
+
 def test_pmem_inspect_on_damaged_files_is_exit_2_and_one_line(tmp_path: Path) -> None:
-    path = _schema3(tmp_path)
+    path = _current(tmp_path)
     data = path.read_bytes()
     rng = random.Random(7)
     bits = [*rng.sample(range(8 * len(data)), 8), 8 * 3, 8 * (len(data) - 3), 8 * 13 + 1]  # magic, length
@@ -109,10 +139,10 @@ def test_pmem_inspect_on_damaged_files_is_exit_2_and_one_line(tmp_path: Path) ->
 def test_metadata_is_under_the_checksum(tmp_path: Path) -> None:
     """An edit of the metadata that keeps the tables' checksum (the identity threshold, the next seq,
     the default authority) is refused: the file digest covers it."""
-    path = _schema3(tmp_path)
+    path = _current(tmp_path)
     data = path.read_bytes()
     for old, new in ((b'"threshold": 0.72', b'"threshold": 0.32'), (b'"default": 1', b'"default": 9')):
-        assert data.count(old) == 2, old  # in the schema message and in the footer
+        assert data.count(old) == 1, old  # in the metadata table
         edited = tmp_path / "edited.arrow"
         edited.write_bytes(data.replace(old, new))
         with pytest.raises(StateFileError, match="altered or damaged"):
