@@ -5,7 +5,8 @@ Where each table is computed: per-history counts and intervals in :mod:`pmem.rep
 :mod:`~pmem.report._coverage`; the paper's benchmark views in :mod:`~pmem.report._benchmarks`; the
 all-cells accuracy and stale tables in :mod:`~pmem.report._accuracy`; paired comparisons in
 :mod:`~pmem.report._paired`; token and call costs in :mod:`~pmem.report._cost`; reply quality in
-:mod:`~pmem.report._replies`; the write-path audit in :mod:`~pmem.report._audit`; the provenance probes,
+:mod:`~pmem.report._replies`; the write-path audit in :mod:`~pmem.report._audit` and what the saved states hold in
+:mod:`~pmem.report._states`; the provenance probes,
 the published figures and the peers table in :mod:`~pmem.report._probes`, :mod:`~pmem.report._published`
 and :mod:`~pmem.report._peers`; the summary that opens the report, from those tables, in
 :mod:`~pmem.report._summary`.
@@ -28,6 +29,7 @@ from pmem.report._peers import peer_table
 from pmem.report._probes import probe_tables
 from pmem.report._published import published_table
 from pmem.report._replies import reply_quality_table
+from pmem.report._states import state_table
 from pmem.report._summary import summary_table
 
 
@@ -51,6 +53,7 @@ def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     t["break_even"] = break_even_table(m, t["read_cost"], t["write_cost"])
     t["reply_quality"] = reply_quality_table(m)
     t["write_audit"] = audit_table(m)
+    t["state_contents"] = state_table(m)
     t.update(probe_tables(m))
     t["published_vs_ours"] = published_table(m)
     t["peers"] = peer_table(m)

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import polars as pl
 import pyarrow.parquet as pq
 from runner_helpers import TINY, PoisonProxy, config, read, result_keys, runner_pids, tiny_chains_body
 
@@ -67,6 +68,15 @@ def test_sweep_artifacts_then_resume_skips_everything(ray_cluster, tmp_path: Pat
     paths = hist.column("state_path").to_pylist()
     g = pmem.ProvenanceGraph.load(run / paths[0])
     assert g.frontier()
+    # and the report reads every one of them as flat tables, with Polars
+    from pmem.report import build_report
+
+    build_report(run)
+    kept = pl.read_csv(run / "report" / "tables" / "state_contents.csv")
+    arms = Counter(hist.column("arm").to_pylist())
+    assert dict(zip(kept["arm"], kept["histories"], strict=True)) == arms
+    assert (kept["versions/history"] > 0).all()
+    assert kept.select(pl.col("^.* %$")).null_count().sum_horizontal().item() == 0
     assert all(b > 0 for b in hist.column("state_bytes").to_pylist())
     reqs = read(run, "requests")
     assert reqs.num_rows == sum(hist.column("model_calls").to_pylist()) > 0
