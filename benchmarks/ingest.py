@@ -19,8 +19,17 @@ The measurements (choose with ``--only``):
   at a fixed latency (20 ms), hosted as 1 and then 2 replicas by Ray actors exactly as vLLM replicas are
   (``backend = "vllm"``, ``launcher = "standin"``), each replica taking ``--slots`` requests at once
   from each worker; throughput of the extraction stage with 2 replicas over 1.
+- ``facts`` (only when asked for): structured facts at memory speed. A stream of fact rows (10,000,000
+  over 1,000,000 keys by default; :func:`pmem.ingest._synthetic.write_fact_stream`: seeded, 95% accepts,
+  the other ops 1% each, values from a small vocabulary and 10% unique ones) is written as JSONL and as
+  Parquet (kept in ``--workdir`` for the next run), then each is ingested end to end by the ``pmem
+  ingest`` command, in its own process with its embedded Ray, with ``--partitions 1`` and ``2``: wall
+  seconds (the command's, Ray's start included), rows/s, the driver's peak memory, the state's size,
+  against the target (``--fact-target-s``, 60 s); the four states must be byte-identical.
+  ``--fact-profile DIR`` samples each command with py-spy and prints where its time went.
 
     python -m benchmarks.ingest --events 200000 --keys 20000
+    pmem perf ingest --only facts --workdir /data/perf     # the moonshot: 10M facts, 1M keys
 """
 
 from __future__ import annotations
@@ -29,7 +38,11 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import json
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,7 +53,7 @@ if TYPE_CHECKING:
 
 SECTIONS = ("bulk", "partitions", "replicas")
 #: measured only when asked for (``--only``): long runs
-LONG_SECTIONS = ("equivalence", "scale")
+LONG_SECTIONS = ("equivalence", "scale", "facts")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -64,6 +77,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="soft identity on in the scale run (off by default: its scan is quadratic in the keys)",
     )
+    p.add_argument("--fact-rows", type=int, default=10_000_000, help="rows of the fact stream (facts)")
+    p.add_argument("--fact-keys", type=int, default=1_000_000, help="keys of the fact stream (facts)")
+    p.add_argument("--fact-seed", type=int, default=0, help="seed of the fact stream (facts)")
+    p.add_argument(
+        "--fact-target-s", type=float, default=60.0, help="the end-to-end target per ingest (facts)"
+    )
+    p.add_argument(
+        "--fact-profile",
+        type=Path,
+        help="sample each ingest with py-spy into this folder and summarize (facts)",
+    )
+    p.add_argument("--fact-address", help="a Ray cluster the ingests join (facts; default: each embeds one)")
     p.add_argument("--workdir", type=Path, help="where streams and states go (default: a temporary folder)")
 
 
@@ -82,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
             _equivalence(args, root)
         if "scale" in wanted:
             _scale(args, root)
+        if "facts" in wanted:
+            _facts(args, root)
     finally:
         if args.workdir is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -176,7 +203,7 @@ def _bare_fan_out(stream: Path, workers: int, spec: Any) -> float:
     cls: Any = ray.remote(IngestWorker)  # Ray's handles are untyped here
     actors: list[Any] = [cls.options(num_cpus=1).remote(spec, {}, None, i) for i in range(workers)]
     try:
-        ray.get([a.extract.remote([(0, 1, "warm-up", "user", None)]) for a in actors])
+        ray.get([a.extract.remote([(0, 1, "warm-up", "user", None, None)]) for a in actors])
         batches = [b.events for b in read_stream(stream, batch_rows=spec.batch_events)]
         t0 = time.perf_counter()
         refs, first = [], 0
@@ -236,6 +263,129 @@ def _scale(args: argparse.Namespace, root: Path) -> None:
     stream.unlink()
 
 
+def _facts(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
+    """The fact stream as JSONL and Parquet, each ingested by `pmem ingest` with 1 and 2 partitions."""
+    from pmem.ingest._synthetic import write_fact_stream
+
+    rows, keys = args.fact_rows, args.fact_keys
+    results: list[dict[str, Any]] = []
+    for suffix in (".jsonl", ".parquet"):
+        stream = root / f"facts-{rows}-{keys}-seed{args.fact_seed}{suffix}"
+        if not stream.exists():  # the same name is the same rows: a stream written before is reused
+            t0 = time.perf_counter()
+            write_fact_stream(stream, rows, keys=keys, seed=args.fact_seed)
+            print(
+                f"wrote {stream.name} ({stream.stat().st_size / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s",
+                flush=True,
+            )
+        for partitions in (1, 2):
+            results.append(
+                _ingest_command(stream, root / f"facts-state-{suffix[1:]}-{partitions}", partitions, args)
+            )
+            r = results[-1]
+            print(
+                f"  {suffix[1:]:<8} --partitions {partitions}: {r['wall_s']:6.1f} s end to end "
+                f"({r['rows'] / r['wall_s']:,.0f} rows/s; the ingest itself {r['ingest_s']:.1f} s, stages "
+                f"{', '.join(f'{k} {v:.1f}' for k, v in r['stage_s'].items() if v >= 0.05)}); driver peak "
+                f"{r['peak_rss_mb'].get('driver', 0):,.0f} MiB, workers "
+                f"{', '.join(f'{v:,.0f}' for k, v in r['peak_rss_mb'].items() if k != 'driver')} MiB; state "
+                f"{r['state_bytes'] / 2**20:,.0f} MiB -> {'met' if r['wall_s'] <= args.fact_target_s else 'NOT met'}",
+                flush=True,
+            )
+            if r.get("profile"):
+                print("    " + "\n    ".join(r["profile"]), flush=True)
+    same = len({r["state_sha256"] for r in results}) == 1
+    slowest = max(r["wall_s"] for r in results)
+    print(
+        f"fact rows, {rows:,} over {keys:,} keys, `pmem ingest` end to end: slowest {slowest:.1f} s "
+        f"(target <= {args.fact_target_s:.0f} s: {'met' if slowest <= args.fact_target_s else 'NOT met'}); "
+        f"the four states byte-identical: {same}"
+    )
+    return results
+
+
+def _ingest_command(stream: Path, out: Path, partitions: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One `pmem ingest` in its own process: its report, with the command's wall time (and a profile)."""
+    shutil.rmtree(out.with_name(out.name + ".ingest"), ignore_errors=True)
+    out.unlink(missing_ok=True)
+    argv = [sys.executable, "-m", "pmem.cli", "ingest", str(stream), "--out", str(out)]
+    argv += ["--partitions", str(partitions), "--no-progress", "--json"]
+    if args.fact_address:
+        argv += ["--address", args.fact_address]
+    samples = None
+    if args.fact_profile is not None:
+        args.fact_profile.mkdir(parents=True, exist_ok=True)
+        samples = args.fact_profile / f"{out.name}.txt"
+        beside = Path(sys.executable).with_name("py-spy")  # the environment's own, else the one on PATH
+        spy = str(beside) if beside.exists() else "py-spy"
+        argv = [
+            spy,
+            "record",
+            "--nonblocking",
+            "--format",
+            "raw",
+            "--rate",
+            "50",
+            "-o",
+            str(samples),
+            "--",
+            *argv,
+        ]
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        msg = f"pmem ingest {stream.name} --partitions {partitions} failed ({done.returncode}): {done.stderr[-2000:]}"
+        raise RuntimeError(msg)
+    report, _ = json.JSONDecoder().raw_decode(done.stdout, done.stdout.index("{"))  # py-spy may print after
+    shutil.rmtree(out.with_name(out.name + ".ingest"), ignore_errors=True)  # gigabytes: keep the disk free
+    out.unlink(missing_ok=True)
+    return {
+        "stream": stream.name,
+        "partitions": partitions,
+        "rows": report["events"] + report["rejects"],
+        "wall_s": wall,
+        "ingest_s": report["wall_s"],
+        "stage_s": report["stage_s"],
+        "peak_rss_mb": report["peak_rss_mb"],
+        "state_bytes": report["state_bytes"],
+        "state_sha256": report["state_sha256"],
+        "profile": _profile_lines(samples) if samples is not None and samples.exists() else None,
+    }
+
+
+def _profile_lines(samples: Path, top: int = 12) -> list[str]:
+    """py-spy's raw samples (``frame;frame;... count`` per line) summarized: where the driver's time went,
+    by function (inclusive, the pmem ones) and by the frame that was running (self)."""
+    inclusive: dict[str, int] = {}
+    own: dict[str, int] = {}
+    total = 0
+    for line in samples.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = [re.sub(r":\d+\)$", ")", frame) for frame in stack.split(";")]  # one entry per function
+        for frame in dict.fromkeys(frames):
+            if "pmem/" in frame:
+                inclusive[frame] = inclusive.get(frame, 0) + n
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+    if not total:
+        return []
+
+    def rows(counts: dict[str, int]) -> list[str]:
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:top]
+        return [f"{100 * n / total:5.1f}%  {frame}" for frame, n in ranked]
+
+    return [
+        f"py-spy, {total:,} samples; inclusive (pmem frames):",
+        *rows(inclusive),
+        "self (the frame running):",
+        *rows(own),
+    ]
+
+
 def _replicas(args: argparse.Namespace, root: Path) -> None:
 
     from pmem.ingest._synthetic import write_synthetic_stream
@@ -285,7 +435,7 @@ def _extraction_rate(stream: Path, replicas: int, args: argparse.Namespace) -> f
 
 
 async def _fan_out(job: Any, batches: list[Any]) -> float:
-    await asyncio.gather(*(w.extract.remote([(0, 1, "warm-up", "user", None)]) for w in job.workers))
+    await asyncio.gather(*(w.extract.remote([(0, 1, "warm-up", "user", None, None)]) for w in job.workers))
     t0 = time.perf_counter()
     first = 0
     in_flight: list[Any] = []

@@ -13,11 +13,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
         "Build one P-Mem state from STREAM (JSONL, Parquet or Arrow; one event per row: `text` required, "
         "`source`, `time`, `valid_time`, `id` optional) through P-Mem's write path, on an embedded Ray or "
-        "a cluster. Re-running the same command after an interruption resumes from the last checkpoint "
-        "(kept in STATE.ingest/); any --partitions gives the same bytes."
+        "a cluster. A row with `key` is an already-extracted fact, written without any model: `key`, "
+        "`value`, `op` (accept, contest, reject, revoke, resolve, noop; default accept), and `text` as "
+        "its evidence (default: `key: value`). Re-running the same command after an interruption resumes "
+        "from the last checkpoint (kept in STATE.ingest/); any --partitions gives the same bytes."
     )
     p.add_argument("stream", type=Path, help="the stream file (.jsonl, .parquet, .arrow)")
-    p.add_argument("--out", type=Path, required=True, help="the state file to write (Arrow)")
+    p.add_argument(
+        "--out", type=Path, required=True, help="the state file to write (Arrow; any name, no suffix needed)"
+    )
     p.add_argument(
         "--config", type=Path, help="TOML with [models.agent], [models.embedder], optional [ingest]"
     )

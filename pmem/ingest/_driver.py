@@ -18,9 +18,21 @@ The write path is P-Mem's (:class:`pmem.memory.writepath.WritePath`, what ``pmem
    with the rows' evidence, are written into the one graph with :meth:`ProvenanceGraph.apply_batch`.
    The result is byte-identical to feeding the same rows to that write path one by one.
 
+Fact rows (already-extracted facts, see :mod:`pmem.ingest._stream`) skip extraction and routing: their
+key is the one given. Each partition applies the fact rows of its keys before the text rows after them
+are committed, so that those are annotated against heads that hold them: a batch's fact rows go with its
+commit (one Ray call per partition and batch, never per row); a run of batches of fact rows only is sent
+to nobody, and each partition reads it from the stream itself before its next commit
+(:meth:`IngestWorker.catch_up`). A batch of fact rows only makes no model call and no Ray call: it
+becomes one write batch, column-wise (:func:`merge_fact_batch`), read in batches that grow while the
+stream holds fact rows only (``fact_batch_events``).
+
 Durability: every ``checkpoint_every`` events (at a batch end) the merged graph and then a manifest
-naming it are written atomically; a re-run of the same command resumes from the last manifest, and
-model calls made after it are answered by the response cache (see :mod:`pmem.ingest._workdir`).
+naming it are written atomically, unless writing it would take more than :data:`CHECKPOINT_SHARE` of
+the time since the last one (a fast stream over a large graph: checkpoints would otherwise dominate it;
+the end of the stream is always checkpointed); a re-run of the same command resumes from the last
+manifest, and model calls made after it are answered by the response cache (see
+:mod:`pmem.ingest._workdir`).
 """
 
 from __future__ import annotations
@@ -36,21 +48,32 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem.ingest._calls import build_models, for_row, open_ingest_cache
-from pmem.ingest._merge import merge_batch
+from pmem.ingest._merge import FACT_ROW, fact_row_operations, merge_batch, merge_fact_batch
 from pmem.ingest._spec import IngestSpec, load_ingest_config
-from pmem.ingest._stream import Position, StreamBatch, StreamError, check_format, count_rows, read_stream
-from pmem.ingest._workdir import ResumeError, Workdir, stream_check, workdir_of
+from pmem.ingest._stream import (
+    Position,
+    StreamBatch,
+    StreamError,
+    check_format,
+    count_rows,
+    is_fact_row,
+    read_stream,
+)
+from pmem.ingest._workdir import ResumeError, Workdir, publish_state, stream_check, workdir_of
 from pmem.ingest._worker import (
+    FactRun,
     IngestWorker,
     commit_item,
     extraction_rows,
-    partition_of,
+    partition_facts,
+    partitions_of,
     peak_rss_mb,
     reset_peak_rss,
 )
@@ -64,6 +87,10 @@ if TYPE_CHECKING:
 
 #: The driver-side stages whose wall time the report gives (extract and commit: waiting on workers).
 STAGES = ("read", "extract", "route", "commit", "merge", "checkpoint")
+#: The most of the wall time checkpoints may take: a due checkpoint waits while writing it would take
+#: more than this share of the time since the last one ended (its cost predicted from the last one's,
+#: in proportion to the events in the graph: a checkpoint writes the whole graph).
+CHECKPOINT_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -72,9 +99,10 @@ class _InFlight:
 
     batch: StreamBatch
     first: int
-    commits: list[Any]
-    facts: int
-    valid_times: list[str | None]  # each row's evidence's valid time, as the workers chose it
+    commits: list[Any]  # the partitions' applied calls for the batch
+    waits: list[Any]  # calls that must end before it is merged (catching up with fact rows)
+    facts: int  # facts written: extracted ones and fact rows
+    valid_times: list[str | None] | None  # each row's evidence's valid time (None: fact rows only)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
@@ -90,7 +118,8 @@ class IngestReport:
     partitions: int
     events: int = 0
     rejects: int = 0
-    facts: int = 0
+    facts: int = 0  # extracted facts and fact rows
+    fact_rows: int = 0  # rows that were facts already: no extraction
     refused: int = 0
     graph: dict[str, int] = field(default_factory=dict)
     calls: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -118,7 +147,8 @@ class IngestReport:
             f"ingested {self.events:,} events ({self.rejects:,} rejected) into {self.out} "
             f"({self.state_bytes:,} bytes) with {self.partitions} partition(s) in {self.wall_s:.1f} s "
             f"({rate:,.0f} events/s)",
-            f"facts {self.facts:,}; keys {self.graph.get('keys', 0):,}; cells {self.graph.get('cells', 0):,}; "
+            f"facts {self.facts:,} ({self.fact_rows:,} fact rows); keys {self.graph.get('keys', 0):,}; "
+            f"cells {self.graph.get('cells', 0):,}; "
             f"operations {self.graph.get('operations', 0):,} "
             f"({', '.join(f'{k} {v:,}' for k, v in ops.items()) or 'none'}); refused writes {self.refused:,}",
             f"model calls {calls:,} ({cached:,} from the cache), tokens {tokens:,}: "
@@ -344,10 +374,14 @@ class _Ingest:
         self.hosts: Any = None
         self._file_check: dict[str, Any] | None = None
         self.cache: ResponseCache | None = None
-        self._batch_index = 0
         self._since_checkpoint = 0
         self._restored: bytes | None = None  # the checkpoint resumed from, until the workers have it
         self.ids: dict[str, int] = {}  # every event id read so far -> its row (ids are unique)
+        self._turns: list[int] = []  # per worker, the commit calls sent to it (they run in this order)
+        self._routed_to = Position()  # where the last batch routed ends
+        self._unsent: FactRun | None = None  # batches of fact rows only that the partitions have not seen
+        # when the last checkpoint ended, how long it took, and the events in the graph it wrote
+        self._checkpointed = (0.0, 0.0, 0)
 
     def say(self, text: str) -> None:
         print(f"[pmem ingest] {text}", file=self.log, flush=True)
@@ -412,8 +446,8 @@ class _Ingest:
         position = Position(**doc["position"]) if doc else Position(0, 0)
         self.position = position
         if doc is not None:
-            for k in ("events", "rejects", "facts", "refused"):
-                setattr(self.report, k, int(doc["report"][k]))
+            for k in ("events", "rejects", "facts", "fact_rows", "refused"):
+                setattr(self.report, k, int(doc["report"].get(k, 0)))
             for purpose, c in doc["report"]["calls"].items():
                 self.calls[purpose] = dict(c)
             self.report.resumed_from = self.report.events
@@ -457,6 +491,7 @@ class _Ingest:
             await self.path.restore_key_vectors()
         self.graph: ProvenanceGraph = self.path.graph
         self.workers = self._start_workers(hosted, cache)
+        self._turns = [0] * len(self.workers)
         state_ref = ray.put(state)
         await asyncio.gather(*(w.restore.remote(state_ref) for w in self.workers))
         del state, state_ref  # the graph and the workers' copies are what the run goes on from
@@ -523,11 +558,13 @@ class _Ingest:
                 batch_rows=self.spec.batch_events,
                 skip_bad=self.skip_bad,
                 ids=self.ids,
+                fact_batch_rows=self.spec.fact_batch_events,
             )
         except StreamError as exc:
             yield exc
 
     def _extract(self, batch: StreamBatch, first: int) -> list[Any]:
+        """Send a batch's text rows for extraction, split across every worker (none: no call)."""
         rows = extraction_rows(batch.events, first)
         n = len(self.workers)
         size = -(-len(rows) // n) if rows else 0
@@ -542,7 +579,8 @@ class _Ingest:
         batch b-1 commits; a batch is merged (and checkpointed) in order once its commits are back.
         Extracting more than one batch ahead keeps the workers busy while the driver routes and
         merges (on the driver's cores, the sequential part)."""
-        bar = _Progress(count_rows(self.stream), position.row, self.show_progress, self.log)
+        total = count_rows(self.stream) if self.show_progress else None  # JSONL: a pass over the file
+        bar = _Progress(total, position.row, self.show_progress, self.log)
         stage = self.report.stage_s
         self._since_checkpoint = 0
         error: StreamError | None = None
@@ -569,6 +607,7 @@ class _Ingest:
                 next_first += item.events.num_rows
 
         committing: _InFlight | None = None
+        self._routed_to, self._unsent = position, None  # the workers hold everything before position
         try:
             extract_ahead(0)
             while ahead:
@@ -591,57 +630,122 @@ class _Ingest:
             raise error
 
     async def _route(self, batch: StreamBatch, first: int, extract_refs: list[Any]) -> _InFlight:
-        """Wait for a batch's extraction, route its keys in arrival order, send each partition its facts."""
+        """Wait for a batch's extraction, route its keys in arrival order, send each partition its facts
+        and the fact rows of its keys."""
         stage = self.report.stage_s
-        t = time.monotonic()
-        extracted = [r for part in await asyncio.gather(*extract_refs) for r in part]
-        stage["extract"] += time.monotonic() - t
-
-        t = time.monotonic()
         ev = batch.events
-        rows = _column(ev, "row")
-        lines = _unit_texts(_column(ev, "text"), _column(ev, "time"))
+        is_fact = is_fact_row(ev)
+        fact_rows = int(is_fact.sum())
         items: list[list[Any]] = [[] for _ in self.workers]
-        n_facts = 0
+        valid_times: list[str | None] | None = None
+        n_facts = fact_rows
+        if fact_rows < ev.num_rows:  # text rows: their extraction, then their keys' identity
+            t = time.monotonic()
+            extracted = [r for part in await asyncio.gather(*extract_refs) for r in part]
+            stage["extract"] += time.monotonic() - t
+            t = time.monotonic()
+            n_facts += await self._route_text_rows(ev, first, is_fact, extracted, items)
+            valid_times = _column(ev, "valid_time")  # a fact row's own; a text row's as extracted
+            for i, (_, _, valid_time) in zip(np.flatnonzero(~is_fact).tolist(), extracted, strict=True):
+                valid_times[i] = valid_time
+            stage["route"] += time.monotonic() - t
+        t = time.monotonic()
+        start, self._routed_to = self._routed_to, batch.end
+        refs: list[Any] = []
+        waits: list[Any] = []
+        if valid_times is None:  # fact rows only: the partitions read them when they next need them
+            self._hold_back(batch, start, first)
+        else:
+            if self._unsent is not None:
+                for i, worker in enumerate(self.workers):
+                    self._turns[i] += 1
+                    waits.append(worker.catch_up.remote(self._turns[i], self._unsent, len(self.workers)))
+                self._unsent = None
+            facts = partition_facts(ev, first, len(self.workers))
+            for i, worker in enumerate(self.workers):
+                if items[i] or facts[i] is not None:
+                    self._turns[i] += 1
+                    refs.append(worker.commit.remote(self._turns[i], items[i], facts[i]))
+        stage["route"] += time.monotonic() - t
+        return _InFlight(batch, first, refs, waits, n_facts, valid_times)
+
+    def _hold_back(self, batch: StreamBatch, start: Position, first: int) -> None:
+        """Add a batch of fact rows only (after ``start``, its first event ``first``) to the run the
+        partitions have not seen."""
+        dropped = tuple(_column(batch.rejects, "row"))
+        run = self._unsent
+        if run is None:
+            # the workers read the stream: by its absolute path, whatever their working directory
+            self._unsent = FactRun(str(self.stream.resolve()), start, batch.end.row, first, dropped)
+        else:
+            self._unsent = dataclasses.replace(run, end_row=batch.end.row, dropped=run.dropped + dropped)
+
+    async def _route_text_rows(
+        self,
+        ev: pa.RecordBatch,
+        first: int,
+        is_fact: np.ndarray[Any, np.dtype[np.bool_]],
+        extracted: list[Any],
+        items: list[list[Any]],
+    ) -> int:
+        """Route the extracted facts of the text rows in arrival order into each partition's ``items``;
+        how many facts there were."""
+        text_rows = np.flatnonzero(~is_fact).tolist()
+        taken = ev.take(pa.array(text_rows, pa.int64()))
+        rows = _column(taken, "row")
+        lines = _unit_texts(_column(taken, "text"), _column(taken, "time"))
+        routed_items: list[Any] = []
         embedded = await self._embed_candidates(extracted, rows[0] if rows else 0)
         identity = self.path.key_vectors_needed()
         canonical = self.graph.registry.canonical
-        valid_times = [vt for _, _, vt in extracted]
-        for i, (facts, _error, valid_time) in enumerate(extracted):
+        for j, (i, (facts, _error, valid_time)) in enumerate(zip(text_rows, extracted, strict=True)):
             if not facts:
                 continue
-            n_facts += len(facts)
             # most rows name keys routed before: their canonical keys are what routing would return,
             # without a model call, so only rows with a new key go through it
             routed = [canonical(f[0]) for f in facts] if identity else [f[0] for f in facts]
             if None in routed:
-                with for_row(rows[i]):
+                with for_row(rows[j]):
                     keys = await self.path.route_keys([f[0] for f in facts], embedded)
             else:
                 keys = cast("list[str]", routed)
             for fidx, ((fact_key, value, status, event), key) in enumerate(zip(facts, keys, strict=True)):
-                item = commit_item(
-                    first + i, rows[i], fidx, key, value, status, fact_key, event, lines[i], valid_time
+                routed_items.append(
+                    commit_item(
+                        first + i, rows[j], fidx, key, value, status, fact_key, event, lines[j], valid_time
+                    )
                 )
-                items[partition_of(key, len(self.workers))].append(item)
-        self._batch_index += 1
-        refs = [w.commit.remote(self._batch_index, its) for w, its in zip(self.workers, items, strict=True)]
-        stage["route"] += time.monotonic() - t
-        return _InFlight(batch, first, refs, n_facts, valid_times)
+        owners = partitions_of(pa.array([item[3] for item in routed_items], pa.string()), len(self.workers))
+        for item, owner in zip(routed_items, owners.tolist(), strict=True):
+            items[owner].append(item)
+        return len(routed_items)
 
     async def _merge_committed(self, done: _InFlight, bar: _Progress) -> Position:
         """Merge a committed batch into the graph, write its side files, checkpoint when due."""
         stage = self.report.stage_s
+        batch = done.batch
+        has_text = done.valid_times is not None
         t = time.monotonic()
+        await asyncio.gather(*done.waits)
         parts = await asyncio.gather(*done.commits)
-        drained = await asyncio.gather(*(w.drain.remote() for w in self.workers))
+        # only text rows made model calls (extraction, annotation) to drain
+        drained = await asyncio.gather(*(w.drain.remote() for w in self.workers)) if has_text else []
         stage["commit"] += time.monotonic() - t
 
         t = time.monotonic()
-        batch = done.batch
-        applied = sorted((a for part in parts for a in part), key=lambda a: (a[0], a[1]))
-        merge_batch(self.graph, batch.events, done.first, applied, done.valid_times)
-        if self.cache is not None:
+        if done.valid_times is None:
+            fact_applied = merge_fact_batch(self.graph, batch.events, done.first)
+        else:
+            operations = [a for part in parts for a in part]
+            operations += fact_row_operations(batch.events, done.first)
+            operations.sort(key=lambda a: (a[0], a[1]))
+            applied = merge_batch(self.graph, batch.events, done.first, operations, done.valid_times)
+            of_fact_rows = np.fromiter((a[1] == FACT_ROW for a in operations), np.bool_, len(operations))
+            fact_applied = applied[of_fact_rows]
+        # a fact row whose operation the graph did not apply (a failed precondition) is a refused write
+        self.report.refused += len(fact_applied) - int(np.count_nonzero(fact_applied))
+        self.report.fact_rows += len(fact_applied)
+        if self.cache is not None and has_text:
             self.cache.flush()  # the driver's calls about to be logged are in the cache first
         # request rows as Arrow: the workers convert theirs (in parallel, cheap to ship), the driver
         # only concatenates and counts them, column-wise
@@ -658,10 +762,16 @@ class _Ingest:
         stage["merge"] += time.monotonic() - t
         bar.update(batch.end.row - bar.done, done.facts)
         self._since_checkpoint += batch.events.num_rows
-        if self._since_checkpoint >= self.spec.checkpoint_every:
+        if self._since_checkpoint >= self.spec.checkpoint_every and self._checkpoint_affordable():
             self._checkpoint(batch.end)
             self._since_checkpoint = 0
         return batch.end
+
+    def _checkpoint_affordable(self) -> bool:
+        """Whether checkpoints stay within CHECKPOINT_SHARE of the wall time if one is written now."""
+        ended, took, events = self._checkpointed
+        predicted = took * self.report.events / max(events, 1)
+        return predicted <= CHECKPOINT_SHARE * (time.monotonic() - ended)
 
     async def _embed_candidates(self, extracted: list[Any], row: int) -> dict[str, Any]:
         """One embedding call for the batch's candidate keys the registry does not know yet."""
@@ -718,7 +828,9 @@ class _Ingest:
         t = time.monotonic()
         path, sha256 = self.work.write_checkpoint(self.report.events, self.graph)
         self.report.calls = {k: dict(v) for k, v in sorted(self.calls.items())}
-        self.report.stage_s["checkpoint"] += time.monotonic() - t
+        ended = time.monotonic()
+        self._checkpointed = (ended, ended - t, self.report.events)
+        self.report.stage_s["checkpoint"] += ended - t
         self.position = position
         self.last_checkpoint = (path, sha256)
         self.work.write_manifest(self._manifest())
@@ -750,12 +862,12 @@ class _Ingest:
         """Save the state, then mark the manifest done (a kill in between leaves a resumable ingest)."""
         import json
 
-        from pmem._atomic import atomic_copy_file, atomic_write_bytes
+        from pmem._atomic import atomic_write_bytes
 
-        # the loop ends with a checkpoint of the finished graph: the state is a copy of that file (its
-        # bytes are not held in memory, which at ten million events is gigabytes)
+        # the loop ends with a checkpoint of the finished graph: the state is that file (its bytes are
+        # not held in memory, which at ten million events is gigabytes)
         checkpoint, sha256 = self.last_checkpoint
-        atomic_copy_file(checkpoint, self.out, sha256)
+        publish_state(checkpoint, self.out, sha256)
         self.report.wall_s = round(wall_s, 3)
         self.report.graph = self.graph.stats()
         self.report.calls = {k: dict(v) for k, v in sorted(self.calls.items())}

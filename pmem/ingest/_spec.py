@@ -31,6 +31,8 @@ HONOURED_OPTIONS = ("annotate", "identity", "identity_threshold", "concurrency")
 #: ``[ingest]`` keys that size the pipeline, with their types and defaults.
 PIPELINE_OPTIONS: dict[str, tuple[type, Any]] = {
     "batch_events": (int, 2048),
+    # while the stream holds fact rows only, batches double up to this (see pmem.ingest._stream)
+    "fact_batch_events": (int, 131_072),
     "checkpoint_every": (int, 50_000),
     "cache": (bool, True),
     "worker_cpus": (float, 0.0),  # 0: min(1, cluster CPUs / partitions)
@@ -46,6 +48,7 @@ class IngestSpec:
     embedder: RoleSpec
     write: tuple[tuple[str, Any], ...] = ()
     batch_events: int = 2048
+    fact_batch_events: int = 131_072
     checkpoint_every: int = 50_000
     cache: bool = True
     worker_cpus: float = 0.0
@@ -90,6 +93,7 @@ class IngestSpec:
             "embedder": self.embedder.public_dict(),
             "write": dict(self.write),
             "batch_events": self.batch_events,
+            "fact_batch_events": self.fact_batch_events,
             "checkpoint_every": self.checkpoint_every,
             "cache": self.cache,
         }

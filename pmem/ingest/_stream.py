@@ -1,14 +1,30 @@
-r"""Read a user's stream of events (JSONL, Parquet or Arrow IPC) in batches of normalized rows.
+r"""Read a user's stream (JSONL, Parquet or Arrow IPC) in batches of normalized rows.
 
-One event per row: ``text`` (required), ``source`` (default ``"user"``), ``time`` (observation time),
-``valid_time`` and ``id`` (optional); other fields are ignored. Every batch comes out in
-:data:`EVENT_SCHEMA`, whatever the input format, with ``row`` the row's 1-based number in the input (its
-line number for JSONL), so a bad row can always be named and a reader can resume at a :class:`Position`.
+A row is one of two kinds:
+
+- a **text row** (no ``key``): ``text`` (required), ``source`` (default ``"user"``), ``time``
+  (observation time), ``valid_time`` and ``id`` (optional). It goes through P-Mem's write path
+  (extraction, soft identity, annotation).
+- a **fact row** (``key`` set): an already-extracted fact, written without any model: ``key`` (a key
+  the graph admits, taken as given: no soft identity), ``op`` (one of :data:`FACT_OPS`, default
+  ``accept``), ``value`` (a string or a number; required by the ops of :data:`VALUE_OPS`), and the
+  text row's optional fields. Its ``text``, when given, is the fact's evidence; without it the evidence
+  is the fact rendered as ``key: value`` (an ``accept``) or ``op key: value`` (another op; ``op key``
+  without a value): see :func:`fact_evidence_texts`. A row with ``op`` or ``value`` but no ``key`` is a
+  bad row.
+
+Other fields are ignored. Every batch comes out in :data:`EVENT_SCHEMA`, whatever the input format and
+kind, with ``row`` the row's 1-based number in the input (its line number for JSONL), so a bad row can
+always be named and a reader can resume at a :class:`Position`; ``text`` is always set (a fact row's
+evidence) and ``key`` is set exactly on fact rows.
 
 The input is never read whole: JSONL is read in blocks of whole lines, Parquet by row group, Arrow IPC by
 record batch. A JSONL block is first parsed by Arrow's JSON reader and checked column-wise; a block that
 fails (a bad row, a number where a string is expected, invalid UTF-8, ...) is parsed again line by line
-with :func:`json.loads`, which finds the exact row and reason and accepts numbers for ``time``/``id``.
+with :func:`json.loads`, which finds the exact row and reason and accepts numbers for ``time``/``id``/
+``value``. Fact rows cost no model call, so while a stream holds only fact rows its batches grow (see
+``fact_batch_rows`` in :func:`read_stream`): they are applied column-wise, and bigger batches cost less
+per row.
 
 >>> import tempfile
 >>> from pathlib import Path
@@ -25,6 +41,9 @@ Traceback (most recent call last):
 pmem.ingest._stream.StreamError: .../stream.jsonl: line 2: field 'text' is empty (only whitespace)
 >>> [batch.rejects.to_pylist() for batch in read_stream(path, skip_bad=True)]
 [[{'row': 2, 'reason': "field 'text' is empty (only whitespace)", 'raw': '{"text": ""}'}]]
+>>> _ = path.write_text('{"key": "mug_1.location", "value": "shelf 2"}\n{"key": "mug_1.location", "op": "revoke"}\n')
+>>> [batch.events.select(["text", "key", "op", "value"]).to_pylist() for batch in read_stream(path)]
+[[{'text': 'mug_1.location: shelf 2', 'key': 'mug_1.location', 'op': 'accept', 'value': 'shelf 2'}, {'text': 'revoke mug_1.location', 'key': 'mug_1.location', 'op': 'revoke', 'value': None}]]
 >>> tmp.cleanup()
 """
 
@@ -43,15 +62,19 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from pmem.graph import check_text, valid_instant
+from pmem.graph import OPS, check_text, key_problem, valid_instant
 
 __all__ = [
     "EVENT_SCHEMA",
+    "FACT_OPS",
     "REJECT_SCHEMA",
+    "VALUE_OPS",
     "Position",
     "StreamBatch",
     "StreamError",
     "count_rows",
+    "fact_evidence_texts",
+    "is_fact_row",
     "read_stream",
 ]
 
@@ -63,8 +86,17 @@ _EVENT_FIELDS: list[pa.Field[Any]] = [
     pa.field("time", pa.string()),
     pa.field("valid_time", pa.string()),
     pa.field("id", pa.string()),
+    # a fact row's fields (null on a text row): the key as given, its operation, its value (maybe null)
+    pa.field("key", pa.string()),
+    pa.field("op", pa.string()),
+    pa.field("value", pa.large_string()),
 ]
 EVENT_SCHEMA = pa.schema(_EVENT_FIELDS)
+#: The operations a fact row may name (``op``), and the one it names by default.
+FACT_OPS: tuple[str, ...] = tuple(OPS)
+DEFAULT_FACT_OP = "accept"
+#: The operations that need a ``value`` (the others take one when given: a ``reject`` of a named value).
+VALUE_OPS = ("accept", "contest", "resolve")
 #: Rows refused under ``skip_bad``: the caller writes them to a rejects file.
 _REJECT_FIELDS: list[pa.Field[Any]] = [
     pa.field("row", pa.int64(), nullable=False),
@@ -76,7 +108,7 @@ REJECT_SCHEMA = pa.schema(_REJECT_FIELDS)
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
-_FIELDS = ("text", "source", "time", "valid_time", "id")
+_FIELDS = ("text", "source", "time", "valid_time", "id", "key", "op", "value")
 _TEMPORAL = ("time", "valid_time")
 _EXPECTED = {
     "text": "a string",
@@ -84,7 +116,11 @@ _EXPECTED = {
     "time": "a string or a number",
     "valid_time": "an ISO 8601 date or datetime (a string, or an Arrow timestamp or date)",
     "id": "a string or an integer",
+    "key": "a string",
+    "op": "a string",
+    "value": "a string or a number",
 }
+_KEY_MISSING = "field 'key' is missing: 'op' and 'value' are the fields of a fact row, which names its key"
 #: Every character ``str.isspace`` accepts (so ``str.strip`` and the Arrow trim agree on "empty"), pinned
 #: by a test against the full Unicode range; Arrow's own whitespace class lacks ``\x1c``-``\x1f``.
 _WHITESPACE = (
@@ -96,9 +132,7 @@ _CHUNK = 1 << 20  # JSONL read size
 _PARSE_BLOCK = 1 << 18  # Arrow parses a block of lines per thread
 _JSON_WS = b" \t\r"  # JSON's insignificant whitespace (besides the newline that ends a line)
 _BOM = b"\xef\xbb\xbf"
-_JSONL_READ_SCHEMA = pa.schema(
-    [("text", pa.large_string()), ("source", pa.string())] + [(f, pa.string()) for f in _FIELDS[2:]]
-)
+_JSONL_READ_SCHEMA = pa.schema([(f.name, f.type) for f in _EVENT_FIELDS[1:]])
 
 
 class StreamError(ValueError):
@@ -135,11 +169,15 @@ def read_stream(
     batch_rows: int = 8192,
     skip_bad: bool = False,
     ids: dict[str, int] | None = None,
+    fact_batch_rows: int | None = None,
 ) -> Iterator[StreamBatch]:
     """Yield the stream at ``path`` from ``start`` in batches covering ``batch_rows`` input rows each.
 
     A batch covers ``batch_rows`` rows of the input (JSONL: lines, blank ones included; the last batch
     fewer); its events are those of its rows that are valid, so a batch may hold fewer events, or none.
+    With ``fact_batch_rows``, a batch after one that held fact rows only covers twice as many rows as
+    that one, up to ``fact_batch_rows`` (a batch holding any text row, or no row, starts again at
+    ``batch_rows``): a text row arriving after a run of fact rows is in a batch at most twice the run's.
     Without ``skip_bad`` the first bad row raises :class:`StreamError` (the batches before it were already
     yielded); with it, bad rows come back in ``rejects``.
 
@@ -148,7 +186,14 @@ def read_stream(
     of the rows before ``start`` to their row numbers (a resumed reader's memory); it is updated with
     the ids read.
     """
-    batches = _read_stream(Path(path), start, batch_rows, skip_bad)
+    if type(batch_rows) is not int or batch_rows < 1:
+        msg = f"read_stream: batch_rows must be a positive integer, got {batch_rows!r}"
+        raise ValueError(msg)
+    if fact_batch_rows is not None and (type(fact_batch_rows) is not int or fact_batch_rows < 1):
+        msg = f"read_stream: fact_batch_rows must be a positive integer, got {fact_batch_rows!r}"
+        raise ValueError(msg)
+    sizes = _BatchSizes(batch_rows, fact_batch_rows or batch_rows)
+    batches = _read_stream(Path(path), start, sizes, skip_bad)
     return _unique_ids(Path(path), batches, {} if ids is None else ids, skip_bad)
 
 
@@ -198,23 +243,42 @@ def _unique_ids(
         yield StreamBatch(events.filter(pa.array(keep)), merged, batch.end)
 
 
+class _BatchSizes:
+    """How many input rows the next batch covers (see :func:`read_stream`): a reader asks :attr:`rows`
+    before each batch and tells :meth:`after` what the batch held."""
+
+    def __init__(self, batch_rows: int, fact_batch_rows: int) -> None:
+        self.base = batch_rows
+        self.most = max(batch_rows, fact_batch_rows)
+        self.rows = batch_rows
+
+    def after(self, events: pa.RecordBatch) -> None:
+        only_facts = events.num_rows > 0 and events.column("key").null_count == 0
+        self.rows = min(2 * self.rows, self.most) if only_facts else self.base
+
+
+def is_fact_row(events: pa.RecordBatch | pa.Table) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Which rows of normalized ``events`` are fact rows (the others are text rows)."""
+    mask: np.ndarray[Any, np.dtype[np.bool_]] = pc.is_valid(events.column("key")).to_numpy(
+        zero_copy_only=False
+    )
+    return mask
+
+
 def _read_stream(
-    path: Path, start: Position | None, batch_rows: int, skip_bad: bool
+    path: Path, start: Position | None, sizes: _BatchSizes, skip_bad: bool
 ) -> Iterator[StreamBatch]:
     start = start or Position()
-    if type(batch_rows) is not int or batch_rows < 1:
-        msg = f"read_stream: batch_rows must be a positive integer, got {batch_rows!r}"
-        raise ValueError(msg)
     if start.row < 0 or start.offset < 0:
         msg = f"{path}: cannot resume at {start}: negative position"
         raise ValueError(msg)
     kind = _format(path)
     if kind == "jsonl":
-        return _read_jsonl(path, start, batch_rows, skip_bad)
+        return _read_jsonl(path, start, sizes, skip_bad)
     if start.offset:
         msg = f"{path}: cannot resume at {start}: a byte offset applies to JSONL only"
         raise ValueError(msg)
-    return _read_columnar(path, kind, start.row, batch_rows, skip_bad)
+    return _read_columnar(path, kind, start.row, sizes, skip_bad)
 
 
 def count_rows(path: str | os.PathLike[str]) -> int | None:
@@ -386,7 +450,7 @@ def _valid_time_problem(value: str) -> str | None:
     return None
 
 
-def _parse_line(line: bytes, last: bool) -> tuple[str, str, str | None, str | None, str | None]:
+def _parse_line(line: bytes, last: bool) -> tuple[str | None, ...]:
     try:
         decoded = line.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -407,16 +471,59 @@ def _parse_line(line: bytes, last: bool) -> tuple[str, str, str | None, str | No
     if type(obj) is not dict:
         hint = "; a .json stream must be JSON Lines: one object per line" if type(obj) is list else ""
         raise _BadRow(f"not a JSON object, got {_json_kind(obj)}{hint}")
-    text = _string_field(obj, "text", required=True)
-    assert text is not None
+    # the row's kind: a fact row names a key (a row with a fact's other fields but no key is refused there)
+    fact_fields = obj.get("op") is not None or obj.get("value") is not None
+    text = _string_field(obj, "text", required=obj.get("key") is None and not fact_fields)
     source = _string_field(obj, "source") or "user"
     time = _scalar_field(obj, "time", integers_only=False)
     valid_time = _valid_time_field(obj)
     event_id = _scalar_field(obj, "id", integers_only=True)
-    return text, source, time, valid_time, event_id
+    key = _key_field(obj)
+    if key is None and fact_fields:
+        raise _BadRow(_KEY_MISSING)
+    op = _op_field(obj)
+    value = _scalar_field(obj, "value", integers_only=False)
+    if key is not None:
+        op = op or DEFAULT_FACT_OP
+        if value is None and op in VALUE_OPS:
+            raise _BadRow(_value_missing(op))
+    return text, source, time, valid_time, event_id, key, op, value
 
 
-def _read_jsonl(path: Path, start: Position, batch_rows: int, skip_bad: bool) -> Iterator[StreamBatch]:
+def _key_field(obj: dict[str, Any]) -> str | None:
+    """The value of ``key``: a string the graph admits as a key (:func:`pmem.graph.key_problem`)."""
+    value = obj.get("key")
+    if value is None:
+        return None
+    if type(value) is not str:
+        raise _BadRow(f"field 'key' must be {_EXPECTED['key']}, got {_json_kind(value)}")
+    _check_encodable(value, "key")
+    if (problem := key_problem(value)) is not None:
+        raise _BadRow(f"field 'key' {problem}")
+    return value
+
+
+def _op_field(obj: dict[str, Any]) -> str | None:
+    """The value of ``op``: one of :data:`FACT_OPS` (None when absent: the default applies)."""
+    value = obj.get("op")
+    if value is None:
+        return None
+    if type(value) is not str:
+        raise _BadRow(f"field 'op' must be {_EXPECTED['op']}, got {_json_kind(value)}")
+    if value not in FACT_OPS:
+        raise _BadRow(_unknown_op(value))
+    return value
+
+
+def _unknown_op(value: str) -> str:
+    return f"field 'op' must be one of {', '.join(FACT_OPS)}, got {_excerpt(repr(value))}"
+
+
+def _value_missing(op: str) -> str:
+    return f"field 'value' is missing: op {op!r} needs a value"
+
+
+def _read_jsonl(path: Path, start: Position, sizes: _BatchSizes, skip_bad: bool) -> Iterator[StreamBatch]:
     size = path.stat().st_size
     offset, row = start.offset, start.row
     with open(path, "rb") as f:
@@ -432,6 +539,7 @@ def _read_jsonl(path: Path, start: Position, batch_rows: int, skip_bad: bool) ->
         pending_lines = 0
         eof = False
         while True:
+            batch_rows = sizes.rows
             while pending_lines < batch_rows and not eof:
                 chunk = f.read(_CHUNK)
                 if not chunk:
@@ -452,6 +560,7 @@ def _read_jsonl(path: Path, start: Position, batch_rows: int, skip_bad: bool) ->
             pending = [buf[cut:]] if cut < len(buf) else []
             pending_lines -= len(newlines)
             events, rejects, lines = _jsonl_block(path, block, newlines, row, skip_bad)
+            sizes.after(events)
             offset += len(block)
             row += lines
             yield StreamBatch(events, rejects, Position(row, offset))
@@ -492,7 +601,7 @@ def _jsonl_block(
         columns["row"].append(number)
         for name, value in zip(_FIELDS, values, strict=True):
             columns[name].append(value)
-    return _batch(columns, EVENT_SCHEMA), _batch(rejects, REJECT_SCHEMA), lines
+    return _with_fact_texts(_batch(columns, EVENT_SCHEMA)), _batch(rejects, REJECT_SCHEMA), lines
 
 
 def _parse_deep_line(line: bytes) -> tuple[Any, ...]:
@@ -586,7 +695,8 @@ def _parquet(path: Path) -> pq.ParquetFile:
 def _source_batches(
     path: Path, kind: str, skip: int, batch_rows: int
 ) -> tuple[Iterator[pa.RecordBatch], int]:
-    """The file's batches with whole row groups before row ``skip`` left unread; the rows still to drop."""
+    """The file's batches (Parquet: of ``batch_rows`` rows) with whole row groups before row ``skip``
+    left unread; the rows still to drop."""
     if kind == "arrow":  # unknown columns are dropped before any copy (Parquet does not read them)
         known = (
             batch.select([name for name in _FIELDS if name in batch.schema.names] or batch.schema.names)
@@ -607,8 +717,9 @@ def _source_batches(
     return batches, skip
 
 
-def _rebatch(batches: Iterable[pa.RecordBatch], skip: int, size: int) -> Iterator[pa.RecordBatch]:
-    """The rows of ``batches`` after the first ``skip``, in batches of ``size`` rows (the last fewer)."""
+def _rebatch(batches: Iterable[pa.RecordBatch], skip: int, sizes: _BatchSizes) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches`` after the first ``skip``, in batches of ``sizes.rows`` rows (read again
+    before each batch; the last batch fewer). A batch inside one input batch is a slice of it (no copy)."""
     held: list[pa.RecordBatch] = []
     count = 0
     for batch in batches:
@@ -619,28 +730,40 @@ def _rebatch(batches: Iterable[pa.RecordBatch], skip: int, size: int) -> Iterato
             batch, skip = batch.slice(skip), 0
         held.append(batch)
         count += batch.num_rows
-        while count >= size:
-            whole = pa.Table.from_batches(held).combine_chunks()
-            yield from whole.slice(0, size).to_batches()
-            rest = whole.slice(size)
-            held = [b for b in rest.to_batches() if b.num_rows]
+        while count >= sizes.rows:
+            size = sizes.rows
+            out, held = _split_rows(held, size)
             count -= size
+            yield out
     if count:
-        yield from pa.Table.from_batches(held).combine_chunks().to_batches()
+        yield _split_rows(held, count)[0]
+
+
+def _split_rows(held: list[pa.RecordBatch], size: int) -> tuple[pa.RecordBatch, list[pa.RecordBatch]]:
+    """The first ``size`` rows of ``held`` as one batch, and the rest."""
+    if held[0].num_rows >= size:
+        after = held[0].slice(size)
+        return held[0].slice(0, size), ([after] if after.num_rows else []) + held[1:]
+    whole = pa.Table.from_batches(held).combine_chunks()
+    rest = [b for b in whole.slice(size).to_batches() if b.num_rows]
+    return whole.slice(0, size).to_batches()[0], rest
 
 
 def _read_columnar(
-    path: Path, kind: str, start_row: int, batch_rows: int, skip_bad: bool
+    path: Path, kind: str, start_row: int, sizes: _BatchSizes, skip_bad: bool
 ) -> Iterator[StreamBatch]:
     if start_row and start_row > (total := count_rows(path) or 0):
         msg = f"{path}: cannot resume at row {start_row}: the file has only {total} rows"
         raise ValueError(msg)
-    batches, skip = _source_batches(path, kind, start_row, batch_rows)
+    batches, skip = _source_batches(path, kind, start_row, sizes.most)
     row = start_row
-    for batch in _rebatch(batches, skip, batch_rows):
-        if "text" not in batch.schema.names:
+    for batch in _rebatch(batches, skip, sizes):
+        if "text" not in batch.schema.names and "key" not in batch.schema.names:
             names = ", ".join(batch.schema.names)
-            what = f"field 'text' is missing: the file has no 'text' column (its columns: {names})"
+            what = (
+                "field 'text' is missing: the file has no 'text' column, nor the 'key' column of fact rows "
+                f"(its columns: {names})"
+            )
             raise StreamError(path, row + 1, what)
         numbers = pa.array(np.arange(row + 1, row + 1 + batch.num_rows, dtype=np.int64))
         columns = {name: batch.column(name) if name in batch.schema.names else None for name in _FIELDS}
@@ -658,6 +781,7 @@ def _read_columnar(
                 schema=REJECT_SCHEMA,
             )
         row += batch.num_rows
+        sizes.after(events)
         yield StreamBatch(events, rejects, Position(row, 0))
 
 
@@ -732,15 +856,21 @@ def _normalize(
     (None when absent). Arrow type names appear in reasons (``got list<item: int64>``).
     """
     n = len(numbers)
-    problems: list[tuple[Any, str]] = []  # (mask, reason) in field order
+    # the row's kind, from what it holds whatever the types: a fact row names a key; a row with a fact's
+    # other fields but no key is refused for the missing key, not for a missing text
+    has_key = _present(columns.get("key"), n)
+    fact_fields = pc.or_(_present(columns.get("op"), n), _present(columns.get("value"), n))
+    text_row = pc.invert(pc.or_(has_key, fact_fields))
+    problems: list[tuple[Any, Any]] = []  # (mask, reason: one for all rows or one per row) in field order
     out: dict[str, Any] = {}
     for name in _FIELDS:
         column: Any = columns.get(name)
         target = EVENT_SCHEMA.field(name).type
         if column is None or pa.types.is_null(column.type):
             if name == "text":
-                problems.append((pa.array(np.ones(n, bool)), "field 'text' is missing"))
+                problems.append((text_row, "field 'text' is missing"))
             out[name] = pa.nulls(n, target)
+            _field_problems(name, out, has_key, fact_fields, problems)
             continue
         if pa.types.is_dictionary(column.type):
             column = column.dictionary_decode()
@@ -756,27 +886,29 @@ def _normalize(
             problems.append((pc.is_valid(column), f"field {name!r} must be {_EXPECTED[name]}, got {kind}"))
             out[name] = pa.nulls(n, target)
             continue
-        elif name in _TEMPORAL and pa.types.is_floating(kind):
+        elif name in _NUMBERS and pa.types.is_floating(kind):
             infinite = pc.invert(pc.fill_null(pc.is_finite(column), True))
             problems.append((infinite, f"field {name!r} is not a finite number"))
             value = pc.cast(column, target)
-        elif (pa.types.is_integer(kind) and name in ("time", "valid_time", "id")) or (
-            pa.types.is_decimal(kind) and name in _TEMPORAL
+        elif (pa.types.is_integer(kind) and name in (*_NUMBERS, "id")) or (
+            pa.types.is_decimal(kind) and name in _NUMBERS
         ):
             value = pc.cast(column, target)
         else:
             problems.append((pc.is_valid(column), f"field {name!r} must be {_EXPECTED[name]}, got {kind}"))
             out[name] = pa.nulls(n, target)
+            _field_problems(name, out, has_key, fact_fields, problems)
             continue
         if name == "valid_time" and (unreadable := _unreadable_valid_times(value)) is not None:
             problems.append(unreadable)
             value = pc.if_else(unreadable[0], pa.scalar(None, target), value)
         if name == "text":
-            problems.append((pc.is_null(value), "field 'text' is null"))
+            problems.append((pc.and_(text_row, pc.is_null(value)), "field 'text' is null"))
         if name in ("text", "source"):
             blank = pc.equal(pc.utf8_length(pc.utf8_trim(value, characters=_WHITESPACE)), pa.scalar(0))
             problems.append((pc.fill_null(blank, False), f"field {name!r} is empty (only whitespace)"))
         out[name] = value
+        _field_problems(name, out, has_key, fact_fields, problems)
     out["source"] = pc.fill_null(out["source"], "user")
     reasons: Any = pa.nulls(n, pa.string())
     any_bad = False
@@ -785,6 +917,109 @@ def _normalize(
             any_bad = True
             reasons = pc.if_else(mask, reason, reasons)
     events = pa.RecordBatch.from_arrays([numbers, *(out[name] for name in _FIELDS)], schema=EVENT_SCHEMA)
-    if not any_bad:
-        return events, None
-    return events.filter(pc.is_null(reasons)), reasons
+    if any_bad:
+        events = events.filter(pc.is_null(reasons))
+    return _with_fact_texts(events), reasons if any_bad else None
+
+
+#: The fields a number is accepted in, as its decimal text (a valid time is a date, never a number).
+_NUMBERS = ("time", "value")
+
+
+def _present(column: pa.Array | None, n: int) -> pa.Array:
+    """Which rows hold a value (of any type) in ``column``."""
+    if column is None:
+        return pa.array(np.zeros(n, bool))
+    return pc.is_valid(column)
+
+
+def _field_problems(
+    name: str, out: dict[str, Any], has_key: pa.Array, fact_fields: pa.Array, problems: list[tuple[Any, Any]]
+) -> None:
+    """A fact field's problems beyond its type, once its column is in ``out`` (``op`` before ``value``)."""
+    if name == "key":
+        problems.append((pc.and_(pc.invert(has_key), fact_fields), _KEY_MISSING))
+        refused = _refused_keys(out["key"])
+        if refused is not None:
+            problems.append(refused)
+    elif name == "op":
+        op = out["op"]
+        unknown = pc.and_(pc.is_valid(op), pc.invert(pc.is_in(op, value_set=pa.array(FACT_OPS))))
+        if pc.any(unknown).as_py():
+            problems.append((unknown, _per_row(unknown, op, _unknown_op)))
+    elif name == "value":
+        op = pc.fill_null(out["op"], DEFAULT_FACT_OP)
+        needs = pc.and_(pc.is_in(op, value_set=pa.array(VALUE_OPS)), pc.is_null(out["value"]))
+        missing = pc.and_(has_key, needs)
+        if pc.any(missing).as_py():
+            problems.append((missing, _per_row(missing, op, _value_missing)))
+
+
+def _per_row(mask: pa.Array, column: pa.Array, reason: Any) -> pa.Array:
+    """``reason(value)`` on the rows of ``mask`` (a few: bad rows), null elsewhere."""
+    at = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+    out: list[str | None] = [None] * len(mask)
+    for i, value in zip(at.tolist(), column.take(pa.array(at, pa.int64())).to_pylist(), strict=True):
+        out[i] = reason(value)
+    return pa.array(out, pa.string())
+
+
+def _refused_keys(keys: Any) -> tuple[pa.Array, pa.Array] | None:
+    """The keys the graph refuses (:func:`pmem.graph.key_problem`) with their reasons; None when none is.
+
+    An ASCII key without a control character is admitted (``key_problem``'s answer for every such key),
+    so only the others are asked, one by one: column-wise, whatever the stream's size."""
+    suspect: Any = pc.or_(
+        pc.invert(pc.string_is_ascii(keys)),
+        pc.or_(
+            pc.match_substring_regex(keys, "[\\x00-\\x1f\\x7f]"),
+            pc.equal(pc.binary_length(keys), pa.scalar(0)),
+        ),
+    )
+    suspect = pc.fill_null(suspect, False)
+    if not pc.any(suspect).as_py():
+        return None
+    reasons: list[str | None] = [None] * len(keys)
+    at = np.flatnonzero(suspect.to_numpy(zero_copy_only=False))
+    for i, key in zip(at.tolist(), keys.take(pa.array(at, pa.int64())).to_pylist(), strict=True):
+        problem = key_problem(key)
+        reasons[i] = None if problem is None else f"field 'key' {problem}"
+    refused = pa.array(reasons, pa.string())
+    return pc.is_valid(refused), refused
+
+
+def _with_fact_texts(events: pa.RecordBatch) -> pa.RecordBatch:
+    """``events`` with each fact row's operation (its default) and evidence text (when it gave none)."""
+    key = events.column("key")
+    if key.null_count == len(key):
+        return events
+    is_fact = pc.is_valid(key)
+    given: Any = events.column("op")
+    op = pc.if_else(is_fact, pc.fill_null(given, DEFAULT_FACT_OP), pa.scalar(None, pa.string()))
+    text = pc.coalesce(events.column("text"), fact_evidence_texts(key, op, events.column("value")))
+    columns = {**dict(zip(events.schema.names, events.columns, strict=True)), "op": op, "text": text}
+    return pa.RecordBatch.from_arrays([columns[name] for name in EVENT_SCHEMA.names], schema=EVENT_SCHEMA)
+
+
+def fact_evidence_texts(key: Any, op: Any, value: Any) -> pa.Array:
+    """The evidence text of fact rows that give no ``text``: ``key: value`` for an ``accept``, ``op key:
+    value`` for another op, ``op key`` for one without a value (null where ``key`` is null).
+
+    >>> fact_evidence_texts(pa.array(["a.b", "a.b", "c"]), pa.array(["accept", "reject", "contest"]),
+    ...                     pa.array(["1", None, "x"])).to_pylist()
+    ['a.b: 1', 'reject a.b', 'contest c: x']
+    """
+    text = pa.large_string()
+
+    def word(value: str) -> Any:
+        return pa.scalar(value, text)
+
+    nothing = word("")
+    verb: Any = pc.if_else(
+        pc.equal(op, word(DEFAULT_FACT_OP).cast(pa.string())),
+        nothing,
+        pc.binary_join_element_wise(op.cast(text), nothing, word(" ")),
+    )
+    stated: Any = pc.fill_null(pc.binary_join_element_wise(word(": "), value.cast(text), nothing), nothing)
+    joined: pa.Array = pc.binary_join_element_wise(verb, key.cast(text), stated, nothing)
+    return joined

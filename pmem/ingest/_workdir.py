@@ -20,7 +20,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +30,14 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pmem._atomic import atomic_write_bytes, atomic_write_parquet, file_sha256
+from pmem._atomic import (
+    atomic_copy_file,
+    atomic_write_bytes,
+    atomic_write_parquet,
+    file_sha256,
+    fsync_dir,
+    temp_path,
+)
 
 if TYPE_CHECKING:
     from pmem.graph import ProvenanceGraph
@@ -128,6 +137,26 @@ class Workdir:
         for p in (self.root / "rejects").glob("rows-*.parquet"):
             if int(p.stem.split("-")[1]) >= first_row:
                 p.unlink()
+
+
+def publish_state(checkpoint: Path, out: Path, sha256: str) -> None:
+    """``out`` becomes the finished ingest's state, atomically: a second name (a hard link) of its last
+    checkpoint, whose bytes nothing changes in place (a later checkpoint, or an erasure, is a new file
+    renamed over the old name), so a state of gigabytes is neither copied nor stored twice; a copy
+    checked against ``sha256`` where the file system has no hard link to give."""
+    tmp = temp_path(out)
+    try:
+        os.link(checkpoint, tmp)
+    except OSError:
+        atomic_copy_file(checkpoint, out, sha256)
+        return
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(out.parent)
 
 
 def stream_check(path: Path, offset: int) -> dict[str, Any]:

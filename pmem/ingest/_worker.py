@@ -1,30 +1,44 @@
 """A partition worker: extraction for any rows, and the writes of the keys its partition owns.
 
 Each worker runs P-Mem's write path (:class:`pmem.memory.writepath.WritePath`) over its own :class:`PartitionGraph`. Keys are
-assigned to partitions by :func:`partition_of`, so every write to one key happens in one worker, in
+assigned to partitions by :func:`partitions_of`, so every write to one key happens in one worker, in
 arrival order, against that key's real head; a write never reads another key's head, so partitions
 never wait for each other. The worker does not keep the evidence: it reports each operation it applied
 (op, key, value, evidence index) and the driver replays them, in global arrival order, into the one
 graph that is saved (see :mod:`pmem.ingest._merge`).
+
+Fact rows (see :mod:`pmem.ingest._stream`) are written by the driver, column-wise, with no model; their
+operations are also applied here, to the partition owning their key, in arrival order with the text
+rows' writes of that key: a text row's fact is annotated and lowered against a head that holds every
+fact row of its key before it. They are not reported back (the driver has them). The fact rows of a
+batch with text rows come with its commit; a run of batches of fact rows only is sent to nobody: before
+the next commit, each partition reads the run from the stream itself and applies its keys' rows
+(:meth:`IngestWorker.catch_up`), so a stream of fact rows only costs the partitions nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import hashlib
 import sys
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from pmem.graph import OpResult, ProvenanceGraph, valid_instant
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pmem.graph import WRITE_BATCH_SCHEMA, OpResult, ProvenanceGraph, valid_instant
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
+from pmem.ingest._stream import Position, is_fact_row, read_stream
 from pmem.models import RequestLog, records_to_table
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    import pyarrow as pa
+    from numpy.typing import NDArray
 
     from pmem.ingest._spec import IngestSpec
     from pmem.models import RequestRecord
@@ -44,12 +58,62 @@ _SINK: contextvars.ContextVar[list[tuple[str, str, str | None, str | None]] | No
     "pmem_ingest_sink", default=None
 )
 
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class FactRun:
+    """Consecutive batches of fact rows only, not sent to the partitions: the rows of ``stream`` after
+    ``start`` up to row ``end_row``, the first of them ingested as event ``first``; ``dropped``: the
+    rows of the run that were not ingested (refused under ``skip_bad``, a repeated id included)."""
+
+    stream: str
+    start: Position
+    end_row: int
+    first: int
+    dropped: tuple[int, ...] = ()
+
+
+class FactRow(NamedTuple):
+    """A fact row as a partition applies it: ``position`` is its evidence index (``e<position>``)."""
+
+    position: int
+    key: str
+    op: str
+    value: str | None
+    valid_time: str | None
+
 
 def extraction_rows(events: pa.RecordBatch, first: int) -> list[Row]:
-    """A batch's rows as the workers' :meth:`IngestWorker.extract` takes them (positions from ``first``)."""
+    """A batch's text rows as the workers' :meth:`IngestWorker.extract` takes them (positions from
+    ``first``, counting every row: a fact row is extracted by nobody)."""
+    text_rows = np.flatnonzero(~is_fact_row(events))
+    taken = events.take(pa.array(text_rows, pa.int64()))
     names = ("row", "text", "source", "time", "valid_time")
-    columns: list[list[Any]] = [events.column(c).to_pylist() for c in names]
-    return list(zip(range(first, first + events.num_rows), *columns, strict=True))
+    columns: list[list[Any]] = [taken.column(c).to_pylist() for c in names]
+    return list(zip((text_rows + first).tolist(), *columns, strict=True))
+
+
+#: The columns of a partition's fact rows besides ``position`` (see :class:`FactRow`).
+FACT_APPLY_COLUMNS = ("key", "op", "value", "valid_time")
+
+
+def partition_facts(events: pa.RecordBatch, first: int, partitions: int) -> list[pa.Table | None]:
+    """The fact rows of a batch (positions from ``first``) for each partition: ``position`` and
+    :data:`FACT_APPLY_COLUMNS` of the rows whose key it owns, in arrival order (None: it owns none)."""
+    facts = np.flatnonzero(is_fact_row(events))
+    if not len(facts):
+        return [None] * partitions
+    taken = events.take(pa.array(facts, pa.int64())).select(list(FACT_APPLY_COLUMNS))
+    table = pa.Table.from_batches([taken]).add_column(0, "position", pa.array(facts + first, pa.int64()))
+    if partitions == 1:
+        return [table]
+    owner = partitions_of(table.column("key"), partitions)
+    parts: list[pa.Table | None] = []
+    for p in range(partitions):
+        mine = np.flatnonzero(owner == p)
+        parts.append(table.take(pa.array(mine, pa.int64())) if len(mine) else None)
+    return parts
 
 
 def reset_peak_rss() -> bool:
@@ -80,9 +144,48 @@ def peak_rss_mb() -> float:
 
 
 def partition_of(key: str, partitions: int) -> int:
-    """The partition owning ``key``: a stable hash, the same in every process and on every run."""
-    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % partitions
+    """The partition owning ``key`` (see :func:`partitions_of`)."""
+    return int(partitions_of(pa.array([key], pa.string()), partitions)[0])
+
+
+#: The multiplier of the key hash (odd: invertible modulo 2**64) and its inverse.
+_HASH_BASE = 0x100000001B3
+_HASH_INVERSE = pow(_HASH_BASE, -1, 2**64)
+
+
+def partitions_of(keys: pa.Array | pa.ChunkedArray, partitions: int) -> NDArray[np.int64]:
+    """The partition owning each key: a stable hash of its UTF-8 bytes, the same in every process and on
+    every run, computed column-wise (a stream of fact rows is never looped over in Python).
+
+    The hash is the polynomial ``sum(byte[i] * B**(n-1-i)) mod 2**64`` of the key's ``n`` bytes, mixed
+    by splitmix64's finalizer; all keys' polynomials come from one running sum over the batch's bytes.
+    """
+    if partitions == 1:
+        return np.zeros(len(keys), np.int64)
+    array = pc.cast(keys, pa.large_string())
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    buffers: list[Any] = array.buffers()  # validity, offsets, data (None when every key is empty)
+    offsets = np.frombuffer(buffers[1], np.int64)[array.offset : array.offset + len(array) + 1]
+    raw = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    base = int(offsets[0])
+    raw = raw[base : int(offsets[-1])].astype(np.uint64)
+    ends = offsets - base
+    total = len(raw)
+    with np.errstate(over="ignore"):  # arithmetic modulo 2**64 is the point
+        # byte i weighs B**(total-1-i); a key ending at e is then sum * B**-(total-e)
+        powers = np.cumprod(np.full(total + 1, _HASH_BASE, np.uint64), dtype=np.uint64)
+        powers = np.concatenate(([np.uint64(1)], powers[:-1]))  # B**0 .. B**total
+        inverse = np.cumprod(np.full(total + 1, _HASH_INVERSE, np.uint64), dtype=np.uint64)
+        inverse = np.concatenate(([np.uint64(1)], inverse[:-1]))
+        running = np.concatenate(([np.uint64(0)], np.cumsum(raw * powers[total - 1 :: -1][:total])))
+        z = (running[ends[1:]] - running[ends[:-1]]) * inverse[total - ends[1:]]
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return (z % np.uint64(partitions)).astype(np.int64)
 
 
 class PartitionGraph(ProvenanceGraph):
@@ -102,6 +205,29 @@ class PartitionGraph(ProvenanceGraph):
         self._dated[f"e{position}"] = position
         self._ev_valid[position] = text
         self._valid_at[position] = at
+
+    def apply_fact_row(self, fact: FactRow) -> None:
+        """Apply a fact row (observed on the driver as ``e<position>``)."""
+        if fact.valid_time is not None:
+            self.date_evidence(fact.position, fact.valid_time)
+        self.apply(fact.op, fact.key, fact.value, f"e{fact.position}")
+
+    def apply_fact_rows(self, facts: pa.Table) -> None:
+        """Apply fact rows (see :func:`partition_facts`) in order: column-wise, unless one is dated."""
+        if not facts.num_rows:
+            return
+        if facts.column("valid_time").null_count < facts.num_rows:
+            # a dated row is cited by its evidence index, which a write batch cannot name here
+            for row in facts.to_pylist():
+                self.apply_fact_row(_fact_row(row))
+            return
+        n = facts.num_rows
+        columns = {name: facts.column(name) for name in ("op", "key", "value")}
+        batch = pa.table(
+            [pa.nulls(n, f.type) if f.name not in columns else columns[f.name] for f in WRITE_BATCH_SCHEMA],
+            schema=WRITE_BATCH_SCHEMA,
+        )
+        self.apply_batch(batch)  # its mixed keys go through this graph's own apply()
 
     def _evidence_index(self, evidence: object, op: str, key: str) -> int:
         n = self._dated.get(evidence) if type(evidence) is str else None
@@ -126,6 +252,10 @@ class PartitionGraph(ProvenanceGraph):
         if sink is not None:
             sink.append((op, key, value, evidence))
         return result
+
+
+def _fact_row(row: dict[str, Any]) -> FactRow:
+    return FactRow(row["position"], row["key"], row["op"], row["value"], row["valid_time"])
 
 
 def commit_item(
@@ -157,6 +287,7 @@ class IngestWorker:
         index: int = 0,
     ) -> None:
         self.index = index
+        self.spec = spec
         self.log = RequestLog()
         self.cache = open_ingest_cache(cache_path)
         agent = build_models(spec.agent, hosted or {}, self.cache, self.log, f"agent:{spec.agent.model_id}")
@@ -194,38 +325,85 @@ class IngestWorker:
 
         return list(await asyncio.gather(*(one(r) for r in rows)))
 
-    async def commit(self, batch: int, items: list[Item]) -> list[Applied]:
-        """Apply routed facts: each key's in arrival order, different keys concurrently.
+    async def commit(self, turn: int, items: list[Item], facts: pa.Table | None = None) -> list[Applied]:
+        """Apply routed facts (``items``) and fact rows (``facts``, see :func:`partition_facts`): each
+        key's in arrival order, different keys concurrently. Only the items' applied calls are returned.
 
-        Batches are numbered 1, 2, ... by the driver, which sends the next before the last is done: each
-        waits for its predecessor here, whatever order the calls arrive in, so a key's facts are never
-        applied out of arrival order."""
+        Calls (this and :meth:`catch_up`) are numbered 1, 2, ... by the driver (``turn``), which sends
+        the next before the last is done: each waits for its predecessor here, whatever order the calls
+        arrive in, so a key's facts are never applied out of arrival order."""
+        return await self._in_turn(turn, lambda: self._commit(items, facts))
+
+    async def catch_up(self, turn: int, run: FactRun, partitions: int) -> int:
+        """Apply the fact rows of ``run`` whose keys this partition owns (of ``partitions``), read from
+        the stream here; how many. A call numbered like :meth:`commit`'s."""
+
+        async def apply() -> int:
+            graph = self.path.graph
+            assert isinstance(graph, PartitionGraph)
+            applied, position = 0, run.first
+            dropped = pa.array(run.dropped, pa.int64())
+            batches = read_stream(
+                run.stream, start=run.start, batch_rows=self.spec.fact_batch_events, skip_bad=True
+            )
+            for batch in batches:
+                rows: Any = batch.events.column("row")
+                ingested: Any = pc.and_(
+                    pc.less_equal(rows, pa.scalar(run.end_row, pa.int64())),
+                    pc.invert(pc.is_in(rows, value_set=dropped)),
+                )
+                events = batch.events.filter(ingested)
+                mine = partition_facts(events, position, partitions)[self.index]
+                if mine is not None:
+                    graph.apply_fact_rows(mine)
+                    applied += mine.num_rows
+                position += events.num_rows
+                if batch.end.row >= run.end_row:
+                    break
+            return applied
+
+        return await self._in_turn(turn, apply)
+
+    async def _in_turn(self, turn: int, work: Callable[[], Awaitable[_T]]) -> _T:
         async with self._turn:
-            await self._turn.wait_for(lambda: self._committed == batch - 1)
+            await self._turn.wait_for(lambda: self._committed == turn - 1)
         try:
-            return await self._commit(items)
+            return await work()
         finally:
             async with self._turn:
-                self._committed = batch
+                self._committed = turn
                 self._turn.notify_all()
 
-    async def _commit(self, items: list[Item]) -> list[Applied]:
+    async def _commit(self, items: list[Item], facts: pa.Table | None) -> list[Applied]:
         from pmem.memory.writepath import Fact
-
-        by_key: dict[str, list[Item]] = defaultdict(list)
-        for item in items:
-            by_key[item[3]].append(item)
-        applied: list[Applied] = []
-        sem = asyncio.Semaphore(self.concurrency)
 
         graph = self.path.graph
         assert isinstance(graph, PartitionGraph)
+        by_key: dict[str, list[Item | FactRow]] = defaultdict(list)
+        for item in items:
+            by_key[item[3]].append(item)
+        if facts is not None and facts.num_rows:
+            # fact rows of keys no item names are applied at once, column-wise; the others join their
+            # key's chain at their place in arrival order
+            chained = pc.is_in(facts.column("key"), value_set=pa.array(list(by_key), pa.string()))
+            graph.apply_fact_rows(facts.filter(pc.invert(chained)))
+            for row in facts.filter(chained).to_pylist():
+                by_key[row["key"]].append(_fact_row(row))
+            for chain_items in by_key.values():
+                chain_items.sort(key=lambda entry: entry[0])
+        applied: list[Applied] = []
+        sem = asyncio.Semaphore(self.concurrency)
+
         for item in items:
             if item[9] is not None:
                 graph.date_evidence(item[0], item[9])
 
-        async def chain(chain_items: list[Item]) -> None:
-            for position, row, fidx, key, value, status, fact_key, event, text, _ in chain_items:
+        async def chain(chain_items: list[Item | FactRow]) -> None:
+            for entry in chain_items:
+                if isinstance(entry, FactRow):
+                    graph.apply_fact_row(entry)
+                    continue
+                position, row, fidx, key, value, status, fact_key, event, text, _ = entry
                 sink: list[tuple[str, str, str | None, str | None]] = []
                 token = _SINK.set(sink)
                 try:

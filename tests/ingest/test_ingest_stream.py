@@ -46,6 +46,9 @@ def expected_events(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "time": r.get("time"),
             "valid_time": r.get("valid_time"),
             "id": r.get("id"),
+            "key": None,
+            "op": None,
+            "value": None,
         }
         for i, r in enumerate(records)
     ]
@@ -137,8 +140,8 @@ def test_jsonl_resume_seeks_and_never_rereads_what_it_skips(tmp_path: Path) -> N
     path.write_bytes(b'not json at all\n{"text": 1}\n{"text": "fine"}\n')
     skipped = len(b'not json at all\n{"text": 1}\n')
     (batch,) = read_stream(path, start=Position(2, skipped))
-    assert batch.events.to_pylist() == [
-        {"row": 3, "text": "fine", "source": "user", "time": None, "valid_time": None, "id": None}
+    assert batch.events.select(["row", "text", "source", "key"]).to_pylist() == [
+        {"row": 3, "text": "fine", "source": "user", "key": None}
     ]
     assert batch.end == Position(3, path.stat().st_size)
     assert list(read_stream(path, start=batch.end)) == []
@@ -383,7 +386,17 @@ def test_columnar_types_convert_to_text(tmp_path: Path, suffix: str) -> None:
         table = pa.table({"text": ["x", "y"], "valid_time": valid})
         batches = list(read_stream(columnar(tmp_path, table, suffix), skip_bad=True))
         assert events_of(batches) == [
-            {"row": 2, "text": "y", "source": "user", "time": None, "valid_time": None, "id": None}
+            {
+                "row": 2,
+                "text": "y",
+                "source": "user",
+                "time": None,
+                "valid_time": None,
+                "id": None,
+                "key": None,
+                "op": None,
+                "value": None,
+            }
         ]
         (reject,) = [r for b in batches for r in b.rejects.to_pylist()]
         assert (
