@@ -153,3 +153,9 @@ def run(args: argparse.Namespace) -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS       : {peak:,.0f} MB")
     return 0
+
+
+if __name__ == "__main__":
+    from benchmarks import run_as_script
+
+    raise SystemExit(run_as_script("state", __doc__, add_arguments, run))

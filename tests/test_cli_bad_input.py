@@ -51,7 +51,10 @@ def _dir(where: Path, name: str = "adir") -> Path:
 CASES: dict[str, tuple[Case, str]] = {
     # inspect
     "inspect/missing": (lambda t, m: ["inspect", str(t / "nope.arrow")], "file not found"),
-    "inspect/directory": (lambda t, m: ["inspect", str(_dir(t))], "is a directory"),
+    "inspect/directory-no-state": (
+        lambda t, m: ["inspect", str(_dir(t))],
+        "a directory without metadata.arrow",
+    ),
     "inspect/not-a-state": (
         lambda t, m: ["inspect", str(_garbage(t, "g.arrow"))],
         "not a readable P-Mem state",
