@@ -11,24 +11,50 @@ per operation. :func:`apply_batch` leaves the graph exactly as the row-by-row lo
             graph.apply(row.op, row.key, row.value, evidence=evidence)
 
 (same ``to_bytes()``, same hidden write state: seq, per-key heads, the ``_last_eid`` fast path, the insertion
-order of every sparse dict), but refuses an invalid batch whole, before writing anything.
+order of every sparse dict), but refuses an invalid batch whole (as the loop refuses its first invalid
+row, a citation of erased evidence included), before writing anything.
 
 How. Every row consumes exactly one arrival seq and every operation row exactly one operation-log slot,
-so both follow from the row's position. Keys are created first, in first-touch order. A key is *simple*
-when all its rows in the batch are accepts and it has no open alternatives: then each accept either
-repeats the value before it (support of the current head) or creates a version superseding it, which
-numpy computes per key group after one stable sort. Every other key is *mixed*: its operations run
-through the graph's own code in batch order (``apply`` for accepts, the op's handler otherwise: the one
-definition of their semantics), appending behind the existing state under provisional version ids; the
-two tails are then merged by batch position and the provisional ids renumbered wherever they are
-referenced, and each sparse dict's new entries are put in the order the loop would have inserted them.
+so both follow from the row's position; keys are created first, in first-touch order. The semantics of
+the six operations are then applied column-wise, once for all keys, in :class:`_Writer`; the graph's own
+``apply`` and handlers stay the definition they must match (``tests/graph/test_graph_bulk.py`` compares
+the two, state bytes and hidden state, over every operation type).
 
-Speed. The graph's integer columns, per-key heads included, are typed (int64 ``array``), so a simple
-operation costs numpy work and block copies, plus the Python strings the graph keeps (the evidence text;
-the value is shared); a batch's keys are looked up all at once (:mod:`pmem.graph._keyindex`), not with one
-dict probe each. What is left is the mixed keys: each of their
-operations is one Python call, as in the loop, so the gain falls with the share of mixed keys in a
-batch (``python -m benchmarks.bulk`` measures both on one stream).
+- The operations are sorted by key (stably: batch order within a key) and each key's run is cut into
+  *units*: a maximal run of accepts and noops (a *block*), or one contest, reject, revoke or resolve.
+  In a block only the head's value decides each row (an accept creates a version unless it repeats
+  that value, a noop supports the head, names another value or finds the cell empty), and that value
+  is the one of the accept before it in the block, else the head's at the block's start: a block of
+  any length is one pass of numpy segment operations.
+- The other operations change what later ones see (reject and revoke roll back along supersedes edges
+  to the nearest live predecessor, contest opens alternatives, resolve promotes one), so a key's units
+  are applied in order; but only per key: step s applies the s-th unit of *every* key at once, as
+  numpy over all of them, so a batch takes as many steps as its longest run has units (a handful on a
+  stream over many keys; a key with many contests, rejects, revokes or resolves in one batch takes
+  about two steps for each, which then cost a few numpy calls per operation).
+- The scan's state per key is its head, the head value's code, its newest version and its open
+  alternatives. An alternative is found by (key, value) in a table of pairs, and is open while the
+  key's *epoch* (its count of closings) is the one it was opened in, so closing them is one increment;
+  each closed alternative's valid_to and status are written after the scan, from the closing that
+  ended its epoch.
+- A version the batch creates is named ``v0 + j`` (``j``: its operation) while the batch runs, in
+  placeholder rows of the status, supersedes and valid_to columns, so that rollback walks old and new
+  versions alike through one numpy view. Afterwards the created ones are packed in batch order (the
+  loop's numbering) and every reference renumbered once. The sparse dicts receive their new entries in
+  the loop's insertion order: by operation, except support counts (at a version's first support) and
+  open alternatives (a key re-enters at the first alternative it opens after its last closing).
+
+A graph with source authority or valid times goes through the loop itself (``_loop``): there an accept
+may be lowered to a contest or enter the history, outcomes the scan does not model.
+
+Speed. The graph's integer columns, per-key heads included, are typed (int64 ``array``), so the scan's
+results go into them as block copies; the batch's keys are looked up at once in a hash table
+(:mod:`pmem.graph._keyindex`), and its values are interned, so that a head an earlier batch made has its
+value code found by the recorded address of its value object, without reading the value list. What is
+left per row is the Python objects the graph keeps: the evidence text, a tuple in the operation log for
+each operation that created no version, a support count per supported version, and the garbage
+collector's pass over the new tuples once the batch is done. ``python -m benchmarks.bulk`` measures
+the whole against the loop on one stream (``docs/performance.md``).
 
 >>> import pyarrow as pa
 >>> from pmem.graph import ProvenanceGraph
@@ -53,6 +79,9 @@ batch (``python -m benchmarks.bulk`` measures both on one stream).
 from __future__ import annotations
 
 import gc
+import itertools
+import operator
+import sys
 from array import array
 from dataclasses import dataclass
 from itertools import repeat
@@ -62,9 +91,24 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pmem.graph._codes import ACCEPT, CONTEST, NONE, NOOP, OPS, RESOLVE
-from pmem.graph._graph import _ACCEPT_APPLIED, _SUPPORT_RESULT
-from pmem.graph._keyindex import key_ids
+from pmem.graph._codes import (
+    ACCEPT,
+    ACTIVE,
+    ALTERNATIVE,
+    CONTEST,
+    CONTESTED,
+    CONTRADICTED,
+    NONE,
+    NOOP,
+    OPS,
+    REJECT,
+    RESOLVE,
+    REVOKE,
+    REVOKED,
+    SUPERSEDED,
+)
+from pmem.graph._graph import _ACCEPT_APPLIED, _CONTEST_REPEATS_ALT, _CONTEST_REPEATS_HEAD, _SUPPORT_RESULT
+from pmem.graph._keyindex import index_of, key_ids, name_hashes
 from pmem.graph._validate import key_problem, preview
 
 if TYPE_CHECKING:
@@ -95,10 +139,11 @@ WRITE_BATCH_SCHEMA: pa.Schema = pa.schema(
 _OP_NAMES = pa.array(OPS, type=pa.string())
 _SUPPORT_CODE = ACCEPT | NOOP << 3 | 1 << 6  # an accept that repeated the head's value
 _SUPPORT_REASON = _SUPPORT_RESULT.reason
-# Passed as the evidence id of the mixed path's apply() calls, with _last_ev set to the row's evidence
-# index: apply's observe-then-apply fast path then takes the index as it is (no id to format or parse).
-_TOKEN = "<apply_batch evidence>"
 _I64 = np.int64
+_OP_CODE = {name: code for code, name in enumerate(OPS)}
+# The evidence id _loop passes to apply() while _last_ev holds the row's evidence index: apply's
+# observe-then-apply fast path then takes the index as it is.
+_TOKEN = "<apply_batch evidence>"
 
 
 @dataclass(frozen=True)
@@ -147,8 +192,10 @@ def _np(array: pa.Array[Any] | pa.ChunkedArray[Any]) -> np.ndarray:
 
 
 def _col(table: pa.Table, name: str) -> pa.Array[Any]:
-    column: pa.Array[Any] = table.column(name).combine_chunks()
-    return column
+    chunked = table.column(name)
+    # one chunk as it is: combining would copy it (a table sliced from a larger one has sliced chunks)
+    column = chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
+    return cast("pa.Array[Any]", column)
 
 
 @dataclass
@@ -157,96 +204,119 @@ class _Ops:
 
     rows: NDArray[np.int64]  # batch row of each operation row
     code: NDArray[np.int64]  # requested op code
-    key: NDArray[np.int64]  # index into kdict
-    kdict: pa.Array[Any]  # distinct keys in first-touch order
-    kid_u: NDArray[np.int64]  # their key ids; -1: not in the graph yet
-    new_names: list[str]  # the keys not in the graph yet, in first-touch order
-    values: pa.Array[Any]  # large_string over operation rows
-    vcode: NDArray[np.int64]  # index into vdict (-1: null)
-    vdict: pa.Array[Any]
+    kid: NDArray[np.int64]  # key id; a key new to the graph: -2 - its index in new_names
+    new_names: list[str]  # the keys new to the graph, in first-touch order
+    new_keys: pa.Array[Any]  # the same, as Arrow
+    new_hashes: NDArray[np.uint64]  # and their key-index hashes
+    vcode: NDArray[np.int64]  # index into values (-1: null)
+    values: list[str]  # the distinct values, in first-appearance order
     ev: NDArray[np.int64]  # evidence index, -1: none
 
 
 def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_], _Ops]:
     """Check every row as the loop would, without writing; raise for the first refused row."""
-    is_op = _np(pc.is_valid(_col(table, "op")))
+    op_col = _col(table, "op")
+    is_op = _np(pc.is_valid(op_col))
     is_obs = ~is_op
     obs_rows = np.flatnonzero(is_obs)
     op_rows = np.flatnonzero(is_op)
     errors: list[tuple[int, str, str]] = []
 
-    text_ok = _np(pc.is_valid(_col(table, "text")))
-    bad = obs_rows[~text_ok[obs_rows]]
-    if len(bad):
-        errors.append((int(bad[0]), "text", "observe: text must be a string, got None"))
+    text = _col(table, "text")
+    if text.null_count:
+        bad = obs_rows[~_np(pc.is_valid(text))[obs_rows]]
+        if len(bad):
+            errors.append((int(bad[0]), "text", "observe: text must be a string, got None"))
 
     idx = pa.array(op_rows, type=pa.int64())
-    ops = _col(table, "op").take(idx)
-    code = _np(pc.index_in(ops, value_set=_OP_NAMES).fill_null(-1)).astype(_I64)
-    keys = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(_col(table, "key").take(idx)))
-    kidx = _np(keys.indices.fill_null(-1)).astype(_I64)
-    kdict = keys.dictionary
-    values = _col(table, "value").take(idx)
-    venc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(values))
+    code = _np(pc.index_in(op_col.take(idx), value_set=_OP_NAMES).fill_null(-1)).astype(_I64)
+    keys = _col(table, "key").take(idx)
+    kid, new_keys, new_hashes, problem = _key_ids(graph, keys)
+    venc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(_col(table, "value").take(idx)))
     vcode = _np(venc.indices.fill_null(-1)).astype(_I64)
     evc = _col(table, "evidence").take(idx)
     ev = _np(evc.fill_null(-1)).astype(_I64)
 
     # Fields are checked in apply's order (op, key, value, evidence): a row names its first refusal.
-    problem: dict[int, str] = {}
-    kid_u = key_ids(graph, kdict)
-    new_u = np.flatnonzero(kid_u < 0)
-    new_names = cast("list[str]", kdict.take(pa.array(new_u, pa.int64())).to_pylist())
-    for u, name in zip(new_u.tolist(), new_names, strict=True):  # a known key was valid when admitted
-        why = key_problem(name)
-        if why is not None:
-            problem[u] = why
-    bad_key = kidx < 0
+    bad_key = kid == -1
     if problem:
-        bad_key |= np.isin(kidx, np.fromiter(problem, _I64, len(problem)))
+        bad_key |= np.isin(-2 - kid, np.fromiter(problem, _I64, len(problem)))
     needs_value = (code == ACCEPT) | (code == CONTEST) | (code == RESOLVE)
     bad_value = needs_value & (vcode < 0)
     # an operation may name evidence observed before it: in the graph, or earlier in this batch
     seen = len(graph._ev_seq) + np.cumsum(is_obs)[op_rows]
     bad_ev = _np(pc.is_valid(evc)) & ((ev < 0) | (ev >= seen))
+    if graph._erased:  # erased evidence cannot be cited any more
+        bad_ev |= np.isin(ev, np.fromiter(graph._erased, _I64, len(graph._erased)))
     refused = np.zeros(len(op_rows), np.bool_)
     for mask, field in ((code < 0, "op"), (bad_key, "key"), (bad_value, "value"), (bad_ev, "evidence")):
         first = np.flatnonzero(mask & ~refused)  # a row is reported for its first refused field only
         if len(first):
             j = int(first[0])
-            errors.append((int(op_rows[j]), field, _detail(field, j, ops, kdict, kidx, problem, ev, seen)))
+            op = op_col[int(op_rows[j])].as_py()
+            why = problem.get(-2 - int(kid[j]), "")
+            erased = int(ev[j]) in graph._erased
+            detail = _detail(field, op, keys[j].as_py(), why, ev[j], seen[j], erased)
+            errors.append((int(op_rows[j]), field, detail))
         refused |= mask
     if errors:
         row, field, detail = min(errors)
         raise _refuse(row, field, detail)
-    columns = (code, kidx, kdict, kid_u, new_names, values, vcode, venc.dictionary, ev)
+    new_names = cast("list[str]", new_keys.to_pylist())
+    values = [sys.intern(v) for v in cast("list[str]", venc.dictionary.to_pylist())]
+    columns = (code, kid, new_names, new_keys, new_hashes, vcode, values, ev)
     return is_obs, _Ops(op_rows.astype(_I64), *columns)
 
 
-def _detail(
-    field: str,
-    j: int,
-    ops: pa.Array[Any],
-    kdict: pa.Array[Any],
-    kidx: NDArray[np.int64],
-    problem: dict[int, str],
-    ev: NDArray[np.int64],
-    seen: NDArray[np.int64],
-) -> str:
-    op = ops[j].as_py()
+def _key_ids(
+    graph: ProvenanceGraph, keys: pa.Array[Any]
+) -> tuple[NDArray[np.int64], pa.Array[Any], NDArray[np.uint64], dict[int, str]]:
+    """The key id of each operation row: -1 for a null key, -2 - i for the i-th key new to the graph
+    (first-touch order); those new keys, their key-index hashes, and why new keys are refused (by i)."""
+    valid = None if not keys.null_count else np.flatnonzero(_np(pc.is_valid(keys)))
+    names = keys if valid is None else keys.take(pa.array(valid, type=pa.int64()))
+    hashes = name_hashes(names)
+    found = key_ids(graph, names, hashes)
+    new = np.flatnonzero(found < 0)
+    enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(names.take(pa.array(new, pa.int64()))))
+    found[new] = -2 - _np(enc.indices).astype(_I64)
+    new_keys = enc.dictionary
+    _, first = np.unique(found[new], return_index=True)  # sorted codes: the last new key's first
+    new_hashes = hashes[new[first[::-1]]]
+    kid = found if valid is None else np.full(len(keys), -1, _I64)
+    if valid is not None:
+        kid[valid] = found
+    return kid, new_keys, new_hashes, _key_problems(new_keys)
+
+
+def _key_problems(names: Any) -> dict[int, str]:
+    """Why each refused name is no valid key (by index). A known key was valid when admitted, so only
+    new names are checked: ASCII ones by one pattern, the others by ``key_problem`` itself."""
+    if not len(names):
+        return {}
+    simple = pc.and_(pc.string_is_ascii(names), pc.greater(pc.binary_length(names), pa.scalar(0)))
+    control = pc.match_substring_regex(names, r"[\x00-\x1f\x7f]")
+    suspect = np.flatnonzero(~_np(pc.and_not(simple, control)))
+    out = {}
+    for i, name in zip(suspect.tolist(), names.take(pa.array(suspect, pa.int64())).to_pylist(), strict=True):
+        why = key_problem(name)
+        if why is not None:
+            out[i] = why
+    return out
+
+
+def _detail(field: str, op: str, key: str | None, problem: str, ev: int, seen: int, erased: bool) -> str:
     if field == "op":
         return f"apply: unknown operation {preview(op)}; op must be one of {', '.join(OPS)}"
-    u = int(kidx[j])
     if field == "key":
-        if u < 0:
+        if key is None:
             return f"apply {op}: key must be a non-empty string, got None"
-        return f"apply {op}: key {problem[u]}; got {preview(kdict[u].as_py())}"
-    key = kdict[u].as_py()
+        return f"apply {op}: key {problem}; got {preview(key)}"
     if field == "value":
         return f"{op} {key}: a value is required"
-    return (
-        f"{op} {key}: unknown evidence index {int(ev[j])} ({int(seen[j])} evidence observed before this row)"
-    )
+    if erased:
+        return f"{op} {key}: evidence e{int(ev)} was erased (it cannot be cited any more)"
+    return f"{op} {key}: unknown evidence index {int(ev)} ({int(seen)} evidence observed before this row)"
 
 
 def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> BatchResult:
@@ -272,7 +342,11 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
             # column-wise pass does not model, so the rows go through the loop itself
             code = _loop(graph, table, is_obs)
         else:
-            code = _Writer(graph, table, is_obs, ops).run()
+            writer = _Writer(graph, table, is_obs, ops)
+            # a batch whose scan takes more steps than it saves (a few keys with long runs) costs less
+            # through the loop: each step costs a few dozen numpy calls however few keys it takes
+            slow = writer.steps > _FEW_STEPS and writer.steps * _STEP_COST > writer.n
+            code = _loop(graph, table, is_obs) if slow else writer.run()
     finally:
         if enabled:
             gc.enable()
@@ -280,31 +354,34 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
 
 
 def _loop(graph: ProvenanceGraph, table: pa.Table, is_obs: NDArray[np.bool_]) -> NDArray[np.int64]:
-    """The validated rows through ``observe`` and ``apply``; the operation rows' result codes."""
+    """The validated rows through ``observe`` and ``apply``; the operation rows' result codes.
+
+    An operation's evidence goes in as apply's observe-then-apply fast path takes it (the index under a
+    token id, as the loop's ``observe`` leaves it), so no id is formatted or parsed; the batch was
+    checked whole before. The fast path's state is then left as the loop leaves it.
+    """
     out = []
     columns = [_col(table, name).to_pylist() for name in WRITE_BATCH_SCHEMA.names]
     rows = zip(*columns, strict=True)
+    observe, apply = graph.observe, graph.apply
+    last = graph._last_eid, graph._last_ev
     for obs, (op, text, source, time, key, value, ev) in zip(is_obs.tolist(), rows, strict=True):
         if obs:
-            graph.observe(text, source or "user", time)
+            observe(text, source or "user", time)
+            last = graph._last_eid, graph._last_ev
             continue
-        result = graph.apply(op, key, value, evidence=None if ev is None else f"e{ev}")
-        out.append(OPS.index(result.op) << 3 | int(result.applied) << 6)
+        if ev is not None:
+            graph._last_eid, graph._last_ev = _TOKEN, ev
+        result = apply(op, key, value, None if ev is None else _TOKEN)
+        out.append(_OP_CODE[result.op] << 3 | result.applied << 6)
+    graph._last_eid, graph._last_ev = last
     return np.array(out, dtype=_I64)
-
-
-def _remap(x: NDArray[np.int64], base: int, final: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Provisional ids (>= base) -> final ids; other ids (older ones, -1) unchanged."""
-    out = x.copy()
-    m = x >= base
-    out[m] = final[x[m] - base]
-    return out
 
 
 def _extend(column: array[int] | list[Any], values: np.ndarray) -> None:
     """Append ``values`` to a graph column: one block copy for a typed column, else the objects."""
     if isinstance(column, array):
-        column.frombytes(np.ascontiguousarray(values, dtype=_I64).tobytes())
+        column.frombytes(np.ascontiguousarray(values, dtype=_I64).data.cast("B"))
     else:
         column.extend(values.tolist())
 
@@ -314,26 +391,86 @@ def _objects(items: Iterable[Any], count: int) -> NDArray[np.object_]:
     return np.fromiter(items, dtype=object, count=count)
 
 
-def _pop_new(mapping: dict[Any, Any], before: int) -> list[tuple[Any, Any]]:
-    """Remove the entries added since ``mapping`` had ``before`` entries (it never deletes); in order."""
-    out = [mapping.popitem() for _ in range(len(mapping) - before)]
-    out.reverse()
+def _stable_order(x: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``np.argsort(x, kind="stable")`` for non-negative ``x`` below 2**32: two 16-bit radix passes.
+
+    numpy sorts 16-bit integers stably by radix and wider ones by merge sort, which is 5x slower here.
+    """
+    low = np.argsort((x & 0xFFFF).astype(np.uint16), kind="stable")
+    high = (x >> 16)[low]
+    if not len(x) or not high.any():
+        return low
+    if high.max() > 0xFFFF:
+        return np.argsort(x, kind="stable")
+    return low[np.argsort(high.astype(np.uint16), kind="stable")]
+
+
+def _runs(start: NDArray[np.bool_]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """For segments marked by ``start`` (``start[0]`` set): each element's segment, and segment starts."""
+    firsts = np.flatnonzero(start)
+    return np.cumsum(start, dtype=_I64) - 1, firsts
+
+
+def _last_before(mark: NDArray[np.bool_], first: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Per element, the position of the latest marked element strictly before it in its segment, else -1.
+
+    ``first``: the position of each element's segment start.
+    """
+    pos = np.arange(len(mark), dtype=_I64)
+    upto = np.maximum.accumulate(np.where(mark, pos, -1)) if len(mark) else pos
+    out = np.empty(len(mark), _I64)
+    out[:1] = -1
+    out[1:] = upto[:-1]
+    out[out < first] = -1
     return out
 
 
-def _insert_sorted(
-    mapping: dict[Any, Any], keys: NDArray[Any], values: NDArray[Any], order_by: np.ndarray
-) -> None:
-    """Insert ``keys`` -> ``values`` in increasing ``order_by`` (the order the loop inserted them)."""
-    order = np.argsort(order_by, kind="stable")
-    mapping.update(zip(keys[order].tolist(), values[order].tolist(), strict=True))
+# Operation codes as the log stores them: requested | effective << 3 | applied << 6.
+def _applied(op: int) -> int:
+    return op | op << 3 | 1 << 6
+
+
+def _support_code(req: int) -> int:
+    return req | NOOP << 3 | 1 << 6
+
+
+# Reasons of operations logged with one (an index per operation; 0: none). They are the handlers' own
+# texts; the three that name values are formatted per operation (_F_*).
+_NOHEAD = {op: f"{OPS[op]}: the key has no current head" for op in (CONTEST, REJECT, REVOKE, RESOLVE)}
+_REASONS: tuple[str | None, ...] = (
+    None,
+    _SUPPORT_REASON,
+    _CONTEST_REPEATS_HEAD.reason,
+    _CONTEST_REPEATS_ALT.reason,
+    "resolve: the cell is not contested",
+    *_NOHEAD.values(),
+)
+_R_SUPPORT, _R_REPEATS_HEAD, _R_REPEATS_ALT, _R_NOT_CONTESTED = 1, 2, 3, 4
+_R_NOHEAD = {op: 5 + i for i, op in enumerate(_NOHEAD)}
+_F_REVOKE, _F_NOOP, _F_RESOLVE = 16, 17, 18
+_STEP_COST = 60  # operations whose column-wise saving over the loop pays for one step of the scan (measured)
+_FEW_STEPS = 64  # a scan of at most this many steps is cheap whatever the batch (a few milliseconds)
+_KINDS = 5  # a step's groups: blocks (accept and noop), contest, reject, revoke, resolve (their op codes)
+_NO_ACCEPT = -3  # no accept before an operation in its block
+_UNKNOWN = -2  # the code of a head value that is none of the batch's values (equal to no operation's)
+
+
+def _reason_text(kind: int, value: str, current: str) -> str:
+    if kind == _F_REVOKE:
+        return f"revoke names {value!r} but the current head is {current!r}"
+    if kind == _F_NOOP:
+        return f"noop names {value!r} but the current head is {current!r}: not counted as support"
+    return f"resolve: {value!r} is neither the head's value nor an alternative's"
 
 
 class _Writer:
-    """One validated batch being written (the state before it is read from ``graph`` on creation).
+    """One validated batch being written; the state before it is read from ``graph`` on creation.
 
-    Integer columns are typed and extended by block copies; a value is the batch's one string object
-    for it (as the loop keeps the caller's objects).
+    Versions the batch creates are named by provisional ids while it runs: operation ``j`` that creates
+    one names it ``v0 + j``. The three version columns the operations rewrite (status, supersedes,
+    valid_to) are extended by one placeholder per operation, so that the per-key scans read and write
+    old and new versions alike through one numpy view; the created ones are then packed in batch order
+    (which is the loop's numbering) and every reference renumbered once.
     """
 
     def __init__(self, graph: ProvenanceGraph, table: pa.Table, is_obs: NDArray[np.bool_], ops: _Ops) -> None:
@@ -345,55 +482,76 @@ class _Writer:
         self.seq0 = graph._seq
         self.v0 = len(graph._v_key)
         self.o0 = len(graph._op_code)
-        self.sb0 = len(graph._sb_version)
-        self.tb0 = len(graph._tb_version)
-        self.es0 = len(graph._v_extra_support)
-        self.older0 = len(graph._v_older)
-        self.alt0 = len(graph._v_alt)
-        self.extra0 = len(graph._op_extra)
-        values = ops.vdict.to_pylist()
-        self.vpool = _objects([*values, None], len(values) + 1)  # value code -> string (-1: None)
+        # value code -> string (-1: None), and back; and each string's address (see KeyIndex.value_addr)
+        values = ops.values
+        self.vpool = _objects([*values, None], len(values) + 1)
+        self.vmap = dict(zip(values, range(len(values)), strict=True))
+        self.vaddr = np.fromiter(map(id, values), _I64, len(values))
+        self.addr_order = np.argsort(self.vaddr)
+        self.addr_sorted = self.vaddr[self.addr_order]
+        n = self.n = len(ops.rows)
+        self.seq = ops.rows + (self.seq0 + 1)
+        # per operation (batch order): what the loop would log and link
+        self.code = np.zeros(n, _I64)
+        self.target = np.full(n, NONE, _I64)
+        self.created = np.zeros(n, np.bool_)
+        self.reason = np.zeros(n, np.int8)
+        self.support = np.zeros(n, np.bool_)  # counted as support of its target
+        self.tomb = np.zeros(n, np.bool_)
+        self.older = np.full(n, NONE, _I64)  # a created version's arrival-chain link, where kept
+        self.alt_of = np.full(n, NONE, _I64)  # a created alternative's head
+        self.alt_epoch = np.full(n, -1, _I64)
+        self.cur = np.full(n, NONE, _I64)  # the head a formatted reason names
+        self.curcode = np.full(n, _UNKNOWN, _I64)
+        # closings of a key's open alternatives: (key slot, epoch closed, seq, resolve winner or NONE)
+        self.closes: list[tuple[NDArray[np.int64], ...]] = []
+        self.promoted: list[NDArray[np.int64]] = []  # older versions whose supersedes link a resolve set
+        # the ids the new keys will get (run admits them in first-touch order), then the scan's order
+        new = ops.kid < 0
+        ops.kid[new] = len(graph._key_names) - 2 - ops.kid[new]
+        self._plan()
+        self.steps = (len(self.groups) - 1 + _KINDS - 1) // _KINDS
 
     def run(self) -> NDArray[np.int64]:
-        g, ops = self.g, self.ops
-        last = (g._last_eid, g._last_ev)
-        # keys in first-touch order: every operation on an unknown key creates it, whatever the op
-        kid_u = ops.kid_u
-        new = np.flatnonzero(kid_u < 0)
-        if len(new):
-            k0 = len(g._key_names)
-            names = ops.new_names
-            g._kid.update(zip(names, range(k0, k0 + len(names)), strict=True))
-            g._key_names.extend(names)
-            empty = np.full(len(names), NONE, _I64).tobytes()
-            g._k_head.frombytes(empty)
-            g._k_newest.frombytes(empty)
-            kid_u[new] = np.arange(k0, k0 + len(names), dtype=_I64)
-        u = len(kid_u)
-        head_u = np.frombuffer(g._k_head, _I64)[kid_u]  # fancy indexing copies: no view outlives this
-        newest_u = np.frombuffer(g._k_newest, _I64)[kid_u]
-        known = np.flatnonzero(head_u >= 0)
-        head_value = np.full(u, None, dtype=object)
-        head_value[known] = _objects(map(g._v_value.__getitem__, head_u[known].tolist()), len(known))
-        headcode_u = _np(
-            pc.index_in(pa.array(head_value, type=pa.large_string()), value_set=ops.vdict).fill_null(-1)
-        ).astype(_I64)
-        # A key with any other op in this batch, or with open alternatives, takes the mixed path.
-        mixed_u = np.zeros(u, np.bool_)
-        mixed_u[ops.key[ops.code != ACCEPT]] = True
-        if g._open_alts:
-            mixed_u |= np.isin(kid_u, np.fromiter(g._open_alts, _I64, len(g._open_alts)))
-        row_mixed = mixed_u[ops.key]
+        g = self.g
+        self._admit_keys()
         self._observe()
-        mj = np.flatnonzero(row_mixed)
-        self._run_mixed(mj)
-        g._last_eid, g._last_ev = last
-        code = self._merge(mj, np.flatnonzero(~row_mixed), kid_u, head_u, newest_u, headcode_u)
+        self._init_state()
+        for col, fill in ((g._v_status, ACTIVE), (g._v_prev, NONE), (g._v_to, NONE)):
+            col.frombytes(np.full(self.n, fill, _I64).data.cast("B"))
+        # views over the whole columns (placeholders included); none may outlive _pack, which resizes them
+        self.st = np.frombuffer(g._v_status, _I64)
+        self.pv = np.frombuffer(g._v_prev, _I64)
+        self.to = np.frombuffer(g._v_to, _I64)
+        self._scan()
+        self._close_alternatives()
+        fin = self._pack()
+        self._write_log(fin)
+        self._write_support(fin)
+        self._write_links(fin)
+        self._write_open_alternatives(fin)
+        self._write_heads(fin)
         g._seq = self.seq0 + self.rows
         if self.is_obs.any():
             n = len(g._ev_seq) - 1
             g._last_eid, g._last_ev = f"e{n}", n
-        return code
+        return self.code
+
+    # ------------------------------------------------------------------ before the scan
+
+    def _admit_keys(self) -> None:
+        """Create the batch's new keys in first-touch order (every operation creates its key)."""
+        g, ops = self.g, self.ops
+        names = ops.new_names
+        if not names:
+            return
+        k0 = len(g._key_names)
+        g._kid.update(zip(names, range(k0, k0 + len(names)), strict=True))
+        g._key_names.extend(names)
+        empty = np.full(len(names), NONE, _I64).tobytes()
+        g._k_head.frombytes(empty)
+        g._k_newest.frombytes(empty)
+        index_of(g).add(ops.new_keys, ops.new_hashes)  # the lookup caught the index up to k0
 
     def _observe(self) -> None:
         g, table = self.g, self.table
@@ -402,10 +560,11 @@ class _Writer:
             return
         idx = pa.array(rows, type=pa.int64())
         n0 = len(g._ev_seq)
-        source: Any = _col(table, "source").take(idx)
+        named: Any = _col(table, "source").take(idx)
         # the loop passes `source or "user"`: null and "" both mean "user"
-        empty: Any = pc.fill_null(pc.equal(source, pa.scalar("")), True)
-        named: Any = pc.if_else(empty, pa.scalar("user"), source)
+        if named.null_count or pc.any(pc.equal(named, pa.scalar(""))).as_py():
+            empty: Any = pc.fill_null(pc.equal(named, pa.scalar("")), True)
+            named = pc.if_else(empty, pa.scalar("user"), named)
         enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(named))
         codes = np.empty(len(enc.dictionary), _I64)
         for i, name in enumerate(cast("list[str]", enc.dictionary.to_pylist())):  # in first-appearance order
@@ -428,260 +587,502 @@ class _Writer:
                 )
             )
 
-    def _run_mixed(self, mj: NDArray[np.int64]) -> None:
-        """Operations of mixed keys through the graph's own code, in batch order, each at its row's seq.
+    def _codes_of(self, versions: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The value code of each version (_UNKNOWN for NONE or a value none of the batch's).
 
-        Accept runs through apply() (it is inlined there); every other op through its handler, which is
-        what apply() would call once the (already checked) arguments pass.
+        A version of this batch has its operation's; one an earlier batch made, the code of the batch
+        string at its recorded value address (see KeyIndex.value_addr; none there: none of this batch's
+        values, since equal interned strings are one object); any other is read from the value list.
         """
-        if not len(mj):
-            return
+        out = np.full(len(versions), _UNKNOWN, _I64)
+        new = versions >= self.v0
+        out[new] = self.ops.vcode[versions[new] - self.v0]
+        address = self.index.value_addresses(np.where(new, NONE, versions))
+        known = np.flatnonzero(address != 0)
+        if len(known) and len(self.addr_sorted):
+            at = np.minimum(np.searchsorted(self.addr_sorted, address[known]), len(self.addr_sorted) - 1)
+            hit = self.addr_sorted[at] == address[known]
+            out[known[hit]] = self.addr_order[at[hit]]
+        old = np.flatnonzero((versions >= 0) & ~new & (address == 0))
+        if len(old):
+            items = versions[old].tolist()
+            values = self.g._v_value
+            objects = operator.itemgetter(*items)(values) if len(items) > 1 else (values[items[0]],)
+            # the values are interned (see __init__): a dict probe finds a batch's own string by identity
+            out[old] = np.fromiter(map(self.vmap.get, objects, repeat(_UNKNOWN)), _I64, len(items))
+        return out
+
+    def _init_state(self) -> None:
+        """Per key of the batch (by slot: its index among the batch's distinct keys): the scan's state."""
         g, ops = self.g, self.ops
-        op_names = [OPS[c] for c in ops.code[mj].tolist()]
-        distinct, where = np.unique(ops.key[mj], return_inverse=True)
-        key_names = ops.kdict.take(pa.array(distinct, pa.int64())).to_pylist()
-        keys = _objects(key_names, len(key_names))[where].tolist()
-        values = self.vpool[ops.vcode[mj]].tolist()
-        seqs = (ops.rows[mj] + self.seq0).tolist()
-        apply, handlers = g.apply, g._handlers
-        g._last_eid = _TOKEN
-        for op, key, value, ev, seq in zip(op_names, keys, values, ops.ev[mj].tolist(), seqs, strict=True):
-            g._seq = seq
-            if op == "accept":
-                g._last_ev = ev  # -1 (no evidence) is NONE: the same as evidence=None
-                apply(op, key, value, _TOKEN)
-            else:
-                handlers[op](key, value, ev)
-
-    def _merge(
-        self,
-        mj: NDArray[np.int64],
-        sj: NDArray[np.int64],
-        kid_u: NDArray[np.int64],
-        head_u: NDArray[np.int64],
-        newest_u: NDArray[np.int64],
-        headcode_u: NDArray[np.int64],
-    ) -> NDArray[np.int64]:
-        g, ops = self.g, self.ops
-        seq0, v0, o0 = self.seq0, self.v0, self.o0
-        vpool = self.vpool
-        # ---- simple keys: one stable sort by key, then each accept against the value before it
-        order = np.argsort(ops.key[sj], kind="stable")
-        j_s = sj[order]
-        u_s = ops.key[j_s]
-        ns = len(j_s)
-        vc = ops.vcode[j_s]
-        start = np.ones(ns, np.bool_)
-        start[1:] = u_s[1:] != u_s[:-1]
-        before = np.empty(ns, _I64)
-        before[1:] = vc[:-1]
-        before[start] = headcode_u[u_s[start]]
-        creates = vc != before  # a head value outside this batch's values has code -1: never equal
-        ar = np.arange(ns, dtype=_I64)
-        # head after each row: the latest creating row of its key group (sorted index), -1 = old head
-        latest = np.maximum.accumulate(np.where(creates | start, ar, 0)) if ns else ar
-        head_src = np.where(creates[latest], latest, -1)
-        prev_src = np.full(ns, -1, _I64)  # head before each row
-        prev_src[1:] = head_src[:-1]
-        prev_src[start] = -1
-        pos_s = ops.rows[j_s]
-
-        # ---- version ids: versions are numbered in batch order over both paths
-        mixed_vpos = np.asarray(g._v_from[v0:], dtype=_I64) - (seq0 + 1)
-        vm = len(mixed_vpos)
-        creators = np.unique(np.asarray(g._v_key[v0:], dtype=_I64))  # keys holding provisional ids
-        created = np.zeros(self.rows, np.bool_)
-        created[pos_s[creates]] = True
-        created[mixed_vpos] = True
-        slot = np.cumsum(created, dtype=_I64) - 1  # row -> index among the batch's new versions
-        n_new = int(np.count_nonzero(creates)) + vm
-        m_final = slot[mixed_vpos] + v0  # provisional mixed id v0 + t -> final id
-        slot_s = np.where(creates, slot[pos_s], -1)
-
-        def ref(src: NDArray[np.int64]) -> NDArray[np.int64]:
-            """Versions named by sorted simple rows (their creating row, -1: the key's old head)."""
-            ids = head_u[u_s]
-            new = src >= 0
-            ids[new] = slot_s[src[new]] + v0
-            return ids
-
-        target_i = ref(head_src)
-        prev_i = ref(prev_src)
-
-        # ---- versions
-        c = np.flatnonzero(creates)
-        c = c[np.argsort(pos_s[c], kind="stable")]  # creating rows in batch order
-        cols: dict[str, np.ndarray] = {
-            "_v_key": kid_u[u_s[c]],
-            "_v_value": vpool[vc[c]],
-            "_v_status": np.zeros(len(c), _I64),  # ACTIVE
-            "_v_from": pos_s[c] + (seq0 + 1),
-            "_v_to": np.full(len(c), -1, _I64),
-            "_v_ev": ops.ev[j_s[c]],
-            "_v_prev": prev_i[c],
-        }
-        for attr, col in cols.items():
-            lst = getattr(g, attr)
-            if vm:
-                tail: Any = lst[v0:]
-                if attr == "_v_prev":
-                    tail = _remap(np.array(tail, dtype=_I64), v0, m_final)
-                out = np.empty(n_new, dtype=col.dtype)
-                out[slot_s[c]] = col
-                out[m_final - v0] = tail
-                col = out
-                del lst[v0:]
-            _extend(lst, col)
-
-        # ---- operation log
-        code = np.empty(len(ops.rows), _I64)
-        target = np.empty(len(ops.rows), _I64)
-        code[j_s] = np.where(creates, _ACCEPT_APPLIED, _SUPPORT_CODE)
-        target[j_s] = target_i
-        if len(mj):
-            code[mj] = g._op_code[o0:]
-            target[mj] = _remap(np.array(g._op_target[o0:], dtype=_I64), v0, m_final)
-            del g._op_code[o0:], g._op_target[o0:]
-        _extend(g._op_code, code)
-        _extend(g._op_target, target)
-
-        # ---- accepts that repeated the head's value: support, in batch order
-        sup = np.flatnonzero(~creates)
-        sup = sup[np.argsort(j_s[sup], kind="stable")]
-        sup_j = j_s[sup]
-        sup_pos = pos_s[sup]
-        sup_ev = ops.ev[sup_j]
-        sup_seq = sup_pos + (seq0 + 1)
-        extra_keys = sup_j + o0
-        extra_values = _objects(
-            zip(
-                sup_seq.tolist(),
-                kid_u[u_s[sup]].tolist(),
-                sup_ev.tolist(),
-                vpool[vc[sup]].tolist(),
-                repeat(_SUPPORT_REASON, len(sup)),
-                strict=False,  # repeat() is endless
-            ),
-            len(sup),
-        )
-        mixed_extra = _pop_new(g._op_extra, self.extra0)
-        if mixed_extra:  # re-keyed from provisional log slots, merged in log order
-            mk = np.fromiter((k for k, _ in mixed_extra), _I64, len(mixed_extra))
-            extra_keys = np.concatenate([extra_keys, mj[mk - o0] + o0])
-            extra_values = np.concatenate(
-                [extra_values, _objects((v for _, v in mixed_extra), len(mixed_extra))]
-            )
-            _insert_sorted(g._op_extra, extra_keys, extra_values, extra_keys)
-        else:
-            g._op_extra.update(zip(extra_keys.tolist(), extra_values.tolist(), strict=True))
-
-        # ---- supported-by edges (one per support with evidence), merged by seq
-        with_ev = sup_ev >= 0
-        sb_v, sb_e, sb_s = target_i[sup][with_ev], sup_ev[with_ev], sup_seq[with_ev]
-        sb0 = self.sb0
-        if len(g._sb_version) > sb0:
-            tail_s = np.array(g._sb_seq[sb0:], dtype=_I64)
-            o = np.argsort(np.concatenate([sb_s, tail_s]), kind="stable")
-            tail_v = _remap(np.array(g._sb_version[sb0:], dtype=_I64), v0, m_final)
-            sb_v = np.concatenate([sb_v, tail_v])[o]
-            sb_e = np.concatenate([sb_e, np.array(g._sb_ev[sb0:], dtype=_I64)])[o]
-            sb_s = np.concatenate([sb_s, tail_s])[o]
-            del g._sb_version[sb0:], g._sb_ev[sb0:], g._sb_seq[sb0:]
-        _extend(g._sb_version, sb_v)
-        _extend(g._sb_ev, sb_e)
-        _extend(g._sb_seq, sb_s)
-
-        if vm:
-            self._renumber_mixed(m_final, creators)
-        self._extra_support(target_i[sup], sup_pos, mj, m_final, code, target)
-
-        # ---- previous-version links where the arrival chain leaves the supersedes chain: only at the
-        # first version a simple key creates, when its newest version is not its head (after a rollback)
-        c_older = (prev_src[c] < 0) & (newest_u[u_s[c]] != head_u[u_s[c]])
-        older_keys = slot_s[c][c_older] + v0
-        older_values = newest_u[u_s[c]][c_older]
-        mixed_older = _pop_new(g._v_older, self.older0)
-        if mixed_older:
-            mo = np.array(mixed_older, dtype=_I64).reshape(-1, 2)
-            older_keys = np.concatenate([older_keys, _remap(mo[:, 0], v0, m_final)])
-            older_values = np.concatenate([older_values, _remap(mo[:, 1], v0, m_final)])
-            _insert_sorted(g._v_older, older_keys, older_values, older_keys)
-        else:
-            g._v_older.update(zip(older_keys.tolist(), older_values.tolist(), strict=True))
-
-        # ---- head and newest of simple keys: the last version each created
-        if ns:
-            end = np.empty(ns, np.bool_)
-            end[:-1] = start[1:]
-            end[-1] = True
-            last = head_src[end]
-            changed = last >= 0
-            kids = kid_u[u_s[end][changed]]
-            final = slot_s[last[changed]] + v0
-            np.frombuffer(g._k_head, _I64)[kids] = final
-            np.frombuffer(g._k_newest, _I64)[kids] = final
-        return code
-
-    def _renumber_mixed(self, m_final: NDArray[np.int64], creators: NDArray[np.int64]) -> None:
-        """Provisional version ids of the mixed path -> final ids, wherever they are referred to.
-
-        Only the keys that created versions on the mixed path (``creators``) can refer to them.
-        """
-        g, v0 = self.g, self.v0
-        lookup = m_final.tolist()
-
-        def fix(v: int) -> int:
-            return lookup[v - v0] if v >= v0 else v
-
-        tb = g._tb_version
-        for i in range(self.tb0, len(tb)):
-            tb[i] = fix(tb[i])
-        alts = _pop_new(g._v_alt, self.alt0)
-        g._v_alt.update((fix(k), fix(v)) for k, v in alts)  # created in batch order: order kept
+        kid_u = self.kid_u
+        self.head0 = np.frombuffer(g._k_head, _I64)[kid_u]  # fancy indexing copies: no view outlives this
+        self.newest0 = np.frombuffer(g._k_newest, _I64)[kid_u]
+        self.head = self.head0.copy()
+        self.newest = self.newest0.copy()
+        self.index = index_of(g)
+        self.hcode = self._codes_of(self.head)
+        # open alternatives: `has` mirrors "key in _open_alts", `epoch` counts the key's closings, and an
+        # alternative is looked up by (key slot, value code) -> pair slot, open while its epoch is current
+        self.epoch = np.zeros(len(kid_u), _I64)
+        self.has = np.zeros(len(kid_u), np.bool_)
+        prior_u: list[int] = []
+        prior_v: list[int] = []
         open_alts = g._open_alts
-        heads, newest = g._k_head, g._k_newest
-        for kid in creators.tolist():
-            heads[kid], newest[kid] = fix(heads[kid]), fix(newest[kid])
-            if kid in open_alts:  # reassigning an existing key keeps its place
-                open_alts[kid] = [fix(a) for a in open_alts[kid]]
+        if open_alts:
+            # A key has open alternatives exactly when its head is contested (contest makes both so,
+            # and every operation that closes them changes the head's status), so only those are asked.
+            with_head = np.flatnonzero(self.head >= 0)
+            contested = with_head[np.frombuffer(g._v_status, _I64)[self.head[with_head]] == CONTESTED]
+            for u, kid in zip(contested.tolist(), kid_u[contested].tolist(), strict=True):
+                alts = open_alts.get(kid)
+                if alts is not None:
+                    self.has[u] = True
+                    prior_u += [u] * len(alts)
+                    prior_v += alts
+        self.had = self.has.copy()
+        self.prior_u = np.array(prior_u, _I64)
+        self.prior_v = np.array(prior_v, _I64)
+        prior_code = self._codes_of(self.prior_v)
+        asks = np.flatnonzero((ops.code == CONTEST) | (ops.code == RESOLVE))
+        known = np.flatnonzero(prior_code >= 0)
+        width = len(self.vpool)
+        pairs = np.concatenate(
+            [self.key[asks] * width + ops.vcode[asks], self.prior_u[known] * width + prior_code[known]]
+        )
+        uniq, inverse = np.unique(pairs, return_inverse=True)
+        self.pair = np.full(self.n, -1, _I64)
+        self.pair[asks] = inverse[: len(asks)]
+        self.pair_alt = np.full(len(uniq), NONE, _I64)
+        self.pair_epoch = np.full(len(uniq), -1, _I64)
+        # a prior list holds distinct values; were one repeated, the loop would find the first
+        p = inverse[len(asks) :]
+        _, first = np.unique(p, return_index=True)
+        self.pair_alt[p[first]] = self.prior_v[known][first]
+        self.pair_epoch[p[first]] = 0
 
-    def _extra_support(
-        self,
-        sup_target: NDArray[np.int64],
-        sup_pos: NDArray[np.int64],
-        mj: NDArray[np.int64],
-        m_final: NDArray[np.int64],
-        code: NDArray[np.int64],
-        target: NDArray[np.int64],
+    def _plan(self) -> None:
+        """Order the operations for the scan: by key, cut into units, grouped by unit position.
+
+        A key's operations in batch order are cut into *units*: a maximal run of accepts and noops (a
+        block: whether each creates a version or counts as support follows from the values before it
+        and the head at the block's start, so a whole block is one step) or a single other operation.
+        Step s processes the s-th unit of every key at once.
+        """
+        ops = self.ops
+        n = self.n
+        ks = _stable_order(ops.kid)
+        ku = ops.kid[ks]
+        kcode = ops.code[ks]
+        first = np.ones(n, np.bool_)
+        first[1:] = ku[1:] != ku[:-1]
+        # key slots: the batch's distinct keys, in key id order
+        self.kid_u = ku[first]
+        self.key = np.empty(n, _I64)
+        self.key[ks] = np.cumsum(first, dtype=_I64) - 1
+        blockable = (kcode == ACCEPT) | (kcode == NOOP)
+        start = first.copy()
+        start[1:] |= ~(blockable[1:] & blockable[:-1])
+        unit = np.cumsum(start, dtype=_I64) - 1
+        upos = unit - np.maximum.accumulate(np.where(first, unit, 0))
+        # the value of the accept before each operation in its block (_NO_ACCEPT: none)
+        pos = np.arange(n, dtype=_I64)
+        block_first = np.maximum.accumulate(np.where(start, pos, 0))
+        prev_acc = _last_before(kcode == ACCEPT, block_first)
+        pacc = np.where(prev_acc >= 0, ops.vcode[ks][prev_acc], _NO_ACCEPT)
+        # step by step, and in a step by kind (blocks, then each other op), each by key id
+        group = upos * _KINDS + np.where(blockable, 0, kcode)
+        order = _stable_order(group)
+        self.sj = ks[order]  # operation indices in that order
+        self.s_start = start[order]
+        self.s_pacc = pacc[order]
+        self.groups = np.zeros(1, _I64)
+        if n:
+            self.groups = np.concatenate([self.groups, np.cumsum(np.bincount(group))])
+
+    # ------------------------------------------------------------------ the scan
+
+    def _scan(self) -> None:
+        """Unit position by unit position (one unit per key at each: no two units of one step touch
+        one key), and within one by kind."""
+        singles = (self._contest, self._reject, self._revoke, self._resolve)  # by op code - 1
+        bounds = self.groups.tolist()
+        for g, (a, b) in enumerate(itertools.pairwise(bounds)):
+            if a == b:
+                continue
+            kind = g % _KINDS
+            if kind:
+                singles[kind - 1](self.sj[a:b])
+            else:
+                self._blocks(self.sj[a:b], self.s_start[a:b], self.s_pacc[a:b])
+
+    def _blocks(self, j: NDArray[np.int64], start: NDArray[np.bool_], pacc: NDArray[np.int64]) -> None:
+        """Blocks of accepts and noops, one per key: accept's and noop's semantics, column-wise."""
+        ops, v0 = self.ops, self.v0
+        unit, firsts = _runs(start)
+        u = self.key[j[firsts]]
+        h0, hv0, nw0 = self.head[u], self.hcode[u], self.newest[u]
+        value = ops.vcode[j]
+        is_acc = ops.code[j] == ACCEPT
+        # the head's value before each operation: the accept before it in the block, else the block's
+        # start; an accept creates a version unless it repeats that value
+        seen = pacc != _NO_ACCEPT
+        hv = np.where(seen, pacc, hv0[unit])
+        nohead = ~seen & (h0[unit] == NONE)
+        creates = is_acc & (nohead | (value != hv))
+        maker = _last_before(creates, firsts[unit])  # the version made last before each operation
+        hb = np.where(maker >= 0, v0 + j[maker], h0[unit])  # the head before each operation
+        c = np.flatnonzero(creates)
+        jc = j[c]
+        self.created[jc] = True
+        self.target[jc] = v0 + jc
+        self.code[jc] = _ACCEPT_APPLIED
+        self.pv[v0 + jc] = hb[c]
+        s = np.flatnonzero(is_acc & ~creates)  # repeats the head's value: support
+        self._supports(j[s], hb[s], _SUPPORT_CODE, _R_SUPPORT)
+        self._noops(j[~is_acc], hb[~is_acc], hv[~is_acc], nohead[~is_acc])
+        # per block: its first version closes the open alternatives of a head and keeps the arrival
+        # chain where the newest version is not the head; its last one is the new head
+        f = c[maker[c] < 0]
+        fu = unit[f]
+        link = nw0[fu] != h0[fu]
+        self.older[j[f][link]] = nw0[fu][link]
+        closing = self.has[u[fu]] & (h0[fu] != NONE)
+        if closing.any():
+            h, at = h0[fu][closing], self.seq[j[f][closing]]
+            self.st[h] = SUPERSEDED
+            self.to[h] = at
+            self._close(u[fu][closing], at, np.full(len(h), NONE, _I64))
+        last = np.maximum.reduceat(np.where(creates, np.arange(len(j)), -1), firsts) if len(j) else firsts
+        made = last >= 0
+        um, vm = u[made], v0 + j[last[made]]
+        self.head[um] = vm
+        self.newest[um] = vm
+        self.hcode[um] = value[last[made]]
+
+    def _noops(
+        self, j: NDArray[np.int64], hb: NDArray[np.int64], hv: NDArray[np.int64], nohead: NDArray[np.bool_]
     ) -> None:
-        """Support counts; an entry the batch adds goes where the loop inserted it: at its first support."""
-        v0 = self.v0
-        counts = self.g._v_extra_support
-        keys, added, first = [np.zeros(0, _I64)], [np.zeros(0, _I64)], [np.zeros(0, _I64)]
-        mixed_new = _pop_new(counts, self.es0)
-        if mixed_new:
-            # The mixed path's supports (accept or contest repeating a value, noop, resolve) are read back
-            # from its log: the first one naming a version is where the loop inserted its entry.
-            mcode, mtarget = code[mj], target[mj].astype(_I64)
-            eff = (mcode >> 3) & 7
-            is_sup = ((mcode >> 6) == 1) & (((eff == NOOP) & (mtarget >= 0)) | (eff == RESOLVE))
-            t_uniq, t_first = np.unique(mtarget[is_sup], return_index=True)
-            mn = np.array(mixed_new, dtype=_I64).reshape(-1, 2)
-            mk = _remap(mn[:, 0], v0, m_final)
-            keys.append(mk)
-            added.append(mn[:, 1])
-            first.append(self.ops.rows[mj][is_sup][t_first][np.searchsorted(t_uniq, mk)])
-        if len(sup_target):
-            t_uniq, t_first, t_count = np.unique(sup_target, return_index=True, return_counts=True)
-            new = t_uniq >= v0  # a version this batch created has no entry yet
-            for i in np.flatnonzero(~new).tolist():
-                t = int(t_uniq[i])
-                have = counts.get(t)
-                if have is None:
-                    new[i] = True
-                else:
-                    counts[t] = have + int(t_count[i])
-            keys.append(t_uniq[new])
-            added.append(t_count[new])
-            first.append(sup_pos[t_first[new]])
-        _insert_sorted(counts, np.concatenate(keys), np.concatenate(added), np.concatenate(first))
+        value = self.ops.vcode[j]
+        empty = np.flatnonzero(nohead)  # applied, supports nothing
+        self.code[j[empty]] = _applied(NOOP)
+        other = (value >= 0) & (value != hv) & ~nohead  # names another value than the head's
+        f = np.flatnonzero(other)
+        self._fail(j[f], NOOP, _F_NOOP)
+        self.cur[j[f]] = hb[f]
+        self.curcode[j[f]] = hv[f]
+        s = np.flatnonzero(~nohead & ~other)
+        self._supports(j[s], hb[s], _applied(NOOP), 0)
+
+    def _contest(self, j: NDArray[np.int64]) -> None:
+        ops, v0 = self.ops, self.v0
+        j = self._headless(j, CONTEST)
+        u = self.key[j]
+        h = self.head[u]
+        value = ops.vcode[j]
+        same = value == self.hcode[u]
+        self._supports(j[same], h[same], _support_code(CONTEST), _R_REPEATS_HEAD)
+        j, u, h = j[~same], u[~same], h[~same]
+        p = self.pair[j]
+        alt = self.pair_alt[p]
+        open_ = (alt != NONE) & (self.pair_epoch[p] == self.epoch[u])
+        self._supports(j[open_], alt[open_], _support_code(CONTEST), _R_REPEATS_ALT)
+        j, u, h, p = j[~open_], u[~open_], h[~open_], p[~open_]
+        vid = v0 + j
+        self.created[j] = True
+        self.target[j] = vid
+        self.code[j] = _applied(CONTEST)
+        self.st[vid] = ALTERNATIVE
+        self.older[j] = self.newest[u]  # an alternative supersedes nothing: the chain link is kept
+        self.newest[u] = vid
+        self.alt_of[j] = h
+        self.alt_epoch[j] = self.epoch[u]
+        self.st[h] = CONTESTED
+        self.has[u] = True
+        self.pair_alt[p] = vid
+        self.pair_epoch[p] = self.epoch[u]
+
+    def _reject(self, j: NDArray[np.int64]) -> None:
+        ops, v0 = self.ops, self.v0
+        j = self._headless(j, REJECT)
+        u = self.key[j]
+        h = self.head[u]
+        seq = self.seq[j]
+        self.st[h] = CONTRADICTED
+        self.to[h] = seq
+        self._close(u, seq, np.full(len(j), NONE, _I64))
+        self.code[j] = _applied(REJECT)
+        value = ops.vcode[j]
+        named = value >= 0  # the value replaces the head; without one the key rolls back
+        jn, un, hn = j[named], u[named], h[named]
+        vid = v0 + jn
+        self.created[jn] = True
+        self.target[jn] = vid
+        self.pv[vid] = hn
+        nw = self.newest[un]
+        self.older[jn] = np.where(nw != hn, nw, NONE)
+        self.head[un] = vid
+        self.newest[un] = vid
+        self.hcode[un] = value[named]
+        self.target[j[~named]] = h[~named]
+        self._rollback(u[~named], h[~named])
+
+    def _revoke(self, j: NDArray[np.int64]) -> None:
+        ops = self.ops
+        j = self._headless(j, REVOKE)
+        u = self.key[j]
+        h = self.head[u]
+        value = ops.vcode[j]
+        other = (value >= 0) & (value != self.hcode[u])
+        f = np.flatnonzero(other)
+        self._fail(j[f], REVOKE, _F_REVOKE)
+        self.cur[j[f]] = h[f]
+        self.curcode[j[f]] = self.hcode[u[f]]
+        j, u, h = j[~other], u[~other], h[~other]
+        seq = self.seq[j]
+        self.st[h] = REVOKED
+        self.to[h] = seq
+        self._close(u, seq, np.full(len(j), NONE, _I64))
+        self.code[j] = _applied(REVOKE)
+        self.target[j] = h
+        self.tomb[j] = True
+        self._rollback(u, h)
+
+    def _resolve(self, j: NDArray[np.int64]) -> None:
+        ops = self.ops
+        j = self._headless(j, RESOLVE)
+        u = self.key[j]
+        h = self.head[u]
+        calm = self.st[h] != CONTESTED
+        self._fail(j[calm], RESOLVE, _R_NOT_CONTESTED)
+        j, u, h = j[~calm], u[~calm], h[~calm]
+        p = self.pair[j]
+        alt = self.pair_alt[p]
+        open_ = (alt != NONE) & (self.pair_epoch[p] == self.epoch[u])
+        winner = np.where(ops.vcode[j] == self.hcode[u], h, np.where(open_, alt, NONE))
+        lost = winner == NONE
+        self._fail(j[lost], RESOLVE, _F_RESOLVE)
+        j, u, h, winner = j[~lost], u[~lost], h[~lost], winner[~lost]
+        seq = self.seq[j]
+        promote = winner != h
+        hp, wp = h[promote], winner[promote]
+        self.st[hp] = CONTRADICTED
+        self.to[hp] = seq[promote]
+        self.pv[wp] = hp  # the promoted value supersedes the contradicted incumbent
+        self.promoted.append(wp[wp < self.v0])
+        self.head[u[promote]] = wp
+        self.hcode[u[promote]] = ops.vcode[j[promote]]
+        self.st[winner] = ACTIVE
+        self._close(u, seq, winner)
+        self._supports(j, winner, _applied(RESOLVE), 0)
+
+    def _headless(self, j: NDArray[np.int64], op: int) -> NDArray[np.int64]:
+        """Fail the operations on keys without a head; the others."""
+        none: NDArray[np.bool_] = self.head[self.key[j]] == NONE
+        if none.any():
+            self._fail(j[none], op, _R_NOHEAD[op])
+            return j[~none]
+        return j
+
+    def _rollback(self, u: NDArray[np.int64], h: NDArray[np.int64]) -> None:
+        """Reopen the most recent merely-superseded predecessor of each retracted head (see _rollback)."""
+        st, pv = self.st, self.pv
+        p = pv[h]
+        walking = np.flatnonzero(p != NONE)
+        while len(walking):
+            s = st[p[walking]]
+            walking = walking[(s != SUPERSEDED) & (s != ACTIVE)]
+            p[walking] = pv[p[walking]]
+            walking = walking[p[walking] != NONE]
+        live = p[p != NONE]
+        st[live] = ACTIVE
+        self.to[live] = NONE
+        self.head[u] = p
+        self.hcode[u] = self._codes_of(p)
+
+    def _close(self, u: NDArray[np.int64], seq: NDArray[np.int64], winner: NDArray[np.int64]) -> None:
+        """Close the open alternatives of keys ``u`` (those that have any) at ``seq``."""
+        m = self.has[u]
+        if not m.any():
+            return
+        u = u[m]
+        self.closes.append((u, self.epoch[u], seq[m], winner[m]))
+        self.epoch[u] += 1
+        self.has[u] = False
+
+    def _fail(self, j: NDArray[np.int64], op: int, reason: int) -> None:
+        self.code[j] = op | NOOP << 3
+        self.reason[j] = reason
+
+    def _supports(self, j: NDArray[np.int64], target: NDArray[np.int64], code: int, reason: int) -> None:
+        self.code[j] = code
+        self.target[j] = target
+        self.support[j] = True
+        self.reason[j] = reason
+
+    # ------------------------------------------------------------------ after the scan
+
+    def _close_alternatives(self) -> None:
+        """Close every alternative at its key's first closing after its creation (write its valid_to,
+        and contradict it when that was a resolve it lost); the others stay open."""
+        closes = self.closes
+        if not closes:
+            return
+        cu, cep, cseq, cwin = (np.concatenate(c) for c in zip(*closes, strict=True))
+        width = self.n + 1  # more than any epoch
+        ckey = cu * width + cep
+        order = np.argsort(ckey)
+        ckey = ckey[order]
+        made = np.flatnonzero(self.alt_epoch >= 0)
+        au = np.concatenate([self.prior_u, self.key[made]])
+        aep = np.concatenate([np.zeros(len(self.prior_u), _I64), self.alt_epoch[made]])
+        av = np.concatenate([self.prior_v, self.v0 + made])
+        akey = au * width + aep
+        at = np.minimum(np.searchsorted(ckey, akey), len(ckey) - 1)
+        closed = ckey[at] == akey
+        at = order[at[closed]]
+        av = av[closed]
+        lost = av != cwin[at]
+        self.to[av[lost]] = cseq[at][lost]
+        resolved = lost & (cwin[at] != NONE)
+        self.st[av[resolved]] = CONTRADICTED
+
+    def _pack(self) -> NDArray[np.int64]:
+        """Pack the created versions in batch order; the final id of each provisional one (by operation)."""
+        g, v0 = self.g, self.v0
+        fin = v0 + np.cumsum(self.created, dtype=_I64) - 1
+        self.fin = fin
+        c = np.flatnonzero(self.created)
+        keep = v0 + c
+        end = v0 + len(c)
+        self.st[v0:end] = self.st[keep]
+        self.to[v0:end] = self.to[keep]
+        self.pv[v0:end] = self._remap(self.pv[keep])
+        if self.promoted:
+            w = np.concatenate(self.promoted)
+            self.pv[w] = self._remap(self.pv[w])
+        del self.st, self.pv, self.to  # release the columns' buffers: they shrink now
+        for col in (g._v_status, g._v_prev, g._v_to):
+            del col[end:]
+        ops = self.ops
+        _extend(g._v_key, self.kid_u[self.key[c]])
+        g._v_value.extend(self.vpool[ops.vcode[c]].tolist())
+        _extend(g._v_from, self.seq[c])
+        _extend(g._v_ev, ops.ev[c])
+        self.index.record_values(v0, self.vaddr[ops.vcode[c]])
+        return fin
+
+    def _remap(self, x: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Provisional ids (>= v0) -> final ids; older ids and NONE unchanged."""
+        out = x.copy()
+        m = x >= self.v0
+        out[m] = self.fin[x[m] - self.v0]
+        return out
+
+    def _write_log(self, fin: NDArray[np.int64]) -> None:
+        g, ops = self.g, self.ops
+        _extend(g._op_code, self.code)
+        _extend(g._op_target, self._remap(self.target))
+        # an operation that created no version keeps (seq, key, evidence, value, reason) in _op_extra
+        x = np.flatnonzero(~self.created)
+        reasons = np.array([*_REASONS, *([None] * (_F_RESOLVE + 1 - len(_REASONS)))], dtype=object)
+        texts = reasons[self.reason[x]]
+        fmt = np.flatnonzero(self.reason[x] >= _F_REVOKE)
+        if len(fmt):
+            texts[fmt] = self._formatted(x[fmt])
+        g._op_extra.update(
+            zip(
+                (x + self.o0).tolist(),
+                zip(
+                    self.seq[x].tolist(),
+                    self.kid_u[self.key[x]].tolist(),
+                    ops.ev[x].tolist(),
+                    self.vpool[ops.vcode[x]].tolist(),
+                    texts.tolist(),
+                    strict=True,
+                ),
+                strict=True,
+            )
+        )
+
+    def _formatted(self, j: NDArray[np.int64]) -> list[str]:
+        """The reasons that name values (one text per distinct (kind, value, current value))."""
+        vpool, values = self.vpool, self.g._v_value
+        memo: dict[tuple[int, int, int], str] = {}
+        out = []
+        for kind, value, cc, cv in zip(
+            self.reason[j].tolist(),
+            self.ops.vcode[j].tolist(),
+            self.curcode[j].tolist(),
+            self.cur[j].tolist(),
+            strict=True,
+        ):
+            key = (kind, value, cc if cc >= 0 else -3 - cv)
+            text = memo.get(key)
+            if text is None:
+                current = "" if kind == _F_RESOLVE else (vpool[cc] if cc >= 0 else values[cv])
+                text = memo[key] = _reason_text(kind, vpool[value], current)
+            out.append(text)
+        return out
+
+    def _write_support(self, fin: NDArray[np.int64]) -> None:
+        """Support counts, supported-by edges (evidence-backed supports) and tombstones, in batch order."""
+        g, ops = self.g, self.ops
+        s = np.flatnonzero(self.support)
+        target = self._remap(self.target[s])
+        ev = ops.ev[s]
+        e = ev >= 0
+        _extend(g._sb_version, target[e])
+        _extend(g._sb_ev, ev[e])
+        _extend(g._sb_seq, self.seq[s][e])
+        t = np.flatnonzero(self.tomb)
+        _extend(g._tb_version, self._remap(self.target[t]))
+        _extend(g._tb_seq, self.seq[t])
+        _extend(g._tb_ev, ops.ev[t])
+        if not len(s):
+            return
+        # a version's count is inserted where the loop inserted it: at its first support
+        uniq, first, count = np.unique(target, return_index=True, return_counts=True)
+        order = np.argsort(first)
+        uniq = uniq[order].tolist()
+        counts = g._v_extra_support
+        have = np.fromiter(map(counts.get, uniq, repeat(0)), _I64, len(uniq))
+        counts.update(zip(uniq, (have + count[order]).tolist(), strict=True))
+
+    def _write_links(self, fin: NDArray[np.int64]) -> None:
+        """Arrival-chain links and alternative-of edges of the created versions, in creation order."""
+        g = self.g
+        o = np.flatnonzero(self.created & (self.older != NONE))
+        g._v_older.update(zip(fin[o].tolist(), self._remap(self.older[o]).tolist(), strict=True))
+        a = np.flatnonzero(self.alt_of != NONE)
+        g._v_alt.update(zip(fin[a].tolist(), self._remap(self.alt_of[a]).tolist(), strict=True))
+
+    def _write_open_alternatives(self, fin: NDArray[np.int64]) -> None:
+        """The keys' open alternatives: a key whose list was closed leaves the dict, and re-enters it
+        (at the end) with the first alternative it opened since."""
+        g, kid_u = self.g, self.kid_u
+        open_alts = g._open_alts
+        made = np.flatnonzero(self.alt_epoch >= 0)
+        u = self.key[made]
+        still = self.alt_epoch[made] == self.epoch[u]
+        made, u = made[still], u[still]
+        lists: dict[int, list[int]] = {}
+        for slot, vid in zip(u.tolist(), fin[made].tolist(), strict=True):  # made is in batch order
+            lists.setdefault(slot, []).append(vid)
+        for slot in np.flatnonzero(self.had).tolist():
+            kid = int(kid_u[slot])
+            if self.epoch[slot] > 0:
+                del open_alts[kid]
+            elif slot in lists:
+                open_alts[kid] = open_alts[kid] + lists.pop(slot)  # in place: the key keeps its place
+        for slot, alts in lists.items():  # first-opened first: the loop's insertion order
+            open_alts[int(kid_u[slot])] = alts
+
+    def _write_heads(self, fin: NDArray[np.int64]) -> None:
+        g = self.g
+        for column, now, before in (
+            (g._k_head, self.head, self.head0),
+            (g._k_newest, self.newest, self.newest0),
+        ):
+            moved = np.flatnonzero(now != before)
+            np.frombuffer(column, _I64)[self.kid_u[moved]] = self._remap(now[moved])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from array import array
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmem.graph import OPS, WRITE_BATCH_SCHEMA, OpResult, ProvenanceGraph
+from pmem.graph import OPS, WRITE_BATCH_SCHEMA, OpResult, ProvenanceGraph, _bulk
 
 KEYS = ["a", "b", "c", "d", "e.f"]
 VALUES = ["x", "y", "z"]
@@ -45,18 +46,27 @@ def batch(rows: list[Row]) -> pa.Table:
 
 
 def hidden(graph: ProvenanceGraph) -> tuple[Any, ...]:
-    """Write state that to_bytes() does not show but later calls depend on."""
-    heads, newest = graph._k_head.tolist(), graph._k_newest.tolist()
-    cells = list(graph._kid.items())
+    """Write state that to_bytes() does not show but later calls depend on.
+
+    Raw columns (a lazily superseded head is stored active), and every dict as its items in insertion
+    order (dict equality ignores order, which later writes and saves do not).
+    """
+    columns = {
+        name: list(value) for name, value in sorted(vars(graph).items()) if isinstance(value, array | list)
+    }
+    dicts = {
+        name: [(k, list(v) if isinstance(v, list) else v) for k, v in value.items()]
+        for name, value in sorted(vars(graph).items())
+        if isinstance(value, dict) and name not in ("_handlers", "_valid_at")
+    }
     return (
         graph._last_eid,
         graph._last_ev,
         graph.seq,
-        heads,
-        newest,
-        cells,
-        graph._source_code,
-        graph._open_alts,
+        list(graph._key_names),
+        list(graph._sources),
+        columns,
+        dicts,
     )
 
 
@@ -78,6 +88,74 @@ def rows(draw: st.DrawFn, evidence_before: int = 0, max_size: int = 40) -> list[
         ev = draw(st.one_of(st.none(), st.integers(0, seen - 1))) if seen else None
         out.append((op, key, value, ev))
     return out
+
+
+@st.composite
+def scripts(draw: st.DrawFn, evidence_before: int = 0, max_size: int = 60) -> list[Row]:
+    """Rows that reach every column-wise case: besides single operations of every type, rollback chains
+    (reject and revoke until the cell is empty, then accept again), contests opening several
+    alternatives followed by a resolve, a few keys (long per-key runs) and small value sets (repeats:
+    support; a prior head whose value none of a batch's rows names)."""
+    keys = draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=4, unique=True))
+    values = draw(st.sampled_from([VALUES, [*VALUES, "it's"], ["x"], ["x", "y"]]))
+    out: list[Row] = []
+    seen = evidence_before
+
+    def ev() -> int | None:
+        return draw(st.one_of(st.none(), st.integers(0, seen - 1))) if seen else None
+
+    size = draw(st.integers(0, max_size))
+    while len(out) < size:
+        kind = draw(st.integers(0, 9))
+        key = draw(st.sampled_from(keys))
+        if kind == 0:
+            out.append(("obs", f"text {len(out)}", draw(st.sampled_from([None, "doc"])), None))
+            seen += 1
+        elif kind == 1:  # a rollback chain, often down to the empty cell, then maybe a new value
+            for _ in range(draw(st.integers(1, 5))):
+                op = draw(st.sampled_from(["reject", "revoke"]))
+                out.append((op, key, draw(st.one_of(st.none(), st.sampled_from(values))), ev()))
+            if draw(st.booleans()):
+                out.append(("accept", key, draw(st.sampled_from(values)), ev()))
+        elif kind == 2:  # several alternatives, then maybe a resolve (to one, to the head, or failing)
+            for alternative in draw(st.lists(st.sampled_from([*values, "w"]), min_size=1, max_size=4)):
+                out.append(("contest", key, alternative, ev()))
+            if draw(st.booleans()):
+                out.append(("resolve", key, draw(st.sampled_from([*values, "w", "q"])), ev()))
+        else:
+            op = draw(st.sampled_from(["accept", "accept", "accept", *OPS]))
+            needs = op in ("accept", "contest", "resolve")
+            value = draw(st.sampled_from(values) if needs else st.one_of(st.none(), st.sampled_from(values)))
+            out.append((op, key, value, ev()))
+    return out
+
+
+def assert_same(bulk_graph: ProvenanceGraph, seq_graph: ProvenanceGraph) -> None:
+    assert bulk_graph.to_bytes() == seq_graph.to_bytes()
+    assert hidden(bulk_graph) == hidden(seq_graph)
+
+
+def check(prefix: list[Row], *parts: list[Row], prefix_by_batch: bool = False) -> None:
+    """``prefix`` on both graphs, then each part by the loop and by apply_batch, then every op on every
+    key by the loop on both (later calls must behave the same)."""
+    seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
+    loop(seq_graph, prefix)
+    if prefix_by_batch:
+        bulk_graph.apply_batch(batch(prefix))
+    else:
+        loop(bulk_graph, prefix)
+    assert_same(bulk_graph, seq_graph)
+    for part in parts:
+        expected = loop(seq_graph, part)
+        result = bulk_graph.apply_batch(batch(part))
+        assert [OPS[c] for c in result.op.tolist()] == [r.op for r in expected]
+        assert result.applied.tolist() == [r.applied for r in expected]
+        assert_same(bulk_graph, seq_graph)
+    names = sorted({row[1] for row in [*prefix, *itertools.chain(*parts)] if row[0] != "obs"})
+    suffix: list[Row] = [(op, key, v, None) for key in names for op in OPS for v in ("x", "it's")]
+    suffix += [(op, key, None, None) for key in names for op in ("reject", "revoke", "noop")]
+    assert loop(bulk_graph, suffix) == loop(seq_graph, suffix)
+    assert_same(bulk_graph, seq_graph)
 
 
 def split(data: st.DataObject, stream: list[Row]) -> list[list[Row]]:
@@ -154,6 +232,206 @@ def test_batches_equal_the_loop(data: st.DataObject) -> None:
     if last is not None:  # the id observe returned last takes the same fast path afterwards
         assert bulk_graph.apply("noop", "a", evidence=last) == seq_graph.apply("noop", "a", evidence=last)
         assert bulk_graph.to_bytes() == seq_graph.to_bytes()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> None:
+    """Rollback chains, several alternatives, resolves, noops, supports, on keys new to a batch and keys
+    with prior state (open alternatives, rollbacks; built by the loop or by a batch), batch after batch."""
+    prefix = data.draw(scripts(max_size=40), label="prefix")
+    seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
+    loop(seq_graph, prefix)
+    if data.draw(st.booleans(), label="prefix by batch"):
+        bulk_graph.apply_batch(batch(prefix))
+    else:
+        loop(bulk_graph, prefix)
+    assert_same(bulk_graph, seq_graph)
+    stream = data.draw(scripts(evidence_before=len(seq_graph._ev_seq), max_size=80), label="stream")
+    for part in split(data, stream):
+        expected = loop(seq_graph, part)
+        result = bulk_graph.apply_batch(as_input(data, part))
+        assert [OPS[c] for c in result.op.tolist()] == [r.op for r in expected]
+        assert result.applied.tolist() == [r.applied for r in expected]
+        assert_same(bulk_graph, seq_graph)
+    suffix = data.draw(scripts(evidence_before=len(seq_graph._ev_seq), max_size=20), label="suffix")
+    assert loop(bulk_graph, suffix) == loop(seq_graph, suffix)
+    assert_same(bulk_graph, seq_graph)
+
+
+def test_rollback_chains_walk_down_to_the_empty_cell_and_start_again() -> None:
+    prior: list[Row] = [("obs", "o", None, None)]
+    prior += [("accept", "a", v, 0) for v in ("x", "y", "z", "w")]
+    prior += [("reject", "a", None, 0), ("accept", "b", "x", None), ("reject", "b", None, None)]
+    part: list[Row] = [
+        ("accept", "a", "q", None),  # supersedes y: z and w are dead below
+        ("revoke", "a", "y", 0),  # names another value than the head's: fails
+        ("revoke", "a", "q", 0),  # back to y, past nothing
+        ("reject", "a", None, None),  # back to x, past z and w (rejected and revoked before the batch)
+        ("noop", "a", "x", 0),
+        ("reject", "a", None, 0),  # empty
+        ("reject", "a", None, 0),  # no head: fails
+        ("revoke", "a", None, None),
+        ("noop", "a", None, 0),  # on the empty cell: applied, supports nothing
+        ("accept", "a", "x", 0),  # a new version, though a dead one holds the value
+        ("accept", "a", "y", None),
+        ("reject", "a", "z", 0),  # replaces the head
+        ("reject", "a", None, None),  # back to x, past the rejected y
+        ("accept", "b", "y", 0),  # after a prior rollback to the empty cell
+        ("revoke", "b", None, 0),
+        ("accept", "b", "y", 0),
+    ]
+    check(prior, part)
+    check(prior, part[:5], part[5:11], part[11:])
+    check(prior, part, prefix_by_batch=True)
+
+
+def test_contests_open_alternatives_that_resolves_close() -> None:
+    part: list[Row] = [
+        ("obs", "o", None, None),
+        ("contest", "a", "x", 0),  # no head: fails (and admits the key)
+        ("resolve", "a", "x", 0),  # no head: fails
+        ("accept", "a", "x", 0),
+        ("resolve", "a", "x", 0),  # not contested: fails
+        ("contest", "a", "y", 0),
+        ("contest", "a", "z", None),
+        ("contest", "a", "y", 0),  # repeats an alternative: its support
+        ("contest", "a", "x", 0),  # repeats the head: its support
+        ("noop", "a", "y", 0),  # an alternative's value is not the head's: fails
+        ("resolve", "a", "w", 0),  # neither the head nor an alternative: fails
+        ("resolve", "a", "z", 0),  # the alternative wins: supersedes the contradicted head
+        ("contest", "a", "y", 0),  # y was closed: a new alternative
+        ("resolve", "a", "z", None),  # the head wins
+        ("reject", "a", None, 0),  # back past the contradicted x: empty
+        ("accept", "b", "x", None),
+        ("contest", "b", "y", None),
+        ("accept", "b", "y", None),  # supersedes the contested head, closes its alternative
+        ("contest", "b", "x", 0),
+        ("reject", "b", None, 0),  # closes the alternative x; back to x (the first version)
+        ("contest", "c", "x", 0),
+        ("accept", "c", "x", None),
+        ("contest", "c", "y", 0),
+        ("revoke", "c", "x", 0),  # revokes the contested head: empty
+        ("accept", "c", "z", 0),
+    ]
+    check([], part)
+    check(part[:8], part[8:])
+    check(part[:6], part[6:13], part[13:], prefix_by_batch=True)
+
+
+def test_prior_open_alternatives_close_grow_win_and_keep_their_place() -> None:
+    prior: list[Row] = [("obs", "o", None, None)]
+    for key in ("a", "b", "c", "d", "e"):
+        prior += [("accept", key, "x", 0), ("contest", key, "y", 0), ("contest", key, "it's", None)]
+    part: list[Row] = [
+        ("contest", "e", "z", 0),  # the last key's list grows in place
+        ("accept", "a", "w", 0),  # closes a's alternatives (a leaves the dict)
+        ("contest", "b", "z", 0),  # b's list grows in place
+        ("contest", "b", "y", 0),  # repeats a prior alternative
+        ("resolve", "c", "it's", 0),  # a prior alternative (its value new to the batch) wins
+        ("contest", "c", "q", 0),  # c re-enters the dict, after e
+        ("reject", "d", None, 0),  # closes d's alternatives, rolls back to nothing
+        ("contest", "a", "v", 0),  # a re-enters, after c
+        ("noop", "e", "y", None),
+    ]
+    check(prior, part)
+    check(prior, part[:4], part[4:])
+    check(prior, part, prefix_by_batch=True)
+
+
+def test_noops_and_supports_count_where_the_loop_counts() -> None:
+    prior: list[Row] = [("obs", "o", None, None), ("accept", "a", "x", 0), ("accept", "b", "x", 0)]
+    prior += [("noop", "b", None, 0), ("accept", "c", "it's", None)]
+    part: list[Row] = [
+        ("noop", "n", None, 0),  # a new key: created empty, the noop applied
+        ("noop", "m", "x", None),
+        ("accept", "c", "x", 0),
+        ("noop", "a", "x", 0),  # a prior head's first support
+        ("accept", "b", "x", None),  # a prior head with a count already
+        ("noop", "a", None, None),
+        ("noop", "b", "y", 0),  # another value: fails, names the head
+        ("accept", "n", "y", 0),
+        ("accept", "n", "y", 0),  # a version of this batch: support
+        ("noop", "n", "y", None),
+        ("contest", "n", "y", 0),
+        ("revoke", "c", "it's", 0),  # names a value the head no longer has
+        ("revoke", "c", "x", 0),  # back to it's: a head value none of the batch's rows names
+        ("noop", "c", "x", 0),  # fails, naming it's
+        ("revoke", "c", "x", 0),  # fails, naming it's
+    ]
+    check(prior, part)
+    check(prior, part[:5], part[5:])
+    check(prior, part, prefix_by_batch=True)
+
+
+@pytest.mark.parametrize("step_cost", [0, None])
+def test_a_hot_key_with_thousands_of_mixed_operations_in_one_batch(
+    monkeypatch: pytest.MonkeyPatch, step_cost: int | None
+) -> None:
+    """One key's long run beside many short ones, at a size hypothesis does not reach: scanned step by
+    step (``step_cost`` 0), and as apply_batch takes it (through the loop: too many steps to pay)."""
+    if step_cost is not None:
+        monkeypatch.setattr(_bulk, "_STEP_COST", step_cost)
+    rng = np.random.default_rng(7)
+    stream: list[Row] = [("obs", "o", None, None)]
+    for _ in range(4000):
+        op = OPS[0] if rng.random() < 0.6 else OPS[int(rng.integers(1, len(OPS)))]
+        value = (
+            f"v{rng.integers(3)}" if op in ("accept", "contest", "resolve") or rng.random() < 0.5 else None
+        )
+        key = "hot" if rng.random() < 0.5 else f"k{rng.integers(100)}"
+        stream.append((op, key, value, 0 if rng.random() < 0.5 else None))
+    check(stream[:1000], stream[1000:])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject) -> None:
+    """Batches around per-call operations, undos and erasures (which move heads and blank values
+    behind the batches' backs): what a batch keeps between batches must never go stale."""
+    seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
+    for _ in range(3):
+        part = data.draw(scripts(evidence_before=len(seq_graph._ev_seq), max_size=30), label="batch")
+        part = uncited(part, seq_graph._erased)
+        loop(seq_graph, part)
+        bulk_graph.apply_batch(batch(part))
+        assert_same(bulk_graph, seq_graph)
+        calls = data.draw(scripts(evidence_before=len(seq_graph._ev_seq), max_size=8), label="calls")
+        calls = uncited(calls, seq_graph._erased)
+        assert loop(bulk_graph, calls) == loop(seq_graph, calls)
+        seqs = [op.seq for op in seq_graph.operations()]
+        undo: bool = data.draw(st.booleans(), label="undo")
+        if seqs and undo:
+            at = data.draw(st.sampled_from(seqs), label="undone")
+            assert bulk_graph.undo(at) == seq_graph.undo(at)
+        if len(seq_graph._ev_seq) and data.draw(st.booleans(), label="erase"):
+            evidence = f"e{data.draw(st.integers(0, len(seq_graph._ev_seq) - 1), label='erased')}"
+            if evidence_ok(seq_graph, evidence):
+                assert bulk_graph.erase(evidence) == seq_graph.erase(evidence)
+        assert_same(bulk_graph, seq_graph)
+
+
+def evidence_ok(graph: ProvenanceGraph, evidence: str) -> bool:
+    return int(evidence[1:]) not in graph._erased
+
+
+def uncited(rows_: list[Row], erased: set[int]) -> list[Row]:
+    """``rows_`` without citations of erased evidence (which the loop and a batch both refuse)."""
+    return [(*row[:3], None) if row[0] != "obs" and row[3] in erased else row for row in rows_]
+
+
+def test_a_batch_citing_erased_evidence_is_refused_whole() -> None:
+    g = ProvenanceGraph()
+    loop(g, [("obs", "o", None, None), ("accept", "a", "x", 0), ("obs", "p", None, None)])
+    g.erase("e0")
+    before, state = g.to_bytes(), hidden(g)
+    with pytest.raises(ValueError, match=r"row 1 \(evidence\): accept b: evidence e0 was erased"):
+        g.apply_batch(batch([("accept", "b", "y", 1), ("accept", "b", "z", 0)]))
+    assert g.to_bytes() == before
+    assert hidden(g) == state
+    reference = ProvenanceGraph.from_bytes(before)
+    with pytest.raises(ValueError, match="evidence e0 was erased"):
+        loop(reference, [("accept", "b", "y", 1), ("accept", "b", "z", 0)])
 
 
 @pytest.mark.parametrize(
