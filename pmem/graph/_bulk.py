@@ -207,7 +207,7 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
     needs_value = (code == ACCEPT) | (code == CONTEST) | (code == RESOLVE)
     bad_value = needs_value & (vcode < 0)
     # an operation may name evidence observed before it: in the graph, or earlier in this batch
-    seen = len(graph._ev_seq) + np.cumsum(is_obs)[op_rows]
+    seen = len(graph.storage.ev_seq) + np.cumsum(is_obs)[op_rows]
     bad_ev = _np(pc.is_valid(evc)) & ((ev < 0) | (ev >= seen))
     refused = np.zeros(len(op_rows), np.bool_)
     for mask, field in ((code < 0, "op"), (bad_key, "key"), (bad_value, "value"), (bad_ev, "evidence")):
@@ -256,7 +256,7 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
     of a schema mismatch), and then writes nothing.
     """
     table = _table(batch)
-    first_evidence = len(graph._ev_seq)
+    first_evidence = len(graph.storage.ev_seq)
     if table.num_rows == 0:
         return BatchResult(np.zeros(0, np.int8), np.zeros(0, np.bool_), first_evidence)
     # The batch allocates container objects (log tuples, value and key lists) by the hundred thousand;
@@ -267,7 +267,7 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
     try:
         is_obs, ops = _validate(graph, table)
         # Nothing below can fail.
-        if graph._authority is not None or graph._valid_at:
+        if graph.storage.authority is not None or graph.storage.valid_at:
             # an accept may be lowered (authority) or enter the history (valid time): outcomes the
             # column-wise pass does not model, so the rows go through the loop itself
             code = _loop(graph, table, is_obs)
@@ -342,15 +342,15 @@ class _Writer:
         self.is_obs = is_obs
         self.ops = ops
         self.rows = len(is_obs)
-        self.seq0 = graph._seq
-        self.v0 = len(graph._v_key)
-        self.o0 = len(graph._op_code)
-        self.sb0 = len(graph._sb_version)
-        self.tb0 = len(graph._tb_version)
-        self.es0 = len(graph._v_extra_support)
-        self.older0 = len(graph._v_older)
-        self.alt0 = len(graph._v_alt)
-        self.extra0 = len(graph._op_extra)
+        self.seq0 = graph.storage.seq
+        self.v0 = len(graph.storage.v_key)
+        self.o0 = len(graph.storage.op_code)
+        self.sb0 = len(graph.storage.sb_version)
+        self.tb0 = len(graph.storage.tb_version)
+        self.es0 = len(graph.storage.v_extra_support)
+        self.older0 = len(graph.storage.v_older)
+        self.alt0 = len(graph.storage.v_alt)
+        self.extra0 = len(graph.storage.op_extra)
         values = ops.vdict.to_pylist()
         self.vpool = _objects([*values, None], len(values) + 1)  # value code -> string (-1: None)
 
@@ -361,37 +361,37 @@ class _Writer:
         kid_u = ops.kid_u
         new = np.flatnonzero(kid_u < 0)
         if len(new):
-            k0 = len(g._key_names)
+            k0 = len(g.storage.key_names)
             names = ops.new_names
-            g._kid.update(zip(names, range(k0, k0 + len(names)), strict=True))
-            g._key_names.extend(names)
+            g.storage.kid.update(zip(names, range(k0, k0 + len(names)), strict=True))
+            g.storage.key_names.extend(names)
             empty = np.full(len(names), NONE, _I64).tobytes()
-            g._k_head.frombytes(empty)
-            g._k_newest.frombytes(empty)
+            g.storage.k_head.frombytes(empty)
+            g.storage.k_newest.frombytes(empty)
             kid_u[new] = np.arange(k0, k0 + len(names), dtype=_I64)
         u = len(kid_u)
-        head_u = np.frombuffer(g._k_head, _I64)[kid_u]  # fancy indexing copies: no view outlives this
-        newest_u = np.frombuffer(g._k_newest, _I64)[kid_u]
+        head_u = np.frombuffer(g.storage.k_head, _I64)[kid_u]  # fancy indexing copies: no view outlives this
+        newest_u = np.frombuffer(g.storage.k_newest, _I64)[kid_u]
         known = np.flatnonzero(head_u >= 0)
         head_value = np.full(u, None, dtype=object)
-        head_value[known] = _objects(map(g._v_value.__getitem__, head_u[known].tolist()), len(known))
+        head_value[known] = _objects(map(g.storage.v_value.__getitem__, head_u[known].tolist()), len(known))
         headcode_u = _np(
             pc.index_in(pa.array(head_value, type=pa.large_string()), value_set=ops.vdict).fill_null(-1)
         ).astype(_I64)
         # A key with any other op in this batch, or with open alternatives, takes the mixed path.
         mixed_u = np.zeros(u, np.bool_)
         mixed_u[ops.key[ops.code != ACCEPT]] = True
-        if g._open_alts:
-            mixed_u |= np.isin(kid_u, np.fromiter(g._open_alts, _I64, len(g._open_alts)))
+        if g.storage.open_alts:
+            mixed_u |= np.isin(kid_u, np.fromiter(g.storage.open_alts, _I64, len(g.storage.open_alts)))
         row_mixed = mixed_u[ops.key]
         self._observe()
         mj = np.flatnonzero(row_mixed)
         self._run_mixed(mj)
         g._last_eid, g._last_ev = last
         code = self._merge(mj, np.flatnonzero(~row_mixed), kid_u, head_u, newest_u, headcode_u)
-        g._seq = self.seq0 + self.rows
+        g.storage.seq = self.seq0 + self.rows
         if self.is_obs.any():
-            n = len(g._ev_seq) - 1
+            n = len(g.storage.ev_seq) - 1
             g._last_eid, g._last_ev = f"e{n}", n
         return code
 
@@ -401,7 +401,7 @@ class _Writer:
         if not len(rows):
             return
         idx = pa.array(rows, type=pa.int64())
-        n0 = len(g._ev_seq)
+        n0 = len(g.storage.ev_seq)
         source: Any = _col(table, "source").take(idx)
         # the loop passes `source or "user"`: null and "" both mean "user"
         empty: Any = pc.fill_null(pc.equal(source, pa.scalar("")), True)
@@ -409,18 +409,18 @@ class _Writer:
         enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(named))
         codes = np.empty(len(enc.dictionary), _I64)
         for i, name in enumerate(cast("list[str]", enc.dictionary.to_pylist())):  # in first-appearance order
-            c = g._source_code.get(name)
+            c = g.storage.source_code.get(name)
             if c is None:
-                c = g._source_code[name] = len(g._sources)
-                g._sources.append(name)
+                c = g.storage.source_code[name] = len(g.storage.sources)
+                g.storage.sources.append(name)
             codes[i] = c
-        g._ev_text.extend(cast("list[str]", _col(table, "text").take(idx).to_pylist()))
-        _extend(g._ev_source, codes[_np(enc.indices).astype(_I64)])
-        _extend(g._ev_seq, rows + (self.seq0 + 1))
+        g.storage.ev_text.extend(cast("list[str]", _col(table, "text").take(idx).to_pylist()))
+        _extend(g.storage.ev_source, codes[_np(enc.indices).astype(_I64)])
+        _extend(g.storage.ev_seq, rows + (self.seq0 + 1))
         time = _col(table, "time").take(idx)
         if time.null_count < len(time):
             has = np.flatnonzero(_np(pc.is_valid(time)))
-            g._ev_time.update(
+            g.storage.ev_time.update(
                 zip(
                     (has + n0).tolist(),
                     cast("list[str]", time.take(pa.array(has, type=pa.int64())).to_pylist()),
@@ -446,7 +446,7 @@ class _Writer:
         apply, handlers = g.apply, g._handlers
         g._last_eid = _TOKEN
         for op, key, value, ev, seq in zip(op_names, keys, values, ops.ev[mj].tolist(), seqs, strict=True):
-            g._seq = seq
+            g.storage.seq = seq
             if op == "accept":
                 g._last_ev = ev  # -1 (no evidence) is NONE: the same as evidence=None
                 apply(op, key, value, _TOKEN)
@@ -487,9 +487,9 @@ class _Writer:
         pos_s = ops.rows[j_s]
 
         # ---- version ids: versions are numbered in batch order over both paths
-        mixed_vpos = np.asarray(g._v_from[v0:], dtype=_I64) - (seq0 + 1)
+        mixed_vpos = np.asarray(g.storage.v_from[v0:], dtype=_I64) - (seq0 + 1)
         vm = len(mixed_vpos)
-        creators = np.unique(np.asarray(g._v_key[v0:], dtype=_I64))  # keys holding provisional ids
+        creators = np.unique(np.asarray(g.storage.v_key[v0:], dtype=_I64))  # keys holding provisional ids
         created = np.zeros(self.rows, np.bool_)
         created[pos_s[creates]] = True
         created[mixed_vpos] = True
@@ -512,19 +512,19 @@ class _Writer:
         c = np.flatnonzero(creates)
         c = c[np.argsort(pos_s[c], kind="stable")]  # creating rows in batch order
         cols: dict[str, np.ndarray] = {
-            "_v_key": kid_u[u_s[c]],
-            "_v_value": vpool[vc[c]],
-            "_v_status": np.zeros(len(c), _I64),  # ACTIVE
-            "_v_from": pos_s[c] + (seq0 + 1),
-            "_v_to": np.full(len(c), -1, _I64),
-            "_v_ev": ops.ev[j_s[c]],
-            "_v_prev": prev_i[c],
+            "v_key": kid_u[u_s[c]],
+            "v_value": vpool[vc[c]],
+            "v_status": np.zeros(len(c), _I64),  # ACTIVE
+            "v_from": pos_s[c] + (seq0 + 1),
+            "v_to": np.full(len(c), -1, _I64),
+            "v_ev": ops.ev[j_s[c]],
+            "v_prev": prev_i[c],
         }
         for attr, col in cols.items():
-            lst = getattr(g, attr)
+            lst = getattr(g.storage, attr)
             if vm:
                 tail: Any = lst[v0:]
-                if attr == "_v_prev":
+                if attr == "v_prev":
                     tail = _remap(np.array(tail, dtype=_I64), v0, m_final)
                 out = np.empty(n_new, dtype=col.dtype)
                 out[slot_s[c]] = col
@@ -539,11 +539,11 @@ class _Writer:
         code[j_s] = np.where(creates, _ACCEPT_APPLIED, _SUPPORT_CODE)
         target[j_s] = target_i
         if len(mj):
-            code[mj] = g._op_code[o0:]
-            target[mj] = _remap(np.array(g._op_target[o0:], dtype=_I64), v0, m_final)
-            del g._op_code[o0:], g._op_target[o0:]
-        _extend(g._op_code, code)
-        _extend(g._op_target, target)
+            code[mj] = g.storage.op_code[o0:]
+            target[mj] = _remap(np.array(g.storage.op_target[o0:], dtype=_I64), v0, m_final)
+            del g.storage.op_code[o0:], g.storage.op_target[o0:]
+        _extend(g.storage.op_code, code)
+        _extend(g.storage.op_target, target)
 
         # ---- accepts that repeated the head's value: support, in batch order
         sup = np.flatnonzero(~creates)
@@ -564,32 +564,32 @@ class _Writer:
             ),
             len(sup),
         )
-        mixed_extra = _pop_new(g._op_extra, self.extra0)
+        mixed_extra = _pop_new(g.storage.op_extra, self.extra0)
         if mixed_extra:  # re-keyed from provisional log slots, merged in log order
             mk = np.fromiter((k for k, _ in mixed_extra), _I64, len(mixed_extra))
             extra_keys = np.concatenate([extra_keys, mj[mk - o0] + o0])
             extra_values = np.concatenate(
                 [extra_values, _objects((v for _, v in mixed_extra), len(mixed_extra))]
             )
-            _insert_sorted(g._op_extra, extra_keys, extra_values, extra_keys)
+            _insert_sorted(g.storage.op_extra, extra_keys, extra_values, extra_keys)
         else:
-            g._op_extra.update(zip(extra_keys.tolist(), extra_values.tolist(), strict=True))
+            g.storage.op_extra.update(zip(extra_keys.tolist(), extra_values.tolist(), strict=True))
 
         # ---- supported-by edges (one per support with evidence), merged by seq
         with_ev = sup_ev >= 0
         sb_v, sb_e, sb_s = target_i[sup][with_ev], sup_ev[with_ev], sup_seq[with_ev]
         sb0 = self.sb0
-        if len(g._sb_version) > sb0:
-            tail_s = np.array(g._sb_seq[sb0:], dtype=_I64)
+        if len(g.storage.sb_version) > sb0:
+            tail_s = np.array(g.storage.sb_seq[sb0:], dtype=_I64)
             o = np.argsort(np.concatenate([sb_s, tail_s]), kind="stable")
-            tail_v = _remap(np.array(g._sb_version[sb0:], dtype=_I64), v0, m_final)
+            tail_v = _remap(np.array(g.storage.sb_version[sb0:], dtype=_I64), v0, m_final)
             sb_v = np.concatenate([sb_v, tail_v])[o]
-            sb_e = np.concatenate([sb_e, np.array(g._sb_ev[sb0:], dtype=_I64)])[o]
+            sb_e = np.concatenate([sb_e, np.array(g.storage.sb_ev[sb0:], dtype=_I64)])[o]
             sb_s = np.concatenate([sb_s, tail_s])[o]
-            del g._sb_version[sb0:], g._sb_ev[sb0:], g._sb_seq[sb0:]
-        _extend(g._sb_version, sb_v)
-        _extend(g._sb_ev, sb_e)
-        _extend(g._sb_seq, sb_s)
+            del g.storage.sb_version[sb0:], g.storage.sb_ev[sb0:], g.storage.sb_seq[sb0:]
+        _extend(g.storage.sb_version, sb_v)
+        _extend(g.storage.sb_ev, sb_e)
+        _extend(g.storage.sb_seq, sb_s)
 
         if vm:
             self._renumber_mixed(m_final, creators)
@@ -600,14 +600,14 @@ class _Writer:
         c_older = (prev_src[c] < 0) & (newest_u[u_s[c]] != head_u[u_s[c]])
         older_keys = slot_s[c][c_older] + v0
         older_values = newest_u[u_s[c]][c_older]
-        mixed_older = _pop_new(g._v_older, self.older0)
+        mixed_older = _pop_new(g.storage.v_older, self.older0)
         if mixed_older:
             mo = np.array(mixed_older, dtype=_I64).reshape(-1, 2)
             older_keys = np.concatenate([older_keys, _remap(mo[:, 0], v0, m_final)])
             older_values = np.concatenate([older_values, _remap(mo[:, 1], v0, m_final)])
-            _insert_sorted(g._v_older, older_keys, older_values, older_keys)
+            _insert_sorted(g.storage.v_older, older_keys, older_values, older_keys)
         else:
-            g._v_older.update(zip(older_keys.tolist(), older_values.tolist(), strict=True))
+            g.storage.v_older.update(zip(older_keys.tolist(), older_values.tolist(), strict=True))
 
         # ---- head and newest of simple keys: the last version each created
         if ns:
@@ -618,8 +618,8 @@ class _Writer:
             changed = last >= 0
             kids = kid_u[u_s[end][changed]]
             final = slot_s[last[changed]] + v0
-            np.frombuffer(g._k_head, _I64)[kids] = final
-            np.frombuffer(g._k_newest, _I64)[kids] = final
+            np.frombuffer(g.storage.k_head, _I64)[kids] = final
+            np.frombuffer(g.storage.k_newest, _I64)[kids] = final
         return code
 
     def _renumber_mixed(self, m_final: NDArray[np.int64], creators: NDArray[np.int64]) -> None:
@@ -633,13 +633,13 @@ class _Writer:
         def fix(v: int) -> int:
             return lookup[v - v0] if v >= v0 else v
 
-        tb = g._tb_version
+        tb = g.storage.tb_version
         for i in range(self.tb0, len(tb)):
             tb[i] = fix(tb[i])
-        alts = _pop_new(g._v_alt, self.alt0)
-        g._v_alt.update((fix(k), fix(v)) for k, v in alts)  # created in batch order: order kept
-        open_alts = g._open_alts
-        heads, newest = g._k_head, g._k_newest
+        alts = _pop_new(g.storage.v_alt, self.alt0)
+        g.storage.v_alt.update((fix(k), fix(v)) for k, v in alts)  # created in batch order: order kept
+        open_alts = g.storage.open_alts
+        heads, newest = g.storage.k_head, g.storage.k_newest
         for kid in creators.tolist():
             heads[kid], newest[kid] = fix(heads[kid]), fix(newest[kid])
             if kid in open_alts:  # reassigning an existing key keeps its place
@@ -656,7 +656,7 @@ class _Writer:
     ) -> None:
         """Support counts; an entry the batch adds goes where the loop inserted it: at its first support."""
         v0 = self.v0
-        counts = self.g._v_extra_support
+        counts = self.g.storage.v_extra_support
         keys, added, first = [np.zeros(0, _I64)], [np.zeros(0, _I64)], [np.zeros(0, _I64)]
         mixed_new = _pop_new(counts, self.es0)
         if mixed_new:

@@ -95,6 +95,6 @@ class KeyIndex:
 def key_ids(graph: ProvenanceGraph, names: pa.Array[Any]) -> NDArray[np.int64]:
     """The key id of each of ``names`` (a string array without nulls) in ``graph``; -1: not a key."""
     index = graph._key_index
-    if index is None or index.source is not graph._key_names:
-        index = graph._key_index = KeyIndex(graph._key_names)
-    return index.lookup(names, graph._kid)
+    if index is None or index.source is not graph.storage.key_names:
+        index = graph._key_index = KeyIndex(graph.storage.key_names)
+    return index.lookup(names, graph.storage.kid)

@@ -32,7 +32,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -584,7 +584,7 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     except pa.ArrowInvalid as exc:
         raise _refuse(path, f"the rows of {key!r} are damaged ({exc})") from exc
     by_id = {r["id"]: r for r in rows.to_pylist()}
-    chain = []  # the key's arrival order: newest first along `previous` (ids differ after a re-derivation)
+    chain: list[dict[str, Any]] = []  # the key's arrival order: newest first along `previous` (ids differ after a re-derivation)
     while newest is not None and newest in by_id and len(chain) < len(by_id):
         chain.append(by_id[newest])
         newest = by_id[newest]["previous"]

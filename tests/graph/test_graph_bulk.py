@@ -46,8 +46,8 @@ def batch(rows: list[Row]) -> pa.Table:
 
 def hidden(graph: ProvenanceGraph) -> tuple[Any, ...]:
     """Write state that to_bytes() does not show but later calls depend on."""
-    heads, newest = graph._k_head.tolist(), graph._k_newest.tolist()
-    cells = list(graph._kid.items())
+    heads, newest = graph.storage.k_head.tolist(), graph.storage.k_newest.tolist()
+    cells = list(graph.storage.kid.items())
     return (
         graph._last_eid,
         graph._last_ev,
@@ -55,8 +55,8 @@ def hidden(graph: ProvenanceGraph) -> tuple[Any, ...]:
         heads,
         newest,
         cells,
-        graph._source_code,
-        graph._open_alts,
+        graph.storage.source_code,
+        graph.storage.open_alts,
     )
 
 
@@ -133,11 +133,11 @@ def test_batches_equal_the_loop(data: st.DataObject) -> None:
     seq_graph, bulk_graph = ProvenanceGraph(authority=authority), ProvenanceGraph(authority=authority)
     loop(seq_graph, prefix)
     loop(bulk_graph, prefix)
-    n_ev = len(seq_graph._ev_seq)
+    n_ev = len(seq_graph.storage.ev_seq)
     stream = data.draw(rows(evidence_before=n_ev, max_size=60), label="stream")
     for part in split(data, stream):
         expected = loop(seq_graph, part)
-        first = len(bulk_graph._ev_seq)
+        first = len(bulk_graph.storage.ev_seq)
         result = bulk_graph.apply_batch(as_input(data, part))
         assert [OPS[c] for c in result.op.tolist()] == [r.op for r in expected]
         assert result.applied.tolist() == [r.applied for r in expected]
@@ -146,7 +146,7 @@ def test_batches_equal_the_loop(data: st.DataObject) -> None:
         assert bulk_graph.to_bytes() == seq_graph.to_bytes()
         assert hidden(bulk_graph) == hidden(seq_graph)
     # later calls behave the same: the fast path, lazy closes, records, sources, dict orders
-    suffix = data.draw(rows(evidence_before=len(seq_graph._ev_seq), max_size=20), label="suffix")
+    suffix = data.draw(rows(evidence_before=len(seq_graph.storage.ev_seq), max_size=20), label="suffix")
     assert loop(bulk_graph, suffix) == loop(seq_graph, suffix)
     assert bulk_graph.to_bytes() == seq_graph.to_bytes()
     assert hidden(bulk_graph) == hidden(seq_graph)
