@@ -5,8 +5,8 @@ written atomically, in one of two layouts holding the same tables.
   payload: large_binary)``, one row per table, each payload that table as an Arrow IPC stream (8-byte
   aligned: a memory-mapped file is read without copying). Polars reads a table of it with nothing else::
 
-      outer = polars.read_ipc(path, memory_map=False)
-      versions = polars.read_ipc_stream(outer.filter(table="versions")["payload"][0])
+      outer = polars.read_ipc(path)
+      versions = polars.read_ipc_stream(outer.filter(polars.col("table") == "versions")["payload"][0])
 
 - **directory** (``save(path, layout="directory")``): ``path/<table>.arrow``, one Arrow IPC file per table,
   which ``polars.scan_ipc`` scans lazily (``scan_ipc("runs/*/versions.arrow")`` scans many states at once).
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import itertools
 import mmap
 import os
 import secrets
@@ -245,15 +246,9 @@ def _metadata_table(graph: ProvenanceGraph) -> pa.Table:
     return pa.table([pa.array(list(entries)), pa.array(list(entries.values()))], schema=_META_SCHEMA)
 
 
-def _stream(table: pa.Table) -> pa.Buffer:
-    """``table`` as an Arrow IPC stream, written into a buffer of its exact size (sized by a dry run)."""
-    size = pa.MockOutputStream()
-    with pa.ipc.new_stream(size, table.schema) as writer:
+def _write_stream(table: pa.Table, sink: pa.NativeFile) -> None:
+    with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    buffer = pa.allocate_buffer(size.size())
-    with pa.ipc.new_stream(pa.FixedSizeBufferWriter(buffer), table.schema) as writer:
-        writer.write_table(table)
-    return buffer
 
 
 def _file_bytes(table: pa.Table, meta: dict[str, str]) -> bytes:
@@ -271,22 +266,30 @@ def _all_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
 
 
 def _container(graph: ProvenanceGraph) -> pa.Table:
-    """The file layout's one table: a row per table, its payload an Arrow IPC stream."""
-    names, payloads = [], []
-    for name, table in _all_tables(graph):
-        names.append(name)
-        payloads.append(_stream(table))
-    # Build the binary column straight from the payload buffers: one copy, not one per step.
-    offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
-    np.cumsum([p.size for p in payloads], out=offsets[1:])
-    data = pa.py_buffer(b"".join(memoryview(p) for p in payloads))
+    """The file layout's one table: a row per table, its payload an Arrow IPC stream.
+
+    The payloads are written once, each straight into its place in one buffer (sized by a dry run that
+    copies nothing), which becomes the binary column's data as it is.
+    """
+    tables = dict(_all_tables(graph))
+    sizes = []
+    for table in tables.values():
+        dry = pa.MockOutputStream()
+        _write_stream(table, dry)
+        sizes.append(dry.size())
+    data = pa.allocate_buffer(sum(sizes))
+    sink = pa.FixedSizeBufferWriter(data)
+    for table in tables.values():
+        _write_stream(table, sink)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
     # offsets.data: the array's memoryview (the same memory; numpy declares ndarray.__buffer__ for 3.12+ only)
-    column = pa.Array.from_buffers(LBIN, len(payloads), [None, pa.py_buffer(offsets.data), data])
+    column = pa.Array.from_buffers(LBIN, len(sizes), [None, pa.py_buffer(offsets.data), data])
     schema = _sealed_schema(
         pa.schema([("table", STR), ("payload", LBIN)]),
         {"format": FORMAT, "schema_version": str(SCHEMA_VERSION)},
     )
-    return pa.table([pa.array(names, type=STR), column], schema=schema)
+    return pa.table([pa.array(list(tables), type=STR), column], schema=schema)
 
 
 def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
@@ -515,7 +518,13 @@ def decode_tables(
 
 def _payloads(outer: pa.Table) -> list[pa.Buffer]:
     """The payloads of a file-layout table, as slices of its buffer (a memory-mapped file is not copied)."""
-    return [scalar.as_buffer() for chunk in outer.column("payload").chunks for scalar in chunk]
+    out = []
+    for chunk in outer.column("payload").chunks:
+        # slices of the data buffer at the offsets: a scalar's as_buffer() would copy each payload
+        _, offsets, data = chunk.buffers()
+        at = np.frombuffer(offsets, dtype=np.int64)[chunk.offset : chunk.offset + len(chunk) + 1]
+        out.extend(data.slice(int(a), int(b - a)) for a, b in itertools.pairwise(at.tolist()))
+    return out
 
 
 def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
@@ -584,7 +593,9 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     except pa.ArrowInvalid as exc:
         raise _refuse(path, f"the rows of {key!r} are damaged ({exc})") from exc
     by_id = {r["id"]: r for r in rows.to_pylist()}
-    chain: list[dict[str, Any]] = []  # the key's arrival order: newest first along `previous` (ids differ after a re-derivation)
+    chain: list[
+        dict[str, Any]
+    ] = []  # the key's arrival order: newest first along `previous` (ids differ after a re-derivation)
     while newest is not None and newest in by_id and len(chain) < len(by_id):
         chain.append(by_id[newest])
         newest = by_id[newest]["previous"]

@@ -395,12 +395,14 @@ def graph_metadata(graph: ProvenanceGraph) -> dict[str, str]:
 def _ints(table: pa.Table, name: str) -> NDArray[np.int64]:
     """An id column as int64 with null as -1."""
     column: Any = table.column(name)
-    return cast("NDArray[np.int64]", column.fill_null(-1).to_numpy()).astype(np.int64, copy=False)
+    if column.null_count:
+        column = column.fill_null(-1)
+    return cast("NDArray[np.int64]", column.to_numpy()).astype(np.int64, copy=False)
 
 
 def _typed(values: NDArray[Any]) -> array[int]:
     out = array("q")
-    out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    out.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.int64)).cast("B"))  # no bytes copy between
     return out
 
 
