@@ -33,7 +33,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pyarrow as pa
@@ -518,11 +518,11 @@ def decode_tables(
 
 def _payloads(outer: pa.Table) -> list[pa.Buffer]:
     """The payloads of a file-layout table, as slices of its buffer (a memory-mapped file is not copied)."""
-    out = []
+    out: list[pa.Buffer] = []
     for chunk in outer.column("payload").chunks:
         # slices of the data buffer at the offsets: a scalar's as_buffer() would copy each payload
-        _, offsets, data = chunk.buffers()
-        at = np.frombuffer(offsets, dtype=np.int64)[chunk.offset : chunk.offset + len(chunk) + 1]
+        _, offsets, data = cast("list[pa.Buffer]", chunk.buffers())
+        at = np.frombuffer(memoryview(offsets), dtype=np.int64)[chunk.offset : chunk.offset + len(chunk) + 1]
         out.extend(data.slice(int(a), int(b - a)) for a, b in itertools.pairwise(at.tolist()))
     return out
 

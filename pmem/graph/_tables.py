@@ -402,7 +402,8 @@ def _ints(table: pa.Table, name: str) -> NDArray[np.int64]:
 
 def _typed(values: NDArray[Any]) -> array[int]:
     out = array("q")
-    out.frombytes(memoryview(np.ascontiguousarray(values, dtype=np.int64)).cast("B"))  # no bytes copy between
+    block = np.ascontiguousarray(values, dtype=np.int64)
+    out.frombytes(block.data.cast("B"))  # from the array's memory: no bytes object in between
     return out
 
 
