@@ -414,7 +414,7 @@ class _Writer:
                 c = g.storage.source_code[name] = len(g.storage.sources)
                 g.storage.sources.append(name)
             codes[i] = c
-        g.storage.ev_text.extend(cast("list[str]", _col(table, "text").take(idx).to_pylist()))
+        g.storage.ev_text.extend_arrow(_col(table, "text").take(idx))  # kept as Arrow (pmem.graph._texts)
         _extend(g.storage.ev_source, codes[_np(enc.indices).astype(_I64)])
         _extend(g.storage.ev_seq, rows + (self.seq0 + 1))
         time = _col(table, "time").take(idx)

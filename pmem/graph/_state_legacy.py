@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from pmem.graph._texts import TextColumn
 from pmem.graph._validate import valid_instant
 
 if TYPE_CHECKING:
@@ -125,6 +126,9 @@ def build_legacy_graph(
         table = tables[name]
         for column, attr, typ in columns:
             typed = pa.types.is_integer(typ)  # integer columns are typed storage, the others lists
+            if attr == "ev_text":  # an Arrow-backed column (pmem.graph._texts)
+                graph.storage.ev_text = TextColumn(_column_list(table, column))
+                continue
             setattr(
                 graph.storage, attr, _typed_column(table, column) if typed else _column_list(table, column)
             )

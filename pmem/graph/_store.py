@@ -40,6 +40,7 @@ from array import array
 from typing import TYPE_CHECKING
 
 from pmem.graph._codes import ACTIVE, NONE
+from pmem.graph._texts import TextColumn
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -56,7 +57,7 @@ class GraphStore:
         self.default_authority = 1
         self.authority_from_start = False  # configured by the graph's constructor (maybe empty)
         # evidence
-        self.ev_text: list[str] = []
+        self.ev_text = TextColumn()  # Arrow-backed: written once, read rarely (pmem.graph._texts)
         self.ev_source: array[int] = array("q")  # code into sources
         self.ev_seq: array[int] = array("q")
         self.ev_time: dict[int, str] = {}  # sparse: only evidence that carries a time

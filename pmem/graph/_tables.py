@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pmem.graph._codes import ACTIVE, EDGE_KINDS, LOG_OPS, STATUSES, SUPERSEDED
+from pmem.graph._texts import TextColumn
 from pmem.graph._validate import valid_instant
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ def _evidence(graph: ProvenanceGraph) -> pa.Table:
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
         _pa.array(_np(graph.storage.ev_seq)),
-        _pa.array(graph.storage.ev_text, type=_LSTR),
+        graph.storage.ev_text.to_arrow(),
         _codes(_np(graph.storage.ev_source, np.int32), graph.storage.sources, _CODE32),
         _sparse(n, dict(sorted(graph.storage.ev_time.items())), _STR),
         _sparse(n, dict(sorted(graph.storage.ev_valid.items())), _STR),
@@ -480,7 +481,8 @@ def _load_evidence(graph: ProvenanceGraph, table: pa.Table) -> None:
     source: Any = table.column("source").combine_chunks()
     graph.storage.sources = source.dictionary.to_pylist()
     graph.storage.source_code = {s: i for i, s in enumerate(graph.storage.sources)}
-    graph.storage.ev_text = cast("list[str]", table.column("text").to_pylist())
+    graph.storage.ev_text = TextColumn()
+    graph.storage.ev_text.extend_arrow(table.column("text"))  # as read: no Python string per text
     graph.storage.ev_source = _typed(source.indices.to_numpy())
     graph.storage.ev_seq = _typed(_ints(table, "seq"))
     graph.storage.ev_time = dict(zip(*_present(table, "time"), strict=True))
