@@ -77,15 +77,6 @@ _PREMISES = pa.schema([("version", I64), ("key", I64), ("premise_version", I64)]
 _OPERATION_PREMISES = pa.schema([("operation", I64), ("key", I64)])
 #: source authority: every setting in order; ``after`` is the seq it was made after (-1: the constructor's)
 _AUTHORITY = pa.schema([("after", I64), ("source", STR), ("level", I64)])
-_IDENTITY = pa.schema(
-    [
-        ("candidate", STR),
-        ("shortlisted", STR),
-        ("score", F64),
-        ("verdict", STR),
-        ("canonical", STR),
-    ]
-)
 
 
 def missing_tables(tables: dict[str, pa.Table], version: int) -> set[str]:
