@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import io
 import itertools
 import mmap
 import os
@@ -190,17 +191,49 @@ def _check_file_digest(data: _Bytes, path: Path) -> bool:
     return True
 
 
+_CHUNK = 1 << 22
+
+
 def _seal(path: Path) -> str:
-    """Write the digest of the file just written at ``path`` into its two slots (zeros until now); it."""
+    """Write the digest of the file just written at ``path`` into its two slots (zeros until now); it.
+
+    The file is read in chunks, not mapped: a mapped file's pages would count in the process's resident
+    memory (a multi-gigabyte state would seem to need as much memory again to be saved).
+    """
     with open(path, "r+b") as f:
-        data = mmap.mmap(f.fileno(), 0)
-        try:
-            digest = _write_digest(data)
-            data.flush()
-        finally:
-            data.close()
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            slots = _digest_slots(data)  # reads the two frames only
+        if slots is None:
+            msg = f"no {FILE_DIGEST_KEY} placeholder in the file's metadata"
+            raise ValueError(msg)
+        digest = hashlib.sha256()
+        at = 0
+        for slot in sorted(slots):
+            _hash_range(f, at, slot, digest)
+            digest.update(_PLACEHOLDER)
+            at = slot + _DIGEST_HEX
+        _hash_range(f, at, os.fstat(f.fileno()).st_size, digest)
+        hexdigest = digest.hexdigest()
+        for slot in slots:
+            f.seek(slot)
+            f.write(hexdigest.encode())
+        f.flush()
         os.fsync(f.fileno())
-    return digest
+    return hexdigest
+
+
+def _hash_range(f: io.BufferedRandom, start: int, end: int, digest: hashlib._Hash) -> None:
+    f.seek(start)
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    left = end - start
+    while left > 0:
+        n = f.readinto(view[: min(_CHUNK, left)])
+        if not n:
+            msg = "the file ended before its digest was written"
+            raise OSError(msg)
+        digest.update(view[:n])
+        left -= n
 
 
 def _create_aside(path: Path) -> tuple[int, Path]:
@@ -260,36 +293,35 @@ def _file_bytes(table: pa.Table, meta: dict[str, str]) -> bytes:
 
 
 def _all_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
-    """Every table of the graph's state, ``metadata`` first (made one at a time: peak memory)."""
+    """Every table of the graph's state, ``metadata`` first, each made when asked for."""
     yield METADATA, _metadata_table(graph)
-    yield from _tables.graph_tables(graph).items()
+    yield from _tables.iter_graph_tables(graph)
 
 
-def _container(graph: ProvenanceGraph) -> pa.Table:
-    """The file layout's one table: a row per table, its payload an Arrow IPC stream.
+_CONTAINER = _sealed_schema(
+    pa.schema([("table", STR), ("payload", LBIN)]), {"format": FORMAT, "schema_version": str(SCHEMA_VERSION)}
+)
 
-    The payloads are written once, each straight into its place in one buffer (sized by a dry run that
-    copies nothing), which becomes the binary column's data as it is.
-    """
-    tables = dict(_all_tables(graph))
-    sizes = []
-    for table in tables.values():
-        dry = pa.MockOutputStream()
-        _write_stream(table, dry)
-        sizes.append(dry.size())
-    data = pa.allocate_buffer(sum(sizes))
-    sink = pa.FixedSizeBufferWriter(data)
-    for table in tables.values():
-        _write_stream(table, sink)
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+
+def _payload(name: str, table: pa.Table) -> pa.RecordBatch:
+    """One row of the file layout: ``table`` as an Arrow IPC stream, written once into a buffer of its
+    exact size (a dry run sizes it, copying nothing), which becomes the binary value as it is."""
+    dry = pa.MockOutputStream()
+    _write_stream(table, dry)
+    data = pa.allocate_buffer(dry.size())
+    _write_stream(table, pa.FixedSizeBufferWriter(data))
+    offsets = np.array([0, data.size], dtype=np.int64)
     # offsets.data: the array's memoryview (the same memory; numpy declares ndarray.__buffer__ for 3.12+ only)
-    column = pa.Array.from_buffers(LBIN, len(sizes), [None, pa.py_buffer(offsets.data), data])
-    schema = _sealed_schema(
-        pa.schema([("table", STR), ("payload", LBIN)]),
-        {"format": FORMAT, "schema_version": str(SCHEMA_VERSION)},
-    )
-    return pa.table([pa.array(list(tables), type=STR), column], schema=schema)
+    payload = pa.Array.from_buffers(LBIN, 1, [None, pa.py_buffer(offsets.data), data])
+    return pa.RecordBatch.from_arrays([pa.array([name], type=STR), payload], schema=_CONTAINER)
+
+
+def _write_container(graph: ProvenanceGraph, sink: pa.NativeFile) -> None:
+    """The file layout: one record batch per table, each made, streamed and written in turn, so a save
+    holds one table at a time besides the graph."""
+    with pa.ipc.new_file(sink, _CONTAINER) as writer:
+        for name, table in _all_tables(graph):
+            writer.write_batch(_payload(name, table))
 
 
 def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
@@ -300,7 +332,7 @@ def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
 def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
     """The file layout's bytes, deterministic: the same operations always give the same bytes."""
     sink = pa.BufferOutputStream()
-    _write(_container(graph), sink)
+    _write_container(graph, sink)
     return sealed(sink.getvalue().to_pybytes())
 
 
@@ -329,12 +361,11 @@ def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file"
     if path.is_dir():
         msg = f"save: {path} is a directory (save(path, layout='directory') writes a state there)"
         raise IsADirectoryError(msg)
-    outer = _container(graph)
     fd, tmp = _create_aside(path)
     os.close(fd)  # created with the permissions a new file gets; written through Arrow's own file below
     try:
         with pa.OSFile(str(tmp), "wb") as sink:
-            _write(outer, sink)  # straight to the file: no second copy in memory
+            _write_container(graph, sink)  # straight to the file, a table at a time
         _seal(tmp)  # the digest over every byte, then fsync
         os.replace(tmp, path)
     except BaseException:
@@ -357,7 +388,7 @@ def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
     tmp.mkdir()
     try:
         digests: dict[str, str] = {}
-        for name, table in _tables.graph_tables(graph).items():
+        for name, table in _tables.iter_graph_tables(graph):
             digests[TABLE_DIGEST_PREFIX + name] = _write_sealed(tmp / f"{name}.arrow", table, {"table": name})
         meta = _metadata_table(graph)
         meta = pa.concat_tables(

@@ -44,6 +44,8 @@ from pmem.graph._texts import TextColumn
 from pmem.graph._validate import valid_instant
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from numpy.typing import NDArray
 
     from pmem.graph._graph import ProvenanceGraph
@@ -209,15 +211,18 @@ def _materialized(graph: ProvenanceGraph) -> tuple[NDArray[np.int8], NDArray[np.
 
 def graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     """The graph's flat tables (:data:`SCHEMAS`), deterministic: the same graph gives equal tables."""
+    return dict(iter_graph_tables(graph))
+
+
+def iter_graph_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
+    """:func:`graph_tables` one at a time, each made when asked for (a writer holds one at a time)."""
     keys = _pa.array(graph.storage.key_names, type=_STR)
-    return {
-        "evidence": _evidence(graph),
-        "versions": _versions(graph, keys),
-        "operations": _operations(graph, keys),
-        "edges": _edges(graph),
-        "keys": _keys(graph, keys),
-        **_registry_tables(graph._registry),
-    }
+    yield "evidence", _evidence(graph)
+    yield "versions", _versions(graph, keys)
+    yield "operations", _operations(graph, keys)
+    yield "edges", _edges(graph)
+    yield "keys", _keys(graph, keys)
+    yield from _registry_tables(graph._registry).items()
 
 
 def _evidence(graph: ProvenanceGraph) -> pa.Table:
