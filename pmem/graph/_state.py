@@ -191,49 +191,54 @@ def _check_file_digest(data: _Bytes, path: Path) -> bool:
     return True
 
 
-_CHUNK = 1 << 22
+class _Tee(io.RawIOBase):
+    """Bytes written here go to ``file`` and into ``digest``; closing it leaves ``file`` open."""
+
+    def __init__(self, file: io.BufferedRandom, digest: hashlib._Hash) -> None:
+        super().__init__()
+        self._target, self._digest = file, digest
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._digest.update(data)
+        return self._target.write(data)
 
 
-def _seal(path: Path) -> str:
-    """Write the digest of the file just written at ``path`` into its two slots (zeros until now); it.
+class _Sealing:
+    """A file being written whose SHA-256 is taken from the bytes as they are written (Arrow writes
+    through it with ``pa.PythonFile``): the digest of a file written with its two slots still zeros is
+    the digest :func:`_file_digest` checks, so sealing never reads the file back."""
 
-    The file is read in chunks, not mapped: a mapped file's pages would count in the process's resident
-    memory (a multi-gigabyte state would seem to need as much memory again to be saved).
-    """
-    with open(path, "r+b") as f:
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "w+b")  # noqa: SIM115 - closed by close(); readable: seal() finds the slots
+        self._digest = hashlib.sha256()
+
+    def sink(self) -> pa.NativeFile:
+        """Where Arrow writes: every byte goes to the file and into the digest."""
+        return pa.PythonFile(_Tee(self._file, self._digest), mode="w")
+
+    def seal(self) -> str:
+        """Write the digest into both slots (found from the file's two frames), fsync; the digest."""
+        self._file.flush()
+        hexdigest = self._digest.hexdigest()
+        with mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) as data:
             slots = _digest_slots(data)  # reads the two frames only
         if slots is None:
             msg = f"no {FILE_DIGEST_KEY} placeholder in the file's metadata"
             raise ValueError(msg)
-        digest = hashlib.sha256()
-        at = 0
-        for slot in sorted(slots):
-            _hash_range(f, at, slot, digest)
-            digest.update(_PLACEHOLDER)
-            at = slot + _DIGEST_HEX
-        _hash_range(f, at, os.fstat(f.fileno()).st_size, digest)
-        hexdigest = digest.hexdigest()
         for slot in slots:
-            f.seek(slot)
-            f.write(hexdigest.encode())
-        f.flush()
-        os.fsync(f.fileno())
-    return hexdigest
+            self._file.seek(slot)
+            self._file.write(hexdigest.encode())
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        return hexdigest
 
-
-def _hash_range(f: io.BufferedRandom, start: int, end: int, digest: hashlib._Hash) -> None:
-    f.seek(start)
-    buffer = bytearray(_CHUNK)
-    view = memoryview(buffer)
-    left = end - start
-    while left > 0:
-        n = f.readinto(view[: min(_CHUNK, left)])
-        if not n:
-            msg = "the file ended before its digest was written"
-            raise OSError(msg)
-        digest.update(view[:n])
-        left -= n
+    def close(self) -> None:
+        self._file.close()
 
 
 def _create_aside(path: Path) -> tuple[int, Path]:
@@ -270,7 +275,7 @@ def _refuse(path: Path, why: str) -> StateFileError:
 
 
 def _sealed_schema(schema: pa.Schema, meta: dict[str, str]) -> pa.Schema:
-    """``schema`` with ``meta`` and the zeroed file digest (written in once the file is, see _seal)."""
+    """``schema`` with ``meta`` and the zeroed file digest (written in once the file is, see _Sealing)."""
     return schema.with_metadata({**meta, FILE_DIGEST_KEY: (_FILE_MARK + _PLACEHOLDER).decode()})
 
 
@@ -364,9 +369,12 @@ def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file"
     fd, tmp = _create_aside(path)
     os.close(fd)  # created with the permissions a new file gets; written through Arrow's own file below
     try:
-        with pa.OSFile(str(tmp), "wb") as sink:
-            _write_container(graph, sink)  # straight to the file, a table at a time
-        _seal(tmp)  # the digest over every byte, then fsync
+        sealing = _Sealing(tmp)
+        try:
+            _write_container(graph, sealing.sink())  # straight to the file, a table at a time
+            sealing.seal()  # the digest of every byte, written into its two slots; fsync
+        finally:
+            sealing.close()
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -411,9 +419,12 @@ def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
 
 def _write_sealed(path: Path, table: pa.Table, meta: dict[str, str]) -> str:
     """Write ``table`` to ``path`` as a sealed Arrow file (fsynced); its digest."""
-    with pa.OSFile(str(path), "wb") as sink:
-        _write(table.replace_schema_metadata(_sealed_schema(table.schema, meta).metadata), sink)
-    return _seal(path)
+    sealing = _Sealing(path)
+    try:
+        _write(table.replace_schema_metadata(_sealed_schema(table.schema, meta).metadata), sealing.sink())
+        return sealing.seal()
+    finally:
+        sealing.close()
 
 
 # --- reading -------------------------------------------------------------------------------------------
