@@ -13,9 +13,7 @@ import gc
 import os
 import random
 import resource
-import tempfile
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -109,34 +107,6 @@ def run(args: argparse.Namespace) -> int:
         best = min(best, elapsed)
     assert graph is not None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "state.arrow"
-        t_save = t_load = c_save = c_load = c_before = float("inf")
-        for _ in range(args.repeat):
-            t0, c0 = time.perf_counter(), time.process_time()
-            graph.save(path)
-            t_save = min(t_save, time.perf_counter() - t0)
-            c_save = min(c_save, time.process_time() - c0)
-            # each load starts with no loaded graph held (a held one slows the next one's allocations)
-            loaded = previous = None
-            gc.collect()
-            t0, c0 = time.perf_counter(), time.process_time()
-            loaded = type(graph).load(path)
-            t_load = min(t_load, time.perf_counter() - t0)
-            c_load = min(c_load, time.process_time() - c0)
-            same_before = loaded.to_bytes()
-            loaded = None
-            gc.collect()
-            c0 = time.process_time()
-            previous = load_as_before_issue_29(path)
-            c_before = min(c_before, time.process_time() - c0)
-            same_before = previous.to_bytes() == same_before
-            previous = None
-            gc.collect()
-            loaded = type(graph).load(path)
-        size = path.stat().st_size
-        assert loaded is not None
-        same = loaded.stats() == graph.stats()
     st = graph.stats()
     n = args.ops
     print(
@@ -151,42 +121,9 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"memory held    : {held:,.0f} MB by the graph (RSS delta); process peak RSS {peak:,.0f} MB (target <= 1,500 MB)"
     )
-    print(f"save           : {t_save:.2f} s wall, {c_save:.2f} s CPU  ({size / 2**20:,.0f} MiB)")
-    print(f"load           : {t_load:.2f} s wall, {c_load:.2f} s CPU  (round trip equal: {same})")
-    print(
-        f"load, verified : {c_load / c_before:.2f}x the load before issue 29 ({c_before:.2f} s CPU, tables' "
-        f"digest only; same graph: {same_before}) (target <= 1.2x)"
-    )
-    print(f"save + load    : {t_save + t_load:.2f} s wall, {c_save + c_load:.2f} s CPU (target <= 3 s)")
+    print("save and load  : see `pmem perf state`")
     _undo_and_erase(graph)
     return 0
-
-
-def load_as_before_issue_29(path: Path) -> ProvenanceGraph:
-    """The load this code did before issue 29, for the same file: the tables' digest (over the payloads
-    only), then the same decoding and rebuild, without the whole-file digest and its checks."""
-    import pyarrow as pa
-
-    from pmem.graph import ProvenanceGraph, _state
-
-    data = pa.memory_map(str(path)).read_buffer()
-    outer = pa.ipc.open_file(data).read_all()
-    meta = {k.decode(): v.decode() for k, v in (outer.schema.metadata or {}).items()}
-    names: list[str] = outer.column("table").to_pylist()  # type: ignore[assignment]  # no nulls
-    payloads = [scalar.as_buffer() for scalar in outer.column("payload").combine_chunks()]
-    if _state._digest(payloads) != meta["sha256"]:
-        msg = f"{path}: checksum mismatch"
-        raise ValueError(msg)
-    tables = {
-        name: pa.ipc.open_stream(payload).read_all() for name, payload in zip(names, payloads, strict=True)
-    }
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _state.build_graph(ProvenanceGraph, tables, meta, None)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _undo_and_erase(graph: ProvenanceGraph) -> None:
@@ -211,7 +148,7 @@ def _undo_and_erase(graph: ProvenanceGraph) -> None:
     erase_ms = timed(lambda: graph.erase(str(middle[2].evidence)))
     erase2_ms = timed(lambda: graph.erase(str(middle[3].evidence)))
     print(
-        f"undo / erase   : on a {len(graph._op_code):,}-operation graph, keys with 10 versions: undo {undo_ms:.1f} ms, "
+        f"undo / erase   : on a {len(graph.storage.op_code):,}-operation graph, keys with 10 versions: undo {undo_ms:.1f} ms, "
         f"undo of that undo {redo_ms:.1f} ms, erase {erase_ms:.1f} / {erase2_ms:.1f} ms (target <= 50 ms); "
         f"the first undo, which builds the operation index, {first:,.0f} ms"
     )

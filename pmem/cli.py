@@ -74,7 +74,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 PERF: dict[str, tuple[str, str]] = {
-    "core": ("benchmarks.core", "1M operations over 100k keys vs a bare loop; save/load"),
+    "core": ("benchmarks.core", "1M operations over 100k keys vs a bare loop; undo and erase"),
     "state": ("benchmarks.state", "save/load 1M operations vs plain pyarrow; one key of a 10M-op state"),
     "client": ("benchmarks.client", "OpenAI client throughput vs ideal; heuristic calls/s"),
     "bench": ("benchmarks.bench", "load and build the 262k FactConsolidation histories"),

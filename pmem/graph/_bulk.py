@@ -244,10 +244,10 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
     needs_value = (code == ACCEPT) | (code == CONTEST) | (code == RESOLVE)
     bad_value = needs_value & (vcode < 0)
     # an operation may name evidence observed before it: in the graph, or earlier in this batch
-    seen = len(graph._ev_seq) + np.cumsum(is_obs)[op_rows]
+    seen = len(graph.storage.ev_seq) + np.cumsum(is_obs)[op_rows]
     bad_ev = _np(pc.is_valid(evc)) & ((ev < 0) | (ev >= seen))
-    if graph._erased:  # erased evidence cannot be cited any more
-        bad_ev |= np.isin(ev, np.fromiter(graph._erased, _I64, len(graph._erased)))
+    if graph.storage.erased:  # erased evidence cannot be cited any more
+        bad_ev |= np.isin(ev, np.fromiter(graph.storage.erased, _I64, len(graph.storage.erased)))
     refused = np.zeros(len(op_rows), np.bool_)
     for mask, field in ((code < 0, "op"), (bad_key, "key"), (bad_value, "value"), (bad_ev, "evidence")):
         first = np.flatnonzero(mask & ~refused)  # a row is reported for its first refused field only
@@ -255,7 +255,7 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
             j = int(first[0])
             op = op_col[int(op_rows[j])].as_py()
             why = problem.get(-2 - int(kid[j]), "")
-            erased = int(ev[j]) in graph._erased
+            erased = int(ev[j]) in graph.storage.erased
             detail = _detail(field, op, keys[j].as_py(), why, ev[j], seen[j], erased)
             errors.append((int(op_rows[j]), field, detail))
         refused |= mask
@@ -326,7 +326,7 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
     of a schema mismatch), and then writes nothing.
     """
     table = _table(batch)
-    first_evidence = len(graph._ev_seq)
+    first_evidence = len(graph.storage.ev_seq)
     if table.num_rows == 0:
         return BatchResult(np.zeros(0, np.int8), np.zeros(0, np.bool_), first_evidence)
     # The batch allocates container objects (log tuples, value and key lists) by the hundred thousand;
@@ -337,7 +337,7 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
     try:
         is_obs, ops = _validate(graph, table)
         # Nothing below can fail.
-        if graph._authority is not None or graph._valid_at:
+        if graph.storage.authority is not None or graph.storage.valid_at:
             # an accept may be lowered (authority) or enter the history (valid time): outcomes the
             # column-wise pass does not model, so the rows go through the loop itself
             code = _loop(graph, table, is_obs)
@@ -479,9 +479,9 @@ class _Writer:
         self.is_obs = is_obs
         self.ops = ops
         self.rows = len(is_obs)
-        self.seq0 = graph._seq
-        self.v0 = len(graph._v_key)
-        self.o0 = len(graph._op_code)
+        self.seq0 = graph.storage.seq
+        self.v0 = len(graph.storage.v_key)
+        self.o0 = len(graph.storage.op_code)
         # value code -> string (-1: None), and back; and each string's address (see KeyIndex.value_addr)
         values = ops.values
         self.vpool = _objects([*values, None], len(values) + 1)
@@ -508,7 +508,7 @@ class _Writer:
         self.promoted: list[NDArray[np.int64]] = []  # older versions whose supersedes link a resolve set
         # the ids the new keys will get (run admits them in first-touch order), then the scan's order
         new = ops.kid < 0
-        ops.kid[new] = len(graph._key_names) - 2 - ops.kid[new]
+        ops.kid[new] = len(graph.storage.key_names) - 2 - ops.kid[new]
         self._plan()
         self.steps = (len(self.groups) - 1 + _KINDS - 1) // _KINDS
 
@@ -517,12 +517,12 @@ class _Writer:
         self._admit_keys()
         self._observe()
         self._init_state()
-        for col, fill in ((g._v_status, ACTIVE), (g._v_prev, NONE), (g._v_to, NONE)):
+        for col, fill in ((g.storage.v_status, ACTIVE), (g.storage.v_prev, NONE), (g.storage.v_to, NONE)):
             col.frombytes(np.full(self.n, fill, _I64).data.cast("B"))
         # views over the whole columns (placeholders included); none may outlive _pack, which resizes them
-        self.st = np.frombuffer(g._v_status, _I64)
-        self.pv = np.frombuffer(g._v_prev, _I64)
-        self.to = np.frombuffer(g._v_to, _I64)
+        self.st = np.frombuffer(g.storage.v_status, _I64)
+        self.pv = np.frombuffer(g.storage.v_prev, _I64)
+        self.to = np.frombuffer(g.storage.v_to, _I64)
         self._scan()
         self._close_alternatives()
         fin = self._pack()
@@ -531,9 +531,9 @@ class _Writer:
         self._write_links(fin)
         self._write_open_alternatives(fin)
         self._write_heads(fin)
-        g._seq = self.seq0 + self.rows
+        g.storage.seq = self.seq0 + self.rows
         if self.is_obs.any():
-            n = len(g._ev_seq) - 1
+            n = len(g.storage.ev_seq) - 1
             g._last_eid, g._last_ev = f"e{n}", n
         return self.code
 
@@ -545,12 +545,12 @@ class _Writer:
         names = ops.new_names
         if not names:
             return
-        k0 = len(g._key_names)
-        g._kid.update(zip(names, range(k0, k0 + len(names)), strict=True))
-        g._key_names.extend(names)
+        k0 = len(g.storage.key_names)
+        g.storage.kid.update(zip(names, range(k0, k0 + len(names)), strict=True))
+        g.storage.key_names.extend(names)
         empty = np.full(len(names), NONE, _I64).tobytes()
-        g._k_head.frombytes(empty)
-        g._k_newest.frombytes(empty)
+        g.storage.k_head.frombytes(empty)
+        g.storage.k_newest.frombytes(empty)
         index_of(g).add(ops.new_keys, ops.new_hashes)  # the lookup caught the index up to k0
 
     def _observe(self) -> None:
@@ -559,7 +559,7 @@ class _Writer:
         if not len(rows):
             return
         idx = pa.array(rows, type=pa.int64())
-        n0 = len(g._ev_seq)
+        n0 = len(g.storage.ev_seq)
         named: Any = _col(table, "source").take(idx)
         # the loop passes `source or "user"`: null and "" both mean "user"
         if named.null_count or pc.any(pc.equal(named, pa.scalar(""))).as_py():
@@ -568,18 +568,18 @@ class _Writer:
         enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(named))
         codes = np.empty(len(enc.dictionary), _I64)
         for i, name in enumerate(cast("list[str]", enc.dictionary.to_pylist())):  # in first-appearance order
-            c = g._source_code.get(name)
+            c = g.storage.source_code.get(name)
             if c is None:
-                c = g._source_code[name] = len(g._sources)
-                g._sources.append(name)
+                c = g.storage.source_code[name] = len(g.storage.sources)
+                g.storage.sources.append(name)
             codes[i] = c
-        g._ev_text.extend(cast("list[str]", _col(table, "text").take(idx).to_pylist()))
-        _extend(g._ev_source, codes[_np(enc.indices).astype(_I64)])
-        _extend(g._ev_seq, rows + (self.seq0 + 1))
+        g.storage.ev_text.extend_arrow(_col(table, "text").take(idx))  # kept as Arrow (pmem.graph._texts)
+        _extend(g.storage.ev_source, codes[_np(enc.indices).astype(_I64)])
+        _extend(g.storage.ev_seq, rows + (self.seq0 + 1))
         time = _col(table, "time").take(idx)
         if time.null_count < len(time):
             has = np.flatnonzero(_np(pc.is_valid(time)))
-            g._ev_time.update(
+            g.storage.ev_time.update(
                 zip(
                     (has + n0).tolist(),
                     cast("list[str]", time.take(pa.array(has, type=pa.int64())).to_pylist()),
@@ -606,7 +606,7 @@ class _Writer:
         old = np.flatnonzero((versions >= 0) & ~new & (address == 0))
         if len(old):
             items = versions[old].tolist()
-            values = self.g._v_value
+            values = self.g.storage.v_value
             objects = operator.itemgetter(*items)(values) if len(items) > 1 else (values[items[0]],)
             # the values are interned (see __init__): a dict probe finds a batch's own string by identity
             out[old] = np.fromiter(map(self.vmap.get, objects, repeat(_UNKNOWN)), _I64, len(items))
@@ -616,8 +616,10 @@ class _Writer:
         """Per key of the batch (by slot: its index among the batch's distinct keys): the scan's state."""
         g, ops = self.g, self.ops
         kid_u = self.kid_u
-        self.head0 = np.frombuffer(g._k_head, _I64)[kid_u]  # fancy indexing copies: no view outlives this
-        self.newest0 = np.frombuffer(g._k_newest, _I64)[kid_u]
+        self.head0 = np.frombuffer(g.storage.k_head, _I64)[
+            kid_u
+        ]  # fancy indexing copies: no view outlives this
+        self.newest0 = np.frombuffer(g.storage.k_newest, _I64)[kid_u]
         self.head = self.head0.copy()
         self.newest = self.newest0.copy()
         self.index = index_of(g)
@@ -628,12 +630,12 @@ class _Writer:
         self.has = np.zeros(len(kid_u), np.bool_)
         prior_u: list[int] = []
         prior_v: list[int] = []
-        open_alts = g._open_alts
+        open_alts = g.storage.open_alts
         if open_alts:
             # A key has open alternatives exactly when its head is contested (contest makes both so,
             # and every operation that closes them changes the head's status), so only those are asked.
             with_head = np.flatnonzero(self.head >= 0)
-            contested = with_head[np.frombuffer(g._v_status, _I64)[self.head[with_head]] == CONTESTED]
+            contested = with_head[np.frombuffer(g.storage.v_status, _I64)[self.head[with_head]] == CONTESTED]
             for u, kid in zip(contested.tolist(), kid_u[contested].tolist(), strict=True):
                 alts = open_alts.get(kid)
                 if alts is not None:
@@ -962,13 +964,13 @@ class _Writer:
             w = np.concatenate(self.promoted)
             self.pv[w] = self._remap(self.pv[w])
         del self.st, self.pv, self.to  # release the columns' buffers: they shrink now
-        for col in (g._v_status, g._v_prev, g._v_to):
+        for col in (g.storage.v_status, g.storage.v_prev, g.storage.v_to):
             del col[end:]
         ops = self.ops
-        _extend(g._v_key, self.kid_u[self.key[c]])
-        g._v_value.extend(self.vpool[ops.vcode[c]].tolist())
-        _extend(g._v_from, self.seq[c])
-        _extend(g._v_ev, ops.ev[c])
+        _extend(g.storage.v_key, self.kid_u[self.key[c]])
+        g.storage.v_value.extend(self.vpool[ops.vcode[c]].tolist())
+        _extend(g.storage.v_from, self.seq[c])
+        _extend(g.storage.v_ev, ops.ev[c])
         self.index.record_values(v0, self.vaddr[ops.vcode[c]])
         return fin
 
@@ -981,8 +983,8 @@ class _Writer:
 
     def _write_log(self, fin: NDArray[np.int64]) -> None:
         g, ops = self.g, self.ops
-        _extend(g._op_code, self.code)
-        _extend(g._op_target, self._remap(self.target))
+        _extend(g.storage.op_code, self.code)
+        _extend(g.storage.op_target, self._remap(self.target))
         # an operation that created no version keeps (seq, key, evidence, value, reason) in _op_extra
         x = np.flatnonzero(~self.created)
         reasons = np.array([*_REASONS, *([None] * (_F_RESOLVE + 1 - len(_REASONS)))], dtype=object)
@@ -990,7 +992,7 @@ class _Writer:
         fmt = np.flatnonzero(self.reason[x] >= _F_REVOKE)
         if len(fmt):
             texts[fmt] = self._formatted(x[fmt])
-        g._op_extra.update(
+        g.storage.op_extra.update(
             zip(
                 (x + self.o0).tolist(),
                 zip(
@@ -1007,7 +1009,7 @@ class _Writer:
 
     def _formatted(self, j: NDArray[np.int64]) -> list[str]:
         """The reasons that name values (one text per distinct (kind, value, current value))."""
-        vpool, values = self.vpool, self.g._v_value
+        vpool, values = self.vpool, self.g.storage.v_value
         memo: dict[tuple[int, int, int], str] = {}
         out = []
         for kind, value, cc, cv in zip(
@@ -1032,20 +1034,20 @@ class _Writer:
         target = self._remap(self.target[s])
         ev = ops.ev[s]
         e = ev >= 0
-        _extend(g._sb_version, target[e])
-        _extend(g._sb_ev, ev[e])
-        _extend(g._sb_seq, self.seq[s][e])
+        _extend(g.storage.sb_version, target[e])
+        _extend(g.storage.sb_ev, ev[e])
+        _extend(g.storage.sb_seq, self.seq[s][e])
         t = np.flatnonzero(self.tomb)
-        _extend(g._tb_version, self._remap(self.target[t]))
-        _extend(g._tb_seq, self.seq[t])
-        _extend(g._tb_ev, ops.ev[t])
+        _extend(g.storage.tb_version, self._remap(self.target[t]))
+        _extend(g.storage.tb_seq, self.seq[t])
+        _extend(g.storage.tb_ev, ops.ev[t])
         if not len(s):
             return
         # a version's count is inserted where the loop inserted it: at its first support
         uniq, first, count = np.unique(target, return_index=True, return_counts=True)
         order = np.argsort(first)
         uniq = uniq[order].tolist()
-        counts = g._v_extra_support
+        counts = g.storage.v_extra_support
         have = np.fromiter(map(counts.get, uniq, repeat(0)), _I64, len(uniq))
         counts.update(zip(uniq, (have + count[order]).tolist(), strict=True))
 
@@ -1053,15 +1055,15 @@ class _Writer:
         """Arrival-chain links and alternative-of edges of the created versions, in creation order."""
         g = self.g
         o = np.flatnonzero(self.created & (self.older != NONE))
-        g._v_older.update(zip(fin[o].tolist(), self._remap(self.older[o]).tolist(), strict=True))
+        g.storage.v_older.update(zip(fin[o].tolist(), self._remap(self.older[o]).tolist(), strict=True))
         a = np.flatnonzero(self.alt_of != NONE)
-        g._v_alt.update(zip(fin[a].tolist(), self._remap(self.alt_of[a]).tolist(), strict=True))
+        g.storage.v_alt.update(zip(fin[a].tolist(), self._remap(self.alt_of[a]).tolist(), strict=True))
 
     def _write_open_alternatives(self, fin: NDArray[np.int64]) -> None:
         """The keys' open alternatives: a key whose list was closed leaves the dict, and re-enters it
         (at the end) with the first alternative it opened since."""
         g, kid_u = self.g, self.kid_u
-        open_alts = g._open_alts
+        open_alts = g.storage.open_alts
         made = np.flatnonzero(self.alt_epoch >= 0)
         u = self.key[made]
         still = self.alt_epoch[made] == self.epoch[u]
@@ -1081,8 +1083,8 @@ class _Writer:
     def _write_heads(self, fin: NDArray[np.int64]) -> None:
         g = self.g
         for column, now, before in (
-            (g._k_head, self.head, self.head0),
-            (g._k_newest, self.newest, self.newest0),
+            (g.storage.k_head, self.head, self.head0),
+            (g.storage.k_newest, self.newest, self.newest0),
         ):
             moved = np.flatnonzero(now != before)
             np.frombuffer(column, _I64)[self.kid_u[moved]] = self._remap(now[moved])

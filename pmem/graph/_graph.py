@@ -1,36 +1,18 @@
-"""The typed provenance graph.
+"""The typed provenance graph: the six operations, materialization and the graph's public reads.
 
-Storage is columnar: every node kind is a set of parallel columns indexed by a small integer id, so
-that applying an operation is a handful of appends and index writes (see ``pmem perf core``). Integer
-columns are typed (``array("q")``: int64 without a Python object per entry), which is also what lets
-``apply_batch`` read and write them as numpy views; texts and values are lists of strings. A numpy view
-pins its column's buffer (``array`` cannot grow while one is alive), so views are only ever made for
-the length of one expression or one function that appends nothing.
-Nothing admitted is ever removed from these columns; operations only retype statuses, close or reopen
-intervals, and append edges. The exceptions are the re-derivations of ``pmem.graph._rederive`` (undo,
-erase, unmerge): a re-derived key's supported-by edges and tombstones are replaced by its replay's, and
-erasure blanks the erased evidence's text and the values only it stated.
-
-Node kinds and where they live:
-
-- evidence: ``_ev_*`` (text, source, time, arrival seq); public id ``e<n>``.
-- version: ``_v_*`` (key, value, status, valid_from, valid_to, creating evidence, support,
-  supersedes target, alternative-of target); public id ``v<n>``.
-- operation: ``_op_*`` (requested and effective op, key, value, evidence, applied, reason, target
-  version, seq).
-- tombstone: ``_tb_*`` (revoked version, seq, evidence).
+Its columns are a :class:`~pmem.graph._store.GraphStore` (``graph.storage``), the one owner of every
+column and of the named operations that write them; see that module for the layout. ``apply`` inlines
+the store's ``append_version`` and ``log`` for an accept, the bulk of a write stream (``pmem perf core``).
 
 Edges: *supersedes* and *alternative-of* are at most one per version and are stored on the version
-(``_v_prev``, ``_v_alt``); *supported-by* edges are ``_sb_*`` (version, evidence, seq); *revokes* edges
-are the tombstones themselves.
+(``v_prev``, ``v_alt``); *supported-by* edges are the version's creating evidence plus ``sb_*``;
+*revokes* edges are the tombstones.
 """
 
 from __future__ import annotations
 
 import numbers
-from array import array
 from collections.abc import Mapping
-from datetime import datetime
 from typing import TYPE_CHECKING, TypeAlias
 
 from pmem.graph._codes import (
@@ -53,6 +35,7 @@ from pmem.graph._codes import (
     SUPERSEDED,
     UNDONE,
 )
+from pmem.graph._store import GraphStore
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
 from pmem.graph._validate import check_key, check_text, preview, valid_instant
 
@@ -106,72 +89,19 @@ class ProvenanceGraph:
         authority: Mapping[str, int] | None = None,
         default_authority: int = 1,
     ) -> None:
-        self._seq = 0
-        # source authority: None (not configured) behaves exactly as before there was any
-        self._default_authority = _checked_level(default_authority, "default_authority")
-        self._authority: dict[str, int] | None = None
-        self._authority_log: list[tuple[int, str, int]] = []  # (after seq, source, level); seq -1: initial
-        self._authority_from_start = authority is not None  # configured by the constructor (maybe empty)
+        self._store = store = GraphStore()  # every column: the one owner (pmem.graph._store)
+        store.default_authority = _checked_level(default_authority, "default_authority")
+        store.authority_from_start = authority is not None  # configured by the constructor (maybe empty)
         if authority is not None:
             if not isinstance(authority, Mapping):
                 msg = f"ProvenanceGraph: authority must be a mapping of source -> level, got {preview(authority)}"
                 raise ValueError(msg)
-            self._authority = {}
+            store.authority = {}
             for source, level in authority.items():
                 self._set_authority(source, level, -1)
-        # evidence
-        self._ev_text: list[str] = []
-        self._ev_source: array[int] = array("q")  # code into _sources
-        self._ev_seq: array[int] = array("q")
-        self._ev_time: dict[int, str] = {}  # sparse: only evidence that carries a time
-        self._ev_valid: dict[int, str] = {}  # sparse: evidence that says when its facts became true
-        self._valid_at: dict[int, datetime] = {}  # the same, parsed (naive UTC): not saved
         self._last_eid: str | None = None  # observe-then-apply fast path: no id index needed
         self._last_ev = NONE
-        self._sources: list[str] = []
-        self._source_code: dict[str, int] = {}
-        # keys: an id per name, and per key id its head and newest version in typed columns (int64), which
-        # apply_batch reads and writes as numpy views; a head's value is _v_value[head]
-        self._kid: dict[str, int] = {}
-        self._key_names: list[str] = []
-        self._k_head: array[int] = array("q")
-        self._k_newest: array[int] = array("q")
-        self._key_index: KeyIndex | None = None  # apply_batch's vectorized _kid (not saved)
-        self._open_alts: dict[int, list[int]] = {}  # key id -> open alternatives of its head
-        # versions
-        self._v_key: array[int] = array("q")
-        self._v_value: list[str] = []
-        self._v_status: array[int] = array("q")
-        self._v_from: array[int] = array("q")
-        self._v_to: array[int] = array("q")
-        self._v_ev: array[int] = array("q")  # creating evidence: the version's first supported-by edge
-        self._v_prev: array[int] = array("q")  # supersedes edge target
-        # previous version of the same key (the per-key arrival chain), kept only where it differs from
-        # the supersedes target, which is the common case (sparse)
-        self._v_older: dict[int, int] = {}
-        self._v_alt: dict[int, int] = {}  # alternative-of edge target (sparse)
-        self._v_extra_support: dict[int, int] = {}  # support beyond the creating assertion (sparse)
-        # premises (sparse): version -> ((premise key id, the premise's head when asserted), ...) from the
-        # latest assertion of that version with depends_on; operation -> premise key ids it requested
-        self._dep: dict[int, tuple[tuple[int, int], ...]] = {}
-        self._op_deps: dict[int, tuple[int, ...]] = {}
-        # supported-by edges added after creation (noop, repeated values, resolve)
-        self._sb_version: array[int] = array("q")
-        self._sb_ev: array[int] = array("q")
-        self._sb_seq: array[int] = array("q")
-        # tombstones (each one is also the source of a revokes edge)
-        self._tb_version: array[int] = array("q")
-        self._tb_seq: array[int] = array("q")
-        self._tb_ev: array[int] = array("q")
-        # operation log: code = requested | effective << 3 | applied << 6, and the target version.
-        # An operation that created its target version takes seq, key, evidence and value from it;
-        # every other operation keeps (seq, key id, evidence, value, reason) here.
-        self._op_code: array[int] = array("q")
-        self._op_target: array[int] = array("q")
-        self._op_extra: dict[int, tuple[int, int, int, str | None, str | None]] = {}
-        self._undo_of: dict[int, int] = {}  # an undo operation -> the operation it undoes
-        self._op_alias: dict[int, str] = {}  # an operation -> the key as extracted, when merged (sparse)
-        self._erased: set[int] = set()  # erased evidence
+        self._key_index: KeyIndex | None = None  # apply_batch's index: key lookup, batch values (not saved)
         self._op_index: OpIndex | None = None  # built by the first undo or erase (not saved)
         self._registry = registry
         # accept is inlined in apply(); every other operation has a handler
@@ -195,9 +125,10 @@ class ProvenanceGraph:
         the head's enters the key's history at its place instead of displacing the head.
         Every argument is checked before anything is written: a refused call leaves no trace.
         """
+        store = self._store
         if type(text) is not str or not text.isascii():
             check_text(text, "text", "observe")
-        code = self._source_code.get(source) if type(source) is str else None
+        code = store.source_code.get(source) if type(source) is str else None
         if code is None:  # a source not seen before
             check_text(source, "source", "observe", non_empty=True)
         if time is not None:
@@ -207,18 +138,18 @@ class ProvenanceGraph:
             valid_time, valid_at = valid_instant(valid_time, "observe")
         # nothing below can fail
         if code is None:
-            code = self._source_code[source] = len(self._sources)
-            self._sources.append(source)
-        self._seq = seq = self._seq + 1
-        n = len(self._ev_seq)
-        self._ev_text.append(text)
-        self._ev_source.append(code)
-        self._ev_seq.append(seq)
+            code = store.source_code[source] = len(store.sources)
+            store.sources.append(source)
+        store.seq = seq = store.seq + 1
+        n = len(store.ev_seq)
+        store.ev_text.append(text)
+        store.ev_source.append(code)
+        store.ev_seq.append(seq)
         if time is not None:
-            self._ev_time[n] = time
+            store.ev_time[n] = time
         if valid_time is not None:
-            self._ev_valid[n] = valid_time
-            self._valid_at[n] = valid_at
+            store.ev_valid[n] = valid_time
+            store.valid_at[n] = valid_at
         self._last_eid = eid = f"e{n}"
         self._last_ev = n
         return eid
@@ -248,6 +179,7 @@ class ProvenanceGraph:
         ``alias`` is the key as the write path extracted it, when soft identity mapped it onto ``key``:
         :meth:`unmerge` can then move the operation back to a key of its own.
         """
+        store = self._store
         if depends_on is not None or alias is not None:
             return self._apply_recorded(op, key, value, evidence, depends_on, alias)
         # Every argument is checked before anything is written (a refused call leaves no trace). The
@@ -258,7 +190,7 @@ class ProvenanceGraph:
             if handler is None:
                 msg = f"apply: unknown operation {preview(op)}; op must be one of {', '.join(OPS)}"
                 raise ValueError(msg)
-        kid = self._kid.get(key) if type(key) is str else None
+        kid = store.kid.get(key) if type(key) is str else None
         if kid is None:  # a key admitted before is valid: only new keys need the full check
             check_key(key, f"apply {op}")
         if value is None:
@@ -278,43 +210,43 @@ class ProvenanceGraph:
         # accept is ~90% of a write stream, so it is inlined here (see `pmem perf core`)
         assert value is not None  # accept without a value was refused above
         if kid is None:
-            kid = self._new_key(key)
-        head = self._k_head[kid]
-        current = None if head == NONE else self._v_value[head]
-        if current is not None and self._valid_at and current != value and self._valid_before(ev, head):
+            kid = store.new_key(key)
+        head = store.k_head[kid]
+        current = None if head == NONE else store.v_value[head]
+        if current is not None and store.valid_at and current != value and self._valid_before(ev, head):
             return self._enter_history(kid, value, ev)  # a late fact does not roll the present back
         if (
             current is not None
-            and self._authority is not None
+            and self._store.authority is not None
             and current != value
             and self._outranked(ev, (head,))
         ):
             return self._contest(key, value, ev, ACCEPT)  # a lower-ranked source cannot displace the head
-        self._seq = seq = self._seq + 1
+        store.seq = seq = store.seq + 1
         if current is not None:
             if current == value:
                 return self._support(ACCEPT, kid, head, value, ev, seq, _SUPPORT_RESULT)
             # The displaced head is closed lazily: a version stored as active that is no longer its
             # key's head *is* superseded, closed when its newest superseder arrived. This saves two
             # random writes per accept; reads and save() materialize it (see _closing).
-            if kid in self._open_alts:  # a contested head is closed eagerly with its alternatives
-                self._v_status[head] = SUPERSEDED
-                self._v_to[head] = seq
-                self._close_open_alternatives(kid, seq)
-        vid = len(self._v_key)
-        newest = self._k_newest
+            if kid in store.open_alts:  # a contested head is closed eagerly with its alternatives
+                store.v_status[head] = SUPERSEDED
+                store.v_to[head] = seq
+                store.close_open_alternatives(kid, seq)
+        vid = len(store.v_key)
+        newest = store.k_newest
         if newest[kid] != head:
-            self._v_older[vid] = newest[kid]
-        self._k_head[kid] = newest[kid] = vid
-        self._v_key.append(kid)
-        self._v_value.append(value)
-        self._v_status.append(ACTIVE)
-        self._v_from.append(seq)
-        self._v_to.append(NONE)
-        self._v_ev.append(ev)
-        self._v_prev.append(head)
-        self._op_code.append(_ACCEPT_APPLIED)
-        self._op_target.append(vid)
+            store.v_older[vid] = newest[kid]
+        store.k_head[kid] = newest[kid] = vid
+        store.v_key.append(kid)
+        store.v_value.append(value)
+        store.v_status.append(ACTIVE)
+        store.v_from.append(seq)
+        store.v_to.append(NONE)
+        store.v_ev.append(ev)
+        store.v_prev.append(head)
+        store.op_code.append(_ACCEPT_APPLIED)
+        store.op_target.append(vid)
         return _APPLIED_ACCEPT
 
     def _apply_recorded(
@@ -327,6 +259,7 @@ class ProvenanceGraph:
         alias: str | None,
     ) -> OpResult:
         """``apply`` with premises and/or the key as extracted, both recorded with the operation."""
+        store = self._store
         premises = () if depends_on is None else self._premises(op, key, depends_on)
         if alias is not None:
             check_key(alias, f"apply {op} {key}", "alias")
@@ -334,42 +267,44 @@ class ProvenanceGraph:
                 msg = f"apply {op} {key}: alias must differ from the key (it names the key as extracted)"
                 raise ValueError(msg)
         result = self.apply(op, key, value, evidence)  # checks the other arguments before writing
-        n = len(self._op_code) - 1
+        n = len(store.op_code) - 1
         if alias is not None:
-            self._op_alias[n] = alias
+            store.op_alias[n] = alias
         if not premises:  # no premise named
             return result
-        self._op_deps[n] = tuple(kid for kid, _ in premises)
-        target = self._op_target[n]
-        if result.applied and target != NONE and target == self._k_head[self._v_key[target]]:
-            self._dep[target] = premises
+        store.op_deps[n] = tuple(kid for kid, _ in premises)
+        target = store.op_target[n]
+        if result.applied and target != NONE and target == store.k_head[store.v_key[target]]:
+            store.dep[target] = premises
         return result
 
     def _premises(self, op: str, key: str, depends_on: Iterable[str]) -> tuple[tuple[int, int], ...]:
         """``depends_on`` checked: (key id, current head) per distinct premise key, in order."""
+        store = self._store
         if isinstance(depends_on, str) or not hasattr(depends_on, "__iter__"):
             msg = f"apply {op} {key}: depends_on must be a list or tuple of keys, got {preview(depends_on)}"
             raise ValueError(msg)
         out: dict[int, int] = {}
         for name in depends_on:
-            kid = self._kid.get(name) if type(name) is str else None
-            if kid is None or self._k_head[kid] == NONE:
+            kid = store.kid.get(name) if type(name) is str else None
+            if kid is None or store.k_head[kid] == NONE:
                 msg = f"apply {op} {key}: premise {preview(name)} has no current value (depends_on names keys with a head)"
                 raise ValueError(msg)
             if name == key:
                 msg = f"apply {op} {key}: a fact cannot depend on its own key"
                 raise ValueError(msg)
-            out.setdefault(kid, self._k_head[kid])
+            out.setdefault(kid, store.k_head[kid])
         return tuple(out.items())
 
     def _stale(self, kid: int, visiting: set[int] | None = None) -> tuple[str, ...]:
         """Premise keys of ``kid``'s head that changed since it was asserted, or are stale themselves."""
-        premises = self._dep.get(self._k_head[kid])
+        store = self._store
+        premises = store.dep.get(store.k_head[kid])
         if not premises:
             return ()
         visiting = visiting or set()
         visiting.add(kid)
-        heads, names = self._k_head, self._key_names
+        heads, names = store.k_head, store.key_names
         out = [
             names[pk]
             for pk, pv in premises
@@ -380,11 +315,12 @@ class ProvenanceGraph:
 
     def _premises_changed(self, cell: Cell) -> frozenset[str]:
         """Of ``cell.stale``, the premises whose own head changed (the others are stale through theirs)."""
+        store = self._store
         if not cell.stale:
             return frozenset()
-        heads = self._k_head
-        premises = self._dep.get(heads[self._kid[cell.key]], ())
-        return frozenset(self._key_names[pk] for pk, pv in premises if heads[pk] != pv)
+        heads = store.k_head
+        premises = store.dep.get(heads[store.kid[cell.key]], ())
+        return frozenset(store.key_names[pk] for pk, pv in premises if heads[pk] != pv)
 
     def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> BatchResult:
         """Apply a write batch (``pmem.graph.WRITE_BATCH_SCHEMA``) column-wise, as one call.
@@ -408,246 +344,195 @@ class ProvenanceGraph:
         return as_of(self, seq, time)
 
     def _evidence_index(self, evidence: object, op: str, key: str) -> int:
+        store = self._store
         if type(evidence) is str and evidence[:1] == "e" and evidence[1:].isdigit():
             n = int(evidence[1:])
-            if n < len(self._ev_seq) and evidence == f"e{n}":
-                if self._erased and n in self._erased and op != "evidence":
+            if n < len(store.ev_seq) and evidence == f"e{n}":
+                if store.erased and n in store.erased and op != "evidence":
                     msg = f"{op} {key}: evidence {evidence} was erased (it cannot be cited any more)"
                     raise ValueError(msg)
                 return n
         msg = f"{op} {key}: unknown evidence id {preview(evidence)} (evidence must be an id returned by observe)"
         raise ValueError(msg)
 
-    def _new_key(self, key: str) -> int:
-        kid = self._kid[key] = len(self._key_names)
-        self._key_names.append(key)
-        self._k_head.append(NONE)
-        self._k_newest.append(NONE)
-        return kid
-
     def _key_id(self, key: str) -> int:
         """The id of ``key``, admitting it (empty) when new."""
-        kid = self._kid.get(key)
-        return self._new_key(key) if kid is None else kid
-
-    def _head_value(self, kid: int) -> str | None:
-        head = self._k_head[kid]
-        return None if head == NONE else self._v_value[head]
-
-    def _new_version(self, kid: int, value: str, status: int, seq: int, ev: int, prev: int) -> int:
-        vid = len(self._v_key)
-        self._v_key.append(kid)
-        self._v_value.append(value)
-        self._v_status.append(status)
-        self._v_from.append(seq)
-        self._v_to.append(NONE)
-        self._v_ev.append(ev)
-        self._v_prev.append(prev)
-        newest = self._k_newest
-        if newest[kid] != prev:
-            self._v_older[vid] = newest[kid]
-        newest[kid] = vid
-        return vid
+        store = self._store
+        kid = store.kid.get(key)
+        return store.new_key(key) if kid is None else kid
 
     def _valid_before(self, ev: int, version: int) -> bool:
         """Whether evidence ``ev`` is valid before the evidence that created ``version`` (both dated)."""
-        valid_at = self._valid_at
-        mine, theirs = valid_at.get(ev), valid_at.get(self._v_ev[version])
+        store = self._store
+        valid_at = store.valid_at
+        mine, theirs = valid_at.get(ev), valid_at.get(store.v_ev[version])
         return mine is not None and theirs is not None and mine < theirs
 
     def _enter_history(self, kid: int, value: str, ev: int) -> OpResult:
         """Accept a value valid before the head's: a superseded version at its valid-time place."""
-        self._seq = seq = self._seq + 1
-        status, to, prev, older = self._v_status, self._v_to, self._v_prev, self._v_older
-        for p, closed_at in self._closing(kid).items():  # supersedes links change below: close eagerly
+        store = self._store
+        store.seq = seq = store.seq + 1
+        status, to, prev, older = store.v_status, store.v_to, store.v_prev, store.v_older
+        for p, closed_at in store.closing(kid).items():  # supersedes links change below: close eagerly
             status[p] = SUPERSEDED
             to[p] = closed_at
-        at, valid_at = self._valid_at[ev], self._valid_at
-        above = self._k_head[kid]
+        at, valid_at = store.valid_at[ev], store.valid_at
+        above = store.k_head[kid]
         below = prev[above]  # walk down to the first version valid at or before it
-        while below != NONE and (when := valid_at.get(self._v_ev[below])) is not None and when > at:
+        while below != NONE and (when := valid_at.get(store.v_ev[below])) is not None and when > at:
             above, below = below, prev[below]
-        vid = self._new_version(kid, value, SUPERSEDED, seq, ev, below)
+        vid = store.append_version(kid, value, SUPERSEDED, seq, ev, below)
         to[vid] = seq
         if above not in older:  # the version now superseding this one keeps its arrival chain
             older[above] = prev[above]
         prev[above] = vid
-        self._log(seq, ACCEPT, ACCEPT, kid, ev, True, vid, created=True)
+        store.log(seq, ACCEPT, ACCEPT, kid, ev, True, vid, created=True)
         return _APPLIED_ACCEPT
 
-    def _set_head(self, kid: int, vid: int) -> None:
-        self._k_head[kid] = vid
-
-    def _log(
-        self,
-        seq: int,
-        req: int,
-        eff: int,
-        kid: int,
-        ev: int,
-        applied: bool,
-        target: int,
-        value: str | None = None,
-        reason: str | None = None,
-        created: bool = False,
-    ) -> None:
-        if not created:
-            self._op_extra[len(self._op_code)] = (seq, kid, ev, value, reason)
-        self._op_code.append(req | eff << 3 | applied << 6)
-        self._op_target.append(target)
-
     def _fail(self, req: int, kid: int, value: str | None, ev: int, reason: str) -> OpResult:
-        self._seq = seq = self._seq + 1
-        self._log(seq, req, NOOP, kid, ev, False, NONE, value, reason)
+        store = self._store
+        store.seq = seq = store.seq + 1
+        store.log(seq, req, NOOP, kid, ev, False, NONE, value, reason)
         return OpResult(False, "noop", reason)
 
     def _support(
         self, req: int, kid: int, vid: int, value: str | None, ev: int, seq: int, result: OpResult
     ) -> OpResult:
-        self._v_extra_support[vid] = self._v_extra_support.get(vid, 0) + 1
-        if ev != NONE:
-            self._sb_version.append(vid)
-            self._sb_ev.append(ev)
-            self._sb_seq.append(seq)
-        self._log(seq, req, NOOP, kid, ev, True, vid, value, result.reason)
+        store = self._store
+        store.add_support(vid, ev, seq)
+        store.log(seq, req, NOOP, kid, ev, True, vid, value, result.reason)
         return result
-
-    def _close_open_alternatives(self, kid: int, seq: int) -> None:
-        alts = self._open_alts.pop(kid, None)
-        if alts:
-            v_to = self._v_to
-            for a in alts:
-                v_to[a] = seq  # a closed alternative keeps its status: it was never authoritative
 
     def _head_of(self, key: str) -> int | None:
         """The id of ``key`` when it has a head."""
-        kid = self._kid.get(key)
-        return kid if kid is not None and self._k_head[kid] != NONE else None
+        store = self._store
+        kid = store.kid.get(key)
+        return kid if kid is not None and store.k_head[kid] != NONE else None
 
     def _reject(self, key: str, value: str | None, ev: int) -> OpResult:
+        store = self._store
         kid = self._head_of(key)
         if kid is None:
             return self._fail(REJECT, self._key_id(key), value, ev, "reject: the key has no current head")
-        head = self._k_head[kid]
-        if self._authority is not None and self._outranked(ev, (head,)):
+        head = store.k_head[kid]
+        if self._store.authority is not None and self._outranked(ev, (head,)):
             return self._fail(REJECT, kid, value, ev, _INSUFFICIENT)
-        self._seq = seq = self._seq + 1
-        self._v_status[head] = CONTRADICTED
-        self._v_to[head] = seq
-        self._close_open_alternatives(kid, seq)
+        store.seq = seq = store.seq + 1
+        store.v_status[head] = CONTRADICTED
+        store.v_to[head] = seq
+        store.close_open_alternatives(kid, seq)
         if value is not None:
-            vid = self._new_version(kid, value, ACTIVE, seq, ev, head)
-            self._set_head(kid, vid)
-            self._log(seq, REJECT, REJECT, kid, ev, True, vid, created=True)
+            vid = store.append_version(kid, value, ACTIVE, seq, ev, head)
+            store.set_head(kid, vid)
+            store.log(seq, REJECT, REJECT, kid, ev, True, vid, created=True)
         else:
             self._rollback(kid, head)
-            self._log(seq, REJECT, REJECT, kid, ev, True, head)
+            store.log(seq, REJECT, REJECT, kid, ev, True, head)
         return _APPLIED["reject"]
 
     def _revoke(self, key: str, value: str | None, ev: int) -> OpResult:
+        store = self._store
         kid = self._head_of(key)
         if kid is None:
             return self._fail(REVOKE, self._key_id(key), value, ev, "revoke: the key has no current head")
-        head = self._k_head[kid]
-        if self._authority is not None and self._outranked(ev, (head,)):
+        head = store.k_head[kid]
+        if self._store.authority is not None and self._outranked(ev, (head,)):
             return self._fail(REVOKE, kid, value, ev, _INSUFFICIENT)
-        current = self._v_value[head]
+        current = store.v_value[head]
         if value is not None and value != current:
             reason = f"revoke names {value!r} but the current head is {current!r}"
             return self._fail(REVOKE, kid, value, ev, reason)
-        self._seq = seq = self._seq + 1
-        self._v_status[head] = REVOKED
-        self._v_to[head] = seq
-        self._close_open_alternatives(kid, seq)
-        self._tb_version.append(head)
-        self._tb_seq.append(seq)
-        self._tb_ev.append(ev)
+        store.seq = seq = store.seq + 1
+        store.v_status[head] = REVOKED
+        store.v_to[head] = seq
+        store.close_open_alternatives(kid, seq)
+        store.add_tombstone(head, seq, ev)
         self._rollback(kid, head)
-        self._log(seq, REVOKE, REVOKE, kid, ev, True, head, value)
+        store.log(seq, REVOKE, REVOKE, kid, ev, True, head, value)
         return _APPLIED["revoke"]
 
     def _rollback(self, kid: int, retracted: int) -> None:
         """Reopen the most recent merely-superseded predecessor along supersedes edges; empty if none."""
-        prev, status = self._v_prev, self._v_status
+        store = self._store
+        prev, status = store.v_prev, store.v_status
         p = prev[retracted]
         # a predecessor stored as active is one closed lazily by accept, i.e. superseded
         while p != NONE and status[p] != SUPERSEDED and status[p] != ACTIVE:
             p = prev[p]
         if p != NONE:
             status[p] = ACTIVE
-            self._v_to[p] = NONE
-        self._set_head(kid, p)
+            store.v_to[p] = NONE
+        store.set_head(kid, p)
 
     def _contest(self, key: str, value: str | None, ev: int, req: int = CONTEST) -> OpResult:
         """``req``: the requested op (an accept lowered to contest by source authority is logged so)."""
+        store = self._store
         kid = self._head_of(key)
         if kid is None:
             return self._fail(CONTEST, self._key_id(key), value, ev, "contest: the key has no current head")
-        head = self._k_head[kid]
-        self._seq = seq = self._seq + 1
-        if self._v_value[head] == value:
+        head = store.k_head[kid]
+        store.seq = seq = store.seq + 1
+        if store.v_value[head] == value:
             return self._support(req, kid, head, value, ev, seq, _CONTEST_REPEATS_HEAD)
-        alts = self._open_alts.get(kid, [])
+        alts = store.open_alts.get(kid, [])
         for a in alts:
-            if self._v_value[a] == value:
+            if store.v_value[a] == value:
                 return self._support(req, kid, a, value, ev, seq, _CONTEST_REPEATS_ALT)
         assert value is not None  # apply() refuses contest without a value
-        vid = self._new_version(kid, value, ALTERNATIVE, seq, ev, NONE)
-        self._v_alt[vid] = head
-        self._open_alts[kid] = [*alts, vid]
-        self._v_status[head] = CONTESTED
-        self._log(seq, req, CONTEST, kid, ev, True, vid, created=True)
+        vid = store.append_version(kid, value, ALTERNATIVE, seq, ev, NONE)
+        store.v_alt[vid] = head
+        store.open_alts[kid] = [*alts, vid]
+        store.v_status[head] = CONTESTED
+        store.log(seq, req, CONTEST, kid, ev, True, vid, created=True)
         return _APPLIED["contest"]
 
     def _resolve(self, key: str, value: str | None, ev: int) -> OpResult:
+        store = self._store
         kid = self._head_of(key)
         if kid is None:
             return self._fail(RESOLVE, self._key_id(key), value, ev, "resolve: the key has no current head")
-        head = self._k_head[kid]
-        if self._v_status[head] != CONTESTED:
+        head = store.k_head[kid]
+        if store.v_status[head] != CONTESTED:
             return self._fail(RESOLVE, kid, value, ev, "resolve: the cell is not contested")
-        alts = self._open_alts.get(kid, [])
-        if self._authority is not None and self._outranked(ev, (head, *alts)):
+        alts = store.open_alts.get(kid, [])
+        if self._store.authority is not None and self._outranked(ev, (head, *alts)):
             return self._fail(RESOLVE, kid, value, ev, _INSUFFICIENT)
-        if self._v_value[head] == value:
+        if store.v_value[head] == value:
             winner = head
         else:
-            winner = next((a for a in alts if self._v_value[a] == value), NONE)
+            winner = next((a for a in alts if store.v_value[a] == value), NONE)
             if winner == NONE:
                 reason = f"resolve: {value!r} is neither the head's value nor an alternative's"
                 return self._fail(RESOLVE, kid, value, ev, reason)
-        self._seq = seq = self._seq + 1
-        v_status, v_to = self._v_status, self._v_to
+        store.seq = seq = store.seq + 1
+        v_status, v_to = store.v_status, store.v_to
         for loser in (head, *alts):
             if loser != winner:
                 v_status[loser] = CONTRADICTED
                 v_to[loser] = seq
-        del self._open_alts[kid]
+        del store.open_alts[kid]
         v_status[winner] = ACTIVE
         if winner != head:
             # the promoted value supersedes the contradicted incumbent; its arrival-chain link was
             # stored explicitly at creation (an alternative has no supersedes target then)
-            self._v_prev[winner] = head
-            self._set_head(kid, winner)
-        self._v_extra_support[winner] = self._v_extra_support.get(winner, 0) + 1
-        if ev != NONE:
-            self._sb_version.append(winner)
-            self._sb_ev.append(ev)
-            self._sb_seq.append(seq)
-        self._log(seq, RESOLVE, RESOLVE, kid, ev, True, winner, value)
+            store.v_prev[winner] = head
+            store.set_head(kid, winner)
+        store.add_support(winner, ev, seq)
+        store.log(seq, RESOLVE, RESOLVE, kid, ev, True, winner, value)
         return _APPLIED["resolve"]
 
     def _noop(self, key: str, value: str | None, ev: int) -> OpResult:
+        store = self._store
         kid = self._key_id(key)
-        head = self._k_head[kid]
-        current = None if head == NONE else self._v_value[head]
+        head = store.k_head[kid]
+        current = None if head == NONE else store.v_value[head]
         if current is not None and value is not None and value != current:
             # evidence for another value is no support for the head: a failed precondition, like revoke's
             reason = f"noop names {value!r} but the current head is {current!r}: not counted as support"
             return self._fail(NOOP, kid, value, ev, reason)
-        self._seq = seq = self._seq + 1
+        store.seq = seq = store.seq + 1
         if head == NONE:
-            self._log(seq, NOOP, NOOP, kid, ev, True, NONE, value)
+            store.log(seq, NOOP, NOOP, kid, ev, True, NONE, value)
             return _APPLIED["noop"]
         return self._support(NOOP, kid, head, value, ev, seq, _APPLIED["noop"])
 
@@ -702,33 +587,34 @@ class ProvenanceGraph:
         evidence, rank at ``default_authority``.
         """
         check_text(source, "source", "set_authority", non_empty=True)
-        if self._authority is None:
-            self._authority = {}
-        self._set_authority(source, level, self._seq)
+        if self._store.authority is None:
+            self._store.authority = {}
+        self._set_authority(source, level, self._store.seq)
 
     def _set_authority(self, source: str, level: object, after: int) -> None:
         if type(source) is not str or not source:
             msg = f"authority: a source must be a non-empty string, got {preview(source)}"
             raise ValueError(msg)
         checked = _checked_level(level, f"authority of {source!r}")
-        assert self._authority is not None  # configured by the caller
-        self._authority[source] = checked
-        self._authority_log.append((after, source, checked))
+        assert self._store.authority is not None  # configured by the caller
+        self._store.authority[source] = checked
+        self._store.authority_log.append((after, source, checked))
 
     def authority(self, source: str) -> int:
         """The level ``source`` ranks at now (``default_authority`` when unlisted or not configured)."""
-        table = self._authority or {}
-        return table.get(source, self._default_authority)
+        table = self._store.authority or {}
+        return table.get(source, self._store.default_authority)
 
     def _rank(self, ev: int) -> int:
+        store = self._store
         if ev == NONE:
-            return self._default_authority
-        assert self._authority is not None  # only called when authority is configured
-        return self._authority.get(self._sources[self._ev_source[ev]], self._default_authority)
+            return self._store.default_authority
+        assert self._store.authority is not None  # only called when authority is configured
+        return self._store.authority.get(store.sources[store.ev_source[ev]], self._store.default_authority)
 
     def _outranked(self, ev: int, versions: Iterable[int]) -> bool:
         """Whether evidence ``ev``'s source ranks below the source that created any of ``versions``."""
-        rank, creator = self._rank(ev), self._v_ev
+        rank, creator = self._rank(ev), self._store.v_ev
         return any(self._rank(creator[v]) > rank for v in versions)
 
     # ------------------------------------------------------------------ identity
@@ -742,122 +628,113 @@ class ProvenanceGraph:
             self._registry = KeyRegistry()
         return self._registry
 
+    @property
+    def storage(self) -> GraphStore:
+        """The graph's columns (:class:`pmem.graph._store.GraphStore`): for this package's modules that
+        work on whole columns (column-wise writes, state tables, re-derivation, replay); not public API."""
+        return self._store
+
     # ------------------------------------------------------------------ reading
 
     def __len__(self) -> int:
         """Number of keys ever written (empty cells included)."""
-        return len(self._key_names)
+        return len(self._store.key_names)
 
     @property
     def seq(self) -> int:
         """The last arrival seq handed out (evidence and operations share one counter)."""
-        return self._seq
+        return self._store.seq
 
     def keys(self) -> list[str]:
         """Every key ever written, sorted."""
-        return sorted(self._key_names)
+        return sorted(self._store.key_names)
 
     def __iter__(self) -> Iterator[str]:
         """Every key ever written, sorted (empty cells included)."""
         return iter(self.keys())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._kid
+        return key in self._store.kid
 
     def head_value(self, key: str) -> str | None:
         """The current value of ``key`` (None when empty or unknown): the cheapest read."""
-        kid = self._kid.get(key)
-        return None if kid is None else self._head_value(kid)
-
-    def _closing(self, kid: int) -> dict[int, int]:
-        """Lazily closed versions of a key -> the seq their newest superseder arrived at."""
-        head = self._k_head[kid]
-        status, prev, start = self._v_status, self._v_prev, self._v_from
-        closed: dict[int, int] = {}
-        for v in self._chain(kid):  # newest first, so the first superseder seen is the newest
-            p = prev[v]
-            if p != NONE and p != head and p not in closed and status[p] == ACTIVE:
-                closed[p] = start[v]
-        return closed
+        store = self._store
+        kid = store.kid.get(key)
+        return None if kid is None else store.head_value(kid)
 
     def _version(self, vid: int, closing: dict[int, int] | None = None) -> Version:
+        store = self._store
         if closing is None:
-            closing = self._closing(self._v_key[vid])
-        ev = self._v_ev[vid]
-        prev = self._v_prev[vid]
-        alt = self._v_alt.get(vid, NONE)
+            closing = store.closing(store.v_key[vid])
+        ev = store.v_ev[vid]
+        prev = store.v_prev[vid]
+        alt = store.v_alt.get(vid, NONE)
         closed_at = closing.get(vid)
         if closed_at is None:
-            status, to = self._v_status[vid], self._v_to[vid]
+            status, to = store.v_status[vid], store.v_to[vid]
         else:
             status, to = SUPERSEDED, closed_at
         return Version(
             id=f"v{vid}",
-            key=self._key_names[self._v_key[vid]],
-            value=self._v_value[vid],
+            key=store.key_names[store.v_key[vid]],
+            value=store.v_value[vid],
             status=STATUSES[status],
-            valid_from=self._v_from[vid],
+            valid_from=store.v_from[vid],
             valid_to=None if to == NONE else to,
             evidence=None if ev == NONE else f"e{ev}",
-            support=1 + self._v_extra_support.get(vid, 0),
+            support=1 + store.v_extra_support.get(vid, 0),
             supersedes=None if prev == NONE else f"v{prev}",
             alternative_of=None if alt == NONE else f"v{alt}",
         )
 
-    def _chain(self, kid: int) -> list[int]:
-        """Version ids of a key, newest first."""
-        out, older, prev, v = [], self._v_older, self._v_prev, self._k_newest[kid]
-        while v != NONE:
-            out.append(v)
-            v = older.get(v, prev[v])
-        return out
-
     def versions(self, key: str) -> list[Version]:
         """Every version of ``key`` in arrival order (empty list for an unknown key)."""
-        kid = self._kid.get(key)
+        store = self._store
+        kid = store.kid.get(key)
         if kid is None:
             return []
-        closing = self._closing(kid)
-        return [self._version(v, closing) for v in reversed(self._chain(kid))]
+        closing = store.closing(kid)
+        return [self._version(v, closing) for v in reversed(store.chain(kid))]
 
     def version(self, version_id: str) -> Version:
-        vid = _parse_id(version_id, "v", len(self._v_key))
+        vid = _parse_id(version_id, "v", len(self._store.v_key))
         return self._version(vid)
 
     def cell(self, key: str) -> Cell | None:
         """The materialized cell of ``key``; None when the key was never written."""
-        kid = self._kid.get(key)
+        kid = self._store.kid.get(key)
         return None if kid is None else self._cell(kid)
 
     def _cell(self, kid: int) -> Cell:
-        head = self._k_head[kid]
-        alts = self._open_alts.get(kid, ())
+        store = self._store
+        head = store.k_head[kid]
+        alts = store.open_alts.get(kid, ())
         shown = {head, *alts}
-        closing = self._closing(kid)
-        v_status = self._v_status
+        closing = store.closing(kid)
+        v_status = store.v_status
         history = [
             self._version(v, closing)
-            for v in self._chain(kid)
+            for v in store.chain(kid)
             if v not in shown and v_status[v] != UNDONE and v_status[v] != ERASED
         ]
         if head == NONE:
-            return Cell(self._key_names[kid], None, "empty", [], history, 0)
-        status = "contested" if self._v_status[head] == CONTESTED else "active"
+            return Cell(store.key_names[kid], None, "empty", [], history, 0)
+        status = "contested" if store.v_status[head] == CONTESTED else "active"
         # every open claim comes from a source ranked below the head's: only an equal or higher rank can
         # settle it, so the head stands (it is rendered as held, not as an open choice)
         held = (
             status == "contested"
-            and self._authority is not None
-            and all(self._outranked(self._v_ev[a], (head,)) for a in alts)
+            and self._store.authority is not None
+            and all(self._outranked(store.v_ev[a], (head,)) for a in alts)
         )
         return Cell(
-            key=self._key_names[kid],
-            value=self._v_value[head],
+            key=store.key_names[kid],
+            value=store.v_value[head],
             status=status,
-            alternatives=[self._v_value[a] for a in alts],
+            alternatives=[store.v_value[a] for a in alts],
             history=history,
-            support=1 + self._v_extra_support.get(head, 0),
-            stale=self._stale(kid) if self._dep else (),
+            support=1 + store.v_extra_support.get(head, 0),
+            stale=self._stale(kid) if store.dep else (),
             held=held,
         )
 
@@ -870,18 +747,20 @@ class ProvenanceGraph:
         >>> {key: cell.value for key, cell in g.frontier().items()}
         {'a.x': '1', 'b.x': '2'}
         """
+        store = self._store
         out: dict[str, Cell] = {}
-        heads = self._k_head
-        for key in sorted(self._kid):
-            kid = self._kid[key]
+        heads = store.k_head
+        for key in sorted(store.kid):
+            kid = store.kid[key]
             if heads[kid] != NONE:
                 out[key] = self._cell(kid)
         return out
 
     def frontier_items(self) -> list[tuple[str, str]]:
         """``(key, current value)`` for every non-empty cell, sorted by key: the cheap frontier."""
-        heads, values = self._k_head, self._v_value
-        return sorted((key, values[heads[kid]]) for key, kid in self._kid.items() if heads[kid] != NONE)
+        store = self._store
+        heads, values = store.k_head, store.v_value
+        return sorted((key, values[heads[kid]]) for key, kid in store.kid.items() if heads[kid] != NONE)
 
     def has_observation_times(self) -> bool:
         """Whether any evidence carries an observation time (``as_of(time=...)`` needs one).
@@ -891,38 +770,40 @@ class ProvenanceGraph:
         >>> g.has_observation_times()
         False
         """
-        return bool(self._ev_time)
+        return bool(self._store.ev_time)
 
     def evidence(self, evidence_id: str) -> Evidence:
+        store = self._store
         try:
             n = self._evidence_index(evidence_id, "evidence", "")
         except ValueError:
             msg = f"unknown evidence id {evidence_id!r}"
             raise KeyError(msg) from None
-        source = self._sources[self._ev_source[n]]
+        source = store.sources[store.ev_source[n]]
         return Evidence(
             evidence_id,
-            self._ev_text[n],
+            store.ev_text[n],
             source,
-            self._ev_time.get(n),
-            self._ev_seq[n],
-            self._ev_valid.get(n),
+            store.ev_time.get(n),
+            store.ev_seq[n],
+            store.ev_valid.get(n),
         )
 
     def operations(self, key: str | None = None) -> Iterator[Operation]:
         """The operation log in order, optionally for one key (failed preconditions included)."""
+        store = self._store
         kid = None
         if key is not None:
-            kid = self._kid.get(key)
+            kid = store.kid.get(key)
             if kid is None:
                 return
-        names, extra = self._key_names, self._op_extra
-        for i, (code, target) in enumerate(zip(self._op_code, self._op_target, strict=True)):
+        names, extra = store.key_names, store.op_extra
+        for i, (code, target) in enumerate(zip(store.op_code, store.op_target, strict=True)):
             if i in extra:
                 seq, k, ev, value, reason = extra[i]
             else:
-                seq, k, ev = self._v_from[target], self._v_key[target], self._v_ev[target]
-                value, reason = self._v_value[target], None
+                seq, k, ev = store.v_from[target], store.v_key[target], store.v_ev[target]
+                value, reason = store.v_value[target], None
             if kid is not None and k != kid:
                 continue
             yield Operation(
@@ -939,34 +820,36 @@ class ProvenanceGraph:
 
     def edges(self) -> Iterator[tuple[str, str, str]]:
         """Every typed edge as ``(kind, source id, target id)``; tombstones are ``t<n>``."""
-        for vid, (prev, ev) in enumerate(zip(self._v_prev, self._v_ev, strict=True)):
+        store = self._store
+        for vid, (prev, ev) in enumerate(zip(store.v_prev, store.v_ev, strict=True)):
             if ev != NONE:
                 yield ("supported-by", f"v{vid}", f"e{ev}")
             if prev != NONE:
                 yield ("supersedes", f"v{vid}", f"v{prev}")
-        for vid, alt in sorted(self._v_alt.items()):
+        for vid, alt in sorted(store.v_alt.items()):
             yield ("alternative-of", f"v{vid}", f"v{alt}")
-        for v, e in zip(self._sb_version, self._sb_ev, strict=True):
+        for v, e in zip(store.sb_version, store.sb_ev, strict=True):
             yield ("supported-by", f"v{v}", f"e{e}")
-        for t, v in enumerate(self._tb_version):
+        for t, v in enumerate(store.tb_version):
             yield ("revokes", f"t{t}", f"v{v}")
 
     def stats(self) -> dict[str, int]:
         """Node and edge counts, plus operations by effective type."""
+        store = self._store
         by_op = dict.fromkeys(LOG_OPS, 0)
         failed = 0
-        for code in self._op_code:
+        for code in store.op_code:
             by_op[LOG_OPS[(code >> 3) & 7]] += 1
             failed += not code >> 6
         return {
-            "evidence": len(self._ev_seq),
-            "keys": len(self._key_names),
-            "cells": len(self._k_head) - self._k_head.count(NONE),
-            "versions": len(self._v_key),
-            "operations": len(self._op_code),
+            "evidence": len(store.ev_seq),
+            "keys": len(store.key_names),
+            "cells": len(store.k_head) - store.k_head.count(NONE),
+            "versions": len(store.v_key),
+            "operations": len(store.op_code),
             "failed_operations": failed,
-            "tombstones": len(self._tb_version),
-            "supported_by_edges": sum(1 for e in self._v_ev if e != NONE) + len(self._sb_version),
+            "tombstones": len(store.tb_version),
+            "supported_by_edges": sum(1 for e in store.v_ev if e != NONE) + len(store.sb_version),
             **{f"op_{name}": n for name, n in by_op.items()},
         }
 

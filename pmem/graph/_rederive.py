@@ -74,10 +74,16 @@ class OpIndex:
     tail_seq: dict[int, int] = field(default_factory=dict)
 
     def sync(self, g: ProvenanceGraph) -> OpIndex:
-        if self.upto == 0 and g._op_code:
+        if self.upto == 0 and g.storage.op_code:
             self._build(g)
-        extra, target, v_key, v_ev, v_from = g._op_extra, g._op_target, g._v_key, g._v_ev, g._v_from
-        for i in range(self.upto, len(g._op_code)):
+        extra, target, v_key, v_ev, v_from = (
+            g.storage.op_extra,
+            g.storage.op_target,
+            g.storage.v_key,
+            g.storage.v_ev,
+            g.storage.v_from,
+        )
+        for i in range(self.upto, len(g.storage.op_code)):
             e = extra.get(i)
             if e is None:
                 t = target[i]
@@ -88,22 +94,22 @@ class OpIndex:
             if ev != NONE:
                 self.tail_ev.setdefault(ev, []).append(i)
             self.tail_seq[seq] = i
-        self.upto = len(g._op_code)
+        self.upto = len(g.storage.op_code)
         return self
 
     def _build(self, g: ProvenanceGraph) -> None:
-        n = len(g._op_code)
-        target = np.array(g._op_target, dtype=np.int64)
+        n = len(g.storage.op_code)
+        target = np.array(g.storage.op_target, dtype=np.int64)
         kid, ev, seq = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
         extra = np.zeros(n, np.bool_)
-        at = np.fromiter(g._op_extra, np.int64, len(g._op_extra))
+        at = np.fromiter(g.storage.op_extra, np.int64, len(g.storage.op_extra))
         extra[at] = True
         created = np.flatnonzero(~extra)
         t = target[created]
-        kid[created] = np.array(g._v_key, dtype=np.int64)[t]
-        ev[created] = np.array(g._v_ev, dtype=np.int64)[t]
-        seq[created] = np.array(g._v_from, dtype=np.int64)[t]
-        rows = list(g._op_extra.values())
+        kid[created] = np.array(g.storage.v_key, dtype=np.int64)[t]
+        ev[created] = np.array(g.storage.v_ev, dtype=np.int64)[t]
+        seq[created] = np.array(g.storage.v_from, dtype=np.int64)[t]
+        rows = list(g.storage.op_extra.values())
         for column, field_at in ((seq, 0), (kid, 1), (ev, 2)):
             column[at] = np.fromiter((r[field_at] for r in rows), np.int64, len(rows))
         order = np.argsort(kid, kind="stable")
@@ -142,11 +148,17 @@ def index(g: ProvenanceGraph) -> OpIndex:
 
 def request(g: ProvenanceGraph, i: int) -> tuple[int, int, str | None, int, int]:
     """What operation ``i`` requested: (op code, key id, value, evidence index, seq)."""
-    e = g._op_extra.get(i)
+    e = g.storage.op_extra.get(i)
     if e is None:
-        t = g._op_target[i]
-        return g._op_code[i] & 7, g._v_key[t], g._v_value[t], g._v_ev[t], g._v_from[t]
-    return g._op_code[i] & 7, e[1], e[3], e[2], e[0]
+        t = g.storage.op_target[i]
+        return (
+            g.storage.op_code[i] & 7,
+            g.storage.v_key[t],
+            g.storage.v_value[t],
+            g.storage.v_ev[t],
+            g.storage.v_from[t],
+        )
+    return g.storage.op_code[i] & 7, e[1], e[3], e[2], e[0]
 
 
 def left_out(g: ProvenanceGraph, ops: list[int]) -> dict[int, str]:
@@ -154,11 +166,11 @@ def left_out(g: ProvenanceGraph, ops: list[int]) -> dict[int, str]:
     undone by an undo that is itself in effect (an undo is in effect unless an undo in effect undoes
     it, or its own evidence is erased)."""
     out: dict[int, str] = {}
-    erased, undo_of = g._erased, g._undo_of
+    erased, undo_of = g.storage.erased, g.storage.undo_of
     for i in ops:
         if request(g, i)[3] in erased:
             out[i] = "its evidence was erased"
-    code = g._op_code
+    code = g.storage.op_code
     for u in reversed(ops):  # an undo names an earlier operation: the latest undos decide first
         if u in undo_of and u not in out and code[u] >> 6:
             target = undo_of[u]
@@ -175,7 +187,7 @@ def undo(g: ProvenanceGraph, op_seq: object, evidence: str | None) -> OpResult:
     idx = index(g)
     target = idx.by_seq(op_seq)
     if target is None:
-        what = "an observation" if op_seq in set(g._ev_seq) else "no arrival of this graph"
+        what = "an observation" if op_seq in set(g.storage.ev_seq) else "no arrival of this graph"
         msg = f"undo: seq {op_seq} is not an operation ({what}); name the seq of an entry of operations()"
         raise ValueError(msg)
     kid = request(g, target)[1]
@@ -183,17 +195,17 @@ def undo(g: ProvenanceGraph, op_seq: object, evidence: str | None) -> OpResult:
     reason = None
     if target in skipped:
         reason = f"operation seq {op_seq} is already left out ({skipped[target]})"
-    elif not g._op_code[target] >> 6:
+    elif not g.storage.op_code[target] >> 6:
         reason = f"operation seq {op_seq} changed nothing (it was not applied)"
     # nothing below can fail
-    g._seq = seq = g._seq + 1
-    n = len(g._op_code)
-    g._undo_of[n] = target  # kept for a refused undo too: replay asks for the same
+    g.storage.seq = seq = g.storage.seq + 1
+    n = len(g.storage.op_code)
+    g.storage.undo_of[n] = target  # kept for a refused undo too: replay asks for the same
     if reason is not None:
-        g._log(seq, UNDO, NOOP, kid, ev, False, NONE, None, reason)
+        g.storage.log(seq, UNDO, NOOP, kid, ev, False, NONE, None, reason)
         idx.sync(g)
         return OpResult(False, "noop", reason)
-    g._log(seq, UNDO, UNDO, kid, ev, True, NONE, None, f"undoes the operation at seq {op_seq}")
+    g.storage.log(seq, UNDO, UNDO, kid, ev, True, NONE, None, f"undoes the operation at seq {op_seq}")
     idx.sync(g)
     rederive(g, kid, idx)
     return OpResult(True, "undo", None)
@@ -205,20 +217,25 @@ def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
     idx = index(g)
     cited = idx.by_ev(n)
     keys = list(dict.fromkeys(request(g, i)[1] for i in cited))
-    before = {kid: g._head_value(kid) for kid in keys}
-    dead_before = {v for kid in keys for v in g._chain(kid) if g._v_status[v] == ERASED}
-    g._erased.add(n)
-    g._ev_text[n] = ""
+    before = {kid: g.storage.head_value(kid) for kid in keys}
+    dead_before = {v for kid in keys for v in g.storage.chain(kid) if g.storage.v_status[v] == ERASED}
+    g.storage.erased.add(n)
+    g.storage.ev_text[n] = ""
     if g._last_ev == n:  # the observe-then-apply fast path must not cite it either
         g._last_eid, g._last_ev = None, NONE
     for kid in keys:
         rederive(g, kid, idx)
-    names = g._key_names
+    names = g.storage.key_names
     changed = {
-        names[kid]: (before[kid], g._head_value(kid)) for kid in keys if before[kid] != g._head_value(kid)
+        names[kid]: (before[kid], g.storage.head_value(kid))
+        for kid in keys
+        if before[kid] != g.storage.head_value(kid)
     }
     erased = sorted(
-        v for kid in keys for v in g._chain(kid) if g._v_status[v] == ERASED and v not in dead_before
+        v
+        for kid in keys
+        for v in g.storage.chain(kid)
+        if g.storage.v_status[v] == ERASED and v not in dead_before
     )
     return ErasureReceipt(f"e{n}", changed, tuple(f"v{v}" for v in erased), len(cited))
 
@@ -230,11 +247,15 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
         raise ValueError(msg)
     idx = index(g)
     recorded = sorted(
-        i for i, a in g._op_alias.items() if a == alias and request(g, i)[1] != g._kid.get(alias)
+        i
+        for i, a in g.storage.op_alias.items()
+        if a == alias and request(g, i)[1] != g.storage.kid.get(alias)
     )
     if not recorded:
         what = (
-            "is already a key of its own" if alias in g._kid else "was never recorded (apply(..., alias=...))"
+            "is already a key of its own"
+            if alias in g.storage.kid
+            else "was never recorded (apply(..., alias=...))"
         )
         msg = f"unmerge: no operation to move: alias {alias!r} {what}"
         raise ValueError(msg)
@@ -242,19 +263,24 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
     moving = set(recorded)
     for kid in keys:  # an undo follows the operation it undoes (and an undo of it, that undo)
         for u in idx.by_key(kid):
-            if u in g._undo_of and g._undo_of[u] in moving:
+            if u in g.storage.undo_of and g.storage.undo_of[u] in moving:
                 moving.add(u)
     akid = g._key_id(alias)
-    before = {kid: g._head_value(kid) for kid in (*keys, akid)}
+    before = {kid: g.storage.head_value(kid) for kid in (*keys, akid)}
     seqs = {request(g, i)[4] for i in moving}
-    adopted = [v for kid in keys for v in g._chain(kid) if g._v_key[v] == kid and g._v_from[v] in seqs]
+    adopted = [
+        v
+        for kid in keys
+        for v in g.storage.chain(kid)
+        if g.storage.v_key[v] == kid and g.storage.v_from[v] in seqs
+    ]
     # nothing below can fail
     for v in adopted:  # versions created by a moving operation move with it (undone ones too)
-        g._v_key[v] = akid
+        g.storage.v_key[v] = akid
     for i in moving:
-        e = g._op_extra.get(i)
+        e = g.storage.op_extra.get(i)
         if e is not None:
-            g._op_extra[i] = (e[0], akid, e[2], e[3], e[4])
+            g.storage.op_extra[i] = (e[0], akid, e[2], e[3], e[4])
     g._op_index = None  # operations changed keys: the index is rebuilt
     idx = index(g)
     for kid in keys:
@@ -262,10 +288,12 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
     rederive(g, akid, idx, adopted)
     reg = g.registry
     for kid in keys:
-        reg.split(alias, g._key_names[kid])
-    names = g._key_names
+        reg.split(alias, g.storage.key_names[kid])
+    names = g.storage.key_names
     changed = {
-        names[kid]: (before[kid], g._head_value(kid)) for kid in before if before[kid] != g._head_value(kid)
+        names[kid]: (before[kid], g.storage.head_value(kid))
+        for kid in before
+        if before[kid] != g.storage.head_value(kid)
     }
     return MergeReceipt(alias, names[keys[0]], changed, len(recorded))
 
@@ -279,17 +307,21 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
 
     ops = idx.by_key(kid)
     skipped = left_out(g, ops)
-    key = g._key_names[kid]
+    key = g.storage.key_names[kid]
     s = ProvenanceGraph()
     # the scratch graph reads this graph's evidence (sources for authority, valid times)
-    s._ev_text, s._ev_source, s._ev_seq = g._ev_text, g._ev_source, g._ev_seq
-    s._sources, s._source_code = g._sources, g._source_code
-    s._ev_valid, s._valid_at = g._ev_valid, g._valid_at
-    s._default_authority = g._default_authority
-    settings = [entry for entry in g._authority_log if entry[0] >= 0]
-    if g._authority_from_start:
-        s._authority = {src: level for after, src, level in g._authority_log if after < 0}
-    s._new_key(key)
+    s.storage.ev_text, s.storage.ev_source, s.storage.ev_seq = (
+        g.storage.ev_text,
+        g.storage.ev_source,
+        g.storage.ev_seq,
+    )
+    s.storage.sources, s.storage.source_code = g.storage.sources, g.storage.source_code
+    s.storage.ev_valid, s.storage.valid_at = g.storage.ev_valid, g.storage.valid_at
+    s.storage.default_authority = g.storage.default_authority
+    settings = [entry for entry in g.storage.authority_log if entry[0] >= 0]
+    if g.storage.authority_from_start:
+        s.storage.authority = {src: level for after, src, level in g.storage.authority_log if after < 0}
+    s.storage.new_key(key)
     replayed: dict[int, int] = {}  # this graph's operation -> the scratch graph's
     for i in ops:
         req, _, value, ev, seq = request(g, i)
@@ -297,13 +329,13 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
             continue
         while settings and settings[0][0] < seq:
             _, src, level = settings.pop(0)
-            if s._authority is None:
-                s._authority = {}
-            s._authority[src] = level
-        s._seq = seq - 1
+            if s.storage.authority is None:
+                s.storage.authority = {}
+            s.storage.authority[src] = level
+        s.storage.seq = seq - 1
         s._last_eid, s._last_ev = _TOKEN, ev
         s.apply(OPS[req], key, value, None if ev == NONE else _TOKEN)
-        replayed[i] = len(s._op_code) - 1
+        replayed[i] = len(s.storage.op_code) - 1
     _write_back(g, kid, ops, skipped, replayed, s, adopted or [])
 
 
@@ -316,25 +348,27 @@ def _write_back(
     s: ProvenanceGraph,
     adopted: list[int],
 ) -> None:
-    own = [v for v in g._chain(kid) if g._v_key[v] == kid]  # a chain may pass through moved versions
+    own = [
+        v for v in g.storage.chain(kid) if g.storage.v_key[v] == kid
+    ]  # a chain may pass through moved versions
     versions = list(dict.fromkeys([*own, *adopted]))
-    by_from = {g._v_from[v]: v for v in versions}  # a version is known by its creating operation's seq
+    by_from = {g.storage.v_from[v]: v for v in versions}  # a version is known by its creating operation's seq
     vmap: dict[int, int] = {NONE: NONE}  # scratch version -> this graph's
     for t in replayed.values():
-        if t in s._op_extra:
+        if t in s.storage.op_extra:
             continue  # created nothing
-        sv = s._op_target[t]
-        v = by_from.get(s._v_from[sv])
+        sv = s.storage.op_target[t]
+        v = by_from.get(s.storage.v_from[sv])
         if v is None:  # created now by an operation that created nothing before
-            v = len(g._v_key)
-            g._v_value.append(s._v_value[sv])
+            v = len(g.storage.v_key)
+            g.storage.v_value.append(s.storage.v_value[sv])
             for column, cell in (
-                (g._v_key, kid),
-                (g._v_status, 0),
-                (g._v_from, s._v_from[sv]),
-                (g._v_to, NONE),
-                (g._v_ev, s._v_ev[sv]),
-                (g._v_prev, NONE),
+                (g.storage.v_key, kid),
+                (g.storage.v_status, 0),
+                (g.storage.v_from, s.storage.v_from[sv]),
+                (g.storage.v_to, NONE),
+                (g.storage.v_ev, s.storage.v_ev[sv]),
+                (g.storage.v_prev, NONE),
             ):
                 column.append(cell)
             versions.append(v)
@@ -342,44 +376,44 @@ def _write_back(
     live = {v: sv for sv, v in vmap.items() if sv != NONE}
     erased_ops = {request(g, i)[4] for i, why in skipped.items() if why == "its evidence was erased"}
     for v in versions:
-        g._v_older.pop(v, None)
-        g._v_alt.pop(v, None)
-        g._v_extra_support.pop(v, None)
+        g.storage.v_older.pop(v, None)
+        g.storage.v_alt.pop(v, None)
+        g.storage.v_extra_support.pop(v, None)
         found = live.get(v)
         if found is None:  # no replayed operation creates it any more
-            gone = g._v_from[v] in erased_ops
-            if g._v_status[v] not in (UNDONE, ERASED) or gone:
-                g._v_status[v] = ERASED if gone else UNDONE
-                if g._v_to[v] == NONE:
-                    g._v_to[v] = g._seq
+            gone = g.storage.v_from[v] in erased_ops
+            if g.storage.v_status[v] not in (UNDONE, ERASED) or gone:
+                g.storage.v_status[v] = ERASED if gone else UNDONE
+                if g.storage.v_to[v] == NONE:
+                    g.storage.v_to[v] = g.storage.seq
             if gone:
-                g._v_value[v] = ""
-            g._v_prev[v] = NONE
+                g.storage.v_value[v] = ""
+            g.storage.v_prev[v] = NONE
             continue
         sv = found
-        g._v_status[v] = s._v_status[sv]
-        g._v_to[v] = s._v_to[sv]
-        g._v_prev[v] = vmap[s._v_prev[sv]]
-        alt = s._v_alt.get(sv)
+        g.storage.v_status[v] = s.storage.v_status[sv]
+        g.storage.v_to[v] = s.storage.v_to[sv]
+        g.storage.v_prev[v] = vmap[s.storage.v_prev[sv]]
+        alt = s.storage.v_alt.get(sv)
         if alt is not None:
-            g._v_alt[v] = vmap[alt]
-        support = s._v_extra_support.get(sv)
+            g.storage.v_alt[v] = vmap[alt]
+        support = s.storage.v_extra_support.get(sv)
         if support is not None:
-            g._v_extra_support[v] = support
+            g.storage.v_extra_support[v] = support
     # the key's arrival chain, over every version it ever had (by creating seq)
-    ordered = sorted(versions, key=lambda v: g._v_from[v])
+    ordered = sorted(versions, key=lambda v: g.storage.v_from[v])
     older = NONE
     for v in ordered:
-        if g._v_prev[v] != older:
-            g._v_older[v] = older
+        if g.storage.v_prev[v] != older:
+            g.storage.v_older[v] = older
         older = v
-    g._k_newest[kid] = ordered[-1] if ordered else NONE
-    g._set_head(kid, vmap[s._k_head[0]])
-    alts = s._open_alts.get(0)
+    g.storage.k_newest[kid] = ordered[-1] if ordered else NONE
+    g.storage.set_head(kid, vmap[s.storage.k_head[0]])
+    alts = s.storage.open_alts.get(0)
     if alts:
-        g._open_alts[kid] = [vmap[a] for a in alts]
+        g.storage.open_alts[kid] = [vmap[a] for a in alts]
     else:
-        g._open_alts.pop(kid, None)
+        g.storage.open_alts.pop(kid, None)
     _replace_edges(g, kid, s, vmap)
     for i in ops:
         req, _, value, ev, seq = request(g, i)
@@ -388,31 +422,31 @@ def _write_back(
         if i in skipped:
             why = skipped[i]
             kept = None if why == "its evidence was erased" else value
-            g._op_code[i] = req | NOOP << 3
-            g._op_target[i] = NONE
-            g._op_extra[i] = (seq, kid, ev, kept, f"left out: {why}")
+            g.storage.op_code[i] = req | NOOP << 3
+            g.storage.op_target[i] = NONE
+            g.storage.op_extra[i] = (seq, kid, ev, kept, f"left out: {why}")
             continue
         t = replayed[i]
-        g._op_code[i] = s._op_code[t]
-        g._op_target[i] = vmap[s._op_target[t]]
-        e = s._op_extra.get(t)
+        g.storage.op_code[i] = s.storage.op_code[t]
+        g.storage.op_target[i] = vmap[s.storage.op_target[t]]
+        e = s.storage.op_extra.get(t)
         if e is None:
-            g._op_extra.pop(i, None)
+            g.storage.op_extra.pop(i, None)
         else:
-            g._op_extra[i] = (e[0], kid, e[2], e[3], e[4])
+            g.storage.op_extra[i] = (e[0], kid, e[2], e[3], e[4])
 
 
 def _replace_edges(g: ProvenanceGraph, kid: int, s: ProvenanceGraph, vmap: dict[int, int]) -> None:
     """Supported-by edges and tombstones of the key: the replay's, in place of the old ones."""
-    for names in (("_sb_version", "_sb_ev", "_sb_seq"), ("_tb_version", "_tb_seq", "_tb_ev")):
-        columns: list[array[int]] = [getattr(g, name) for name in names]
-        v_key = g._v_key
+    for names in (("sb_version", "sb_ev", "sb_seq"), ("tb_version", "tb_seq", "tb_ev")):
+        columns: list[array[int]] = [getattr(g.storage, name) for name in names]
+        v_key = g.storage.v_key
         keep = [j for j, v in enumerate(columns[0]) if v_key[v] != kid]
         if len(keep) != len(columns[0]):
             columns = [array("q", [column[j] for j in keep]) for column in columns]
-        replayed: list[array[int]] = [getattr(s, name) for name in names]
+        replayed: list[array[int]] = [getattr(s.storage, name) for name in names]
         columns[0].extend(vmap[v] for v in replayed[0])
         for name, column, added in zip(names, columns, replayed, strict=True):
             if name != names[0]:
                 column.extend(added)
-            setattr(g, name, column)
+            setattr(g.storage, name, column)

@@ -54,11 +54,11 @@ def as_of(graph: ProvenanceGraph, seq: int | None = None, time: object = None) -
         keep &= log["seq"] <= int(seq)
     if cutoff is not None:
         keep &= _observed_by(graph, log, cutoff)
-    initial = {source: level for after, source, level in graph._authority_log if after < 0}
+    initial = {source: level for after, source, level in graph.storage.authority_log if after < 0}
     replayed = ProvenanceGraph(
         registry=_registry_copy(graph),
-        authority=initial if graph._authority_from_start else None,
-        default_authority=graph._default_authority,
+        authority=initial if graph.storage.authority_from_start else None,
+        default_authority=graph.storage.default_authority,
     )
     bound = graph.seq if seq is None else int(seq)
     _replay_into(replayed, graph, log, keep, bound)
@@ -69,9 +69,9 @@ def as_of(graph: ProvenanceGraph, seq: int | None = None, time: object = None) -
 def arrival_log(graph: ProvenanceGraph) -> dict[str, Any]:
     """The arrivals in seq order, as columns: ``seq``, ``evidence`` (index of an observation, -1 for an
     operation) and ``op`` (index into the operation log, -1 for an observation)."""
-    n_ev = len(graph._ev_seq)
+    n_ev = len(graph.storage.ev_seq)
     ops = list(graph.operations())
-    seq = np.fromiter((*graph._ev_seq, *(o.seq for o in ops)), np.int64, n_ev + len(ops))
+    seq = np.fromiter((*graph.storage.ev_seq, *(o.seq for o in ops)), np.int64, n_ev + len(ops))
     order = np.argsort(seq, kind="stable")
     index = np.arange(len(seq))
     is_ev = index < n_ev
@@ -91,8 +91,8 @@ def _observed_by(graph: ProvenanceGraph, log: dict[str, Any], cutoff: datetime) 
     ev_time: dict[int, datetime | None] = {}
     for i, (ev, op) in enumerate(zip(log["evidence"].tolist(), log["op"].tolist(), strict=True)):
         if ev >= 0:
-            valid = graph._ev_valid.get(ev)
-            text = graph._ev_time.get(ev) if valid is None else valid
+            valid = graph.storage.ev_valid.get(ev)
+            text = graph.storage.ev_time.get(ev) if valid is None else valid
             when = latest if text is None else _instant(text, f"evidence e{ev}: time")
             ev_time[ev] = when
         else:
@@ -122,17 +122,22 @@ def _replay_into(
     has no head in the replay (a time bound can leave one out). Source authority settings are made at
     their place in the log: after the arrival they followed, if it is at most ``bound``.
     """
-    settings = [s for s in graph._authority_log if 0 <= s[0] <= bound]
+    settings = [s for s in graph.storage.authority_log if 0 <= s[0] <= bound]
     arrival_seqs = log["seq"][keep].tolist()
-    erased, undo_of = graph._erased, graph._undo_of
+    erased, undo_of = graph.storage.erased, graph.storage.undo_of
     # an undo names its target by the seq it has in the replay: arrivals are numbered as they are fed
     replay_seq: dict[int, int] = {}
     ops = log["operations"]
     evidence = log["evidence"][keep].tolist()
     op_rows = log["op"][keep].tolist()
     new_index = {ev: i for i, ev in enumerate(e for e in evidence if e >= 0)}
-    sources, texts, times, valid = graph._sources, graph._ev_text, graph._ev_time, graph._ev_valid
-    premised, names, aliases = graph._op_deps, graph._key_names, graph._op_alias
+    sources, texts, times, valid = (
+        graph.storage.sources,
+        graph.storage.ev_text,
+        graph.storage.ev_time,
+        graph.storage.ev_valid,
+    )
+    premised, names, aliases = graph.storage.op_deps, graph.storage.key_names, graph.storage.op_alias
     columns: dict[str, list[Any]] = {name: [] for name in WRITE_BATCH_SCHEMA.names}
 
     def flush() -> None:
@@ -158,13 +163,13 @@ def _replay_into(
         replay_seq[at] = len(replay_seq) + 1
         if ev >= 0 and ev in valid:  # the batch has no valid-time column
             flush()
-            replayed.observe(texts[ev], sources[graph._ev_source[ev]], times.get(ev), valid[ev])
+            replayed.observe(texts[ev], sources[graph.storage.ev_source[ev]], times.get(ev), valid[ev])
             continue
         if ev >= 0:
             row: tuple[Any, ...] = (
                 None,
                 texts[ev],
-                sources[graph._ev_source[ev]],
+                sources[graph.storage.ev_source[ev]],
                 times.get(ev),
                 None,
                 None,

@@ -5,8 +5,8 @@ written atomically, in one of two layouts holding the same tables.
   payload: large_binary)``, one row per table, each payload that table as an Arrow IPC stream (8-byte
   aligned: a memory-mapped file is read without copying). Polars reads a table of it with nothing else::
 
-      outer = polars.read_ipc(path, memory_map=False)
-      versions = polars.read_ipc_stream(outer.filter(table="versions")["payload"][0])
+      outer = polars.read_ipc(path)
+      versions = polars.read_ipc_stream(outer.filter(polars.col("table") == "versions")["payload"][0])
 
 - **directory** (``save(path, layout="directory")``): ``path/<table>.arrow``, one Arrow IPC file per table,
   which ``polars.scan_ipc`` scans lazily (``scan_ipc("runs/*/versions.arrow")`` scans many states at once).
@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import io
+import itertools
 import mmap
 import os
 import secrets
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pyarrow as pa
@@ -189,17 +191,54 @@ def _check_file_digest(data: _Bytes, path: Path) -> bool:
     return True
 
 
-def _seal(path: Path) -> str:
-    """Write the digest of the file just written at ``path`` into its two slots (zeros until now); it."""
-    with open(path, "r+b") as f:
-        data = mmap.mmap(f.fileno(), 0)
-        try:
-            digest = _write_digest(data)
-            data.flush()
-        finally:
-            data.close()
-        os.fsync(f.fileno())
-    return digest
+class _Tee(io.RawIOBase):
+    """Bytes written here go to ``file`` and into ``digest``; closing it leaves ``file`` open."""
+
+    def __init__(self, file: io.BufferedRandom, digest: hashlib._Hash) -> None:
+        super().__init__()
+        self._target, self._digest = file, digest
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._digest.update(data)
+        return self._target.write(data)
+
+
+class _Sealing:
+    """A file being written whose SHA-256 is taken from the bytes as they are written (Arrow writes
+    through it with ``pa.PythonFile``): the digest of a file written with its two slots still zeros is
+    the digest :func:`_file_digest` checks, so sealing never reads the file back."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "w+b")  # noqa: SIM115 - closed by close(); readable: seal() finds the slots
+        self._digest = hashlib.sha256()
+
+    def sink(self) -> pa.NativeFile:
+        """Where Arrow writes: every byte goes to the file and into the digest."""
+        return pa.PythonFile(_Tee(self._file, self._digest), mode="w")
+
+    def seal(self) -> str:
+        """Write the digest into both slots (found from the file's two frames), fsync; the digest."""
+        self._file.flush()
+        hexdigest = self._digest.hexdigest()
+        with mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            slots = _digest_slots(data)  # reads the two frames only
+        if slots is None:
+            msg = f"no {FILE_DIGEST_KEY} placeholder in the file's metadata"
+            raise ValueError(msg)
+        for slot in slots:
+            self._file.seek(slot)
+            self._file.write(hexdigest.encode())
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        return hexdigest
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def _create_aside(path: Path) -> tuple[int, Path]:
@@ -236,7 +275,7 @@ def _refuse(path: Path, why: str) -> StateFileError:
 
 
 def _sealed_schema(schema: pa.Schema, meta: dict[str, str]) -> pa.Schema:
-    """``schema`` with ``meta`` and the zeroed file digest (written in once the file is, see _seal)."""
+    """``schema`` with ``meta`` and the zeroed file digest (written in once the file is, see _Sealing)."""
     return schema.with_metadata({**meta, FILE_DIGEST_KEY: (_FILE_MARK + _PLACEHOLDER).decode()})
 
 
@@ -245,15 +284,9 @@ def _metadata_table(graph: ProvenanceGraph) -> pa.Table:
     return pa.table([pa.array(list(entries)), pa.array(list(entries.values()))], schema=_META_SCHEMA)
 
 
-def _stream(table: pa.Table) -> pa.Buffer:
-    """``table`` as an Arrow IPC stream, written into a buffer of its exact size (sized by a dry run)."""
-    size = pa.MockOutputStream()
-    with pa.ipc.new_stream(size, table.schema) as writer:
+def _write_stream(table: pa.Table, sink: pa.NativeFile) -> None:
+    with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    buffer = pa.allocate_buffer(size.size())
-    with pa.ipc.new_stream(pa.FixedSizeBufferWriter(buffer), table.schema) as writer:
-        writer.write_table(table)
-    return buffer
 
 
 def _file_bytes(table: pa.Table, meta: dict[str, str]) -> bytes:
@@ -265,28 +298,35 @@ def _file_bytes(table: pa.Table, meta: dict[str, str]) -> bytes:
 
 
 def _all_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
-    """Every table of the graph's state, ``metadata`` first (made one at a time: peak memory)."""
+    """Every table of the graph's state, ``metadata`` first, each made when asked for."""
     yield METADATA, _metadata_table(graph)
-    yield from _tables.graph_tables(graph).items()
+    yield from _tables.iter_graph_tables(graph)
 
 
-def _container(graph: ProvenanceGraph) -> pa.Table:
-    """The file layout's one table: a row per table, its payload an Arrow IPC stream."""
-    names, payloads = [], []
-    for name, table in _all_tables(graph):
-        names.append(name)
-        payloads.append(_stream(table))
-    # Build the binary column straight from the payload buffers: one copy, not one per step.
-    offsets = np.zeros(len(payloads) + 1, dtype=np.int64)
-    np.cumsum([p.size for p in payloads], out=offsets[1:])
-    data = pa.py_buffer(b"".join(memoryview(p) for p in payloads))
+_CONTAINER = _sealed_schema(
+    pa.schema([("table", STR), ("payload", LBIN)]), {"format": FORMAT, "schema_version": str(SCHEMA_VERSION)}
+)
+
+
+def _payload(name: str, table: pa.Table) -> pa.RecordBatch:
+    """One row of the file layout: ``table`` as an Arrow IPC stream, written once into a buffer of its
+    exact size (a dry run sizes it, copying nothing), which becomes the binary value as it is."""
+    dry = pa.MockOutputStream()
+    _write_stream(table, dry)
+    data = pa.allocate_buffer(dry.size())
+    _write_stream(table, pa.FixedSizeBufferWriter(data))
+    offsets = np.array([0, data.size], dtype=np.int64)
     # offsets.data: the array's memoryview (the same memory; numpy declares ndarray.__buffer__ for 3.12+ only)
-    column = pa.Array.from_buffers(LBIN, len(payloads), [None, pa.py_buffer(offsets.data), data])
-    schema = _sealed_schema(
-        pa.schema([("table", STR), ("payload", LBIN)]),
-        {"format": FORMAT, "schema_version": str(SCHEMA_VERSION)},
-    )
-    return pa.table([pa.array(names, type=STR), column], schema=schema)
+    payload = pa.Array.from_buffers(LBIN, 1, [None, pa.py_buffer(offsets.data), data])
+    return pa.RecordBatch.from_arrays([pa.array([name], type=STR), payload], schema=_CONTAINER)
+
+
+def _write_container(graph: ProvenanceGraph, sink: pa.NativeFile) -> None:
+    """The file layout: one record batch per table, each made, streamed and written in turn, so a save
+    holds one table at a time besides the graph."""
+    with pa.ipc.new_file(sink, _CONTAINER) as writer:
+        for name, table in _all_tables(graph):
+            writer.write_batch(_payload(name, table))
 
 
 def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
@@ -297,7 +337,7 @@ def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
 def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
     """The file layout's bytes, deterministic: the same operations always give the same bytes."""
     sink = pa.BufferOutputStream()
-    _write(_container(graph), sink)
+    _write_container(graph, sink)
     return sealed(sink.getvalue().to_pybytes())
 
 
@@ -326,13 +366,15 @@ def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file"
     if path.is_dir():
         msg = f"save: {path} is a directory (save(path, layout='directory') writes a state there)"
         raise IsADirectoryError(msg)
-    outer = _container(graph)
     fd, tmp = _create_aside(path)
     os.close(fd)  # created with the permissions a new file gets; written through Arrow's own file below
     try:
-        with pa.OSFile(str(tmp), "wb") as sink:
-            _write(outer, sink)  # straight to the file: no second copy in memory
-        _seal(tmp)  # the digest over every byte, then fsync
+        sealing = _Sealing(tmp)
+        try:
+            _write_container(graph, sealing.sink())  # straight to the file, a table at a time
+            sealing.seal()  # the digest of every byte, written into its two slots; fsync
+        finally:
+            sealing.close()
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -354,7 +396,7 @@ def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
     tmp.mkdir()
     try:
         digests: dict[str, str] = {}
-        for name, table in _tables.graph_tables(graph).items():
+        for name, table in _tables.iter_graph_tables(graph):
             digests[TABLE_DIGEST_PREFIX + name] = _write_sealed(tmp / f"{name}.arrow", table, {"table": name})
         meta = _metadata_table(graph)
         meta = pa.concat_tables(
@@ -377,9 +419,12 @@ def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
 
 def _write_sealed(path: Path, table: pa.Table, meta: dict[str, str]) -> str:
     """Write ``table`` to ``path`` as a sealed Arrow file (fsynced); its digest."""
-    with pa.OSFile(str(path), "wb") as sink:
-        _write(table.replace_schema_metadata(_sealed_schema(table.schema, meta).metadata), sink)
-    return _seal(path)
+    sealing = _Sealing(path)
+    try:
+        _write(table.replace_schema_metadata(_sealed_schema(table.schema, meta).metadata), sealing.sink())
+        return sealing.seal()
+    finally:
+        sealing.close()
 
 
 # --- reading -------------------------------------------------------------------------------------------
@@ -515,7 +560,13 @@ def decode_tables(
 
 def _payloads(outer: pa.Table) -> list[pa.Buffer]:
     """The payloads of a file-layout table, as slices of its buffer (a memory-mapped file is not copied)."""
-    return [scalar.as_buffer() for chunk in outer.column("payload").chunks for scalar in chunk]
+    out: list[pa.Buffer] = []
+    for chunk in outer.column("payload").chunks:
+        # slices of the data buffer at the offsets: a scalar's as_buffer() would copy each payload
+        _, offsets, data = cast("list[pa.Buffer]", chunk.buffers())
+        at = np.frombuffer(memoryview(offsets), dtype=np.int64)[chunk.offset : chunk.offset + len(chunk) + 1]
+        out.extend(data.slice(int(a), int(b - a)) for a, b in itertools.pairwise(at.tolist()))
+    return out
 
 
 def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
@@ -584,7 +635,9 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     except pa.ArrowInvalid as exc:
         raise _refuse(path, f"the rows of {key!r} are damaged ({exc})") from exc
     by_id = {r["id"]: r for r in rows.to_pylist()}
-    chain = []  # the key's arrival order: newest first along `previous` (ids differ after a re-derivation)
+    chain: list[
+        dict[str, Any]
+    ] = []  # the key's arrival order: newest first along `previous` (ids differ after a re-derivation)
     while newest is not None and newest in by_id and len(chain) < len(by_id):
         chain.append(by_id[newest])
         newest = by_id[newest]["previous"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from pmem.graph._texts import TextColumn
 from pmem.graph._validate import valid_instant
 
 if TYPE_CHECKING:
@@ -41,33 +42,33 @@ _ADDED_IN = {
 # Dense tables: table name -> [(column, graph attribute holding the column, arrow type)]; integer
 # columns are typed storage (array("q")) in the graph, the others lists
 _TABLES: dict[str, list[tuple[str, str, pa.DataType]]] = {
-    "evidence": [("text", "_ev_text", LSTR), ("source", "_ev_source", I32), ("seq", "_ev_seq", I64)],
-    "sources": [("source", "_sources", STR)],
-    "keys": [("key", "_key_names", STR)],
+    "evidence": [("text", "ev_text", LSTR), ("source", "ev_source", I32), ("seq", "ev_seq", I64)],
+    "sources": [("source", "sources", STR)],
+    "keys": [("key", "key_names", STR)],
     "versions": [
-        ("key", "_v_key", I32),
-        ("value", "_v_value", LSTR),
-        ("status", "_v_status", I8),
-        ("valid_from", "_v_from", I64),
-        ("valid_to", "_v_to", I64),
-        ("evidence", "_v_ev", I64),
-        ("supersedes", "_v_prev", I64),
+        ("key", "v_key", I32),
+        ("value", "v_value", LSTR),
+        ("status", "v_status", I8),
+        ("valid_from", "v_from", I64),
+        ("valid_to", "v_to", I64),
+        ("evidence", "v_ev", I64),
+        ("supersedes", "v_prev", I64),
     ],
-    "supported_by": [("version", "_sb_version", I64), ("evidence", "_sb_ev", I64), ("seq", "_sb_seq", I64)],
-    "tombstones": [("version", "_tb_version", I64), ("seq", "_tb_seq", I64), ("evidence", "_tb_ev", I64)],
-    "operations": [("code", "_op_code", pa.int16()), ("version", "_op_target", I64)],
+    "supported_by": [("version", "sb_version", I64), ("evidence", "sb_ev", I64), ("seq", "sb_seq", I64)],
+    "tombstones": [("version", "tb_version", I64), ("seq", "tb_seq", I64), ("evidence", "tb_ev", I64)],
+    "operations": [("code", "op_code", pa.int16()), ("version", "op_target", I64)],
 }
 # Sparse tables: table name -> (graph attribute holding a dict, index column, value columns)
 _SPARSE: dict[str, tuple[str, tuple[str, pa.DataType], list[tuple[str, pa.DataType]]]] = {
-    "evidence_time": ("_ev_time", ("evidence", I64), [("time", STR)]),
-    "evidence_valid_time": ("_ev_valid", ("evidence", I64), [("valid_time", STR)]),
-    "undo": ("_undo_of", ("operation", I64), [("undoes", I64)]),
-    "operation_alias": ("_op_alias", ("operation", I64), [("alias", STR)]),
-    "alternative_of": ("_v_alt", ("version", I64), [("target", I64)]),
-    "older": ("_v_older", ("version", I64), [("older", I64)]),
-    "extra_support": ("_v_extra_support", ("version", I64), [("count", I64)]),
+    "evidence_time": ("ev_time", ("evidence", I64), [("time", STR)]),
+    "evidence_valid_time": ("ev_valid", ("evidence", I64), [("valid_time", STR)]),
+    "undo": ("undo_of", ("operation", I64), [("undoes", I64)]),
+    "operation_alias": ("op_alias", ("operation", I64), [("alias", STR)]),
+    "alternative_of": ("v_alt", ("version", I64), [("target", I64)]),
+    "older": ("v_older", ("version", I64), [("older", I64)]),
+    "extra_support": ("v_extra_support", ("version", I64), [("count", I64)]),
     "operation_extra": (
-        "_op_extra",
+        "op_extra",
         ("operation", I64),
         [("seq", I64), ("key", I64), ("evidence", I64), ("value", LSTR), ("reason", STR)],
     ),
@@ -76,15 +77,6 @@ _PREMISES = pa.schema([("version", I64), ("key", I64), ("premise_version", I64)]
 _OPERATION_PREMISES = pa.schema([("operation", I64), ("key", I64)])
 #: source authority: every setting in order; ``after`` is the seq it was made after (-1: the constructor's)
 _AUTHORITY = pa.schema([("after", I64), ("source", STR), ("level", I64)])
-_IDENTITY = pa.schema(
-    [
-        ("candidate", STR),
-        ("shortlisted", STR),
-        ("score", F64),
-        ("verdict", STR),
-        ("canonical", STR),
-    ]
-)
 
 
 def missing_tables(tables: dict[str, pa.Table], version: int) -> set[str]:
@@ -125,7 +117,12 @@ def build_legacy_graph(
         table = tables[name]
         for column, attr, typ in columns:
             typed = pa.types.is_integer(typ)  # integer columns are typed storage, the others lists
-            setattr(graph, attr, _typed_column(table, column) if typed else _column_list(table, column))
+            if attr == "ev_text":  # an Arrow-backed column (pmem.graph._texts)
+                graph.storage.ev_text = TextColumn(_column_list(table, column))
+                continue
+            setattr(
+                graph.storage, attr, _typed_column(table, column) if typed else _column_list(table, column)
+            )
     for name, (attr, (index, _), value_columns) in _SPARSE.items():
         if name not in tables:  # a table added after the file's schema version (checked on decoding)
             continue
@@ -133,45 +130,45 @@ def build_legacy_graph(
         keys = _column_list(table, index)
         values = [_column_list(table, c) for c, _ in value_columns]
         rows = values[0] if len(values) == 1 else list(zip(*values, strict=True))
-        setattr(graph, attr, dict(zip(keys, rows, strict=True)))
-    graph._seq = int(meta["seq"])
-    graph._valid_at = {n: valid_instant(text, "load")[1] for n, text in graph._ev_valid.items()}
-    graph._source_code = {s: i for i, s in enumerate(graph._sources)}
-    graph._k_head = _typed_column(tables["keys"], "head")
-    graph._k_newest = _typed_column(tables["keys"], "newest")
-    graph._kid = {name: kid for kid, name in enumerate(graph._key_names)}
+        setattr(graph.storage, attr, dict(zip(keys, rows, strict=True)))
+    graph.storage.seq = int(meta["seq"])
+    graph.storage.valid_at = {n: valid_instant(text, "load")[1] for n, text in graph.storage.ev_valid.items()}
+    graph.storage.source_code = {s: i for i, s in enumerate(graph.storage.sources)}
+    graph.storage.k_head = _typed_column(tables["keys"], "head")
+    graph.storage.k_newest = _typed_column(tables["keys"], "newest")
+    graph.storage.kid = {name: kid for kid, name in enumerate(graph.storage.key_names)}
     alts = tables["open_alternatives"]
     open_alts: dict[int, list[int]] = {}
     for kid, vid in zip(_column_list(alts, "key"), _column_list(alts, "version"), strict=True):
         open_alts.setdefault(kid, []).append(vid)
-    graph._open_alts = open_alts
+    graph.storage.open_alts = open_alts
     if "erased" in tables:
-        graph._erased = set(_column_list(tables["erased"], "evidence"))
+        graph.storage.erased = set(_column_list(tables["erased"], "evidence"))
     authority = json.loads(meta.get("authority", "null")) or {
         "configured": False,
         "from_start": False,
         "default": 1,
     }
-    graph._default_authority = int(authority["default"])
-    graph._authority_from_start = bool(authority["from_start"])
+    graph.storage.default_authority = int(authority["default"])
+    graph.storage.authority_from_start = bool(authority["from_start"])
     if authority["configured"]:
-        graph._authority = {}
+        graph.storage.authority = {}
         for after, source, level in zip(
             *(_column_list(tables["authority"], c) for c in _AUTHORITY.names), strict=True
         ):
-            graph._authority[source] = level
-            graph._authority_log.append((after, source, level))
+            graph.storage.authority[source] = level
+            graph.storage.authority_log.append((after, source, level))
     if "premises" in tables:
         premises = tables["premises"]
         deps: dict[int, list[tuple[int, int]]] = {}
         for v, k, pv in zip(*(_column_list(premises, c) for c in _PREMISES.names), strict=True):
             deps.setdefault(v, []).append((k, pv))
-        graph._dep = {v: tuple(p) for v, p in deps.items()}
+        graph.storage.dep = {v: tuple(p) for v, p in deps.items()}
         op_premises = tables["operation_premises"]
         op_deps: dict[int, list[int]] = {}
         for n, k in zip(*(_column_list(op_premises, c) for c in _OPERATION_PREMISES.names), strict=True):
             op_deps.setdefault(n, []).append(k)
-        graph._op_deps = {n: tuple(k) for n, k in op_deps.items()}
+        graph.storage.op_deps = {n: tuple(k) for n, k in op_deps.items()}
     identity = tables["identity"].to_pylist()
     reg_keys: list[str] = _column_list(tables["registry_keys"], "key")  # a string column: to_pylist()
     reg_config = json.loads(meta.get("registry", "null"))

@@ -40,9 +40,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pmem.graph._codes import ACTIVE, EDGE_KINDS, LOG_OPS, STATUSES, SUPERSEDED
+from pmem.graph._texts import TextColumn
 from pmem.graph._validate import valid_instant
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from numpy.typing import NDArray
 
     from pmem.graph._graph import ProvenanceGraph
@@ -189,79 +192,86 @@ def _id_lists(n: int, mapping: dict[int, tuple[int, ...]]) -> pa.Array[Any]:
 
 def _materialized(graph: ProvenanceGraph) -> tuple[NDArray[np.int8], NDArray[np.int64]]:
     """Status and valid_to with the lazily closed heads written out (see ProvenanceGraph._closing)."""
-    status = _np(graph._v_status, np.int8)
-    valid_to = _np(graph._v_to)
+    status = _np(graph.storage.v_status, np.int8)
+    valid_to = _np(graph.storage.v_to)
     n = len(status)
     if n:
         ids = np.arange(n, dtype=np.int64)
-        heads = _np(graph._k_head)
-        lazy = (status == ACTIVE) & (heads[_np(graph._v_key)] != ids)
+        heads = _np(graph.storage.k_head)
+        lazy = (status == ACTIVE) & (heads[_np(graph.storage.v_key)] != ids)
         if lazy.any():
-            prev = _np(graph._v_prev)
+            prev = _np(graph.storage.v_prev)
             newest = np.full(n, -1, dtype=np.int64)
             linked = prev >= 0
             np.maximum.at(newest, prev[linked], ids[linked])
-            valid_to[lazy] = _np(graph._v_from)[newest[lazy]]
+            valid_to[lazy] = _np(graph.storage.v_from)[newest[lazy]]
             status[lazy] = SUPERSEDED
     return status, valid_to
 
 
 def graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     """The graph's flat tables (:data:`SCHEMAS`), deterministic: the same graph gives equal tables."""
-    keys = _pa.array(graph._key_names, type=_STR)
-    return {
-        "evidence": _evidence(graph),
-        "versions": _versions(graph, keys),
-        "operations": _operations(graph, keys),
-        "edges": _edges(graph),
-        "keys": _keys(graph, keys),
-        **_registry_tables(graph._registry),
-    }
+    return dict(iter_graph_tables(graph))
+
+
+def iter_graph_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
+    """:func:`graph_tables` one at a time, each made when asked for (a writer holds one at a time)."""
+    keys = _pa.array(graph.storage.key_names, type=_STR)
+    yield "evidence", _evidence(graph)
+    yield "versions", _versions(graph, keys)
+    yield "operations", _operations(graph, keys)
+    yield "edges", _edges(graph)
+    yield "keys", _keys(graph, keys)
+    yield from _registry_tables(graph._registry).items()
 
 
 def _evidence(graph: ProvenanceGraph) -> pa.Table:
-    n = len(graph._ev_seq)
+    n = len(graph.storage.ev_seq)
     erased = np.zeros(n, np.bool_)
-    erased[list(graph._erased)] = True
+    erased[list(graph.storage.erased)] = True
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
-        _pa.array(_np(graph._ev_seq)),
-        _pa.array(graph._ev_text, type=_LSTR),
-        _codes(_np(graph._ev_source, np.int32), graph._sources, _CODE32),
-        _sparse(n, dict(sorted(graph._ev_time.items())), _STR),
-        _sparse(n, dict(sorted(graph._ev_valid.items())), _STR),
+        _pa.array(_np(graph.storage.ev_seq)),
+        graph.storage.ev_text.to_arrow(),
+        _codes(_np(graph.storage.ev_source, np.int32), graph.storage.sources, _CODE32),
+        _sparse(n, dict(sorted(graph.storage.ev_time.items())), _STR),
+        _sparse(n, dict(sorted(graph.storage.ev_valid.items())), _STR),
         _pa.array(erased),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["evidence"])
 
 
 def _versions(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
-    n = len(graph._v_key)
-    key_id = _np(graph._v_key)
+    n = len(graph.storage.v_key)
+    key_id = _np(graph.storage.v_key)
     status, valid_to = _materialized(graph)
-    prev = _np(graph._v_prev)
+    prev = _np(graph.storage.v_prev)
     previous = prev.copy()  # the arrival chain: the supersedes target unless stored apart
-    if graph._v_older:
-        older = np.fromiter(graph._v_older.items(), dtype=np.dtype((np.int64, 2)), count=len(graph._v_older))
+    if graph.storage.v_older:
+        older = np.fromiter(
+            graph.storage.v_older.items(), dtype=np.dtype((np.int64, 2)), count=len(graph.storage.v_older)
+        )
         previous[older[:, 0]] = older[:, 1]
     support = np.ones(n, np.int64)
-    if graph._v_extra_support:
+    if graph.storage.v_extra_support:
         extra = np.fromiter(
-            graph._v_extra_support.items(), dtype=np.dtype((np.int64, 2)), count=len(graph._v_extra_support)
+            graph.storage.v_extra_support.items(),
+            dtype=np.dtype((np.int64, 2)),
+            count=len(graph.storage.v_extra_support),
         )
         support[extra[:, 0]] += extra[:, 1]
-    deps = dict(sorted(graph._dep.items()))
+    deps = dict(sorted(graph.storage.dep.items()))
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
         _pa.DictionaryArray.from_arrays(_pa.array(key_id.astype(np.int32)), keys),
         _pa.array(key_id),
-        _pa.array(graph._v_value, type=_LSTR),
+        _pa.array(graph.storage.v_value, type=_LSTR),
         _codes(status, STATUSES, _CODE8),
-        _pa.array(_np(graph._v_from)),
+        _pa.array(_np(graph.storage.v_from)),
         _ref(valid_to),
-        _ref(_np(graph._v_ev)),
+        _ref(_np(graph.storage.v_ev)),
         _ref(prev),
-        _sparse(n, dict(sorted(graph._v_alt.items())), _I64),
+        _sparse(n, dict(sorted(graph.storage.v_alt.items())), _I64),
         _ref(previous),
         _pa.array(support),
         _id_lists(n, {v: tuple(k for k, _ in p) for v, p in deps.items()}),
@@ -271,14 +281,14 @@ def _versions(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
 
 
 def _operations(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
-    n = len(graph._op_code)
-    code = _np(graph._op_code)
-    target = _np(graph._op_target)
+    n = len(graph.storage.op_code)
+    code = _np(graph.storage.op_code)
+    target = _np(graph.storage.op_target)
     # An operation that created its target version takes seq, key, evidence and value from it
     # (ProvenanceGraph.operations); every other one keeps them in _op_extra.
     seq, key_id, ev = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
     apart = np.zeros(n, np.bool_)
-    extra = graph._op_extra
+    extra = graph.storage.op_extra
     if extra:
         rows = np.fromiter(extra, np.int64, len(extra))
         apart[rows] = True
@@ -286,9 +296,13 @@ def _operations(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
         seq[rows], key_id[rows], ev[rows] = triples[:, 0], triples[:, 1], triples[:, 2]
     own = ~apart
     t = target[own]
-    seq[own], key_id[own], ev[own] = _np(graph._v_from)[t], _np(graph._v_key)[t], _np(graph._v_ev)[t]
-    if len(graph._v_value):
-        values = _pa.array(graph._v_value, type=_LSTR).take(_pa.array(np.where(own, target, 0)))
+    seq[own], key_id[own], ev[own] = (
+        _np(graph.storage.v_from)[t],
+        _np(graph.storage.v_key)[t],
+        _np(graph.storage.v_ev)[t],
+    )
+    if len(graph.storage.v_value):
+        values = _pa.array(graph.storage.v_value, type=_LSTR).take(_pa.array(np.where(own, target, 0)))
     else:  # no version yet: every entry (a failed precondition, a noop on an empty cell) is kept apart
         values = _pa.nulls(n, type=_LSTR)
     if extra:
@@ -306,22 +320,22 @@ def _operations(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
         _pa.array((code >> 6).astype(np.bool_)),
         reasons,
         _ref(target),
-        _sparse(n, dict(sorted(graph._undo_of.items())), _I64),
-        _sparse(n, dict(sorted(graph._op_alias.items())), _STR),
-        _id_lists(n, dict(sorted(graph._op_deps.items()))),
+        _sparse(n, dict(sorted(graph.storage.undo_of.items())), _I64),
+        _sparse(n, dict(sorted(graph.storage.op_alias.items())), _STR),
+        _id_lists(n, dict(sorted(graph.storage.op_deps.items()))),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["operations"])
 
 
 def _edges(graph: ProvenanceGraph) -> pa.Table:
-    sb, tb = len(graph._sb_version), len(graph._tb_version)
+    sb, tb = len(graph.storage.sb_version), len(graph.storage.tb_version)
     kind = np.concatenate([np.full(sb, _SUPPORTED_BY, np.int8), np.full(tb, _REVOKES, np.int8)])
     tombstone = np.concatenate([np.full(sb, -1, np.int64), np.arange(tb, dtype=np.int64)])
     columns = [
         _codes(kind, EDGE_KINDS, _CODE8),
-        _pa.array(np.concatenate([_np(graph._sb_version), _np(graph._tb_version)])),
-        _ref(np.concatenate([_np(graph._sb_ev), _np(graph._tb_ev)])),
-        _pa.array(np.concatenate([_np(graph._sb_seq), _np(graph._tb_seq)])),
+        _pa.array(np.concatenate([_np(graph.storage.sb_version), _np(graph.storage.tb_version)])),
+        _ref(np.concatenate([_np(graph.storage.sb_ev), _np(graph.storage.tb_ev)])),
+        _pa.array(np.concatenate([_np(graph.storage.sb_seq), _np(graph.storage.tb_seq)])),
         _ref(tombstone),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["edges"])
@@ -332,9 +346,9 @@ def _keys(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
         keys,
-        _ref(_np(graph._k_head)),
-        _ref(_np(graph._k_newest)),
-        _id_lists(n, {k: tuple(v) for k, v in sorted(graph._open_alts.items()) if v}),
+        _ref(_np(graph.storage.k_head)),
+        _ref(_np(graph.storage.k_newest)),
+        _id_lists(n, {k: tuple(v) for k, v in sorted(graph.storage.open_alts.items()) if v}),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["keys"])
 
@@ -364,17 +378,17 @@ def graph_metadata(graph: ProvenanceGraph) -> dict[str, str]:
     """The metadata entries of :data:`META_NAMES` (JSON where structured)."""
     reg = graph._registry
     return {
-        "seq": str(graph._seq),
+        "seq": str(graph.storage.seq),
         "statuses": json.dumps(STATUSES),
         "ops": json.dumps(LOG_OPS),
         "edge_kinds": json.dumps(EDGE_KINDS),
         "registry": json.dumps(reg.config() if reg is not None else None, sort_keys=True),
         "authority": json.dumps(
             {
-                "configured": graph._authority is not None,
-                "from_start": graph._authority_from_start,
-                "default": graph._default_authority,
-                "settings": [list(s) for s in graph._authority_log],
+                "configured": graph.storage.authority is not None,
+                "from_start": graph.storage.authority_from_start,
+                "default": graph.storage.default_authority,
+                "settings": [list(s) for s in graph.storage.authority_log],
             },
             sort_keys=True,
         ),
@@ -387,12 +401,15 @@ def graph_metadata(graph: ProvenanceGraph) -> dict[str, str]:
 def _ints(table: pa.Table, name: str) -> NDArray[np.int64]:
     """An id column as int64 with null as -1."""
     column: Any = table.column(name)
-    return cast("NDArray[np.int64]", column.fill_null(-1).to_numpy()).astype(np.int64, copy=False)
+    if column.null_count:
+        column = column.fill_null(-1)
+    return cast("NDArray[np.int64]", column.to_numpy()).astype(np.int64, copy=False)
 
 
 def _typed(values: NDArray[Any]) -> array[int]:
     out = array("q")
-    out.frombytes(np.ascontiguousarray(values, dtype=np.int64).tobytes())
+    block = np.ascontiguousarray(values, dtype=np.int64)
+    out.frombytes(block.data.cast("B"))  # from the array's memory: no bytes object in between
     return out
 
 
@@ -455,7 +472,7 @@ def build_graph(
     _load_versions(graph, tables["versions"])
     _load_edges(graph, tables["edges"])
     _load_operations(graph, tables["operations"])
-    graph._seq = int(meta["seq"])
+    graph.storage.seq = int(meta["seq"])
     _load_authority(graph, json.loads(meta["authority"]))
     identity = tables["identity"].to_pylist()
     reg_keys = cast("list[str]", tables["registry_keys"].column("key").to_pylist())
@@ -467,49 +484,50 @@ def build_graph(
 
 def _load_evidence(graph: ProvenanceGraph, table: pa.Table) -> None:
     source: Any = table.column("source").combine_chunks()
-    graph._sources = source.dictionary.to_pylist()
-    graph._source_code = {s: i for i, s in enumerate(graph._sources)}
-    graph._ev_text = cast("list[str]", table.column("text").to_pylist())
-    graph._ev_source = _typed(source.indices.to_numpy())
-    graph._ev_seq = _typed(_ints(table, "seq"))
-    graph._ev_time = dict(zip(*_present(table, "time"), strict=True))
-    graph._ev_valid = dict(zip(*_present(table, "valid_time"), strict=True))
-    graph._valid_at = {n: valid_instant(text, "load")[1] for n, text in graph._ev_valid.items()}
+    graph.storage.sources = source.dictionary.to_pylist()
+    graph.storage.source_code = {s: i for i, s in enumerate(graph.storage.sources)}
+    graph.storage.ev_text = TextColumn()
+    graph.storage.ev_text.extend_arrow(table.column("text"))  # as read: no Python string per text
+    graph.storage.ev_source = _typed(source.indices.to_numpy())
+    graph.storage.ev_seq = _typed(_ints(table, "seq"))
+    graph.storage.ev_time = dict(zip(*_present(table, "time"), strict=True))
+    graph.storage.ev_valid = dict(zip(*_present(table, "valid_time"), strict=True))
+    graph.storage.valid_at = {n: valid_instant(text, "load")[1] for n, text in graph.storage.ev_valid.items()}
     erased = table.column("erased").to_numpy(zero_copy_only=False)
-    graph._erased = set(np.flatnonzero(erased).tolist())
+    graph.storage.erased = set(np.flatnonzero(erased).tolist())
 
 
 def _load_keys(graph: ProvenanceGraph, table: pa.Table) -> None:
-    graph._key_names = cast("list[str]", table.column("key").to_pylist())
-    graph._kid = {name: kid for kid, name in enumerate(graph._key_names)}
-    if len(graph._kid) != len(graph._key_names):
+    graph.storage.key_names = cast("list[str]", table.column("key").to_pylist())
+    graph.storage.kid = {name: kid for kid, name in enumerate(graph.storage.key_names)}
+    if len(graph.storage.kid) != len(graph.storage.key_names):
         msg = "the keys table names a key twice"
         raise ValueError(msg)
-    graph._k_head = _typed(_ints(table, "head"))
-    graph._k_newest = _typed(_ints(table, "newest"))
+    graph.storage.k_head = _typed(_ints(table, "head"))
+    graph.storage.k_newest = _typed(_ints(table, "newest"))
     rows, alts = _present(table, "alternatives")
-    graph._open_alts = {kid: list(a) for kid, a in zip(rows, alts, strict=True) if a}
+    graph.storage.open_alts = {kid: list(a) for kid, a in zip(rows, alts, strict=True) if a}
 
 
 def _load_versions(graph: ProvenanceGraph, table: pa.Table) -> None:
-    graph._v_key = _typed(_ints(table, "key_id"))
-    graph._v_value = cast("list[str]", table.column("value").to_pylist())
-    graph._v_status = _typed(_dictionary_codes(table, "status", STATUSES))
-    graph._v_from = _typed(_ints(table, "valid_from"))
-    graph._v_to = _typed(_ints(table, "valid_to"))
-    graph._v_ev = _typed(_ints(table, "evidence"))
+    graph.storage.v_key = _typed(_ints(table, "key_id"))
+    graph.storage.v_value = cast("list[str]", table.column("value").to_pylist())
+    graph.storage.v_status = _typed(_dictionary_codes(table, "status", STATUSES))
+    graph.storage.v_from = _typed(_ints(table, "valid_from"))
+    graph.storage.v_to = _typed(_ints(table, "valid_to"))
+    graph.storage.v_ev = _typed(_ints(table, "evidence"))
     prev = _ints(table, "supersedes")
-    graph._v_prev = _typed(prev)
-    graph._v_alt = dict(zip(*_present(table, "alternative_of"), strict=True))
+    graph.storage.v_prev = _typed(prev)
+    graph.storage.v_alt = dict(zip(*_present(table, "alternative_of"), strict=True))
     previous = _ints(table, "previous")
     apart = np.flatnonzero(previous != prev)
-    graph._v_older = dict(zip(apart.tolist(), previous[apart].tolist(), strict=True))
+    graph.storage.v_older = dict(zip(apart.tolist(), previous[apart].tolist(), strict=True))
     support = _ints(table, "support")
     more = np.flatnonzero(support != 1)
-    graph._v_extra_support = dict(zip(more.tolist(), (support[more] - 1).tolist(), strict=True))
+    graph.storage.v_extra_support = dict(zip(more.tolist(), (support[more] - 1).tolist(), strict=True))
     rows, keys = _present(table, "premise_keys")
     _, heads = _present(table, "premise_versions")
-    graph._dep = {v: tuple(zip(k, h, strict=True)) for v, k, h in zip(rows, keys, heads, strict=True)}
+    graph.storage.dep = {v: tuple(zip(k, h, strict=True)) for v, k, h in zip(rows, keys, heads, strict=True)}
 
 
 def _load_edges(graph: ProvenanceGraph, table: pa.Table) -> None:
@@ -519,17 +537,25 @@ def _load_edges(graph: ProvenanceGraph, table: pa.Table) -> None:
     if np.count_nonzero(sb) + np.count_nonzero(tb) != len(kind):
         msg = "the edges table holds a kind other than supported-by and revokes"
         raise ValueError(msg)
-    graph._sb_version, graph._sb_ev, graph._sb_seq = _typed(version[sb]), _typed(ev[sb]), _typed(seq[sb])
-    graph._tb_version, graph._tb_seq, graph._tb_ev = _typed(version[tb]), _typed(seq[tb]), _typed(ev[tb])
+    graph.storage.sb_version, graph.storage.sb_ev, graph.storage.sb_seq = (
+        _typed(version[sb]),
+        _typed(ev[sb]),
+        _typed(seq[sb]),
+    )
+    graph.storage.tb_version, graph.storage.tb_seq, graph.storage.tb_ev = (
+        _typed(version[tb]),
+        _typed(seq[tb]),
+        _typed(ev[tb]),
+    )
 
 
 def _load_operations(graph: ProvenanceGraph, table: pa.Table) -> None:
     requested = _dictionary_codes(table, "requested", LOG_OPS)
     effective = _dictionary_codes(table, "op", LOG_OPS)
     applied = table.column("applied").to_numpy(zero_copy_only=False).astype(np.int64)
-    graph._op_code = _typed(requested | effective << 3 | applied << 6)
+    graph.storage.op_code = _typed(requested | effective << 3 | applied << 6)
     target = _ints(table, "version")
-    graph._op_target = _typed(target)
+    graph.storage.op_target = _typed(target)
     seq, key_id, ev = _ints(table, "seq"), _ints(table, "key_id"), _ints(table, "evidence")
     # an entry that reads exactly as its target version (what created it) is stored as that version
     values: Any = table.column("value").combine_chunks()
@@ -537,15 +563,15 @@ def _load_operations(graph: ProvenanceGraph, table: pa.Table) -> None:
     own = target >= 0
     if own.any():
         t = np.where(own, target, 0)
-        own &= np.frombuffer(graph._v_from, np.int64)[t] == seq
-        own &= np.frombuffer(graph._v_key, np.int64)[t] == key_id
-        own &= np.frombuffer(graph._v_ev, np.int64)[t] == ev
-        theirs = _pa.array(graph._v_value, type=_LSTR).take(_pa.array(t))
+        own &= np.frombuffer(graph.storage.v_from, np.int64)[t] == seq
+        own &= np.frombuffer(graph.storage.v_key, np.int64)[t] == key_id
+        own &= np.frombuffer(graph.storage.v_ev, np.int64)[t] == ev
+        theirs = _pa.array(graph.storage.v_value, type=_LSTR).take(_pa.array(t))
         own &= pc.fill_null(pc.equal(values, theirs), False).to_numpy(zero_copy_only=False)
         own &= reasons.is_null().to_numpy(zero_copy_only=False)
     apart = np.flatnonzero(~own)
     at = _pa.array(apart)
-    graph._op_extra = dict(
+    graph.storage.op_extra = dict(
         zip(
             apart.tolist(),
             zip(
@@ -559,17 +585,17 @@ def _load_operations(graph: ProvenanceGraph, table: pa.Table) -> None:
             strict=True,
         )
     )
-    graph._undo_of = dict(zip(*_present(table, "undoes"), strict=True))
-    graph._op_alias = dict(zip(*_present(table, "alias"), strict=True))
+    graph.storage.undo_of = dict(zip(*_present(table, "undoes"), strict=True))
+    graph.storage.op_alias = dict(zip(*_present(table, "alias"), strict=True))
     rows, deps = _present(table, "premise_keys")
-    graph._op_deps = {n: tuple(k) for n, k in zip(rows, deps, strict=True)}
+    graph.storage.op_deps = {n: tuple(k) for n, k in zip(rows, deps, strict=True)}
 
 
 def _load_authority(graph: ProvenanceGraph, authority: dict[str, Any]) -> None:
-    graph._default_authority = int(authority["default"])
-    graph._authority_from_start = bool(authority["from_start"])
+    graph.storage.default_authority = int(authority["default"])
+    graph.storage.authority_from_start = bool(authority["from_start"])
     if authority["configured"]:
-        graph._authority = {}
+        graph.storage.authority = {}
         for after, source, level in authority["settings"]:
-            graph._authority[source] = int(level)
-            graph._authority_log.append((int(after), str(source), int(level)))
+            graph.storage.authority[source] = int(level)
+            graph.storage.authority_log.append((int(after), str(source), int(level)))

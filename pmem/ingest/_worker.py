@@ -203,8 +203,8 @@ class PartitionGraph(ProvenanceGraph):
         """Evidence ``e<position>`` (observed on the driver) is valid from ``valid_time``."""
         text, at = valid_instant(valid_time, "ingest")
         self._dated[f"e{position}"] = position
-        self._ev_valid[position] = text
-        self._valid_at[position] = at
+        self.storage.ev_valid[position] = text
+        self.storage.valid_at[position] = at
 
     def apply_fact_row(self, fact: FactRow) -> None:
         """Apply a fact row (observed on the driver as ``e<position>``)."""

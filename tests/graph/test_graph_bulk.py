@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pmem.graph import OPS, WRITE_BATCH_SCHEMA, OpResult, ProvenanceGraph, _bulk
+from pmem.graph._texts import TextColumn
 
 KEYS = ["a", "b", "c", "d", "e.f"]
 VALUES = ["x", "y", "z"]
@@ -51,20 +52,23 @@ def hidden(graph: ProvenanceGraph) -> tuple[Any, ...]:
     Raw columns (a lazily superseded head is stored active), and every dict as its items in insertion
     order (dict equality ignores order, which later writes and saves do not).
     """
+    state = {**vars(graph), **{f"storage.{k}": v for k, v in vars(graph.storage).items()}}
     columns = {
-        name: list(value) for name, value in sorted(vars(graph).items()) if isinstance(value, array | list)
+        name: list(value)
+        for name, value in sorted(state.items())
+        if isinstance(value, array | list | TextColumn)
     }
     dicts = {
         name: [(k, list(v) if isinstance(v, list) else v) for k, v in value.items()]
-        for name, value in sorted(vars(graph).items())
-        if isinstance(value, dict) and name not in ("_handlers", "_valid_at")
+        for name, value in sorted(state.items())
+        if isinstance(value, dict) and name not in ("_handlers", "storage.valid_at")
     }
     return (
         graph._last_eid,
         graph._last_ev,
         graph.seq,
-        list(graph._key_names),
-        list(graph._sources),
+        list(graph.storage.key_names),
+        list(graph.storage.sources),
         columns,
         dicts,
     )
@@ -211,11 +215,11 @@ def test_batches_equal_the_loop(data: st.DataObject) -> None:
     seq_graph, bulk_graph = ProvenanceGraph(authority=authority), ProvenanceGraph(authority=authority)
     loop(seq_graph, prefix)
     loop(bulk_graph, prefix)
-    n_ev = len(seq_graph._ev_seq)
+    n_ev = len(seq_graph.storage.ev_seq)
     stream = data.draw(rows(evidence_before=n_ev, max_size=60), label="stream")
     for part in split(data, stream):
         expected = loop(seq_graph, part)
-        first = len(bulk_graph._ev_seq)
+        first = len(bulk_graph.storage.ev_seq)
         result = bulk_graph.apply_batch(as_input(data, part))
         assert [OPS[c] for c in result.op.tolist()] == [r.op for r in expected]
         assert result.applied.tolist() == [r.applied for r in expected]
@@ -224,7 +228,7 @@ def test_batches_equal_the_loop(data: st.DataObject) -> None:
         assert bulk_graph.to_bytes() == seq_graph.to_bytes()
         assert hidden(bulk_graph) == hidden(seq_graph)
     # later calls behave the same: the fast path, lazy closes, records, sources, dict orders
-    suffix = data.draw(rows(evidence_before=len(seq_graph._ev_seq), max_size=20), label="suffix")
+    suffix = data.draw(rows(evidence_before=len(seq_graph.storage.ev_seq), max_size=20), label="suffix")
     assert loop(bulk_graph, suffix) == loop(seq_graph, suffix)
     assert bulk_graph.to_bytes() == seq_graph.to_bytes()
     assert hidden(bulk_graph) == hidden(seq_graph)
@@ -247,14 +251,14 @@ def test_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> Non
     else:
         loop(bulk_graph, prefix)
     assert_same(bulk_graph, seq_graph)
-    stream = data.draw(scripts(evidence_before=len(seq_graph._ev_seq), max_size=80), label="stream")
+    stream = data.draw(scripts(evidence_before=len(seq_graph.storage.ev_seq), max_size=80), label="stream")
     for part in split(data, stream):
         expected = loop(seq_graph, part)
         result = bulk_graph.apply_batch(as_input(data, part))
         assert [OPS[c] for c in result.op.tolist()] == [r.op for r in expected]
         assert result.applied.tolist() == [r.applied for r in expected]
         assert_same(bulk_graph, seq_graph)
-    suffix = data.draw(scripts(evidence_before=len(seq_graph._ev_seq), max_size=20), label="suffix")
+    suffix = data.draw(scripts(evidence_before=len(seq_graph.storage.ev_seq), max_size=20), label="suffix")
     assert loop(bulk_graph, suffix) == loop(seq_graph, suffix)
     assert_same(bulk_graph, seq_graph)
 
@@ -391,28 +395,28 @@ def test_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject) 
     behind the batches' backs): what a batch keeps between batches must never go stale."""
     seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
     for _ in range(3):
-        part = data.draw(scripts(evidence_before=len(seq_graph._ev_seq), max_size=30), label="batch")
-        part = uncited(part, seq_graph._erased)
+        part = data.draw(scripts(evidence_before=len(seq_graph.storage.ev_seq), max_size=30), label="batch")
+        part = uncited(part, seq_graph.storage.erased)
         loop(seq_graph, part)
         bulk_graph.apply_batch(batch(part))
         assert_same(bulk_graph, seq_graph)
-        calls = data.draw(scripts(evidence_before=len(seq_graph._ev_seq), max_size=8), label="calls")
-        calls = uncited(calls, seq_graph._erased)
+        calls = data.draw(scripts(evidence_before=len(seq_graph.storage.ev_seq), max_size=8), label="calls")
+        calls = uncited(calls, seq_graph.storage.erased)
         assert loop(bulk_graph, calls) == loop(seq_graph, calls)
         seqs = [op.seq for op in seq_graph.operations()]
         undo: bool = data.draw(st.booleans(), label="undo")
         if seqs and undo:
             at = data.draw(st.sampled_from(seqs), label="undone")
             assert bulk_graph.undo(at) == seq_graph.undo(at)
-        if len(seq_graph._ev_seq) and data.draw(st.booleans(), label="erase"):
-            evidence = f"e{data.draw(st.integers(0, len(seq_graph._ev_seq) - 1), label='erased')}"
+        if len(seq_graph.storage.ev_seq) and data.draw(st.booleans(), label="erase"):
+            evidence = f"e{data.draw(st.integers(0, len(seq_graph.storage.ev_seq) - 1), label='erased')}"
             if evidence_ok(seq_graph, evidence):
                 assert bulk_graph.erase(evidence) == seq_graph.erase(evidence)
         assert_same(bulk_graph, seq_graph)
 
 
 def evidence_ok(graph: ProvenanceGraph, evidence: str) -> bool:
-    return int(evidence[1:]) not in graph._erased
+    return int(evidence[1:]) not in graph.storage.erased
 
 
 def uncited(rows_: list[Row], erased: set[int]) -> list[Row]:

@@ -14,7 +14,7 @@ from tests.graph.test_graph_bulk import Row, batch, hidden, loop
 
 
 def expected_ids(graph: ProvenanceGraph, names: list[str]) -> list[int]:
-    return [graph._kid.get(n, -1) for n in names]
+    return [graph.storage.kid.get(n, -1) for n in names]
 
 
 def stream(n: int, keys: int, seed: int) -> list[Row]:
@@ -42,9 +42,9 @@ def test_the_index_follows_keys_admitted_by_apply_and_by_batches() -> None:
             graph.apply_batch(batch(rows[a : a + 100]))
         assert key_ids(graph, probe).tolist() == expected_ids(graph, probe.to_pylist())
     index = graph._key_index
-    assert len(graph._kid) == 50 and index is not None and index.covered == 50
+    assert len(graph.storage.kid) == 50 and index is not None and index.covered == 50
     # each hash sits with the id of its own name (a wrong id would only cost a dict probe, unseen above)
-    assert index.names.to_pylist() == graph._key_names
+    assert index.names.to_pylist() == graph.storage.key_names
     assert (index.hashes[1:] >= index.hashes[:-1]).all()
     assert (_keyindex._hashes(index.names.take(pa.array(index.ids))) == index.hashes).all()
 

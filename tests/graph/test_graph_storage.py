@@ -46,7 +46,9 @@ def test_integer_columns_are_typed_after_every_write_path_and_still_grow() -> No
     assert untyped(graph) == []
     writes(graph, 4)
     assert untyped(graph) == []
-    assert len(graph._tb_version) > 0 and len(graph._sb_version) > 0  # the stream reached every column
+    assert (
+        len(graph.storage.tb_version) > 0 and len(graph.storage.sb_version) > 0
+    )  # the stream reached every column
 
     loaded = ProvenanceGraph.from_bytes(graph.to_bytes())
     assert untyped(loaded) == []

@@ -15,10 +15,10 @@ DAY0 = datetime(2026, 1, 1)
 
 def chain(g: ProvenanceGraph, key: str) -> list[str]:
     """Values along the supersedes edges from the head down: the key's order in valid time."""
-    out, vid = [], g._k_head[g._kid[key]]
+    out, vid = [], g.storage.k_head[g.storage.kid[key]]
     while vid != -1:
-        out.append(g._v_value[vid])
-        vid = g._v_prev[vid]
+        out.append(g.storage.v_value[vid])
+        vid = g.storage.v_prev[vid]
     return out
 
 
