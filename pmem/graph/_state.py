@@ -211,9 +211,8 @@ class _Sealing:
     through it with ``pa.PythonFile``): the digest of a file written with its two slots still zeros is
     the digest :func:`_file_digest` checks, so sealing never reads the file back."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._file = open(path, "w+b")  # noqa: SIM115 - closed by close(); readable: seal() finds the slots
+    def __init__(self, file: io.BufferedRandom) -> None:
+        self._file = file  # opened for reading and writing: seal() finds the slots in what was written
         self._digest = hashlib.sha256()
 
     def sink(self) -> pa.NativeFile:
@@ -234,11 +233,7 @@ class _Sealing:
             self._file.write(hexdigest.encode())
         self._file.flush()
         os.fsync(self._file.fileno())
-        self._file.close()
         return hexdigest
-
-    def close(self) -> None:
-        self._file.close()
 
 
 def _create_aside(path: Path) -> tuple[int, Path]:
@@ -369,12 +364,10 @@ def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file"
     fd, tmp = _create_aside(path)
     os.close(fd)  # created with the permissions a new file gets; written through Arrow's own file below
     try:
-        sealing = _Sealing(tmp)
-        try:
+        with open(tmp, "w+b") as f:
+            sealing = _Sealing(f)
             _write_container(graph, sealing.sink())  # straight to the file, a table at a time
             sealing.seal()  # the digest of every byte, written into its two slots; fsync
-        finally:
-            sealing.close()
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -419,12 +412,10 @@ def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
 
 def _write_sealed(path: Path, table: pa.Table, meta: dict[str, str]) -> str:
     """Write ``table`` to ``path`` as a sealed Arrow file (fsynced); its digest."""
-    sealing = _Sealing(path)
-    try:
+    with open(path, "w+b") as f:
+        sealing = _Sealing(f)
         _write(table.replace_schema_metadata(_sealed_schema(table.schema, meta).metadata), sealing.sink())
         return sealing.seal()
-    finally:
-        sealing.close()
 
 
 # --- reading -------------------------------------------------------------------------------------------

@@ -6,9 +6,7 @@ every save and load. :class:`TextColumn` keeps them as Arrow string arrays (a lo
 it was read, memory-mapped; a bulk write's column as it came) plus a short Python tail for single appends,
 and a few overrides for texts rewritten in place (erasure). It reads like a list.
 
->>> import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+>>> import pyarrow as pa
 >>> texts = TextColumn()
 >>> texts.append("first")
 >>> texts.extend_arrow(pa.array(["second", "third"], pa.large_string()))

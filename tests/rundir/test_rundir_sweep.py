@@ -70,6 +70,7 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
     probes = res.filter(res[C.BENCHMARK] == "provenance-probes")
     has_rows.update(dict.fromkeys(probe_tables(m), probes.height > 0))
     assert probes.height > 0  # the quickstart's probe slice
+    has_rows["state_contents"] = True  # the quickstart's graph arms save their states
     assert set(m.tables) == set(has_rows)
     assert all(has_rows[t] for t in has_rows if t not in ("two_step", "peers"))
     for name, table in m.tables.items():
