@@ -284,14 +284,6 @@ def _write_stream(table: pa.Table, sink: pa.NativeFile) -> None:
         writer.write_table(table)
 
 
-def _file_bytes(table: pa.Table, meta: dict[str, str]) -> bytes:
-    """``table`` as a sealed Arrow IPC file."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, _sealed_schema(table.schema, meta)) as writer:
-        writer.write_table(table)
-    return sealed(sink.getvalue().to_pybytes())
-
-
 def _all_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
     """Every table of the graph's state, ``metadata`` first, each made when asked for."""
     yield METADATA, _metadata_table(graph)
