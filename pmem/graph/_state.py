@@ -518,7 +518,10 @@ def decode_tables(
             path, f"schema version {version} without its file digest (the file was altered or damaged)"
         )
     names = outer.column("table").to_pylist()
-    payloads = _payloads(outer)
+    try:
+        payloads = _payloads(outer)
+    except ValueError as exc:  # offsets that do not fit their buffer: a damaged file of schema 1 or 2
+        raise _refuse(path, f"its payload offsets are damaged ({exc})") from exc
     if not sealed and _digest(payloads) != meta.get("sha256"):  # the file digest covers the payloads
         raise _refuse(path, "checksum mismatch (the file was altered or damaged)")
     tables: dict[str, pa.Table] = {}
@@ -547,7 +550,9 @@ def _payloads(outer: pa.Table) -> list[pa.Buffer]:
     for chunk in outer.column("payload").chunks:
         # slices of the data buffer at the offsets: a scalar's as_buffer() would copy each payload
         _, offsets, data = cast("list[pa.Buffer]", chunk.buffers())
-        at = np.frombuffer(memoryview(offsets), dtype=np.int64)[chunk.offset : chunk.offset + len(chunk) + 1]
+        # only the offsets the chunk uses: a buffer may be padded to any length
+        at = np.frombuffer(memoryview(offsets), dtype=np.int64, count=chunk.offset + len(chunk) + 1)
+        at = at[chunk.offset :]
         out.extend(data.slice(int(a), int(b - a)) for a, b in itertools.pairwise(at.tolist()))
     return out
 
