@@ -568,11 +568,7 @@ class _Writer:
         enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(named))
         codes = np.empty(len(enc.dictionary), _I64)
         for i, name in enumerate(cast("list[str]", enc.dictionary.to_pylist())):  # in first-appearance order
-            c = g.storage.source_code.get(name)
-            if c is None:
-                c = g.storage.source_code[name] = len(g.storage.sources)
-                g.storage.sources.append(name)
-            codes[i] = c
+            codes[i] = g.storage.admit_source(name)
         g.storage.ev_text.extend_arrow(_col(table, "text").take(idx))  # kept as Arrow (pmem.graph._texts)
         _extend(g.storage.ev_source, codes[_np(enc.indices).astype(_I64)])
         _extend(g.storage.ev_seq, rows + (self.seq0 + 1))

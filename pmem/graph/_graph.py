@@ -138,8 +138,7 @@ class ProvenanceGraph:
             valid_time, valid_at = valid_instant(valid_time, "observe")
         # nothing below can fail
         if code is None:
-            code = store.source_code[source] = len(store.sources)
-            store.sources.append(source)
+            code = store.admit_source(source)
         store.seq = seq = store.seq + 1
         n = len(store.ev_seq)
         store.ev_text.append(text)

@@ -96,12 +96,18 @@ def sealed(data: bytes) -> bytes:
     return bytes(out)
 
 
-def _write_digest(buffer: bytearray | mmap.mmap) -> str:
-    """Write the digest of an Arrow file (its two slots still zeros) into both slots, in place; the digest."""
-    slots = _digest_slots(buffer)
+def _placeholder_slots(data: _Bytes) -> tuple[int, int]:
+    """The two digest slots of an Arrow file this code just wrote (its placeholder still in them)."""
+    slots = _digest_slots(data)
     if slots is None:
         msg = f"no {FILE_DIGEST_KEY} placeholder in the file's metadata"
         raise ValueError(msg)
+    return slots
+
+
+def _write_digest(buffer: bytearray | mmap.mmap) -> str:
+    """Write the digest of an Arrow file (its two slots still zeros) into both slots, in place; the digest."""
+    slots = _placeholder_slots(buffer)
     digest = _file_digest(buffer, slots).encode()
     for at in slots:
         buffer[at : at + _DIGEST_HEX] = digest
@@ -224,10 +230,7 @@ class _Sealing:
         self._file.flush()
         hexdigest = self._digest.hexdigest()
         with mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            slots = _digest_slots(data)  # reads the two frames only
-        if slots is None:
-            msg = f"no {FILE_DIGEST_KEY} placeholder in the file's metadata"
-            raise ValueError(msg)
+            slots = _placeholder_slots(data)  # reads the two frames only
         for slot in slots:
             self._file.seek(slot)
             self._file.write(hexdigest.encode())
@@ -237,12 +240,13 @@ class _Sealing:
 
 
 def _create_aside(path: Path) -> tuple[int, Path]:
-    """Create a fresh temporary file next to ``path``, with the permissions any new file gets.
+    """Create a fresh temporary file next to ``path``, with the permissions any new file gets, open for
+    reading and writing (sealing reads back the frames it wrote).
 
     ``tempfile.mkstemp`` would force mode 0600; a state file is an ordinary file, so it is created with
     0666 and the process umask decides, as for ``open(path, "w")``.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     while True:
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
         try:
@@ -274,8 +278,10 @@ def _sealed_schema(schema: pa.Schema, meta: dict[str, str]) -> pa.Schema:
     return schema.with_metadata({**meta, FILE_DIGEST_KEY: (_FILE_MARK + _PLACEHOLDER).decode()})
 
 
-def _metadata_table(graph: ProvenanceGraph) -> pa.Table:
+def _metadata_table(graph: ProvenanceGraph, more: dict[str, str] | None = None) -> pa.Table:
+    """The ``metadata`` table: format, schema version, the graph's entries, then ``more``."""
     entries = {"format": FORMAT, "schema_version": str(SCHEMA_VERSION), **_tables.graph_metadata(graph)}
+    entries.update(more or {})
     return pa.table([pa.array(list(entries)), pa.array(list(entries.values()))], schema=_META_SCHEMA)
 
 
@@ -354,9 +360,8 @@ def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file"
         msg = f"save: {path} is a directory (save(path, layout='directory') writes a state there)"
         raise IsADirectoryError(msg)
     fd, tmp = _create_aside(path)
-    os.close(fd)  # created with the permissions a new file gets; written through Arrow's own file below
     try:
-        with open(tmp, "w+b") as f:
+        with os.fdopen(fd, "w+b") as f:
             sealing = _Sealing(f)
             _write_container(graph, sealing.sink())  # straight to the file, a table at a time
             sealing.seal()  # the digest of every byte, written into its two slots; fsync
@@ -383,11 +388,7 @@ def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
         digests: dict[str, str] = {}
         for name, table in _tables.iter_graph_tables(graph):
             digests[TABLE_DIGEST_PREFIX + name] = _write_sealed(tmp / f"{name}.arrow", table, {"table": name})
-        meta = _metadata_table(graph)
-        meta = pa.concat_tables(
-            [meta, pa.table([pa.array(list(digests)), pa.array(list(digests.values()))], schema=_META_SCHEMA)]
-        )
-        _write_sealed(tmp / f"{METADATA}.arrow", meta, {"table": METADATA})
+        _write_sealed(tmp / f"{METADATA}.arrow", _metadata_table(graph, digests), {"table": METADATA})
         _fsync_directory(tmp)
         old = None
         if path.exists():
@@ -596,7 +597,7 @@ def build_graph(
 def read_key_versions(path: str | Path, key: str) -> list[Version]:
     """The versions of ``key`` in a saved state (either layout), read from the memory-mapped tables.
 
-    Only the pages holding the key's rows and the ``key_id`` column are read, so this takes milliseconds
+    Only the key names, the ``key_id`` column and the pages of the key's rows are read, so this takes milliseconds
     on a state of millions of operations where ``load`` takes seconds. The price: the whole-file digests
     are not checked (that would read every byte); Arrow validates the rows returned, and a state to be
     trusted whole is read with ``ProvenanceGraph.load``. An unknown key gives an empty list.
@@ -623,9 +624,8 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     except pa.ArrowInvalid as exc:
         raise _refuse(path, f"the rows of {key!r} are damaged ({exc})") from exc
     by_id = {r["id"]: r for r in rows.to_pylist()}
-    chain: list[
-        dict[str, Any]
-    ] = []  # the key's arrival order: newest first along `previous` (ids differ after a re-derivation)
+    # the key's arrival order: newest first along `previous` (ids differ after a re-derivation)
+    chain: list[dict[str, Any]] = []
     while newest is not None and newest in by_id and len(chain) < len(by_id):
         chain.append(by_id[newest])
         newest = by_id[newest]["previous"]

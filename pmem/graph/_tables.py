@@ -149,8 +149,6 @@ SCHEMAS: dict[str, pa.Schema] = {
     "registry_keys": pa.schema([_required("key", _STR)]),
 }
 TABLES: tuple[str, ...] = tuple(SCHEMAS)
-#: The metadata entries every state carries (``metadata`` rows; the file layer adds the digests).
-META_NAMES: tuple[str, ...] = ("seq", "statuses", "ops", "edge_kinds", "registry", "authority")
 
 _SUPPORTED_BY, _REVOKES = EDGE_KINDS.index("supported-by"), EDGE_KINDS.index("revokes")
 
@@ -375,7 +373,7 @@ def _registry_tables(reg: KeyRegistry | None) -> dict[str, pa.Table]:
 
 
 def graph_metadata(graph: ProvenanceGraph) -> dict[str, str]:
-    """The metadata entries of :data:`META_NAMES` (JSON where structured)."""
+    """The graph's metadata entries: seq, the code tables, registry and authority (JSON where structured)."""
     reg = graph._registry
     return {
         "seq": str(graph.storage.seq),

@@ -48,7 +48,7 @@ def test_a_states_counts_come_from_its_versions_table(tmp_path: Path) -> None:
     }
 
 
-def test_reading_a_state_imports_neither_pmem_graph_nor_pyarrow_beyond_polars(tmp_path: Path) -> None:
+def test_reading_a_state_needs_no_pmem_import(tmp_path: Path) -> None:
     """The table is Polars' reading of the file: the same read works in a process without P-Mem."""
     path = tmp_path / "state.arrow"
     _graph().save(path)
