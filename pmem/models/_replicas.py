@@ -393,6 +393,9 @@ class ReplicaActor:
         if self.config.port and self.proc is None:
             _fixed_port(self.config, self.index, self.bind)
         cmd = self.config.command(self.port, self.bind)
+        # where this launch's output begins, taken before the server runs: a server that fails at once
+        # may have written its whole log before Popen returns (a loaded machine), and must not read as silent
+        start = self._log_path.stat().st_size if self._log_path.exists() else 0
         with open(self._log_path, "ab") as log:
             # its own session, so that stop/restart can signal the server and every worker it spawned
             self.proc = subprocess.Popen(
@@ -407,7 +410,6 @@ class ReplicaActor:
         default = engine.start_timeout_s
         key = self.config.api_key if engine.health_needs_key else None
         deadline = time.monotonic() + (self.config.health_timeout_s or default)
-        start = self._log_path.stat().st_size if self._log_path.exists() else 0
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 with open(self._log_path, "rb") as f:

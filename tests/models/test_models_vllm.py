@@ -7,12 +7,14 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from auth_helpers import MSG, assert_refused, check_auth, cmdlines, http
@@ -362,6 +364,31 @@ def _replica_dirs_mentioning(tmp: Path, marker: str) -> list[Path]:
         except OSError:
             continue  # removed meanwhile, or not a replica's folder
     return found
+
+
+def test_a_server_that_fails_before_popen_returns_still_reports_its_log(monkeypatch) -> None:
+    """On a loaded machine the server can write its whole log and exit before ``Popen`` returns to the
+    actor: the log's offset must be taken before the launch, or the failure reads as silent (seen in CI)."""
+    from pmem.models import _replicas
+
+    class PopenThatReturnsLate(subprocess.Popen):  # type: ignore[type-arg]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.wait(30)  # the parent descheduled until the child has finished
+
+    monkeypatch.setattr(_replicas.subprocess, "Popen", PopenThatReturnsLate)
+    home = f"/nonexistent-pmem-home-{uuid.uuid4().hex}"
+    config = ReplicaConfig(
+        model="heuristic", served_name="m", launcher="standin", host="127.0.0.1", env=(("PYTHONHOME", home),)
+    )
+    actor = _replicas.ReplicaActor(config, 0)
+    try:
+        with pytest.raises(_replicas.ReplicaStartError) as info:
+            actor.start()
+        assert "No module named 'encodings'" in info.value.cause
+        assert home in info.value.log_tail
+    finally:
+        actor.stop()
 
 
 def test_failed_start_reports_the_log_tail_and_cleans_up(ray_cluster) -> None:
