@@ -19,6 +19,7 @@ from pmem.graph._identity import (
 )
 from pmem.graph._patch import Lowering, Patch, PatchController
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
+from pmem.graph._shards import WRITE_LOG_SCHEMA, apply_log, is_sharded, partition_of, partitions_of
 from pmem.graph._state import StateFileError, read_key_versions
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
 from pmem.graph._validate import check_text, key_problem, valid_instant
@@ -30,6 +31,7 @@ __all__ = [
     "OPS",
     "STATUSES",
     "WRITE_BATCH_SCHEMA",
+    "WRITE_LOG_SCHEMA",
     "BatchResult",
     "Cell",
     "ErasureReceipt",
@@ -46,9 +48,13 @@ __all__ = [
     "ProvenanceGraph",
     "StateFileError",
     "Version",
+    "apply_log",
     "check_text",
     "hash_char_ngrams",
+    "is_sharded",
     "key_problem",
+    "partition_of",
+    "partitions_of",
     "read_key_versions",
     "rule_confirm",
     "valid_instant",

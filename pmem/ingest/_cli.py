@@ -27,6 +27,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--partitions", type=int, default=1, help="key partitions = Ray workers (default 1)")
     p.add_argument("--address", help="a Ray cluster to join (default: an embedded local Ray)")
+    p.add_argument(
+        "--shards",
+        action="store_true",
+        help="write a sharded state: --out is a directory with one part per partition, each written by "
+        "its worker (the driver never holds the graph); ProvenanceGraph.load(OUT) opens the whole",
+    )
     p.add_argument("--skip-bad", action="store_true", help="skip bad rows, listed in STATE.ingest/rejects/")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -56,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             address=args.address,
             skip_bad=args.skip_bad,
             progress=not args.no_progress,
+            shards=args.shards,
         )
     except (StreamError, ResumeError, ConfigError, FileNotFoundError, ValueError, LockHeldError) as exc:
         print(f"pmem ingest: error: {one_line(exc)}", file=sys.stderr)

@@ -24,7 +24,7 @@ are committed, so that those are annotated against heads that hold them: a batch
 commit (one Ray call per partition and batch, never per row); a run of batches of fact rows only is sent
 to nobody, and each partition reads it from the stream itself before its next commit
 (:meth:`IngestWorker.catch_up`). A batch of fact rows only makes no model call and no Ray call: it
-becomes one write batch, column-wise (:func:`merge_fact_batch`), read in batches that grow while the
+becomes one write log, column-wise (:func:`fact_log`), read in batches that grow while the
 stream holds fact rows only (``fact_batch_events``).
 
 Durability: every ``checkpoint_every`` events (at a batch end) the merged graph and then a manifest
@@ -54,8 +54,10 @@ import pyarrow.compute as pc
 
 from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
+from pmem.graph import StateFileError, apply_log, is_sharded
+from pmem.graph._shards import index_digest, split_log, write_index
 from pmem.ingest._calls import build_models, for_row, open_ingest_cache
-from pmem.ingest._merge import FACT_ROW, fact_row_operations, merge_batch, merge_fact_batch
+from pmem.ingest._merge import FACT_ROW, batch_log, fact_log, fact_row_operations
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import (
     Position,
@@ -66,7 +68,14 @@ from pmem.ingest._stream import (
     is_fact_row,
     read_stream,
 )
-from pmem.ingest._workdir import ResumeError, Workdir, publish_state, stream_check, workdir_of
+from pmem.ingest._workdir import (
+    ResumeError,
+    Workdir,
+    publish_directory,
+    publish_state,
+    stream_check,
+    workdir_of,
+)
 from pmem.ingest._worker import (
     FactRun,
     IngestWorker,
@@ -237,11 +246,17 @@ def ingest(
     skip_bad: bool = False,
     progress: bool = True,
     log: TextIO | None = None,
+    shards: bool = False,
 ) -> IngestReport:
     """Build one P-Mem state at ``out`` from ``stream`` (JSONL, Parquet or Arrow; one event per row).
 
     Re-running the same call after an interruption resumes from the last checkpoint and ends in the
     same bytes; ``partitions`` changes the speed, never the bytes.
+
+    With ``shards``, ``out`` is a sharded state (a directory, see ``pmem.graph._shards``): each worker
+    writes the part of the keys it owns and the driver never holds the graph; ``ProvenanceGraph.load(out)``
+    gives the graph sequential ingestion gives, byte for byte. ``partitions`` then fixes the parts: a
+    resumed ingest must give the same.
     """
     spec = config if isinstance(config, IngestSpec) else load_ingest_config(config)
     if partitions < 1:
@@ -252,7 +267,7 @@ def ingest(
     from pmem.runner import connect, embedded
 
     stream, out = Path(stream), Path(out)
-    check_paths(stream, out)
+    check_paths(stream, out, sharded=shards)
     check_format(stream)  # a file that is not what its name says: one line, before Ray starts
     workdir = workdir_of(out)
     workdir.mkdir(exist_ok=True)
@@ -262,7 +277,7 @@ def ingest(
     )
     started = False
     try:
-        job = _Ingest(spec, stream, out, partitions, skip_bad, progress, log or sys.stderr)
+        job = _Ingest(spec, stream, out, partitions, skip_bad, progress, log or sys.stderr, shards)
         done = job.already_complete()  # before Ray starts: a finished ingest answers at once
         if done is not None:
             return done
@@ -286,8 +301,9 @@ def _ray_initialized() -> bool:
     return bool(ray.is_initialized())
 
 
-def check_paths(stream: Path, out: Path) -> None:
-    """The stream is a readable file and ``out`` a state file that can be written and destroys no input.
+def check_paths(stream: Path, out: Path, *, sharded: bool = False) -> None:
+    """The stream is a readable file and ``out`` a state file (``sharded``: a sharded state's directory)
+    that can be written and destroys no input.
 
     Raises:
         FileNotFoundError: the stream, or ``out``'s folder, does not exist.
@@ -303,7 +319,11 @@ def check_paths(stream: Path, out: Path) -> None:
     if not stream.is_file():
         msg = f"{stream}: not a regular file (a FIFO or a device): the stream is read twice, so give a file"
         raise ValueError(msg)
-    if out.is_dir():
+    if sharded and out.exists() and not is_sharded(out):
+        what = "a directory that holds no sharded state" if out.is_dir() else "a file"
+        msg = f"--out {out}: is {what}; --shards writes a directory there (give a new path)"
+        raise ValueError(msg)
+    if out.is_dir() and not sharded:
         msg = f"--out {out}: is a directory; give the state file's path (for example {out / 'state.arrow'})"
         raise ValueError(msg)
     if not out.parent.is_dir():
@@ -361,8 +381,10 @@ class _Ingest:
         skip_bad: bool,
         progress: bool,
         log: TextIO,
+        shards: bool = False,
     ) -> None:
         self.spec, self.stream, self.out, self.partitions = spec, stream, out, partitions
+        self.sharded = shards
         self.skip_bad, self.show_progress, self.log = skip_bad, progress, log
         self.work = Workdir(workdir_of(out))
         self.report = IngestReport(str(stream), str(out), partitions, spec=spec.public())
@@ -382,6 +404,13 @@ class _Ingest:
         self._unsent: FactRun | None = None  # batches of fact rows only that the partitions have not seen
         # when the last checkpoint ended, how long it took, and the events in the graph it wrote
         self._checkpointed = (0.0, 0.0, 0)
+        # a sharded ingest (--shards): the last arrival seq written to the parts' logs, each part's
+        # sealed log segments ([name, digest], in order), the appends sent and not yet answered (with
+        # the seqs of their batch's fact-row operations), and the state being built before publishing
+        self.seq = 0
+        self.segments: list[list[list[str]]] = [[] for _ in range(partitions)]
+        self._appending: deque[tuple[list[Any], np.ndarray[Any, np.dtype[np.int64]]]] = deque()
+        self._built: Path | None = None
 
     def say(self, text: str) -> None:
         print(f"[pmem ingest] {text}", file=self.log, flush=True)
@@ -405,6 +434,15 @@ class _Ingest:
             problems.append(f"{what} (checkpoint of {doc.get('stream')})")
         if doc.get("spec") != self.spec.identity_hash():
             problems.append("the models or write options differ")
+        layout = doc.get("shards", {}).get("partitions")
+        if layout != (self.partitions if self.sharded else None):
+
+            def said(n: int | None) -> str:
+                return f"--shards with {n} partitions" if n else "no --shards"
+
+            problems.append(
+                f"the output layout differs ({said(layout)} then, {said(self.partitions if self.sharded else None)} now)"
+            )
         if problems:
             msg = (
                 f"{self.work.root} holds a checkpoint of another ingest: {'; '.join(problems)}. "
@@ -454,6 +492,9 @@ class _Ingest:
             self.work.drop_rejects_from(position.row + 1)
             self.ids = self.work.read_ids_until(position.row)
             self.last_checkpoint = (self.work.root / doc["checkpoint"], doc["checkpoint_sha256"])
+            if self.sharded:
+                self.seq = int(doc["shards"]["seq"])
+                self.segments = [[list(s) for s in part] for part in doc["shards"]["segments"]]
             self.say(
                 f"resuming at row {position.row + 1:,} ({self.report.events:,} events in {doc['checkpoint']})"
             )
@@ -492,16 +533,34 @@ class _Ingest:
         self.graph: ProvenanceGraph = self.path.graph
         self.workers = self._start_workers(hosted, cache)
         self._turns = [0] * len(self.workers)
-        state_ref = ray.put(state)
-        await asyncio.gather(*(w.restore.remote(state_ref) for w in self.workers))
-        del state, state_ref  # the graph and the workers' copies are what the run goes on from
+        if self.sharded:  # each worker goes on from its part's log (the checkpoint holds the registry)
+            resumed = state is not None
+            await asyncio.gather(
+                *(
+                    w.open_part.remote(str(self._part_folder(i)), [n for n, _ in self.segments[i]], resumed)
+                    for i, w in enumerate(self.workers)
+                )
+            )
+            del state
+        else:
+            state_ref = ray.put(state)
+            await asyncio.gather(*(w.restore.remote(state_ref) for w in self.workers))
+            del state, state_ref  # the graph and the workers' copies are what the run goes on from
         await self._loop(position)
+        if self.sharded:
+            await self._build_sharded_state()
         rss = await asyncio.gather(*(w.peak_rss_mb.remote() for w in self.workers))
         self.report.peak_rss_mb = {"driver": peak_rss_mb(), **{f"worker{i}": m for i, m in enumerate(rss)}}
 
     def _complete(self, doc: dict[str, Any]) -> bool:
         """The output is the manifest's and the stream holds nothing after the ingested rows."""
-        if not self.out.is_file() or file_sha256(self.out) != doc.get("out_sha256"):
+        if self.sharded:
+            try:
+                if not is_sharded(self.out) or index_digest(self.out) != doc.get("out_sha256"):
+                    return False
+            except StateFileError:
+                return False
+        elif not self.out.is_file() or file_sha256(self.out) != doc.get("out_sha256"):
             return False
         return bool(doc["stream_check"]["bytes"] == self.stream.stat().st_size)
 
@@ -625,7 +684,7 @@ class _Ingest:
                 committing = None
         finally:
             bar.close()
-        self._checkpoint(position)
+        await self._checkpoint(position)
         if error is not None:
             raise error
 
@@ -733,18 +792,25 @@ class _Ingest:
         stage["commit"] += time.monotonic() - t
 
         t = time.monotonic()
+        # the batch's write log: its rows' evidence, each followed by the operations applied for it
+        seq = (self.seq if self.sharded else self.graph.seq) + 1
         if done.valid_times is None:
-            fact_applied = merge_fact_batch(self.graph, batch.events, done.first)
+            log = fact_log(batch.events, done.first, seq)
+            of_fact_rows = None  # every operation is a fact row's
         else:
             operations = [a for part in parts for a in part]
             operations += fact_row_operations(batch.events, done.first)
             operations.sort(key=lambda a: (a[0], a[1]))
-            applied = merge_batch(self.graph, batch.events, done.first, operations, done.valid_times)
+            log = batch_log(batch.events, done.first, operations, done.valid_times, seq)
             of_fact_rows = np.fromiter((a[1] == FACT_ROW for a in operations), np.bool_, len(operations))
-            fact_applied = applied[of_fact_rows]
-        # a fact row whose operation the graph did not apply (a failed precondition) is a refused write
-        self.report.refused += len(fact_applied) - int(np.count_nonzero(fact_applied))
-        self.report.fact_rows += len(fact_applied)
+        if self.sharded:
+            await self._append_to_parts(log, of_fact_rows)
+        else:
+            applied = apply_log(self.graph, log)
+            fact_applied = applied if of_fact_rows is None else applied[of_fact_rows]
+            # a fact row whose operation the graph did not apply (a failed precondition) is a refused write
+            self.report.refused += len(fact_applied) - int(np.count_nonzero(fact_applied))
+            self.report.fact_rows += len(fact_applied)
         if self.cache is not None and has_text:
             self.cache.flush()  # the driver's calls about to be logged are in the cache first
         # request rows as Arrow: the workers convert theirs (in parallel, cheap to ship), the driver
@@ -763,7 +829,7 @@ class _Ingest:
         bar.update(batch.end.row - bar.done, done.facts)
         self._since_checkpoint += batch.events.num_rows
         if self._since_checkpoint >= self.spec.checkpoint_every and self._checkpoint_affordable():
-            self._checkpoint(batch.end)
+            await self._checkpoint(batch.end)
             self._since_checkpoint = 0
         return batch.end
 
@@ -822,10 +888,76 @@ class _Ingest:
         if ids.num_rows:
             self.work.write_ids(first_row, pa.Table.from_batches([ids]))
 
+    # ------------------------------------------------------------------ a sharded ingest
+
+    def _part_folder(self, index: int) -> Path:
+        """Where part ``index`` writes its log segments while the ingest runs."""
+        from pmem.graph._shards import part_name
+
+        return self.work.root / "shards" / part_name(index)
+
+    async def _append_to_parts(
+        self, log: pa.Table, of_fact_rows: np.ndarray[Any, np.dtype[np.bool_]] | None
+    ) -> None:
+        """Send a batch's write ``log`` to the parts, split by key owner, without holding it: at most one
+        earlier batch's appends are still unanswered when this returns. ``of_fact_rows``: which of its
+        operations are fact rows' (None: all)."""
+        ops = pc.is_valid(log.column("op")).to_numpy(zero_copy_only=False)
+        fact_seqs = log.column("seq").to_numpy()[ops]
+        if of_fact_rows is not None:
+            fact_seqs = fact_seqs[of_fact_rows]
+        self.seq += log.num_rows
+        pieces = split_log(log, len(self.workers))
+        refs = [
+            w.append.remote(piece) for w, piece in zip(self.workers, pieces, strict=True) if piece.num_rows
+        ]
+        self._appending.append((refs, fact_seqs))
+        while len(self._appending) > 1:
+            await self._answered()
+
+    async def _answered(self) -> None:
+        """Wait for the oldest batch's appends: its fact rows whose operation a part did not apply are
+        refused writes."""
+        refs, fact_seqs = self._appending.popleft()
+        refused = [s for unapplied in await asyncio.gather(*refs) for s in unapplied]
+        self.report.refused += int(np.isin(fact_seqs, np.array(refused, np.int64)).sum())
+        self.report.fact_rows += len(fact_seqs)
+
+    async def _seal_parts(self) -> None:
+        """Every append answered, then each part's open log segment sealed (a checkpoint names them)."""
+        while self._appending:
+            await self._answered()
+        sealed = await asyncio.gather(*(w.seal.remote() for w in self.workers))
+        for part, segment in zip(self.segments, sealed, strict=True):
+            if segment is not None:
+                part.append(list(segment))
+
+    def _shards_manifest(self) -> dict[str, Any]:
+        return {"partitions": self.partitions, "seq": self.seq, "segments": self.segments}
+
+    async def _build_sharded_state(self) -> None:
+        """The finished sharded state, in a fresh folder beside ``out`` (published by ``_finish``): the
+        registry's state, each worker's part, and the index naming every file's digest."""
+        import secrets
+
+        root = self.out.with_name(f".{self.out.name}.{secrets.token_hex(6)}.tmp")
+        root.mkdir()
+        from pmem.graph._shards import REGISTRY
+
+        self.graph.save(root / REGISTRY, layout="directory")
+        parts = await asyncio.gather(*(w.write_part.remote(str(root)) for w in self.workers))
+        stats = {name: sum(p[name] for p in parts) for name in parts[0]}
+        stats["evidence"] = self.report.events  # each part holds the evidence its keys cite: one per row
+        write_index(root, self.partitions, self.seq, stats)
+        self.report.graph = stats
+        self._built = root
+
     # ------------------------------------------------------------------ durability
 
-    def _checkpoint(self, position: Position) -> None:
+    async def _checkpoint(self, position: Position) -> None:
         t = time.monotonic()
+        if self.sharded:
+            await self._seal_parts()
         path, sha256 = self.work.write_checkpoint(self.report.events, self.graph)
         self.report.calls = {k: dict(v) for k, v in sorted(self.calls.items())}
         ended = time.monotonic()
@@ -855,6 +987,7 @@ class _Ingest:
             "attempts": self.attempt,
             "report": self.report.to_dict(),
             "done": False,
+            **({"shards": self._shards_manifest()} if self.sharded else {}),
             **extra,
         }
 
@@ -867,12 +1000,18 @@ class _Ingest:
         # the loop ends with a checkpoint of the finished graph: the state is that file (its bytes are
         # not held in memory, which at ten million events is gigabytes)
         checkpoint, sha256 = self.last_checkpoint
-        publish_state(checkpoint, self.out, sha256)
+        if self.sharded:
+            assert self._built is not None
+            sha256 = index_digest(self._built)
+            publish_directory(self._built, self.out)
+            self.report.state_bytes = sum(p.stat().st_size for p in self.out.rglob("*") if p.is_file())
+        else:
+            publish_state(checkpoint, self.out, sha256)
+            self.report.graph = self.graph.stats()
+            self.report.state_bytes = self.out.stat().st_size
         self.report.wall_s = round(wall_s, 3)
-        self.report.graph = self.graph.stats()
         self.report.calls = {k: dict(v) for k, v in sorted(self.calls.items())}
         self.report.stage_s = {k: round(v, 3) for k, v in self.report.stage_s.items()}
-        self.report.state_bytes = self.out.stat().st_size
         self.report.state_sha256 = sha256
         self.work.write_manifest(self._manifest(done=True, out_sha256=self.report.state_sha256))
         atomic_write_bytes(

@@ -10,6 +10,10 @@ A fact row (see :mod:`pmem.ingest._stream`) is the same: its evidence, then its 
 exactly as given. A batch of fact rows only is turned into its write batch column-wise
 (:func:`merge_fact_batch`); in a batch with text rows, the fact rows' operations are listed with the
 partitions' (:func:`fact_row_operations`).
+
+What is replayed is the batch's *write log* (``pmem.graph._shards``): its rows numbered by arrival seq,
+each observation with its valid time. The same log, split by key owner, is what a sharded ingest
+(``--shards``) writes to its parts.
 """
 
 from __future__ import annotations
@@ -18,9 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from pmem.graph import WRITE_BATCH_SCHEMA
+from pmem.graph import WRITE_LOG_SCHEMA, apply_log
 from pmem.ingest._stream import is_fact_row
 
 if TYPE_CHECKING:
@@ -49,38 +52,29 @@ def fact_row_operations(
     ]
 
 
-def write_batches(
-    events: pa.RecordBatch, first: int, applied: list[Any], valid_times: list[str | None]
-) -> list[pa.Table | tuple[str, str, str | None, str]]:
-    """``events`` (positions ``first``...) as observations, each followed by its row's operations from
-    ``applied`` (``(position, fact, op, key, value, evidence)``, sorted by position and fact).
-
-    A write batch has no valid-time column: an observation with a valid time (``valid_times``, one per
-    event) ends the write batch before it and is returned as ``(text, source, time, valid_time)``, for
-    :meth:`ProvenanceGraph.observe`; its operations start the next write batch."""
-    out: list[pa.Table | tuple[str, str, str | None, str]] = []
+def batch_log(
+    events: pa.RecordBatch, first: int, applied: list[Any], valid_times: list[str | None], seq: int
+) -> pa.Table:
+    """The write log (``pmem.graph._shards.WRITE_LOG_SCHEMA``) of ``events`` (positions ``first``...):
+    each row's observation (evidence ``position``, with its ``valid_times`` entry), then its row's
+    operations from ``applied`` (``(position, fact, op, key, value, evidence)``, sorted by position and
+    fact); the rows numbered from arrival seq ``seq``."""
     texts: list[Any] = events.column("text").to_pylist()
     sources: list[Any] = events.column("source").to_pylist()
     times: list[Any] = events.column("time").to_pylist()
-    columns: dict[str, list[Any]] = {name: [] for name in WRITE_BATCH_SCHEMA.names}
-    op, text, source, time, key, value, evidence = columns.values()
+    columns: dict[str, list[Any]] = {name: [] for name in WRITE_LOG_SCHEMA.names}
+    op, text, source, time, key, value, evidence, valid_time, _ = columns.values()
     at = 0
     for i, (t, s, tm, vt) in enumerate(zip(texts, sources, times, valid_times, strict=True)):
-        if vt is not None:
-            if op:
-                out.append(pa.table(columns, schema=WRITE_BATCH_SCHEMA))
-                columns = {name: [] for name in WRITE_BATCH_SCHEMA.names}
-                op, text, source, time, key, value, evidence = columns.values()
-            out.append((t, s or "user", tm, vt))
-        else:
-            op.append(None)
-            text.append(t)
-            source.append(s or "user")
-            time.append(tm)
-            key.append(None)
-            value.append(None)
-            evidence.append(None)
         position = first + i
+        op.append(None)
+        text.append(t)
+        source.append(s or "user")
+        time.append(tm)
+        key.append(None)
+        value.append(None)
+        evidence.append(position)
+        valid_time.append(vt)
         while at < len(applied) and applied[at][0] == position:
             _, _, name, k, v, ev = applied[at]
             op.append(name)
@@ -90,13 +84,13 @@ def write_batches(
             key.append(k)
             value.append(v)
             evidence.append(None if ev < 0 else ev)
+            valid_time.append(None)
             at += 1
     if at != len(applied):
         msg = f"merge: {len(applied) - at} operation(s) name rows outside positions {first}..{first + len(texts) - 1}"
         raise RuntimeError(msg)
-    if op:
-        out.append(pa.table(columns, schema=WRITE_BATCH_SCHEMA))
-    return out
+    columns["seq"] = list(range(seq, seq + len(op)))
+    return pa.table(columns, schema=WRITE_LOG_SCHEMA)
 
 
 def merge_batch(
@@ -107,54 +101,39 @@ def merge_batch(
     valid_times: list[str | None] | None = None,
 ) -> NDArray[np.bool_]:
     """Observe ``events`` (with their evidence's ``valid_times``) and replay ``applied`` into ``graph``,
-    in arrival order: write batches, and ``observe`` for evidence with a valid time. Returns whether the
-    graph applied each operation of ``applied``."""
-    outcomes = [np.zeros(0, np.bool_)]
-    for part in write_batches(events, first, applied, valid_times or [None] * events.num_rows):
-        if isinstance(part, tuple):
-            text, source, time, valid_time = part
-            graph.observe(text, source, time, valid_time)
-        else:
-            outcomes.append(graph.apply_batch(part).applied)
-    return np.concatenate(outcomes)
+    in arrival order (:func:`batch_log`, then ``apply_log``). Returns whether the graph applied each
+    operation of ``applied``."""
+    log = batch_log(events, first, applied, valid_times or [None] * events.num_rows, graph.seq + 1)
+    return apply_log(graph, log)
 
 
-def fact_write_batch(events: pa.RecordBatch, first: int) -> pa.Table:
-    """Fact rows (positions from ``first``) as one write batch, column-wise: each row's observation (its
-    evidence text, source and time), then its operation citing it (``evidence`` = its position)."""
+def fact_log(events: pa.RecordBatch, first: int, seq: int) -> pa.Table:
+    """Fact rows (positions from ``first``) as their write log, column-wise: each row's observation (its
+    evidence text, source, time and valid time), then its operation citing it (``evidence`` = its
+    position); the rows numbered from arrival seq ``seq``."""
     n = events.num_rows
     order = np.empty(2 * n, np.int64)
     order[0::2] = np.arange(n)  # observation rows come first in the concatenation, operations after
     order[1::2] = np.arange(n, 2 * n)
     take = pa.array(order, pa.int64())
     evidence = pa.array(np.arange(first, first + n, dtype=np.int64))
-    observed = {name: events.column(name) for name in ("text", "source", "time")}
+    observed = {name: events.column(name) for name in ("text", "source", "time", "valid_time")}
+    observed["evidence"] = evidence
     operated = {name: events.column(name) for name in ("op", "key", "value")} | {"evidence": evidence}
     columns = []
-    for field in WRITE_BATCH_SCHEMA:
+    for field in WRITE_LOG_SCHEMA:
+        if field.name == "seq":
+            columns.append(pa.array(np.arange(seq, seq + 2 * n, dtype=np.int64)))
+            continue
         observation = observed.get(field.name, pa.nulls(n, field.type))
         operation = operated.get(field.name, pa.nulls(n, field.type))
-        columns.append(pa.concat_arrays([observation, operation]).take(take))
-    return pa.table(columns, schema=WRITE_BATCH_SCHEMA)
+        columns.append(
+            pa.concat_arrays([observation.cast(field.type), operation.cast(field.type)]).take(take)
+        )
+    return pa.table(columns, schema=WRITE_LOG_SCHEMA)
 
 
 def merge_fact_batch(graph: ProvenanceGraph, events: pa.RecordBatch, first: int) -> NDArray[np.bool_]:
     """Write a batch of fact rows only (positions from ``first``) into ``graph`` column-wise, as
-    ``observe`` + ``apply`` per row would; whether each row's operation applied.
-
-    A write batch has no valid-time column: a row with a valid time is observed on its own, between the
-    write batches before and after it (its operation starts the next one)."""
-    table = fact_write_batch(events, first)
-    valid_time = events.column("valid_time")
-    if valid_time.null_count == len(valid_time):
-        return graph.apply_batch(table).applied
-    outcomes = []
-    cut = 0
-    dated = np.flatnonzero(pc.is_valid(valid_time).to_numpy(zero_copy_only=False))
-    rows = events.take(pa.array(dated, pa.int64())).select(["text", "source", "time", "valid_time"])
-    for j, row in zip(dated.tolist(), rows.to_pylist(), strict=True):
-        outcomes.append(graph.apply_batch(table.slice(cut, 2 * j - cut)).applied)
-        graph.observe(row["text"], row["source"], row["time"], row["valid_time"])
-        cut = 2 * j + 1
-    outcomes.append(graph.apply_batch(table.slice(cut)).applied)
-    return np.concatenate(outcomes)
+    ``observe`` + ``apply`` per row would; whether each row's operation applied."""
+    return apply_log(graph, fact_log(events, first, graph.seq + 1))

@@ -171,3 +171,19 @@ def stream_check(path: Path, offset: int) -> dict[str, Any]:
         "prefix": offset > 0,
         "sha256": file_sha256(path, limit=offset if offset > 0 else None),
     }
+
+
+def publish_directory(built: Path, out: Path) -> None:
+    """``out`` becomes the directory ``built`` (a sharded state written beside it), atomically: renamed
+    onto it; a sharded state already there (an earlier run's) is moved aside first and then removed."""
+    import secrets
+    import shutil
+
+    aside = None
+    if out.exists():
+        aside = out.with_name(f".{out.name}.{secrets.token_hex(6)}.old")
+        os.replace(out, aside)
+    os.replace(built, out)
+    fsync_dir(out.parent)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)

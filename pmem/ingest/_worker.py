@@ -20,25 +20,33 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import shutil
 import sys
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pmem.graph import WRITE_BATCH_SCHEMA, OpResult, ProvenanceGraph, valid_instant
+from pmem.graph import (
+    WRITE_BATCH_SCHEMA,
+    OpResult,
+    ProvenanceGraph,
+    partitions_of,
+    valid_instant,
+)
+from pmem.graph._shards import LOG, LogSegment, apply_log, localize, part_name, read_segment
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
 from pmem.ingest._stream import Position, is_fact_row, read_stream
 from pmem.models import RequestLog, records_to_table
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-
-    from numpy.typing import NDArray
 
     from pmem.ingest._spec import IngestSpec
     from pmem.models import RequestRecord
@@ -141,51 +149,6 @@ def peak_rss_mb() -> float:
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(peak / 2**20 if sys.platform == "darwin" else peak / 1024, 1)  # bytes there, KiB on Linux
-
-
-def partition_of(key: str, partitions: int) -> int:
-    """The partition owning ``key`` (see :func:`partitions_of`)."""
-    return int(partitions_of(pa.array([key], pa.string()), partitions)[0])
-
-
-#: The multiplier of the key hash (odd: invertible modulo 2**64) and its inverse.
-_HASH_BASE = 0x100000001B3
-_HASH_INVERSE = pow(_HASH_BASE, -1, 2**64)
-
-
-def partitions_of(keys: pa.Array | pa.ChunkedArray, partitions: int) -> NDArray[np.int64]:
-    """The partition owning each key: a stable hash of its UTF-8 bytes, the same in every process and on
-    every run, computed column-wise (a stream of fact rows is never looped over in Python).
-
-    The hash is the polynomial ``sum(byte[i] * B**(n-1-i)) mod 2**64`` of the key's ``n`` bytes, mixed
-    by splitmix64's finalizer; all keys' polynomials come from one running sum over the batch's bytes.
-    """
-    if partitions == 1:
-        return np.zeros(len(keys), np.int64)
-    array = pc.cast(keys, pa.large_string())
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    buffers: list[Any] = array.buffers()  # validity, offsets, data (None when every key is empty)
-    offsets = np.frombuffer(buffers[1], np.int64)[array.offset : array.offset + len(array) + 1]
-    raw = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    base = int(offsets[0])
-    raw = raw[base : int(offsets[-1])].astype(np.uint64)
-    ends = offsets - base
-    total = len(raw)
-    with np.errstate(over="ignore"):  # arithmetic modulo 2**64 is the point
-        # byte i weighs B**(total-1-i); a key ending at e is then sum * B**-(total-e)
-        powers = np.cumprod(np.full(total + 1, _HASH_BASE, np.uint64), dtype=np.uint64)
-        powers = np.concatenate(([np.uint64(1)], powers[:-1]))  # B**0 .. B**total
-        inverse = np.cumprod(np.full(total + 1, _HASH_INVERSE, np.uint64), dtype=np.uint64)
-        inverse = np.concatenate(([np.uint64(1)], inverse[:-1]))
-        running = np.concatenate(([np.uint64(0)], np.cumsum(raw * powers[total - 1 :: -1][:total])))
-        z = (running[ends[1:]] - running[ends[:-1]]) * inverse[total - ends[1:]]
-        z ^= z >> np.uint64(30)
-        z *= np.uint64(0xBF58476D1CE4E5B9)
-        z ^= z >> np.uint64(27)
-        z *= np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-    return (z % np.uint64(partitions)).astype(np.int64)
 
 
 class PartitionGraph(ProvenanceGraph):
@@ -297,6 +260,12 @@ class IngestWorker:
         self.concurrency = self.path.writer.concurrency
         self._turn = asyncio.Condition()
         self._committed = 0  # the last batch whose commit has finished
+        # a sharded ingest's part (open_part): its graph, its log folder, the log segment being written
+        # and the names of those closed, in order
+        self._part = ProvenanceGraph()
+        self._part_dir = Path(".")
+        self._segment: LogSegment | None = None
+        self._segments: list[str] = []
 
     def ready(self) -> int:
         return self.index
@@ -419,6 +388,68 @@ class IngestWorker:
         await asyncio.gather(*(chain(c) for c in by_key.values()))
         applied.sort(key=lambda a: (a[0], a[1]))
         return applied
+
+    # ------------------------------------------------------------------ a sharded ingest's part
+
+    def open_part(self, folder: str, kept: list[str], resumed: bool) -> int:
+        """Own part ``index`` of a sharded ingest (``--shards``), its log segments in ``folder``: the
+        segments ``kept`` (those the last checkpoint names, in order) are replayed into the part's graph,
+        and any other segment there (written after that checkpoint) is removed. When ``resumed``, the
+        commits' graph starts from the part's graph too (every head of the part's keys, at the
+        checkpoint). Returns the rows replayed."""
+        self._part_dir = Path(folder)
+        self._part_dir.mkdir(parents=True, exist_ok=True)
+        for stale in set(self._part_dir.glob("*.arrow")) - {self._part_dir / name for name in kept}:
+            stale.unlink()
+        for tmp in self._part_dir.glob(".*.tmp"):  # a segment being written when the ingest stopped
+            tmp.unlink()
+        self._part = ProvenanceGraph()
+        self._segments = list(kept)
+        self._segment = None
+        rows = 0
+        for name in kept:
+            piece = read_segment(self._part_dir / name)
+            apply_log(self._part, localize(piece, len(self._part.storage.ev_seq)))
+            rows += piece.num_rows
+        if resumed:
+            self.path.adopt_graph(PartitionGraph.from_bytes(self._part.to_bytes()))
+        return rows
+
+    def append(self, piece: pa.Table) -> list[int]:
+        """Write ``piece`` (this part's rows of a batch's write log, see ``pmem.graph._shards``) to the
+        open log segment and apply it to the part's graph; the seqs of its operation rows the graph did
+        not apply (a failed precondition). Synchronous: appends run whole, in the order sent."""
+        if self._segment is None:
+            first = int(piece.column("seq")[0].as_py())
+            self._segment = LogSegment(self._part_dir / f"log-{first:012d}.arrow")
+        self._segment.write(piece)
+        applied = apply_log(self._part, localize(piece, len(self._part.storage.ev_seq)))
+        ops = pc.is_valid(piece.column("op")).to_numpy(zero_copy_only=False)
+        seqs = piece.column("seq").to_numpy()[ops]
+        return [int(s) for s in seqs[~applied]]
+
+    def seal(self) -> tuple[str, str] | None:
+        """Close the open log segment (sealed, fsynced): its name and digest (None: none was open)."""
+        if self._segment is None:
+            return None
+        segment, self._segment = self._segment, None
+        digest = segment.close()
+        self._segments.append(segment.path.name)
+        return segment.path.name, digest
+
+    def write_part(self, root: str) -> dict[str, int]:
+        """Write this part into the sharded state being built at ``root``: ``part-N/`` (its graph, in
+        the directory layout) and ``part-N/log/`` (its sealed segments, hard-linked: never copied where
+        the file system links). Returns the part graph's stats."""
+        folder = Path(root) / part_name(self.index)
+        self._part.save(folder, layout="directory")
+        (folder / LOG).mkdir()
+        for name in self._segments:
+            try:
+                os.link(self._part_dir / name, folder / LOG / name)
+            except OSError:
+                shutil.copyfile(self._part_dir / name, folder / LOG / name)
+        return self._part.stats()
 
     def peak_rss_mb(self) -> float:
         """This worker process's peak resident memory."""

@@ -78,11 +78,18 @@ def _embedder(embedder: Any, log: RequestLog) -> Embedder:
 
 
 def _existing(path: str | Path) -> Path:
-    """``path``, a state file that exists (a memory loaded from nothing is a mistake, not a new memory)."""
-    if not Path(path).is_file():
+    """``path``, a state file (or a sharded state: ``pmem ingest --shards``) that exists (a memory loaded
+    from nothing is a mistake, not a new memory)."""
+    if not Path(path).is_file() and not _is_sharded(Path(path)):
         msg = f"{path}: no such state file"
         raise FileNotFoundError(msg)
     return Path(path)
+
+
+def _is_sharded(path: Path) -> bool:
+    from pmem.graph import is_sharded
+
+    return is_sharded(path)
 
 
 class AsyncMemory:
@@ -133,7 +140,7 @@ class AsyncMemory:
         self._writepath.track_attribution = False  # nothing audits a builder's memory: no per-event record
         self._file = None if path is None else Path(path)
         self._events = 0  # texts added so far: the next one's event index
-        self._loaded = self._file is not None and self._file.is_file()
+        self._loaded = self._file is not None and (self._file.is_file() or _is_sharded(self._file))
 
     async def _ready(self) -> None:
         if self._loaded:
@@ -267,6 +274,9 @@ class AsyncMemory:
         target = Path(path) if path is not None else self._file
         if target is None:
             msg = "save: give a path (this memory was made without one)"
+            raise ValueError(msg)
+        if _is_sharded(target):
+            msg = f"save: {target} is a sharded state (pmem ingest --shards), which this memory reads but does not rewrite: give save() a file path"
             raise ValueError(msg)
         self.graph.save(target)
         return target

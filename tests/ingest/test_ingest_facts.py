@@ -20,7 +20,7 @@ import pytest
 
 import pmem.ingest._stream as stream_module
 from pmem.bench.alfworld_templates import CONFLICT_REPORT, STALE_RECORD
-from pmem.graph import ProvenanceGraph
+from pmem.graph import ProvenanceGraph, partition_of, partitions_of
 from pmem.ingest import IngestSpec, StreamError, ingest, ingest_sequential, read_stream
 from pmem.ingest._driver import CHECKPOINT_SHARE, _Ingest
 from pmem.ingest._merge import fact_row_operations, merge_batch, merge_fact_batch
@@ -33,8 +33,6 @@ from pmem.ingest._worker import (
     commit_item,
     extraction_rows,
     partition_facts,
-    partition_of,
-    partitions_of,
 )
 
 CONFIG = (

@@ -13,7 +13,8 @@ from pmem.graph import ProvenanceGraph
 from pmem.ingest import IngestSpec
 from pmem.ingest._merge import merge_batch
 from pmem.ingest._stream import EVENT_SCHEMA
-from pmem.ingest._worker import IngestWorker, commit_item, partition_of, peak_rss_mb, reset_peak_rss
+from pmem.graph import partition_of
+from pmem.ingest._worker import IngestWorker, commit_item, peak_rss_mb, reset_peak_rss
 
 TEXTS = [
     "Earlier observation: apple 1 was in drawer 2.",

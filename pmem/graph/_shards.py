@@ -1,0 +1,456 @@
+"""A sharded state: one graph's write log split by key owner, each part a state of its own keys.
+
+A graph's **write log** is every write in arrival order, one row per arrival seq: an observation (``op``
+null) or an operation, as a write batch holds them (:data:`WRITE_LOG_SCHEMA`: the write batch's columns,
+the evidence's ``valid_time``, and the row's ``seq``). Replaying it into an empty graph
+(:func:`apply_log`) gives that graph. An operation's outcome depends only on its key's history and the
+evidence it cites, so the log can be split by key: each operation goes to the part owning its key
+(:func:`partitions_of`, a stable hash), each observation to every part with an operation citing it (to
+the part ``evidence % partitions`` when none does).
+
+A sharded state is a directory::
+
+    STATE/shards.arrow         the index (sealed, see below): partitions, rows, and every file's digest
+    STATE/registry/            the soft key-identity registry: a state (directory layout) with no evidence
+    STATE/part-0/              part 0 as a state (directory layout): its keys, the evidence they cite
+    STATE/part-0/log/*.arrow   part 0's rows of the write log, in segments (sealed Arrow files)
+    STATE/part-1/ ...
+
+It is exactly one graph: **the union** is the parts' log rows merged by ``seq`` (a row found in several
+parts is one row), which must be every seq from 1 to the index's ``rows``, replayed into an empty graph
+that holds the registry. ``ProvenanceGraph.load(STATE)`` builds it (:func:`load_sharded`); it is
+byte-identical to the graph the log was written from.
+
+Each part's tables are readable on their own, with any Arrow engine: ``part-*/versions.arrow`` hold every
+version of every key once (the parts' keys are disjoint), with its ``key``, ``value`` and ``status`` as
+in the union, so the frontier is one scan of all parts (``polars.scan_ipc("STATE/part-*/versions.arrow")``).
+A part's ids, seqs and evidence numbers are its own (the part is a graph of its keys alone); the union's
+are those :func:`load_sharded` gives.
+
+Every file is sealed (a digest over its whole bytes, as :mod:`pmem.graph._state` writes them) and the
+index lists each part's and segment's digest, so a missing, altered or foreign file is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pmem.graph._bulk import WRITE_BATCH_SCHEMA
+from pmem.graph._state import (
+    METADATA,
+    _create_aside,
+    _digest_slots,
+    _entries,
+    _fsync_directory,
+    _mapped,
+    _open_sealed,
+    _refuse,
+    _sealed_schema,
+    _Sealing,
+)
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+    from pmem.graph._graph import ProvenanceGraph
+    from pmem.graph._identity import KeyRegistry
+
+#: The format named in a sharded state's index, and the version of its layout.
+SHARDED_FORMAT = "pmem-sharded-state"
+SHARDED_VERSION = 1
+#: The index file of a sharded state (its presence makes a directory one).
+INDEX = "shards.arrow"
+#: The registry's state inside a sharded state.
+REGISTRY = "registry"
+#: A part's log folder, inside the part.
+LOG = "log"
+#: The format named in a log segment's schema metadata.
+LOG_FORMAT = "pmem-write-log"
+#: A write log: a write batch's columns (an observation's ``evidence`` is the index it is observed as:
+#: ``e<evidence>`` in the whole graph), the observation's ``valid_time`` (null on operations), and the
+#: row's arrival ``seq`` in the whole graph (1, 2, ...: evidence and operations share it).
+WRITE_LOG_SCHEMA: pa.Schema = pa.schema(
+    [*WRITE_BATCH_SCHEMA, ("valid_time", pa.string()), ("seq", pa.int64())]
+)
+_INDEX_SCHEMA = pa.schema([("name", pa.string()), ("value", pa.string())])
+#: Rows replayed per write batch: bounds the transient of a long log's replay.
+REPLAY_ROWS = 1 << 18
+
+
+def part_name(index: int) -> str:
+    """The folder of part ``index``: ``part-0``, ``part-1``, ..."""
+    return f"part-{index}"
+
+
+# --- who owns a key ----------------------------------------------------------------------------------
+
+#: The multiplier of the key hash (odd: invertible modulo 2**64) and its inverse.
+_HASH_BASE = 0x100000001B3
+_HASH_INVERSE = pow(_HASH_BASE, -1, 2**64)
+
+
+def partitions_of(keys: pa.Array[Any] | pa.ChunkedArray[Any], partitions: int) -> NDArray[np.int64]:
+    """The part owning each key: a stable hash of its UTF-8 bytes, the same in every process and on
+    every run, computed column-wise (a stream of millions of keys is never looped over in Python).
+
+    The hash is the polynomial ``sum(byte[i] * B**(n-1-i)) mod 2**64`` of the key's ``n`` bytes, mixed
+    by splitmix64's finalizer; all keys' polynomials come from one running sum over the batch's bytes.
+
+    >>> partitions_of(pa.array(["budget", "ship_date", "owner"]), 4).tolist()
+    [2, 3, 1]
+    """
+    if partitions == 1:
+        return np.zeros(len(keys), np.int64)
+    array = pc.cast(keys, pa.large_string())
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    buffers: list[Any] = array.buffers()  # validity, offsets, data (None when every key is empty)
+    offsets = np.frombuffer(buffers[1], np.int64)[array.offset : array.offset + len(array) + 1]
+    raw = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    base = int(offsets[0])
+    raw = raw[base : int(offsets[-1])].astype(np.uint64)
+    ends = offsets - base
+    total = len(raw)
+    with np.errstate(over="ignore"):  # arithmetic modulo 2**64 is the point
+        # byte i weighs B**(total-1-i); a key ending at e is then sum * B**-(total-e)
+        powers = np.cumprod(np.full(total + 1, _HASH_BASE, np.uint64), dtype=np.uint64)
+        powers = np.concatenate(([np.uint64(1)], powers[:-1]))  # B**0 .. B**total
+        inverse = np.cumprod(np.full(total + 1, _HASH_INVERSE, np.uint64), dtype=np.uint64)
+        inverse = np.concatenate(([np.uint64(1)], inverse[:-1]))
+        running = np.concatenate(([np.uint64(0)], np.cumsum(raw * powers[total - 1 :: -1][:total])))
+        z = (running[ends[1:]] - running[ends[:-1]]) * inverse[total - ends[1:]]
+        z ^= z >> np.uint64(30)
+        z *= np.uint64(0xBF58476D1CE4E5B9)
+        z ^= z >> np.uint64(27)
+        z *= np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    owners: NDArray[np.int64] = (z % np.uint64(partitions)).astype(np.int64)
+    return owners
+
+
+def partition_of(key: str, partitions: int) -> int:
+    """The part owning ``key`` (see :func:`partitions_of`).
+
+    >>> partition_of("budget", 4)
+    2
+    """
+    return int(partitions_of(pa.array([key], pa.string()), partitions)[0])
+
+
+# --- the write log -----------------------------------------------------------------------------------
+
+
+def apply_log(graph: ProvenanceGraph, log: pa.Table) -> NDArray[np.bool_]:
+    """Replay write-log rows (:data:`WRITE_LOG_SCHEMA`, in order) into ``graph``: write batches, and
+    ``observe`` for an observation with a valid time (a write batch has no valid-time column). Returns
+    whether the graph applied each operation row, in order.
+
+    The rows' ``seq`` is not read here (the graph numbers what it is given); :func:`load_sharded` checks
+    the union's seqs before replaying it.
+
+    >>> from pmem.graph import ProvenanceGraph
+    >>> log = pa.table({"op": [None, "accept"], "text": ["the budget is $30k", None], "key": [None, "budget"],
+    ...     "value": [None, "$30k"], "evidence": [0, 0], "seq": [1, 2]})
+    >>> g = ProvenanceGraph()
+    >>> apply_log(g, conform(log)).tolist(), g.head_value("budget")
+    ([True], '$30k')
+    """
+    outcomes = [np.zeros(0, np.bool_)]
+    valid_time = log.column("valid_time")
+    dated = (
+        np.zeros(0, np.int64)
+        if valid_time.null_count == len(valid_time)
+        else np.flatnonzero(pc.is_valid(valid_time).to_numpy(zero_copy_only=False))
+    )
+    batch_columns = WRITE_BATCH_SCHEMA.names
+    cut = 0
+    for at in [*dated.tolist(), log.num_rows]:
+        for start in range(cut, at, REPLAY_ROWS):
+            part = log.slice(start, min(REPLAY_ROWS, at - start)).select(batch_columns)
+            outcomes.append(graph.apply_batch(part).applied)
+        if at < log.num_rows:
+            row = log.slice(at, 1).select(["text", "source", "time", "valid_time"]).to_pylist()[0]
+            graph.observe(row["text"], row["source"] or "user", row["time"], row["valid_time"])
+        cut = at + 1
+    return np.concatenate(outcomes)
+
+
+def conform(table: pa.Table) -> pa.Table:
+    """``table`` with :data:`WRITE_LOG_SCHEMA`'s columns, in order and of its types (a missing column
+    is all null)."""
+    n = table.num_rows
+    columns = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type)
+        for f in WRITE_LOG_SCHEMA
+    ]
+    return pa.table(columns, schema=WRITE_LOG_SCHEMA)
+
+
+def split_log(log: pa.Table, partitions: int) -> list[pa.Table]:
+    """``log``'s rows for each part: each operation to the part owning its key, each observation to
+    every part with an operation of ``log`` citing it, or, cited by none, to part ``evidence %
+    partitions``. Row order is kept.
+
+    Raises:
+        ValueError: an operation cites evidence that is not observed in ``log`` (its part could not
+            number it).
+    """
+    if partitions == 1:
+        return [log]
+    is_op = pc.is_valid(log.column("op")).to_numpy(zero_copy_only=False)
+    evidence = log.column("evidence").to_numpy(zero_copy_only=False)  # floats with NaN where null
+    ops = np.flatnonzero(is_op)
+    observations = np.flatnonzero(~is_op)
+    observed = evidence[observations].astype(np.int64)
+    owner = np.full(log.num_rows, -1, np.int64)
+    owner[ops] = partitions_of(log.column("key").take(pa.array(ops, pa.int64())), partitions)
+    cited = ops[~np.isnan(evidence[ops])]
+    cited_ev = evidence[cited].astype(np.int64)
+    order = np.argsort(observed, kind="stable")
+    at = np.searchsorted(observed, cited_ev, sorter=order)
+    found = at < len(observed)
+    found[found] = observed[order[at[found]]] == cited_ev[found]
+    if not found.all():
+        first = int(cited_ev[~found][0])
+        msg = f"split_log: an operation cites evidence {first}, which this log does not observe"
+        raise ValueError(msg)
+    # needs[part, observation]: whether an operation of that part cites the observation
+    needs = np.zeros((partitions, len(observations)), np.bool_)
+    needs[owner[cited], order[at]] = True
+    uncited = ~needs.any(axis=0)
+    needs[observed[uncited] % partitions, np.flatnonzero(uncited)] = True
+    parts = []
+    for p in range(partitions):
+        mine = np.zeros(log.num_rows, np.bool_)
+        mine[ops[owner[ops] == p]] = True
+        mine[observations[needs[p]]] = True
+        parts.append(log.filter(pa.array(mine)))
+    return parts
+
+
+def localize(piece: pa.Table, first_evidence: int) -> pa.Table:
+    """A part's log ``piece`` with evidence numbered in the part: its observations become evidence
+    ``first_evidence``, ``first_evidence + 1``, ... and each operation cites its observation's number
+    (every operation's evidence is observed in ``piece``: :func:`split_log` keeps them together)."""
+    is_op = pc.is_valid(piece.column("op")).to_numpy(zero_copy_only=False)
+    evidence = piece.column("evidence").to_numpy(zero_copy_only=False)
+    observations = np.flatnonzero(~is_op)
+    observed = evidence[observations].astype(np.int64)  # ascending: observations arrive in order
+    local = np.full(piece.num_rows, -1, np.int64)
+    local[observations] = first_evidence + np.arange(len(observations))
+    cited = np.flatnonzero(is_op & ~np.isnan(evidence))
+    at = np.searchsorted(observed, evidence[cited].astype(np.int64))
+    if len(cited) and (at.max() >= len(observed) or (observed[at] != evidence[cited]).any()):
+        msg = "localize: an operation cites evidence its piece does not observe"
+        raise ValueError(msg)
+    local[cited] = first_evidence + at
+    column = pa.array(local, pa.int64(), mask=local < 0)
+    return piece.set_column(WRITE_LOG_SCHEMA.get_field_index("evidence"), "evidence", column)
+
+
+class LogSegment:
+    """One segment of a part's write log being written: a sealed Arrow file of :data:`WRITE_LOG_SCHEMA`,
+    written under a temporary name as rows come and renamed onto ``path`` when closed.
+
+    >>> import tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "log-000000000001.arrow"
+    >>> segment = LogSegment(path)
+    >>> segment.write(conform(pa.table({"text": ["a note"], "evidence": [0], "seq": [1]})))
+    >>> len(segment.close()), read_segment(path).num_rows
+    (64, 1)
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        fd, self._tmp = _create_aside(path)
+        self._file = os.fdopen(fd, "w+b")
+        self._sealing = _Sealing(self._file)  # the digest, taken from the bytes as they are written
+        schema = _sealed_schema(WRITE_LOG_SCHEMA, {"format": LOG_FORMAT})
+        self._writer = pa.ipc.new_file(self._sealing.sink(), schema)
+        self.rows = 0
+
+    def write(self, rows: pa.Table) -> None:
+        """Append ``rows`` (of :data:`WRITE_LOG_SCHEMA`)."""
+        self._writer.write_table(rows.replace_schema_metadata(None).cast(WRITE_LOG_SCHEMA))
+        self.rows += rows.num_rows
+
+    def close(self) -> str:
+        """Seal, fsync and rename the segment onto its path; its digest."""
+        self._writer.close()
+        digest = self._sealing.seal()
+        self._file.close()
+        os.replace(self._tmp, self.path)
+        _fsync_directory(self.path.parent)
+        return digest
+
+    def abandon(self) -> None:
+        """Drop the segment unwritten (its temporary file removed)."""
+        self._file.close()
+        self._tmp.unlink(missing_ok=True)
+
+
+def _sealed_digest(data: pa.Buffer | bytes) -> str:
+    """The digest a sealed file carries (its metadata's copy; :func:`_open_sealed` checked both)."""
+    slots = _digest_slots(memoryview(data))
+    assert slots is not None
+    return bytes(memoryview(data)[slots[0] : slots[0] + 64]).decode()
+
+
+def read_segment(path: Path, digest: str | None = None) -> pa.Table:
+    """A log segment's rows, verified over every byte (and against ``digest``, when given).
+
+    Raises:
+        StateFileError: the segment is missing, damaged, not a write log, or not the one ``digest`` names.
+    """
+    data = _mapped(path)
+    table = _open_sealed(data, path)
+    meta = table.schema.metadata or {}
+    if meta.get(b"format") != LOG_FORMAT.encode() or not table.schema.equals(
+        WRITE_LOG_SCHEMA, check_metadata=False
+    ):
+        raise _refuse(path, "not a segment of a write log")
+    if digest is not None and _sealed_digest(data) != digest:
+        raise _refuse(
+            path, "its digest is not the one the sharded state's index lists (a file of another state?)"
+        )
+    return table.replace_schema_metadata(None)
+
+
+def sealed_file_digest(path: Path) -> str:
+    """The digest of the sealed file at ``path`` (a table file of a directory state, a log segment),
+    verified over its bytes."""
+    data = _mapped(path)
+    _open_sealed(data, path)
+    return _sealed_digest(data)
+
+
+# --- the index ---------------------------------------------------------------------------------------
+
+
+def write_index(root: Path, partitions: int, rows: int, stats: dict[str, int]) -> str:
+    """Write ``root/shards.arrow``: the index of the sharded state in ``root`` (``registry/`` and every
+    part written), listing the digest of each state's metadata file and of each log segment, the log's
+    ``rows`` and the union's ``stats``; its digest."""
+    entries = {
+        "format": SHARDED_FORMAT,
+        "version": str(SHARDED_VERSION),
+        "partitions": str(partitions),
+        "rows": str(rows),
+    }
+    entries |= {f"stat.{name}": str(value) for name, value in stats.items()}
+    files = [Path(REGISTRY) / f"{METADATA}.arrow"]
+    for p in range(partitions):
+        part = Path(part_name(p))
+        files.append(part / f"{METADATA}.arrow")
+        files += sorted(s.relative_to(root) for s in (root / part / LOG).glob("*.arrow"))
+    entries |= {f"file:{f.as_posix()}": sealed_file_digest(root / f) for f in files}
+    table = pa.table([pa.array(list(entries)), pa.array(list(entries.values()))], schema=_INDEX_SCHEMA)
+    path = root / INDEX
+    with open(path, "w+b") as f:
+        sealing = _Sealing(f)
+        schema = _sealed_schema(table.schema, {"format": SHARDED_FORMAT})
+        with pa.ipc.new_file(sealing.sink(), schema) as writer:
+            writer.write_table(table.replace_schema_metadata(schema.metadata))
+        return sealing.seal()
+
+
+def is_sharded(path: str | Path) -> bool:
+    """Whether ``path`` is a sharded state (a directory holding ``shards.arrow``)."""
+    return (Path(path) / INDEX).is_file()
+
+
+def read_index(path: str | Path) -> dict[str, str]:
+    """A sharded state's index entries, verified.
+
+    Raises:
+        StateFileError: the index is missing, damaged, or of another format or version.
+    """
+    file = Path(path) / INDEX
+    entries = _entries(_open_sealed(_mapped(file), file), file)
+    if entries.get("format") != SHARDED_FORMAT:
+        raise _refuse(file, f"format is {entries.get('format')!r}, expected {SHARDED_FORMAT!r}")
+    if entries.get("version") != str(SHARDED_VERSION):
+        raise _refuse(
+            file, f"sharded state version {entries.get('version')} (this code reads {SHARDED_VERSION})"
+        )
+    return entries
+
+
+def index_digest(path: str | Path) -> str:
+    """The digest of a sharded state's index (which names every other file's): the state's identity."""
+    return sealed_file_digest(Path(path) / INDEX)
+
+
+def union_log(path: str | Path) -> pa.Table:
+    """The union of a sharded state's parts' logs: every row once, by ``seq`` (see the module doc).
+
+    Raises:
+        StateFileError: a file is missing, damaged or foreign, or the parts' rows are not exactly seqs
+            1 to the index's ``rows``, each the same row wherever it is found.
+    """
+    root = Path(path)
+    entries = read_index(root)
+    listed = {name[5:]: digest for name, digest in entries.items() if name.startswith("file:")}
+    partitions = int(entries["partitions"])
+    segments = []
+    for p in range(partitions):
+        log_dir = root / part_name(p) / LOG
+        on_disk = {s.relative_to(root).as_posix() for s in log_dir.glob("*.arrow")}
+        wanted = sorted(name for name in listed if name.startswith(f"{part_name(p)}/{LOG}/"))
+        if on_disk != set(wanted):
+            extra = sorted(on_disk ^ set(wanted))
+            raise _refuse(root, f"part {p}'s log segments are not the ones its index lists ({extra[0]})")
+        segments += [read_segment(root / name, listed[name]) for name in wanted]
+    rows = int(entries["rows"])
+    if not segments:
+        return pa.table([pa.array([], f.type) for f in WRITE_LOG_SCHEMA], schema=WRITE_LOG_SCHEMA)
+    merged = pa.concat_tables(segments)
+    merged = merged.take(pc.sort_indices(merged.column("seq")))
+    seq = merged.column("seq").to_numpy()
+    first = np.ones(len(seq), np.bool_)
+    first[1:] = seq[1:] != seq[:-1]
+    union = merged.filter(pa.array(first))
+    if len(union) != rows or not np.array_equal(union.column("seq").to_numpy(), np.arange(1, rows + 1)):
+        raise _refuse(
+            root, f"its parts' logs do not hold every seq from 1 to {rows} (a part is missing or damaged)"
+        )
+    repeated = np.flatnonzero(~first)
+    if len(repeated):
+        # a row in several parts (an observation cited from each) must be the same row in each
+        again = merged.take(pa.array(repeated, pa.int64()))
+        kept = merged.take(pa.array(np.searchsorted(seq, seq[repeated], side="left"), pa.int64()))
+        if not again.equals(kept):
+            raise _refuse(root, "a row found in several parts differs between them (a part is damaged)")
+    return union
+
+
+def load_sharded(
+    cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None = None
+) -> ProvenanceGraph:
+    """The union of a sharded state (see the module doc): its log replayed into a graph holding its
+    registry.
+
+    Raises:
+        StateFileError: a file is missing, damaged or foreign, or the union is not whole.
+    """
+    from pmem.graph._state import load_graph
+
+    root = Path(path)
+    entries = read_index(root)
+    registry_meta = root / REGISTRY / f"{METADATA}.arrow"
+    if sealed_file_digest(registry_meta) != entries.get(f"file:{REGISTRY}/{METADATA}.arrow"):
+        raise _refuse(registry_meta, "its digest is not the one the sharded state's index lists")
+    holder = load_graph(cls, root / REGISTRY, registry)
+    log = union_log(root)
+    graph = cls(registry=holder.registry)
+    try:
+        apply_log(graph, log)
+    except ValueError as exc:
+        raise _refuse(root, f"its union does not replay ({exc})") from exc
+    return graph

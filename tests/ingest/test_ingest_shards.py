@@ -1,0 +1,187 @@
+"""``pmem ingest --shards``: each worker writes its keys' part; the union is the sequential state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+from test_ingest_facts import CONFIG, _key_of, mixed_rows, write_jsonl
+
+from pmem import Memory
+from pmem.graph import ProvenanceGraph, StateFileError, is_sharded, partition_of
+from pmem.graph._shards import INDEX, LOG, part_name, read_index
+from pmem.ingest import IngestSpec, ResumeError, ingest, ingest_sequential
+from pmem.ingest._workdir import workdir_of
+from pmem.ingest._worker import IngestWorker
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, bytes]:
+    """A stream of text rows (soft identity on) and fact rows of every op, some with a valid time; its
+    config; the reference state's bytes."""
+    tmp = tmp_path_factory.mktemp("mixed")
+    rows = mixed_rows(400, keys=50, seed=21)
+    rows += [{"key": _key_of(k), "value": "drawer 9"} for k in range(50)] * 6  # a run of fact rows only
+    rows += mixed_rows(100, keys=50, seed=22)
+    stream = write_jsonl(tmp / "s.jsonl", rows)
+    cfg = tmp / "ingest.toml"
+    cfg.write_text(CONFIG)
+    return stream, cfg, ingest_sequential(stream, config=cfg).to_bytes()
+
+
+def test_the_union_of_the_parts_is_the_sequential_state_for_any_partition_count(
+    ray_cluster, tmp_path: Path, mixed: tuple[Path, Path, bytes]
+) -> None:
+    stream, cfg, reference = mixed
+    whole = ingest(stream, tmp_path / "whole", config=cfg, partitions=2, progress=False)
+    for partitions in (1, 2, 3):
+        out = tmp_path / f"sharded-{partitions}"
+        report = ingest(stream, out, config=cfg, partitions=partitions, progress=False, shards=True)
+        assert is_sharded(out) and out.is_dir()
+        assert ProvenanceGraph.load(out).to_bytes() == reference, f"{partitions} parts differ"
+        assert sorted(p.name for p in out.iterdir()) == sorted(
+            [INDEX, "registry", *(part_name(i) for i in range(partitions))]
+        )
+        # the report counts what the whole-graph ingest counts
+        assert report.graph == whole.graph == ProvenanceGraph.from_bytes(reference).stats()
+        assert (report.events, report.facts, report.fact_rows, report.refused) == (
+            whole.events,
+            whole.facts,
+            whole.fact_rows,
+            whole.refused,
+        )
+        assert report.refused > 0 and report.fact_rows > 300
+        assert read_index(out)["rows"] == str(ProvenanceGraph.from_bytes(reference).seq)
+    reference_graph = ProvenanceGraph.from_bytes(reference)
+    assert reference_graph.registry.keys  # soft identity registered keys: the union carries them
+    # a memory opens the sharded state and reads the same cells; it saves to a file, never over the parts
+    memory = Memory.load(tmp_path / "sharded-3")
+    key = next(iter(reference_graph.frontier()))
+    assert memory.get(key) == reference_graph.cell(key)
+    with pytest.raises(ValueError, match="sharded state"):
+        memory.save()
+    memory.save(tmp_path / "copy.arrow")
+    assert ProvenanceGraph.load(tmp_path / "copy.arrow").frontier() == reference_graph.frontier()
+
+
+def test_each_part_holds_its_keys_and_polars_reads_the_frontier_from_the_parts(
+    ray_cluster, tmp_path: Path, mixed: tuple[Path, Path, bytes]
+) -> None:
+    stream, cfg, reference = mixed
+    out = tmp_path / "state"
+    ingest(stream, out, config=cfg, partitions=3, progress=False, shards=True)
+    graph = ProvenanceGraph.from_bytes(reference)
+    versions = pl.concat(
+        [
+            pl.read_ipc(out / part_name(i) / "versions.arrow").with_columns(part=pl.lit(i))
+            for i in range(3)
+        ]
+    )
+    # every key is in the part that owns it, and in no other
+    owners = versions.select("key", "part").unique()
+    assert owners.height == versions["key"].n_unique()
+    assert all(partition_of(k, 3) == p for k, p in owners.iter_rows())
+    # per key, the same values and statuses in the same order as the whole graph's
+    for key in graph.keys():
+        rows = versions.filter(pl.col("key") == key).sort("id")
+        assert list(zip(rows["value"], rows["status"], strict=True)) == [
+            (v.value, v.status) for v in graph.versions(key)
+        ]
+    # the frontier, with Polars alone, over every part at once
+    active = (
+        pl.scan_ipc(str(out / "part-*" / "versions.arrow"))
+        .filter(pl.col("status").is_in(["active", "contested"]))
+        .select("key", "value")
+        .collect()
+    )
+    assert dict(active.iter_rows()) == {k: c.value for k, c in graph.frontier().items() if c.value is not None}
+
+
+def test_a_sharded_ingest_stopped_by_a_bad_row_resumes_to_the_same_state(
+    ray_cluster, tmp_path: Path, mixed: tuple[Path, Path, bytes]
+) -> None:
+    stream, cfg, reference = mixed
+    rows = [json.loads(line) for line in stream.read_text().splitlines()]
+    broken = tmp_path / "s.jsonl"
+    bad = len(rows) - 150
+    write_jsonl(broken, [*rows[:bad], {"key": "k", "op": "upsert"}, *rows[bad + 1 :]])
+    out = tmp_path / "state"
+    with pytest.raises(Exception, match="field 'op'"):
+        ingest(broken, out, config=cfg, partitions=2, progress=False, shards=True)
+    assert not out.exists()
+    doc = json.loads((workdir_of(out) / "manifest.json").read_text())
+    assert doc["shards"]["partitions"] == 2 and all(doc["shards"]["segments"])
+    # the driver's checkpoint holds the registry, never the graph
+    checkpoint = ProvenanceGraph.load(workdir_of(out) / doc["checkpoint"])
+    assert checkpoint.stats()["evidence"] == 0 and checkpoint.registry.keys
+    # another layout is refused, naming it
+    with pytest.raises(ResumeError, match="output layout differs"):
+        ingest(broken, out, config=cfg, partitions=3, progress=False, shards=True)
+    write_jsonl(broken, rows)
+    report = ingest(broken, out, config=cfg, partitions=2, progress=False, shards=True)
+    assert report.resumed_from > 0 and report.attempts == 2
+    assert ProvenanceGraph.load(out).to_bytes() == reference
+    again = ingest(broken, out, config=cfg, partitions=2, progress=False, shards=True)
+    assert again.state_sha256 == report.state_sha256  # already complete: nothing rewritten
+
+
+def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -> None:
+    """In process: a segment written after the last checkpoint is removed, the named ones replayed."""
+    from pmem.graph._shards import split_log
+    from pmem.ingest._merge import fact_log
+    from pmem.ingest._stream import read_stream
+
+    stream = write_jsonl(tmp_path / "f.jsonl", [{"key": f"k{i % 7}", "value": f"v{i}"} for i in range(60)])
+    (batch,) = read_stream(stream)
+    log = fact_log(batch.events, 0, 1)
+    worker = IngestWorker(IngestSpec.default())
+    folder = tmp_path / "part"
+    worker.open_part(str(folder), [], resumed=False)
+    worker.append(log.slice(0, 40))
+    kept = worker.seal()
+    assert kept is not None
+    worker.append(log.slice(40))  # never sealed: a kill before the next checkpoint
+    worker.seal()
+    assert len(list(folder.glob("*.arrow"))) == 2
+    resumed = IngestWorker(IngestSpec.default())
+    assert resumed.open_part(str(folder), [kept[0]], resumed=True) == 40
+    assert [p.name for p in folder.glob("*.arrow")] == [kept[0]]
+    whole = ProvenanceGraph()
+    from pmem.graph import apply_log
+
+    apply_log(whole, log.slice(0, 40))
+    assert resumed.path.graph.frontier() == whole.frontier()
+    assert split_log(log, 1)[0].equals(log)
+
+
+def test_shards_refuse_an_output_that_is_a_file(ray_cluster, tmp_path: Path) -> None:
+    stream = write_jsonl(tmp_path / "f.jsonl", [{"key": "k", "value": "v"}])
+    out = tmp_path / "state.arrow"
+    out.write_bytes(b"an older state")
+    with pytest.raises(ValueError, match="is a file; --shards writes a directory"):
+        ingest(stream, out, progress=False, shards=True)
+    assert out.read_bytes() == b"an older state"
+
+
+def test_a_part_that_is_missing_or_foreign_is_refused(
+    ray_cluster, tmp_path: Path, mixed: tuple[Path, Path, bytes]
+) -> None:
+    stream, cfg, _ = mixed
+    a, b = tmp_path / "a", tmp_path / "b"
+    ingest(stream, a, config=cfg, partitions=2, progress=False, shards=True)
+    rows = stream.read_text().splitlines()
+    other = tmp_path / "other.jsonl"
+    other.write_text("\n".join(rows[:-5]) + "\n")
+    ingest(other, b, config=cfg, partitions=2, progress=False, shards=True)
+    segment = sorted((a / part_name(1) / LOG).glob("*.arrow"))[-1]
+    foreign = sorted((b / part_name(1) / LOG).glob("*.arrow"))[-1]
+    segment.unlink()
+    with pytest.raises(StateFileError, match="log segments are not the ones its index lists"):
+        ProvenanceGraph.load(a)
+    foreign.rename(segment)  # the other state's segment under this one's name
+    with pytest.raises(StateFileError, match="digest is not the one"):
+        ProvenanceGraph.load(a)
+    assert pa.ipc.open_file(str(b / INDEX)).read_all().num_rows > 0
