@@ -278,13 +278,13 @@ def _facts(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
                 f"wrote {stream.name} ({stream.stat().st_size / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s",
                 flush=True,
             )
-        for partitions in (1, 2):
-            results.append(
-                _ingest_command(stream, root / f"facts-state-{suffix[1:]}-{partitions}", partitions, args)
-            )
+        for partitions, shards in ((1, False), (2, False), (2, True)):
+            name = f"facts-state-{suffix[1:]}-{partitions}{'-shards' if shards else ''}"
+            results.append(_ingest_command(stream, root / name, partitions, args, shards=shards))
             r = results[-1]
+            flag = f"--partitions {partitions}{' --shards' if shards else ''}"
             print(
-                f"  {suffix[1:]:<8} --partitions {partitions}: {r['wall_s']:6.1f} s end to end "
+                f"  {suffix[1:]:<8} {flag:<24}: {r['wall_s']:6.1f} s end to end "
                 f"({r['rows'] / r['wall_s']:,.0f} rows/s; the ingest itself {r['ingest_s']:.1f} s, stages "
                 f"{', '.join(f'{k} {v:.1f}' for k, v in r['stage_s'].items() if v >= 0.05)}); driver peak "
                 f"{r['peak_rss_mb'].get('driver', 0):,.0f} MiB, workers "
@@ -292,24 +292,68 @@ def _facts(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
                 f"{r['state_bytes'] / 2**20:,.0f} MiB -> {'met' if r['wall_s'] <= args.fact_target_s else 'NOT met'}",
                 flush=True,
             )
+            if shards:
+                driver = r["peak_rss_mb"].get("driver", 0)
+                print(
+                    f"    sharded: driver peak {driver:,.0f} MiB (target <= {SHARDED_DRIVER_MIB:,} MiB: "
+                    f"{'met' if driver <= SHARDED_DRIVER_MIB else 'NOT met'}); the union loaded in "
+                    f"{r['union_load_s']:.1f} s, peak {r['union_peak_mb']:,.0f} MiB",
+                    flush=True,
+                )
             if r.get("profile"):
                 print("    " + "\n    ".join(r["profile"]), flush=True)
-    same = len({r["state_sha256"] for r in results}) == 1
-    slowest = max(r["wall_s"] for r in results)
+    whole = [r for r in results if not r["shards"]]
+    same = len({r["state_sha256"] for r in whole} | {r["union_sha256"] for r in results if r["shards"]}) == 1
+    slowest = max(r["wall_s"] for r in whole)
     print(
         f"fact rows, {rows:,} over {keys:,} keys, `pmem ingest` end to end: slowest {slowest:.1f} s "
         f"(target <= {args.fact_target_s:.0f} s: {'met' if slowest <= args.fact_target_s else 'NOT met'}); "
-        f"the four states byte-identical: {same}"
+        f"the four states and the sharded states' unions byte-identical: {same}"
     )
     return results
 
 
-def _ingest_command(stream: Path, out: Path, partitions: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One `pmem ingest` in its own process: its report, with the command's wall time (and a profile)."""
+#: The driver's peak memory a sharded ingest (``--shards``) is held to, in MiB (issue 33).
+SHARDED_DRIVER_MIB = 1024
+
+_UNION_SCRIPT = """
+import hashlib, resource, sys, time
+from pmem.graph import ProvenanceGraph
+t0 = time.perf_counter()
+graph = ProvenanceGraph.load(sys.argv[1])
+took = time.perf_counter() - t0
+print(hashlib.sha256(graph.to_bytes()).hexdigest(), took, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def _union_of(out: Path) -> tuple[str, float, float]:
+    """The SHA-256 of a sharded state's union (``ProvenanceGraph.load(out).to_bytes()``), the seconds
+    ``load`` took and the process's peak MiB, in a child process (its heap is not this one's)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _UNION_SCRIPT, str(out)], capture_output=True, text=True, check=True
+    )
+    sha, took, peak = done.stdout.split()
+    return sha, float(took), float(peak)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _ingest_command(
+    stream: Path, out: Path, partitions: int, args: argparse.Namespace, *, shards: bool = False
+) -> dict[str, Any]:
+    """One `pmem ingest` in its own process: its report, with the command's wall time (and a profile);
+    with ``shards``, also its union's digest, load time and peak memory (:func:`_union_of`)."""
     shutil.rmtree(out.with_name(out.name + ".ingest"), ignore_errors=True)
-    out.unlink(missing_ok=True)
+    _remove(out)
     argv = [sys.executable, "-m", "pmem.cli", "ingest", str(stream), "--out", str(out)]
     argv += ["--partitions", str(partitions), "--no-progress", "--json"]
+    if shards:
+        argv.append("--shards")
     if args.fact_address:
         argv += ["--address", args.fact_address]
     samples = None
@@ -338,11 +382,18 @@ def _ingest_command(stream: Path, out: Path, partitions: int, args: argparse.Nam
         msg = f"pmem ingest {stream.name} --partitions {partitions} failed ({done.returncode}): {done.stderr[-2000:]}"
         raise RuntimeError(msg)
     report, _ = json.JSONDecoder().raw_decode(done.stdout, done.stdout.index("{"))  # py-spy may print after
+    union = _union_of(out) if shards else None
     shutil.rmtree(out.with_name(out.name + ".ingest"), ignore_errors=True)  # gigabytes: keep the disk free
-    out.unlink(missing_ok=True)
+    _remove(out)
     return {
         "stream": stream.name,
         "partitions": partitions,
+        "shards": shards,
+        **(
+            {"union_sha256": union[0], "union_load_s": union[1], "union_peak_mb": union[2]}
+            if union is not None
+            else {}
+        ),
         "rows": report["events"] + report["rejects"],
         "wall_s": wall,
         "ingest_s": report["wall_s"],

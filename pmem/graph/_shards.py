@@ -45,12 +45,12 @@ from pmem.graph._bulk import WRITE_BATCH_SCHEMA
 from pmem.graph._state import (
     METADATA,
     _create_aside,
-    _digest_slots,
     _entries,
     _fsync_directory,
     _mapped,
     _open_sealed,
     _refuse,
+    _sealed_digest,
     _sealed_schema,
     _Sealing,
 )
@@ -295,13 +295,6 @@ class LogSegment:
         self._tmp.unlink(missing_ok=True)
 
 
-def _sealed_digest(data: pa.Buffer | bytes) -> str:
-    """The digest a sealed file carries (its metadata's copy; :func:`_open_sealed` checked both)."""
-    slots = _digest_slots(memoryview(data))
-    assert slots is not None
-    return bytes(memoryview(data)[slots[0] : slots[0] + 64]).decode()
-
-
 def read_segment(path: Path, digest: str | None = None) -> pa.Table:
     """A log segment's rows, verified over every byte (and against ``digest``, when given).
 
@@ -333,10 +326,17 @@ def sealed_file_digest(path: Path) -> str:
 # --- the index ---------------------------------------------------------------------------------------
 
 
-def write_index(root: Path, partitions: int, rows: int, stats: dict[str, int]) -> str:
+def write_index(
+    root: Path, partitions: int, rows: int, stats: dict[str, int], digests: dict[str, str]
+) -> str:
     """Write ``root/shards.arrow``: the index of the sharded state in ``root`` (``registry/`` and every
-    part written), listing the digest of each state's metadata file and of each log segment, the log's
-    ``rows`` and the union's ``stats``; its digest."""
+    part written), listing ``digests`` (each part's log segment, as its writer sealed it, by path
+    relative to ``root``), the digest of each state's metadata file (read here: a few KiB each), the
+    log's ``rows`` and the union's ``stats``; the index's digest.
+
+    Raises:
+        ValueError: a segment in a part's log folder without a digest in ``digests``, or one the other way.
+    """
     entries = {
         "format": SHARDED_FORMAT,
         "version": str(SHARDED_VERSION),
@@ -344,12 +344,18 @@ def write_index(root: Path, partitions: int, rows: int, stats: dict[str, int]) -
         "rows": str(rows),
     }
     entries |= {f"stat.{name}": str(value) for name, value in stats.items()}
-    files = [Path(REGISTRY) / f"{METADATA}.arrow"]
+    metadata = [Path(REGISTRY) / f"{METADATA}.arrow"]
+    segments = set()
     for p in range(partitions):
         part = Path(part_name(p))
-        files.append(part / f"{METADATA}.arrow")
-        files += sorted(s.relative_to(root) for s in (root / part / LOG).glob("*.arrow"))
-    entries |= {f"file:{f.as_posix()}": sealed_file_digest(root / f) for f in files}
+        metadata.append(part / f"{METADATA}.arrow")
+        segments |= {s.relative_to(root).as_posix() for s in (root / part / LOG).glob("*.arrow")}
+    if segments != set(digests):
+        odd = sorted(segments ^ set(digests))[0]
+        msg = f"write_index: {odd} is in the parts' log folders or in the digests given, not in both"
+        raise ValueError(msg)
+    entries |= {f"file:{f.as_posix()}": sealed_file_digest(root / f) for f in metadata}
+    entries |= {f"file:{name}": digests[name] for name in sorted(digests)}
     table = pa.table([pa.array(list(entries)), pa.array(list(entries.values()))], schema=_INDEX_SCHEMA)
     path = root / INDEX
     with open(path, "w+b") as f:
@@ -448,7 +454,8 @@ def load_sharded(
         raise _refuse(registry_meta, "its digest is not the one the sharded state's index lists")
     holder = load_graph(cls, root / REGISTRY, registry)
     log = union_log(root)
-    graph = cls(registry=holder.registry)
+    # the holder's registry as loaded: None when the state had none (reading .registry would make one)
+    graph = cls(registry=holder._registry)
     try:
         apply_log(graph, log)
     except ValueError as exc:

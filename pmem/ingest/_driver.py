@@ -537,7 +537,9 @@ class _Ingest:
             resumed = state is not None
             await asyncio.gather(
                 *(
-                    w.open_part.remote(str(self._part_folder(i)), [n for n, _ in self.segments[i]], resumed)
+                    w.open_part.remote(
+                        str(self._part_folder(i)), [tuple(s) for s in self.segments[i]], resumed
+                    )
                     for i, w in enumerate(self.workers)
                 )
             )
@@ -946,9 +948,10 @@ class _Ingest:
 
         self.graph.save(root / REGISTRY, layout="directory")
         parts = await asyncio.gather(*(w.write_part.remote(str(root)) for w in self.workers))
-        stats = {name: sum(p[name] for p in parts) for name in parts[0]}
+        stats = {name: sum(p[name] for p, _ in parts) for name in parts[0][0]}
         stats["evidence"] = self.report.events  # each part holds the evidence its keys cite: one per row
-        write_index(root, self.partitions, self.seq, stats)
+        digests = {name: digest for _, files in parts for name, digest in files.items()}
+        write_index(root, self.partitions, self.seq, stats, digests)
         self.report.graph = stats
         self._built = root
 

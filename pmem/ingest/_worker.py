@@ -265,7 +265,7 @@ class IngestWorker:
         self._part = ProvenanceGraph()
         self._part_dir = Path(".")
         self._segment: LogSegment | None = None
-        self._segments: list[str] = []
+        self._segments: list[tuple[str, str]] = []  # (name, digest)
 
     def ready(self) -> int:
         return self.index
@@ -391,24 +391,24 @@ class IngestWorker:
 
     # ------------------------------------------------------------------ a sharded ingest's part
 
-    def open_part(self, folder: str, kept: list[str], resumed: bool) -> int:
+    def open_part(self, folder: str, kept: list[tuple[str, str]], resumed: bool) -> int:
         """Own part ``index`` of a sharded ingest (``--shards``), its log segments in ``folder``: the
-        segments ``kept`` (those the last checkpoint names, in order) are replayed into the part's graph,
-        and any other segment there (written after that checkpoint) is removed. When ``resumed``, the
-        commits' graph starts from the part's graph too (every head of the part's keys, at the
-        checkpoint). Returns the rows replayed."""
+        segments ``kept`` (``(name, digest)``: those the last checkpoint names, in order) are checked and
+        replayed into the part's graph, and any other segment there (written after that checkpoint) is
+        removed. When ``resumed``, the commits' graph starts from the part's graph too (every head of the
+        part's keys, at the checkpoint). Returns the rows replayed."""
         self._part_dir = Path(folder)
         self._part_dir.mkdir(parents=True, exist_ok=True)
-        for stale in set(self._part_dir.glob("*.arrow")) - {self._part_dir / name for name in kept}:
+        for stale in set(self._part_dir.glob("*.arrow")) - {self._part_dir / name for name, _ in kept}:
             stale.unlink()
         for tmp in self._part_dir.glob(".*.tmp"):  # a segment being written when the ingest stopped
             tmp.unlink()
         self._part = ProvenanceGraph()
-        self._segments = list(kept)
+        self._segments = [(name, digest) for name, digest in kept]
         self._segment = None
         rows = 0
-        for name in kept:
-            piece = read_segment(self._part_dir / name)
+        for name, digest in kept:
+            piece = read_segment(self._part_dir / name, digest)
             apply_log(self._part, localize(piece, len(self._part.storage.ev_seq)))
             rows += piece.num_rows
         if resumed:
@@ -434,22 +434,25 @@ class IngestWorker:
             return None
         segment, self._segment = self._segment, None
         digest = segment.close()
-        self._segments.append(segment.path.name)
+        self._segments.append((segment.path.name, digest))
         return segment.path.name, digest
 
-    def write_part(self, root: str) -> dict[str, int]:
+    def write_part(self, root: str) -> tuple[dict[str, int], dict[str, str]]:
         """Write this part into the sharded state being built at ``root``: ``part-N/`` (its graph, in
         the directory layout) and ``part-N/log/`` (its sealed segments, hard-linked: never copied where
-        the file system links). Returns the part graph's stats."""
+        the file system links). Returns the part graph's stats and each segment's digest (by path from
+        ``root``), as sealed."""
         folder = Path(root) / part_name(self.index)
         self._part.save(folder, layout="directory")
         (folder / LOG).mkdir()
-        for name in self._segments:
+        digests = {}
+        for name, digest in self._segments:
             try:
                 os.link(self._part_dir / name, folder / LOG / name)
             except OSError:
                 shutil.copyfile(self._part_dir / name, folder / LOG / name)
-        return self._part.stats()
+            digests[f"{folder.name}/{LOG}/{name}"] = digest
+        return self._part.stats(), digests
 
     def peak_rss_mb(self) -> float:
         """This worker process's peak resident memory."""

@@ -9,11 +9,10 @@ import sys
 import pyarrow as pa
 import pytest
 
-from pmem.graph import ProvenanceGraph
+from pmem.graph import ProvenanceGraph, partition_of
 from pmem.ingest import IngestSpec
 from pmem.ingest._merge import merge_batch
 from pmem.ingest._stream import EVENT_SCHEMA
-from pmem.graph import partition_of
 from pmem.ingest._worker import IngestWorker, commit_item, peak_rss_mb, reset_peak_rss
 
 TEXTS = [

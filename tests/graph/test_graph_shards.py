@@ -1,0 +1,213 @@
+"""The write log and the sharded state (``pmem.graph._shards``): split by key owner, the union is the graph."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pmem.graph import WRITE_LOG_SCHEMA, ProvenanceGraph, StateFileError, apply_log, partitions_of
+from pmem.graph._shards import (
+    INDEX,
+    LOG,
+    REGISTRY,
+    LogSegment,
+    conform,
+    localize,
+    part_name,
+    read_segment,
+    split_log,
+    union_log,
+    write_index,
+)
+
+OPS = ("accept", "accept", "accept", "contest", "reject", "revoke", "resolve", "noop")
+
+
+def random_log(seed: int, rows: int, keys: int = 9, dated: float = 0.05) -> pa.Table:
+    """A write log as an ingest writes one: each observation followed by the operations citing it
+    (some citing nothing), a few observations with a valid time."""
+    rng = random.Random(seed)
+    columns: dict[str, list[object]] = {name: [] for name in WRITE_LOG_SCHEMA.names}
+    evidence = 0
+    while len(columns["seq"]) < rows:
+        columns["op"].append(None)
+        columns["text"].append(f"row {evidence}")
+        columns["source"].append(rng.choice(["user", "crm"]))
+        columns["time"].append(None)
+        columns["key"].append(None)
+        columns["value"].append(None)
+        columns["evidence"].append(evidence)
+        columns["valid_time"].append(f"2025-0{rng.randint(1, 9)}-01" if rng.random() < dated else None)
+        columns["seq"].append(len(columns["seq"]) + 1)
+        for _ in range(rng.choice([0, 1, 1, 2, 3])):
+            op = rng.choice(OPS)
+            columns["op"].append(op)
+            columns["text"].append(None)
+            columns["source"].append(None)
+            columns["time"].append(None)
+            columns["key"].append(f"key{rng.randrange(keys)}")
+            columns["value"].append(rng.choice(["a", "b", "c"]) if op != "revoke" else None)
+            columns["evidence"].append(evidence if rng.random() < 0.9 else None)
+            columns["valid_time"].append(None)
+            columns["seq"].append(len(columns["seq"]) + 1)
+        evidence += 1
+    return pa.table(columns, schema=WRITE_LOG_SCHEMA)
+
+
+def loop_graph(log: pa.Table) -> ProvenanceGraph:
+    """The graph of ``log`` written row by row: observe, apply."""
+    graph = ProvenanceGraph()
+    for row in log.to_pylist():
+        if row["op"] is None:
+            graph.observe(row["text"], row["source"], row["time"], row["valid_time"])
+        else:
+            evidence = None if row["evidence"] is None else f"e{row['evidence']}"
+            graph.apply(row["op"], row["key"], row["value"], evidence=evidence)
+    return graph
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), partitions=st.integers(1, 4))
+def test_a_log_split_by_owner_gives_back_the_log_and_each_part_its_keys(seed: int, partitions: int) -> None:
+    log = random_log(seed, 120)
+    assert apply_log(ProvenanceGraph(), log).dtype == np.bool_
+    whole = ProvenanceGraph()
+    apply_log(whole, log)
+    assert whole.to_bytes() == loop_graph(log).to_bytes()
+    pieces = split_log(log, partitions)
+    # every row is in some part; the same seq is the same row wherever it is
+    merged = pa.concat_tables(pieces)
+    seqs = merged.column("seq").to_numpy()
+    assert sorted(set(seqs.tolist())) == list(range(1, log.num_rows + 1))
+    for p, piece in enumerate(pieces):
+        ops = piece.filter(pa.compute.is_valid(piece.column("op")))
+        assert (partitions_of(ops.column("key"), partitions) == p).all()
+        # each part alone is a graph of its keys: the same cells as the whole graph's
+        part = ProvenanceGraph()
+        apply_log(part, localize(piece, 0))
+        keys = set(ops.column("key").to_pylist())
+        assert _same_values(part, whole, keys)
+
+
+def _same_values(part: ProvenanceGraph, whole: ProvenanceGraph, keys: set[str]) -> bool:
+    """Versions name their evidence and predecessors by id, which a part numbers its own way: compare
+    what they hold, key by key."""
+    return all(
+        [(v.value, v.status, v.support) for v in part.versions(key)]
+        == [(v.value, v.status, v.support) for v in whole.versions(key)]
+        for key in keys
+    ) and part.keys() == sorted(keys)
+
+
+def test_an_observation_goes_to_each_part_citing_it_or_by_its_number() -> None:
+    log = conform(
+        pa.table(
+            {
+                "op": [None, "accept", "accept", None, None, "accept"],
+                "text": ["one", None, None, "two", "three", None],
+                "key": [None, "a", "d", None, None, "a"],
+                "value": [None, "1", "2", None, None, "3"],
+                "evidence": [0, 0, 0, 1, 2, None],
+                "seq": [1, 2, 3, 4, 5, 6],
+            }
+        )
+    )
+    owner_a, owner_b = partitions_of(pa.array(["a", "d"]), 2).tolist()
+    assert owner_a != owner_b  # (the test needs the two keys apart)
+    pieces = split_log(log, 2)
+    # evidence 0, cited by a and d, is in both parts; 1 and 2, cited by nobody, in parts 1 % 2 and 2 % 2
+    expected = {owner_a: {1, 2, 6}, owner_b: {1, 3}}
+    expected[1] |= {4}
+    expected[0] |= {5}
+    assert [set(piece.column("seq").to_pylist()) for piece in pieces] == [expected[0], expected[1]]
+    assert all(piece.column("seq").to_pylist() == sorted(piece.column("seq").to_pylist()) for piece in pieces)
+    with pytest.raises(ValueError, match="cites evidence 7"):
+        split_log(log.set_column(6, "evidence", pa.array([0, 7, 0, 1, 2, None], pa.int64())), 2)
+
+
+def _sharded_state(tmp: Path, log: pa.Table, partitions: int, rows: int | None = None) -> Path:
+    """A sharded state of ``log`` written as an ingest writes one (segments of a few batches each);
+    its index names ``rows`` rows (default: the log's)."""
+    root = tmp / "state"
+    root.mkdir()
+    digests: dict[str, str] = {}
+    ProvenanceGraph().save(root / REGISTRY, layout="directory")
+    for p, piece in enumerate(split_log(log, partitions)):
+        folder = root / part_name(p)
+        graph = ProvenanceGraph()
+        (tmp / f"log{p}").mkdir()
+        segments = []
+        # segments end at batch ends, where an observation starts the next row (an operation and the
+        # evidence it cites are in one batch)
+        starts = np.flatnonzero(pa.compute.is_null(piece.column("op")).to_numpy(zero_copy_only=False))
+        cuts = [0, *[int(starts[np.searchsorted(starts, c)]) for c in range(40, int(starts[-1]), 40)]]
+        for start, end in zip(cuts, [*cuts[1:], piece.num_rows], strict=True):
+            batch = piece.slice(start, end - start)
+            if not batch.num_rows:
+                continue
+            segment = LogSegment(tmp / f"log{p}" / f"log-{batch.column('seq')[0].as_py():012d}.arrow")
+            segment.write(batch)
+            digests[f"{part_name(p)}/{LOG}/{segment.path.name}"] = segment.close()
+            segments.append(segment.path)
+            apply_log(graph, localize(batch, len(graph.storage.ev_seq)))
+        graph.save(folder, layout="directory")
+        (folder / LOG).mkdir()
+        for s in segments:
+            shutil.copyfile(s, folder / LOG / s.name)
+    write_index(root, partitions, log.num_rows if rows is None else rows, loop_graph(log).stats(), digests)
+    return root
+
+
+def test_the_union_of_a_sharded_state_is_the_graph_and_damage_is_refused(tmp_path: Path) -> None:
+    log = random_log(7, 400)
+    root = _sharded_state(tmp_path, log, 3)
+    assert union_log(root).equals(log)
+    assert ProvenanceGraph.load(root).to_bytes() == loop_graph(log).to_bytes()
+    # a segment's rows altered and resealed: the index's digest no longer names it
+    segment = sorted((root / part_name(0) / LOG).glob("*.arrow"))[0]
+    rows = read_segment(segment)
+    shutil.copyfile(segment, tmp_path / "kept.arrow")
+    segment.unlink()
+    redone = LogSegment(segment)
+    redone.write(rows.set_column(2, "source", pa.array(["someone"] * rows.num_rows)))
+    redone.close()
+    with pytest.raises(StateFileError, match="digest is not the one"):
+        ProvenanceGraph.load(root)
+    shutil.copyfile(tmp_path / "kept.arrow", segment)
+    # a bit flipped in the index
+    index = root / INDEX
+    data = bytearray(index.read_bytes())
+    data[len(data) // 2] ^= 1
+    kept = index.read_bytes()
+    index.write_bytes(bytes(data))
+    with pytest.raises(StateFileError):
+        ProvenanceGraph.load(root)
+    index.write_bytes(kept)
+    assert ProvenanceGraph.load(root).to_bytes() == loop_graph(log).to_bytes()
+
+
+def test_a_union_with_a_hole_is_refused(tmp_path: Path) -> None:
+    log = random_log(3, 200)
+    hole = log.filter(pa.array(np.arange(log.num_rows) != 50))
+    root = _sharded_state(tmp_path, hole, 2, rows=log.num_rows)  # the index claims the whole log's rows
+    with pytest.raises(StateFileError, match="do not hold every seq"):
+        ProvenanceGraph.load(root)
+
+
+def test_a_segment_is_sealed_and_renamed_only_when_closed(tmp_path: Path) -> None:
+    path = tmp_path / "log-000000000001.arrow"
+    segment = LogSegment(path)
+    segment.write(random_log(1, 30))
+    assert not path.exists()  # written under a temporary name until closed
+    segment.close()
+    assert read_segment(path).equals(random_log(1, 30))
+    abandoned = LogSegment(tmp_path / "log-000000000031.arrow")
+    abandoned.abandon()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
