@@ -400,7 +400,13 @@ def union_log(path: str | Path) -> pa.Table:
         StateFileError: a file is missing, damaged or foreign, or the parts' rows are not exactly seqs
             1 to the index's ``rows``, each the same row wherever it is found.
     """
-    root = Path(path)
+    rows, order = _union(Path(path))
+    return rows.take(pa.array(order, pa.int64()))
+
+
+def _union(root: Path) -> tuple[pa.Table, NDArray[np.int64]]:
+    """Every part's log rows (memory-mapped, in part order) and, in seq order, the row taken for each
+    seq of the union: the union is their ``take``, made a chunk at a time by :func:`load_sharded`."""
     entries = read_index(root)
     listed = {name[5:]: digest for name, digest in entries.items() if name.startswith("file:")}
     partitions = int(entries["partitions"])
@@ -414,26 +420,28 @@ def union_log(path: str | Path) -> pa.Table:
             raise _refuse(root, f"part {p}'s log segments are not the ones its index lists ({extra[0]})")
         segments += [read_segment(root / name, listed[name]) for name in wanted]
     rows = int(entries["rows"])
-    if not segments:
-        return pa.table([pa.array([], f.type) for f in WRITE_LOG_SCHEMA], schema=WRITE_LOG_SCHEMA)
-    merged = pa.concat_tables(segments)
-    merged = merged.take(pc.sort_indices(merged.column("seq")))
+    merged = (
+        pa.concat_tables(segments)
+        if segments
+        else pa.table([pa.array([], f.type) for f in WRITE_LOG_SCHEMA], schema=WRITE_LOG_SCHEMA)
+    )
     seq = merged.column("seq").to_numpy()
-    first = np.ones(len(seq), np.bool_)
-    first[1:] = seq[1:] != seq[:-1]
-    union = merged.filter(pa.array(first))
-    if len(union) != rows or not np.array_equal(union.column("seq").to_numpy(), np.arange(1, rows + 1)):
+    order = np.argsort(seq, kind="stable")
+    by_seq = seq[order]
+    first = np.ones(len(by_seq), np.bool_)
+    first[1:] = by_seq[1:] != by_seq[:-1]
+    if int(first.sum()) != rows or not np.array_equal(by_seq[first], np.arange(1, rows + 1)):
         raise _refuse(
             root, f"its parts' logs do not hold every seq from 1 to {rows} (a part is missing or damaged)"
         )
-    repeated = np.flatnonzero(~first)
-    if len(repeated):
+    again = np.flatnonzero(~first)
+    if len(again):
         # a row in several parts (an observation cited from each) must be the same row in each
-        again = merged.take(pa.array(repeated, pa.int64()))
-        kept = merged.take(pa.array(np.searchsorted(seq, seq[repeated], side="left"), pa.int64()))
-        if not again.equals(kept):
+        copies = merged.take(pa.array(order[again], pa.int64()))
+        originals = merged.take(pa.array(order[np.searchsorted(by_seq, by_seq[again])], pa.int64()))
+        if not copies.equals(originals):
             raise _refuse(root, "a row found in several parts differs between them (a part is damaged)")
-    return union
+    return merged, order[first]
 
 
 def load_sharded(
@@ -453,11 +461,12 @@ def load_sharded(
     if sealed_file_digest(registry_meta) != entries.get(f"file:{REGISTRY}/{METADATA}.arrow"):
         raise _refuse(registry_meta, "its digest is not the one the sharded state's index lists")
     holder = load_graph(cls, root / REGISTRY, registry)
-    log = union_log(root)
+    rows, order = _union(root)
     # the holder's registry as loaded: None when the state had none (reading .registry would make one)
     graph = cls(registry=holder._registry)
     try:
-        apply_log(graph, log)
+        for start in range(0, len(order), REPLAY_ROWS):  # the union made a chunk at a time
+            apply_log(graph, rows.take(pa.array(order[start : start + REPLAY_ROWS], pa.int64())))
     except ValueError as exc:
         raise _refuse(root, f"its union does not replay ({exc})") from exc
     return graph
