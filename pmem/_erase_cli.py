@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if Path(args.state).is_dir():
+    from pmem.graph import is_sharded
+
+    if Path(args.state).is_dir() and not is_sharded(args.state):  # a sharded state is erased as a file is
         return _run_directory(args)
     if args.out is None:
         print("error: --out NEW_STATE is required to erase from a state file", file=sys.stderr)

@@ -75,10 +75,7 @@ def test_each_part_holds_its_keys_and_polars_reads_the_frontier_from_the_parts(
     ingest(stream, out, config=cfg, partitions=3, progress=False, shards=True)
     graph = ProvenanceGraph.from_bytes(reference)
     versions = pl.concat(
-        [
-            pl.read_ipc(out / part_name(i) / "versions.arrow").with_columns(part=pl.lit(i))
-            for i in range(3)
-        ]
+        [pl.read_ipc(out / part_name(i) / "versions.arrow").with_columns(part=pl.lit(i)) for i in range(3)]
     )
     # every key is in the part that owns it, and in no other
     owners = versions.select("key", "part").unique()
@@ -97,7 +94,9 @@ def test_each_part_holds_its_keys_and_polars_reads_the_frontier_from_the_parts(
         .select("key", "value")
         .collect()
     )
-    assert dict(active.iter_rows()) == {k: c.value for k, c in graph.frontier().items() if c.value is not None}
+    assert dict(active.iter_rows()) == {
+        k: c.value for k, c in graph.frontier().items() if c.value is not None
+    }
 
 
 def test_a_sharded_ingest_stopped_by_a_bad_row_resumes_to_the_same_state(
@@ -185,3 +184,21 @@ def test_a_part_that_is_missing_or_foreign_is_refused(
     with pytest.raises(StateFileError, match="digest is not the one"):
         ProvenanceGraph.load(a)
     assert pa.ipc.open_file(str(b / INDEX)).read_all().num_rows > 0
+
+
+def test_erasing_from_a_sharded_state_writes_the_erased_graph_and_names_what_keeps_the_text(
+    ray_cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pmem.cli import main
+
+    stream = write_jsonl(
+        tmp_path / "f.jsonl", [{"key": f"user_{i % 3}.city", "value": f"c{i}"} for i in range(30)]
+    )
+    out = tmp_path / "state"
+    ingest(stream, out, partitions=2, progress=False, shards=True)
+    capsys.readouterr()
+    assert main(["erase", str(out), "e4", "--out", str(tmp_path / "erased.arrow")]) == 2
+    err = capsys.readouterr().err
+    assert "erased.arrow is written, but the copies beside" in err and "shards/part-" in err
+    erased = ProvenanceGraph.load(tmp_path / "erased.arrow")
+    assert erased.stats()["evidence"] == 30 and "user_1.city: c4" not in erased.evidence("e4").text
