@@ -200,7 +200,9 @@ def test_skip_bad_counts_and_lists_the_rejects(ray_cluster, tmp_path: Path) -> N
     assert out.read_bytes() == ingest_sequential(stream, config=cfg, skip_bad=True).to_bytes()
 
 
-def _kill_and_resume(ray_cluster, tmp_path: Path, rng: random.Random) -> None:
+def _kill_and_resume(ray_cluster, tmp_path: Path, rng: random.Random, *, shards: bool = False) -> None:
+    """SIGKILL an ingest at a random moment after its first checkpoint, run it again: the same bytes
+    (``shards``: a sharded ingest, whose union must be those bytes)."""
     stream = write_synthetic_stream(tmp_path / "s.jsonl", 3000, keys=300, seed=rng.randrange(1000))
     cfg = _config(tmp_path, batch_events=50, checkpoint_every=100)
     out = tmp_path / "state.arrow"
@@ -219,6 +221,7 @@ def _kill_and_resume(ray_cluster, tmp_path: Path, rng: random.Random) -> None:
         "--no-progress",
         "--address",
         ray_cluster.get_runtime_context().gcs_address,
+        *(["--shards"] if shards else []),
     ]
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -236,14 +239,19 @@ def _kill_and_resume(ray_cluster, tmp_path: Path, rng: random.Random) -> None:
     if finished:  # the whole ingest beat the kill: nothing to resume (still a valid outcome)
         assert proc.returncode == 0, proc.stdout.read().decode() if proc.stdout else ""
     # the kill may also land after the ingest finished its work (while Ray shuts down)
-    completed = json.loads((workdir_of(out) / "manifest.json").read_text()).get("done", False)
-    report = ingest(stream, out, config=cfg, partitions=2, progress=False)
+    doc = json.loads((workdir_of(out) / "manifest.json").read_text())
+    completed = doc.get("done", False)
+    named = {name for part in doc.get("shards", {}).get("segments", []) for name, _ in part}
+    unnamed = [p for p in (workdir_of(out) / "shards").rglob("*.arrow*") if p.name not in named]
+    report = ingest(stream, out, config=cfg, partitions=2, progress=False, shards=shards)
     assert report.events == 3000
     assert completed or (report.attempts == 2 and report.resumed_from >= 100), report
     print(
         f"killed {'after completion' if completed else f'mid-run, resumed from event {report.resumed_from}'}"
+        + (f"; {len(unnamed)} log segment(s) written after the checkpoint were dropped" if shards else "")
     )
-    assert out.read_bytes() == ingest_sequential(stream, config=cfg).to_bytes()
+    state = ProvenanceGraph.load(out).to_bytes() if shards else out.read_bytes()
+    assert state == ingest_sequential(stream, config=cfg).to_bytes()
     # no model call was made twice: across every attempt's request rows, a row's chat call (by its
     # stream row and purpose) reached the model at most once; repeats were answered by the cache
     sent = Counter(
@@ -262,6 +270,14 @@ def test_sigkill_at_a_random_moment_then_rerun_gives_the_same_bytes(ray_cluster,
 @pytest.mark.parametrize("trial", range(5))
 def test_sigkill_five_trials(ray_cluster, tmp_path: Path, trial: int) -> None:
     _kill_and_resume(ray_cluster, tmp_path, random.Random(1000 + trial))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(5))
+def test_sigkill_of_a_sharded_ingest_five_trials(ray_cluster, tmp_path: Path, trial: int) -> None:
+    """A kill between checkpoints leaves log segments no manifest names, and workers mid-append: the
+    rerun drops them, replays the named ones, and its union is the sequential state."""
+    _kill_and_resume(ray_cluster, tmp_path, random.Random(2000 + trial), shards=True)
 
 
 def test_config_errors_name_the_file_and_key(tmp_path: Path) -> None:
