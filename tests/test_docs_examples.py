@@ -113,6 +113,11 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
     (tmp_path / "jobs").symlink_to(REPO / "jobs")
     events = [{"text": f"The colour of box {i} is red."} for i in range(6)]
     (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    facts = [{"key": f"user_{i % 4}.city", "value": f"city {i}"} for i in range(20)]
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(facts), tmp_path / "facts.parquet")
     namespace: dict[str, object] = {}
     cwd = Path.cwd()
     os.chdir(tmp_path)
@@ -132,6 +137,9 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert (run_dir / "report" / "report.html").is_file() and (tmp_path / "state.arrow").is_file()
+    from pmem.graph import ProvenanceGraph
+
+    assert ProvenanceGraph.load(tmp_path / "facts-state").head_value("user_3.city") == "city 19"  # --shards
     assert "the_project.budget" in done.stdout  # pmem inspect printed the key
     for line in console:
         assert line.startswith("ray job submit "), line

@@ -263,7 +263,7 @@ class LogSegment:
     >>> segment = LogSegment(path)
     >>> segment.write(conform(pa.table({"text": ["a note"], "evidence": [0], "seq": [1]})))
     >>> len(segment.close()), read_segment(path).num_rows
-    (64, 1)
+    (32, 1)
     """
 
     def __init__(self, path: Path) -> None:

@@ -12,19 +12,27 @@ written atomically, in one of two layouts holding the same tables.
   which ``polars.scan_ipc`` scans lazily (``scan_ipc("runs/*/versions.arrow")`` scans many states at once).
 
 Both hold the ``metadata`` table (``name``, ``value``): format, schema version, the arrival seq, the code
-tables and the registry and authority settings. Every file carries a SHA-256 of its *whole* bytes in its
-schema metadata (``file_sha256``), computed with its own two copies (an Arrow file holds its schema at
-its start and in its footer) set to zeros: ``load`` finds both copies by reading the file's two length
-fields, checks the digest over every byte, and only then lets Arrow parse anything. In the directory
-layout the metadata table also lists every table file's digest, so the files of two states cannot be
-mixed. Whatever the bytes, a state loads as saved or is refused with :class:`StateFileError`.
+tables and the registry and authority settings. Every file carries an XXH3-128 digest of its *whole*
+bytes in its schema metadata (``file_xxh3_128``), computed with its own two copies (an Arrow file holds
+its schema at its start and in its footer) set to zeros: ``load`` finds both copies by reading the file's
+two length fields, checks the digest over every byte, and only then lets Arrow parse anything. In the
+directory layout the metadata table also lists every table file's digest, so the files of two states
+cannot be mixed. Whatever the bytes, a state loads as saved or is refused with :class:`StateFileError`.
 
-Files of schemas 1 to 3 (nested tables of the graph's storage columns) still load
-(:mod:`pmem.graph._state_legacy`).
+The digest guards against damage (a flipped bit, a truncated or mixed file), not against a deliberate
+edit: it sits in the file beside the data, so whoever can edit the file can write a matching one, whatever
+the hash. XXH3-128 (``xxhash``) checks a state at memory speed (about 16 GB/s here, SHA-256 1.2-1.6 GB/s).
+
+Files of schema 4 (the same flat tables, sealed with SHA-256: ``file_sha256``) still load, and so do files
+of schemas 1 to 3 (nested tables of the graph's storage columns; 3 sealed with SHA-256,
+:mod:`pmem.graph._state_legacy`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
+import functools
 import gc
 import hashlib
 import io
@@ -33,40 +41,38 @@ import mmap
 import os
 import secrets
 import shutil
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import xxhash
 
 from pmem.graph import _state_legacy, _tables
 from pmem.graph._types import Version
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from pmem.graph._graph import ProvenanceGraph
     from pmem.graph._identity import KeyRegistry
 
 FORMAT = "pmem-state"
 #: Written by this code. Version 2 added the premise tables (``apply(..., depends_on=...)``); version 3
-#: the whole-file checksum (metadata and Arrow framing included); version 4 the flat tables.
-SCHEMA_VERSION = 4
+#: the whole-file checksum (metadata and Arrow framing included); version 4 the flat tables; version 5
+#: the XXH3-128 file digest in place of SHA-256 (the same tables).
+SCHEMA_VERSION = 5
 #: Read by this code: versions 1 to 3 through :mod:`pmem.graph._state_legacy`.
-READABLE_VERSIONS = (1, 2, 3, 4)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
+#: The first schema of the flat tables (:mod:`pmem.graph._tables`): 4 and 5 hold the same tables.
+FLAT_SINCE = 4
 #: The two layouts of a state: one file, or a directory of one Arrow file per table.
 Layout = Literal["file", "directory"]
 LAYOUTS: tuple[Layout, ...] = ("file", "directory")
-#: The metadata key of the whole-file digest; its value is the mark, then 64 hex digits.
-FILE_DIGEST_KEY = "file_sha256"
 #: The table of metadata entries (``name``, ``value``), in both layouts.
 METADATA = "metadata"
-#: In a directory state's metadata: ``<prefix><table>`` -> that table file's digest.
-TABLE_DIGEST_PREFIX = "file_sha256."
-_FILE_MARK = b"pmem-file-sha256:"
-_DIGEST_HEX = 64
-_PLACEHOLDER = b"0" * _DIGEST_HEX
 _ARROW_MAGIC = b"ARROW1"
 #: The most bytes the schema message or the footer may take (ours take a few KiB): a larger length
 #: field is damage, refused before anything is allocated for it.
@@ -80,7 +86,52 @@ class StateFileError(ValueError):
     """A state file that cannot be read back whole: missing, truncated, altered or of another format."""
 
 
+# --- the whole-file digest ---------------------------------------------------------------------------
+
+
+class _Hash(Protocol):
+    def update(self, data: Any, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class _Algorithm:
+    """A whole-file digest: the metadata key it is stored under (its value: the mark, then the digest's
+    hex digits) and the hash."""
+
+    key: str
+    mark: bytes
+    hex_digits: int
+    new: Callable[[], _Hash]
+
+    @property
+    def placeholder(self) -> bytes:
+        """What the digest's slots hold while the digest is taken."""
+        return b"0" * self.hex_digits
+
+
+#: Schema 5 on: XXH3-128 (``xxhash``).
+XXH3_128 = _Algorithm("file_xxh3_128", b"pmem-file-xxh3-128:", 32, xxhash.xxh3_128)
+#: Schemas 3 and 4: SHA-256.
+SHA256 = _Algorithm("file_sha256", b"pmem-file-sha256:", 64, hashlib.sha256)
+_ALGORITHMS = (XXH3_128, SHA256)
+#: The metadata key of the digest this code writes; its value is the mark, then the digest's hex digits.
+FILE_DIGEST_KEY = XXH3_128.key
+#: In a directory state's metadata: ``<prefix><table>`` -> that table file's digest.
+TABLE_DIGEST_PREFIX = f"{FILE_DIGEST_KEY}."
+_FILE_MARK = XXH3_128.mark
+_DIGEST_HEX = XXH3_128.hex_digits
+_PLACEHOLDER = XXH3_128.placeholder
+
+
+def _algorithm_of(version: int) -> _Algorithm:
+    """The digest a file of schema ``version`` is sealed with (schemas 1 and 2 have none)."""
+    return XXH3_128 if version >= 5 else SHA256
+
+
 def _digest(payloads: list[pa.Buffer]) -> str:
+    """The payload checksum of schemas 1 and 2 (their metadata's ``sha256``)."""
     digest = hashlib.sha256()
     for p in payloads:
         view = memoryview(p)
@@ -98,11 +149,11 @@ def sealed(data: bytes) -> bytes:
 
 def _placeholder_slots(data: _Bytes) -> tuple[int, int]:
     """The two digest slots of an Arrow file this code just wrote (its placeholder still in them)."""
-    slots = _digest_slots(data)
-    if slots is None:
+    found = _find_digest(data)
+    if found is None or found[0] is not XXH3_128:
         msg = f"no {FILE_DIGEST_KEY} placeholder in the file's metadata"
         raise ValueError(msg)
-    return slots
+    return found[1]
 
 
 def _write_digest(buffer: bytearray | mmap.mmap) -> str:
@@ -113,8 +164,6 @@ def _write_digest(buffer: bytearray | mmap.mmap) -> str:
         buffer[at : at + _DIGEST_HEX] = digest
     return digest.decode()
 
-
-# --- the whole-file digest ---------------------------------------------------------------------------
 
 #: What the digest reads: a file's bytes in memory, a view of a mapped buffer, or the mapped file.
 _Bytes = bytes | bytearray | memoryview | mmap.mmap
@@ -137,10 +186,10 @@ def _frames(data: _Bytes) -> tuple[tuple[int, int], tuple[int, int]] | None:
     return (head, head + message), (size - 10 - footer, size - 10)
 
 
-def _digest_slots(data: _Bytes) -> tuple[int, int] | None:
-    """Where the two copies of the digest's 64 hex digits are: one in the schema message, one in the
-    footer, each after the mark and found exactly once there; None when neither frame holds the mark
-    (a file written before schema 3).
+def _find_digest(data: _Bytes) -> tuple[_Algorithm, tuple[int, int]] | None:
+    """The file's digest algorithm (by its mark) and where the two copies of its hex digits are: one in
+    the schema message, one in the footer, each after the mark and found exactly once there; None when
+    neither frame holds a mark (a file written before schema 3).
 
     Raises:
         ValueError: a frame without the mark, or with it twice (damage).
@@ -148,82 +197,156 @@ def _digest_slots(data: _Bytes) -> tuple[int, int] | None:
     frames = _frames(data)
     if frames is None:
         return None
-    found = []
-    for start, end in frames:
-        region = bytes(data[start:end])
-        at = region.find(_FILE_MARK)
-        if at >= 0 and region.find(_FILE_MARK, at + 1) >= 0:
-            msg = "the file digest appears twice in one frame"
+    regions = [bytes(data[start:end]) for start, end in frames]
+    for algorithm in _ALGORITHMS:
+        found = []
+        for (start, _), region in zip(frames, regions, strict=True):
+            at = region.find(algorithm.mark)
+            if at >= 0 and region.find(algorithm.mark, at + 1) >= 0:
+                msg = "the file digest appears twice in one frame"
+                raise ValueError(msg)
+            found.append(-1 if at < 0 else start + at + len(algorithm.mark))
+        if found == [-1, -1]:
+            continue
+        if -1 in found or any(
+            at + algorithm.hex_digits > end for at, (_, end) in zip(found, frames, strict=True)
+        ):
+            msg = "the file digest is missing from one of its two places"
             raise ValueError(msg)
-        found.append(-1 if at < 0 else start + at + len(_FILE_MARK))
-    if found == [-1, -1]:
-        return None
-    if -1 in found or any(at + _DIGEST_HEX > end for at, (_, end) in zip(found, frames, strict=True)):
-        msg = "the file digest is missing from one of its two places"
-        raise ValueError(msg)
-    return found[0], found[1]
+        return algorithm, (found[0], found[1])
+    return None
 
 
-def _file_digest(data: _Bytes, slots: tuple[int, int]) -> str:
-    """SHA-256 of ``data`` with both digest slots read as zeros (no copy of the data)."""
+def _digest_slots(data: _Bytes) -> tuple[int, int] | None:
+    """Where the two copies of the file digest's hex digits are (see :func:`_find_digest`; the digest
+    is :func:`_sealed_digest`); None when the file carries none.
+
+    Raises:
+        ValueError: a frame without the mark, or with it twice (damage).
+    """
+    found = _find_digest(data)
+    return None if found is None else found[1]
+
+
+def _sealed_digest(data: _Bytes | pa.Buffer) -> str:
+    """The digest a sealed file carries, as its schema message holds it (whatever its algorithm's
+    length); :func:`_open_sealed` checks it against the bytes and against the footer's copy.
+
+    Raises:
+        ValueError: the file carries no digest.
+    """
     view = memoryview(data)
-    digest = hashlib.sha256()
+    found = _find_digest(view)
+    if found is None:
+        msg = "the file carries no digest"
+        raise ValueError(msg)
+    algorithm, (at, _) = found
+    return bytes(view[at : at + algorithm.hex_digits]).decode("ascii", "replace")
+
+
+def _file_digest(data: _Bytes, slots: tuple[int, int], algorithm: _Algorithm = XXH3_128) -> str:
+    """The digest of ``data`` with both digest slots read as zeros (no copy of the data)."""
+    view = memoryview(data)
+    digest = algorithm.new()
     at = 0
     for slot in sorted(slots):
         digest.update(view[at:slot])
-        digest.update(_PLACEHOLDER)
-        at = slot + _DIGEST_HEX
+        digest.update(algorithm.placeholder)
+        at = slot + algorithm.hex_digits
     digest.update(view[at:])
     return digest.hexdigest()
 
 
-def _check_file_digest(data: _Bytes, path: Path) -> bool:
-    """Verify a schema-3 file's digest over every byte; False for a file written before schema 3.
+def _check_file_digest(data: _Bytes, path: Path) -> _Algorithm | None:
+    """Verify a sealed file's digest over every byte: its algorithm; None for a file written before
+    schema 3 (no digest).
 
     Raises:
         StateFileError: the digest is damaged, missing from one place, or does not match the bytes.
     """
     try:
-        slots = _digest_slots(data)
+        found = _find_digest(data)
     except ValueError as exc:
         raise _refuse(path, f"{exc} (the file was altered or damaged)") from None
-    if slots is None:
-        return False
-    first, second = (bytes(data[at : at + _DIGEST_HEX]) for at in slots)
+    if found is None:
+        return None
+    algorithm, slots = found
+    first, second = (bytes(data[at : at + algorithm.hex_digits]) for at in slots)
     if first != second or not all(c in b"0123456789abcdef" for c in first):
         raise _refuse(path, "its two copies of the file digest differ (the file was altered or damaged)")
-    if _file_digest(data, slots) != first.decode():
+    if _file_digest(data, slots, algorithm) != first.decode():
         raise _refuse(path, "checksum mismatch over the whole file (the file was altered or damaged)")
-    return True
+    return algorithm
+
+
+#: Bytes written between two writeback hints (see :func:`_start_writeback`).
+_WRITEBACK_STEP = 16 << 20
+
+
+@functools.cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """Linux's ``sync_file_range(2)`` (which ``os`` does not offer), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        call = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):  # pragma: no cover - a libc without it
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    return cast("Callable[[int, int, int, int], int]", call)
+
+
+def _start_writeback(fd: int, offset: int, nbytes: int) -> None:
+    """Ask the kernel to start writing ``nbytes`` at ``offset`` of ``fd`` to disk, without waiting
+    (``SYNC_FILE_RANGE_WRITE``): a large file's pages go to disk while the next table is made, so the
+    fsync that seals it waits for the last few only. A hint: durability is still the fsync's, and where
+    the call does not exist or fails nothing happens."""
+    call = _sync_file_range()
+    if call is not None:
+        call(fd, offset, nbytes, 2)  # SYNC_FILE_RANGE_WRITE; an error leaves it to the fsync
 
 
 class _Tee(io.RawIOBase):
-    """Bytes written here go to ``file`` and into ``digest``; closing it leaves ``file`` open."""
+    """Bytes written here go to ``file`` and into ``digest``; closing it leaves ``file`` open. Every
+    :data:`_WRITEBACK_STEP` bytes, the kernel is asked to start writing them to disk."""
 
-    def __init__(self, file: io.BufferedRandom, digest: hashlib._Hash) -> None:
+    def __init__(self, file: io.BufferedRandom, digest: _Hash) -> None:
         super().__init__()
         self._target, self._digest = file, digest
+        self._written = self._hinted = file.tell()
 
     def writable(self) -> bool:
         return True
 
     def write(self, data: Any) -> int:
         self._digest.update(data)
-        return self._target.write(data)
+        written = self._target.write(data)
+        self._written += written
+        if self._written - self._hinted >= _WRITEBACK_STEP:
+            self._target.flush()
+            _start_writeback(self._target.fileno(), self._hinted, self._written - self._hinted)
+            self._hinted = self._written
+        return written
 
 
 class _Sealing:
-    """A file being written whose SHA-256 is taken from the bytes as they are written (Arrow writes
+    """A file being written whose digest is taken from the bytes as they are written (Arrow writes
     through it with ``pa.PythonFile``): the digest of a file written with its two slots still zeros is
     the digest :func:`_file_digest` checks, so sealing never reads the file back."""
 
     def __init__(self, file: io.BufferedRandom) -> None:
         self._file = file  # opened for reading and writing: seal() finds the slots in what was written
-        self._digest = hashlib.sha256()
+        self._digest = XXH3_128.new()
+        self._tee = _Tee(file, self._digest)
 
     def sink(self) -> pa.NativeFile:
         """Where Arrow writes: every byte goes to the file and into the digest."""
-        return pa.PythonFile(_Tee(self._file, self._digest), mode="w")
+        return pa.PythonFile(self._tee, mode="w")
+
+    def write(self, data: Any) -> int:
+        """Write ``data`` (bytes-like) to the file and into the digest."""
+        return self._tee.write(data)
 
     def seal(self) -> str:
         """Write the digest into both slots (found from the file's two frames), fsync; the digest."""
@@ -301,25 +424,98 @@ _CONTAINER = _sealed_schema(
 )
 
 
-def _payload(name: str, table: pa.Table) -> pa.RecordBatch:
-    """One row of the file layout: ``table`` as an Arrow IPC stream, written once into a buffer of its
-    exact size (a dry run sizes it, copying nothing), which becomes the binary value as it is."""
-    dry = pa.MockOutputStream()
-    _write_stream(table, dry)
-    data = pa.allocate_buffer(dry.size())
-    _write_stream(table, pa.FixedSizeBufferWriter(data))
+def _row(name: str, data: pa.Buffer) -> pa.RecordBatch:
+    """One row of the file layout: ``name`` and ``data`` as its binary value, as it is."""
     offsets = np.array([0, data.size], dtype=np.int64)
     # offsets.data: the array's memoryview (the same memory; numpy declares ndarray.__buffer__ for 3.12+ only)
     payload = pa.Array.from_buffers(LBIN, 1, [None, pa.py_buffer(offsets.data), data])
     return pa.RecordBatch.from_arrays([pa.array([name], type=STR), payload], schema=_CONTAINER)
 
 
-def _write_container(graph: ProvenanceGraph, sink: pa.NativeFile) -> None:
-    """The file layout: one record batch per table, each made, streamed and written in turn, so a save
-    holds one table at a time besides the graph."""
-    with pa.ipc.new_file(sink, _CONTAINER) as writer:
+def _stream_size(table: pa.Table) -> int:
+    """The bytes of ``table`` as an Arrow IPC stream (a dry run: nothing is copied)."""
+    dry = pa.MockOutputStream()
+    _write_stream(table, dry)
+    return dry.size()
+
+
+def _payload(name: str, table: pa.Table) -> pa.RecordBatch:
+    """One row of the file layout: ``table`` as an Arrow IPC stream, written once into a buffer of its
+    exact size, which becomes the binary value as it is (what :func:`_write_container` writes without
+    holding the stream)."""
+    data = pa.allocate_buffer(_stream_size(table))
+    _write_stream(table, pa.FixedSizeBufferWriter(data))
+    return _row(name, data)
+
+
+class _Writes(io.RawIOBase):
+    """A raw stream whose writes go to ``write`` (counted)."""
+
+    def __init__(self, write: Callable[[Any], object]) -> None:
+        super().__init__()
+        self._write, self.count = write, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._write(data)
+        size = memoryview(data).nbytes
+        self.count += size
+        return size
+
+
+class _Splice(_Writes):
+    """What Arrow writes the file layout through (to ``write``): a row's payload is a stand-in buffer of
+    the table's stream size whose bytes are never read; when Arrow writes it (as the one buffer it is),
+    the table is streamed to ``write`` in its place. The file's bytes are those of the row holding the
+    stream itself (:func:`_payload`), and no table's stream is ever held whole in memory: a save of a
+    272 MiB state copies 272 MiB less."""
+
+    def __init__(self, write: Callable[[Any], object]) -> None:
+        super().__init__(write)
+        self._pending: tuple[pa.Buffer, pa.Table] | None = None
+        self.spliced = 0
+
+    def row(self, name: str, table: pa.Table) -> pa.RecordBatch:
+        """The row to write for ``table``: its stand-in, streamed in place when Arrow writes it."""
+        if self._pending is not None:
+            msg = "the previous table's payload was never written"
+            raise RuntimeError(msg)
+        stand_in = pa.allocate_buffer(_stream_size(table))  # never written to nor read: no page touched
+        self._pending = stand_in, table
+        return _row(name, stand_in)
+
+    def write(self, data: Any) -> int:
+        pending = self._pending
+        if pending is None or not isinstance(data, pa.Buffer) or data.address != pending[0].address:
+            return super().write(data)
+        if data.size != pending[0].size:
+            msg = f"Arrow wrote {data.size} bytes of a {pending[0].size}-byte payload"
+            raise RuntimeError(msg)
+        self._pending = None
+        stream = _Writes(self._write)
+        _write_stream(pending[1], pa.PythonFile(stream, mode="w"))
+        if stream.count != data.size:
+            msg = f"a table streamed to {stream.count} bytes, sized at {data.size}"
+            raise RuntimeError(msg)
+        self.count += data.size
+        self.spliced += 1
+        return data.size
+
+
+def _write_container(graph: ProvenanceGraph, write: Callable[[Any], object]) -> None:
+    """The file layout, to ``write``: one record batch per table, each made, streamed and written in
+    turn, so a save holds one table at a time besides the graph (and never its stream: see _Splice)."""
+    splice = _Splice(write)
+    tables = 0
+    with pa.ipc.new_file(pa.PythonFile(splice, mode="w"), _CONTAINER) as writer:
         for name, table in _all_tables(graph):
-            writer.write_batch(_payload(name, table))
+            writer.write_batch(splice.row(name, table))
+            tables += 1
+    if splice.spliced != tables:  # Arrow wrote a payload otherwise than as its buffer: refuse the file
+        msg = f"{tables - splice.spliced} of {tables} tables were not written into the state"
+        raise RuntimeError(msg)
 
 
 def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
@@ -329,9 +525,10 @@ def _write(outer: pa.Table, sink: pa.NativeFile) -> None:
 
 def graph_to_bytes(graph: ProvenanceGraph) -> bytes:
     """The file layout's bytes, deterministic: the same operations always give the same bytes."""
-    sink = pa.BufferOutputStream()
-    _write_container(graph, sink)
-    return sealed(sink.getvalue().to_pybytes())
+    out = bytearray()
+    _write_container(graph, out.extend)
+    _write_digest(out)
+    return bytes(out)
 
 
 def _checked_parent(path: Path) -> None:
@@ -363,7 +560,7 @@ def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file"
     try:
         with os.fdopen(fd, "w+b") as f:
             sealing = _Sealing(f)
-            _write_container(graph, sealing.sink())  # straight to the file, a table at a time
+            _write_container(graph, sealing.write)  # straight to the file, a table at a time
             sealing.seal()  # the digest of every byte, written into its two slots; fsync
         os.replace(tmp, path)
     except BaseException:
@@ -437,14 +634,30 @@ def read_tables(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
 
 
 def _open_sealed(data: pa.Buffer | bytes, path: Path) -> pa.Table:
-    """The table of a sealed Arrow file (of this schema), verified over every byte before parsing."""
-    if not _check_file_digest(memoryview(data), path):
+    """The table of a sealed Arrow file, verified over every byte before parsing."""
+    return _open_sealed_with(data, path)[0]
+
+
+def _open_sealed_with(data: pa.Buffer | bytes, path: Path) -> tuple[pa.Table, _Algorithm]:
+    """:func:`_open_sealed`, and the algorithm the file is sealed with."""
+    algorithm = _check_file_digest(memoryview(data), path)
+    if algorithm is None:
         raise _refuse(path, "it carries no file digest (the file was altered or damaged)")
     buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     try:
-        return pa.ipc.open_file(buffer).read_all()
+        return pa.ipc.open_file(buffer).read_all(), algorithm
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as exc:
         raise _refuse(path, f"truncated or damaged Arrow file ({type(exc).__name__}: {exc})") from exc
+
+
+def _check_algorithm(algorithm: _Algorithm, version: int, path: Path) -> None:
+    """Refuse a file sealed with another digest than its schema's."""
+    if algorithm is not _algorithm_of(version):
+        raise _refuse(
+            path,
+            f"schema version {version} sealed with {algorithm.key}, not {_algorithm_of(version).key} "
+            "(the file was altered or damaged)",
+        )
 
 
 def _entries(table: pa.Table, path: Path) -> dict[str, str]:
@@ -471,18 +684,18 @@ def _read_directory(path: Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
     meta_path = path / f"{METADATA}.arrow"
     if not meta_path.is_file():
         raise _refuse(path, f"a directory without {METADATA}.arrow")
-    meta = _entries(_open_sealed(_mapped(meta_path), meta_path), meta_path)
-    if _check_format(meta, meta_path) != SCHEMA_VERSION:
-        raise _refuse(path, f"a directory state of schema {meta['schema_version']}")
+    table, algorithm = _open_sealed_with(_mapped(meta_path), meta_path)
+    meta = _entries(table, meta_path)
+    version = _check_format(meta, meta_path)
+    if version < FLAT_SINCE:
+        raise _refuse(path, f"a directory state of schema {version}")
+    _check_algorithm(algorithm, version, meta_path)
     tables: dict[str, pa.Table] = {}
     for name in _tables.TABLES:
         file = path / f"{name}.arrow"
         data = _mapped(file)
         table = _open_sealed(data, file)
-        slots = _digest_slots(memoryview(data))
-        assert slots is not None  # _open_sealed checked it
-        digest = bytes(memoryview(data)[slots[0] : slots[0] + _DIGEST_HEX]).decode()
-        if meta.get(TABLE_DIGEST_PREFIX + name) != digest:
+        if meta.get(f"{algorithm.key}.{name}") != _sealed_digest(data):
             raise _refuse(
                 file, "its digest is not the one the state's metadata lists (a file of another state?)"
             )
@@ -518,6 +731,8 @@ def decode_tables(
         raise _refuse(
             path, f"schema version {version} without its file digest (the file was altered or damaged)"
         )
+    if sealed is not None:
+        _check_algorithm(sealed, version, path)
     names = outer.column("table").to_pylist()
     try:
         payloads = _payloads(outer)
@@ -533,13 +748,13 @@ def decode_tables(
             tables[name] = pa.ipc.open_stream(payload).read_all()
         except pa.ArrowInvalid as exc:
             raise _refuse(path, f"table {name!r} is damaged ({exc})") from exc
-    if version < SCHEMA_VERSION:
+    if version < FLAT_SINCE:
         missing = _state_legacy.missing_tables(tables, version)
     else:
         missing = {METADATA, *_tables.TABLES} - tables.keys()
     if missing:
         raise _refuse(path, f"missing tables {sorted(missing)}")
-    if version == SCHEMA_VERSION:
+    if version >= FLAT_SINCE:
         meta = {**meta, **_entries(tables.pop(METADATA), path)}
         _check_format(meta, path)
     return tables, meta
@@ -581,7 +796,7 @@ def build_graph(
     """The graph of decoded ``tables`` and ``meta``; a table or metadata value the graph cannot hold
     (a wrong type, an unreadable JSON, a bad number) is a :class:`StateFileError` naming the file."""
     try:
-        if int(meta["schema_version"]) < SCHEMA_VERSION:
+        if int(meta["schema_version"]) < FLAT_SINCE:
             return _state_legacy.build_legacy_graph(cls, tables, meta, registry)
         return _tables.build_graph(cls, tables, meta, registry)
     except StateFileError:
@@ -655,12 +870,11 @@ def _mapped_tables(path: Path, names: tuple[str, ...]) -> list[pa.Table]:
             return [pa.ipc.open_file(pa.memory_map(str(path / f"{n}.arrow"))).read_all() for n in names]
         outer = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
         meta = outer.schema.metadata or {}
-        if (
-            meta.get(b"format") != FORMAT.encode()
-            or meta.get(b"schema_version") != str(SCHEMA_VERSION).encode()
-        ):
+        flat = {str(v).encode() for v in READABLE_VERSIONS if v >= FLAT_SINCE}
+        if meta.get(b"format") != FORMAT.encode() or meta.get(b"schema_version") not in flat:
             raise _refuse(
-                path, f"reading one key needs a state of schema {SCHEMA_VERSION} (load and save it again)"
+                path,
+                f"reading one key needs a state of schema {FLAT_SINCE} or later (load and save it again)",
             )
         found = dict(zip(outer.column("table").to_pylist(), _payloads(outer), strict=True))
         return [pa.ipc.open_stream(found[n]).read_all() for n in names]

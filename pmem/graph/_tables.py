@@ -1,4 +1,5 @@
-"""A graph as flat Arrow tables, and back: the state format of schema 4 (the one place it is defined).
+"""A graph as flat Arrow tables, and back: the state format of schemas 4 and 5 (the one place it is
+defined; the two differ only in their files' digest, :mod:`pmem.graph._state`).
 
 A state is seven flat tables, one row per node or per edge, whose columns any Arrow engine reads without
 P-Mem (``docs/core.md`` documents every column):
@@ -172,15 +173,30 @@ def _codes(indices: NDArray[Any], names: list[str] | tuple[str, ...], kind: pa.D
     return cast("pa.Array[Any]", codes)
 
 
+def _keys_of(mapping: dict[int, Any]) -> NDArray[np.int64]:
+    return np.fromiter(mapping, np.int64, len(mapping))
+
+
+def _values_of(mapping: dict[int, int]) -> NDArray[np.int64]:
+    return np.fromiter(mapping.values(), np.int64, len(mapping))
+
+
 def _sparse(n: int, mapping: dict[int, Any], kind: pa.DataType) -> pa.Array[Any]:
-    """A column of ``n`` rows holding ``mapping``'s values at its keys, null elsewhere."""
+    """A column of ``n`` rows holding ``mapping``'s values at its keys (in any order), null elsewhere."""
     if not mapping:
         return cast("pa.Array[Any]", _pa.nulls(n, type=kind))
-    at = np.fromiter(mapping, np.int64, len(mapping))
-    where = np.full(n, len(mapping), np.int64)
-    where[at] = np.arange(len(mapping), dtype=np.int64)
-    values = _pa.array([*mapping.values(), None], type=kind)
-    return cast("pa.Array[Any]", values.take(_pa.array(where)))
+    if kind == _I64:  # ids: one numpy scatter, -1 (null) elsewhere
+        ids = np.full(n, -1, np.int64)
+        ids[_keys_of(mapping)] = _values_of(mapping)
+        return _ref(ids)
+    return _scattered(n, _keys_of(mapping), _pa.array(list(mapping.values()), type=kind))
+
+
+def _scattered(n: int, at: NDArray[np.int64], values: pa.Array[Any]) -> pa.Array[Any]:
+    """A column of ``n`` rows holding ``values[i]`` at row ``at[i]``, null elsewhere (one take)."""
+    where = np.full(n, -1, np.int64)
+    where[at] = np.arange(len(at), dtype=np.int64)
+    return values.take(_ref(where))
 
 
 def _id_lists(n: int, mapping: dict[int, tuple[int, ...]]) -> pa.Array[Any]:
@@ -216,8 +232,10 @@ def iter_graph_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
     """:func:`graph_tables` one at a time, each made when asked for (a writer holds one at a time)."""
     keys = _pa.array(graph.storage.key_names, type=_STR)
     yield "evidence", _evidence(graph)
-    yield "versions", _versions(graph, keys)
-    yield "operations", _operations(graph, keys)
+    values = _pa.array(graph.storage.v_value, type=_LSTR)  # the versions' values, and most operations'
+    yield "versions", _versions(graph, keys, values)
+    yield "operations", _operations(graph, keys, values)
+    del values
     yield "edges", _edges(graph)
     yield "keys", _keys(graph, keys)
     yield from _registry_tables(graph._registry).items()
@@ -232,44 +250,36 @@ def _evidence(graph: ProvenanceGraph) -> pa.Table:
         _pa.array(_np(graph.storage.ev_seq)),
         graph.storage.ev_text.to_arrow(),
         _codes(_np(graph.storage.ev_source, np.int32), graph.storage.sources, _CODE32),
-        _sparse(n, dict(sorted(graph.storage.ev_time.items())), _STR),
-        _sparse(n, dict(sorted(graph.storage.ev_valid.items())), _STR),
+        _sparse(n, graph.storage.ev_time, _STR),
+        _sparse(n, graph.storage.ev_valid, _STR),
         _pa.array(erased),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["evidence"])
 
 
-def _versions(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
+def _versions(graph: ProvenanceGraph, keys: pa.Array[Any], values: pa.Array[Any]) -> pa.Table:
     n = len(graph.storage.v_key)
     key_id = _np(graph.storage.v_key)
     status, valid_to = _materialized(graph)
     prev = _np(graph.storage.v_prev)
     previous = prev.copy()  # the arrival chain: the supersedes target unless stored apart
-    if graph.storage.v_older:
-        older = np.fromiter(
-            graph.storage.v_older.items(), dtype=np.dtype((np.int64, 2)), count=len(graph.storage.v_older)
-        )
-        previous[older[:, 0]] = older[:, 1]
+    older = graph.storage.v_older
+    previous[_keys_of(older)] = _values_of(older)
     support = np.ones(n, np.int64)
-    if graph.storage.v_extra_support:
-        extra = np.fromiter(
-            graph.storage.v_extra_support.items(),
-            dtype=np.dtype((np.int64, 2)),
-            count=len(graph.storage.v_extra_support),
-        )
-        support[extra[:, 0]] += extra[:, 1]
-    deps = dict(sorted(graph.storage.dep.items()))
+    extra = graph.storage.v_extra_support
+    support[_keys_of(extra)] += _values_of(extra)
+    deps = graph.storage.dep
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
         _pa.DictionaryArray.from_arrays(_pa.array(key_id.astype(np.int32)), keys),
         _pa.array(key_id),
-        _pa.array(graph.storage.v_value, type=_LSTR),
+        values,
         _codes(status, STATUSES, _CODE8),
         _pa.array(_np(graph.storage.v_from)),
         _ref(valid_to),
         _ref(_np(graph.storage.v_ev)),
         _ref(prev),
-        _sparse(n, dict(sorted(graph.storage.v_alt.items())), _I64),
+        _sparse(n, graph.storage.v_alt, _I64),
         _ref(previous),
         _pa.array(support),
         _id_lists(n, {v: tuple(k for k, _ in p) for v, p in deps.items()}),
@@ -278,34 +288,34 @@ def _versions(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=SCHEMAS["versions"])
 
 
-def _operations(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
+def _operations(graph: ProvenanceGraph, keys: pa.Array[Any], versions: pa.Array[Any]) -> pa.Table:
+    """The operation log; ``versions`` are the versions' values (``graph.storage.v_value`` as Arrow)."""
     n = len(graph.storage.op_code)
     code = _np(graph.storage.op_code)
     target = _np(graph.storage.op_target)
     # An operation that created its target version takes seq, key, evidence and value from it
-    # (ProvenanceGraph.operations); every other one keeps them in _op_extra.
-    seq, key_id, ev = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    apart = np.zeros(n, np.bool_)
+    # (ProvenanceGraph.operations); every other one keeps them in _op_extra: (seq, key, evidence,
+    # value, reason), read here in one pass.
     extra = graph.storage.op_extra
-    if extra:
-        rows = np.fromiter(extra, np.int64, len(extra))
-        apart[rows] = True
-        triples = np.array([v[:3] for v in extra.values()], dtype=np.int64).reshape(-1, 3)
-        seq[rows], key_id[rows], ev[rows] = triples[:, 0], triples[:, 1], triples[:, 2]
-    own = ~apart
-    t = target[own]
-    seq[own], key_id[own], ev[own] = (
-        _np(graph.storage.v_from)[t],
-        _np(graph.storage.v_key)[t],
-        _np(graph.storage.v_ev)[t],
+    rows = np.fromiter(extra, np.int64, len(extra))
+    apart = np.zeros(n, np.bool_)
+    apart[rows] = True
+    own = np.flatnonzero(~apart)
+    at = target.copy()  # the row whose value an entry reads: its version's, or its own (after them)
+    at[rows] = len(versions) + np.arange(len(rows), dtype=np.int64)
+    extra_seq, extra_key, extra_ev, extra_value, extra_reason = (
+        cast("tuple[tuple[Any, ...], ...]", tuple(zip(*extra.values(), strict=True))) or ((),) * 5
     )
-    if len(graph.storage.v_value):
-        values = _pa.array(graph.storage.v_value, type=_LSTR).take(_pa.array(np.where(own, target, 0)))
-    else:  # no version yet: every entry (a failed precondition, a noop on an empty cell) is kept apart
-        values = _pa.nulls(n, type=_LSTR)
-    if extra:
-        values = pc.if_else(_pa.array(apart), _sparse(n, {k: v[3] for k, v in extra.items()}, _LSTR), values)
-    reasons = _sparse(n, {k: v[4] for k, v in extra.items() if v[4] is not None}, _STR)
+    seq, key_id, ev = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    for column, kept, of_version in (
+        (seq, extra_seq, graph.storage.v_from),
+        (key_id, extra_key, graph.storage.v_key),
+        (ev, extra_ev, graph.storage.v_ev),
+    ):
+        column[rows] = np.array(kept, dtype=np.int64)
+        column[own] = np.frombuffer(of_version, np.int64)[target[own]]  # a read: no buffer kept
+    values = pa.concat_arrays([versions, _pa.array(extra_value, type=_LSTR)]).take(_pa.array(at))
+    reasons = _scattered(n, rows, _pa.array(extra_reason, type=_STR))
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
         _pa.array(seq),
@@ -318,9 +328,9 @@ def _operations(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
         _pa.array((code >> 6).astype(np.bool_)),
         reasons,
         _ref(target),
-        _sparse(n, dict(sorted(graph.storage.undo_of.items())), _I64),
-        _sparse(n, dict(sorted(graph.storage.op_alias.items())), _STR),
-        _id_lists(n, dict(sorted(graph.storage.op_deps.items()))),
+        _sparse(n, graph.storage.undo_of, _I64),
+        _sparse(n, graph.storage.op_alias, _STR),
+        _id_lists(n, graph.storage.op_deps),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["operations"])
 
@@ -346,7 +356,7 @@ def _keys(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
         keys,
         _ref(_np(graph.storage.k_head)),
         _ref(_np(graph.storage.k_newest)),
-        _id_lists(n, {k: tuple(v) for k, v in sorted(graph.storage.open_alts.items()) if v}),
+        _id_lists(n, {k: tuple(v) for k, v in graph.storage.open_alts.items() if v}),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["keys"])
 
@@ -469,7 +479,7 @@ def build_graph(
     _load_keys(graph, tables["keys"])
     _load_versions(graph, tables["versions"])
     _load_edges(graph, tables["edges"])
-    _load_operations(graph, tables["operations"])
+    _load_operations(graph, tables["operations"], tables["versions"])
     graph.storage.seq = int(meta["seq"])
     _load_authority(graph, json.loads(meta["authority"]))
     identity = tables["identity"].to_pylist()
@@ -497,7 +507,7 @@ def _load_evidence(graph: ProvenanceGraph, table: pa.Table) -> None:
 
 def _load_keys(graph: ProvenanceGraph, table: pa.Table) -> None:
     graph.storage.key_names = cast("list[str]", table.column("key").to_pylist())
-    graph.storage.kid = {name: kid for kid, name in enumerate(graph.storage.key_names)}
+    graph.storage.kid = dict(zip(graph.storage.key_names, range(len(graph.storage.key_names)), strict=True))
     if len(graph.storage.kid) != len(graph.storage.key_names):
         msg = "the keys table names a key twice"
         raise ValueError(msg)
@@ -547,7 +557,8 @@ def _load_edges(graph: ProvenanceGraph, table: pa.Table) -> None:
     )
 
 
-def _load_operations(graph: ProvenanceGraph, table: pa.Table) -> None:
+def _load_operations(graph: ProvenanceGraph, table: pa.Table, versions: pa.Table) -> None:
+    """The operation log of ``table``; ``versions`` is the table the graph's versions were read from."""
     requested = _dictionary_codes(table, "requested", LOG_OPS)
     effective = _dictionary_codes(table, "op", LOG_OPS)
     applied = table.column("applied").to_numpy(zero_copy_only=False).astype(np.int64)
@@ -564,7 +575,7 @@ def _load_operations(graph: ProvenanceGraph, table: pa.Table) -> None:
         own &= np.frombuffer(graph.storage.v_from, np.int64)[t] == seq
         own &= np.frombuffer(graph.storage.v_key, np.int64)[t] == key_id
         own &= np.frombuffer(graph.storage.v_ev, np.int64)[t] == ev
-        theirs = _pa.array(graph.storage.v_value, type=_LSTR).take(_pa.array(t))
+        theirs: Any = versions.column("value").combine_chunks().take(_pa.array(t))  # the graph's v_value
         own &= pc.fill_null(pc.equal(values, theirs), False).to_numpy(zero_copy_only=False)
         own &= reasons.is_null().to_numpy(zero_copy_only=False)
     apart = np.flatnonzero(~own)

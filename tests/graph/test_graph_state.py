@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -191,17 +192,50 @@ def test_superseded_status_is_materialized_in_the_file(tmp_path):
 
 def test_a_table_row_without_a_name_is_refused():
     """A row whose table name is not a string makes the file another format, not a table to skip."""
-    from pmem.graph._state import FILE_DIGEST_KEY, _digest, sealed
+    from pmem.graph._state import _FILE_MARK, _PLACEHOLDER, FILE_DIGEST_KEY, _digest, sealed
 
     outer = pa.ipc.open_file(pa.py_buffer(sample().to_bytes())).read_all()
     names = [*outer["table"].to_pylist(), None]
     payloads = [*outer["payload"].to_pylist(), outer["payload"][0].as_py()]
     meta = dict(outer.schema.metadata)
     meta[b"sha256"] = _digest(payloads).encode()  # consistent checksums: only the name is wrong
-    meta[FILE_DIGEST_KEY.encode()] = b"pmem-file-sha256:" + b"0" * 64
+    meta[FILE_DIGEST_KEY.encode()] = _FILE_MARK + _PLACEHOLDER
     schema = pa.schema([("table", pa.string()), ("payload", pa.large_binary())], metadata=meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema) as writer:
         writer.write_table(pa.table([pa.array(names), pa.array(payloads, pa.large_binary())], schema=schema))
     with pytest.raises(StateFileError, match="table name None is not a string"):
         ProvenanceGraph.from_bytes(sealed(sink.getvalue().to_pybytes()))
+
+
+def test_the_file_layout_streams_each_table_where_arrow_writes_its_payload(tmp_path):
+    """A save never holds a table's stream whole: each is streamed where Arrow writes its row's stand-in
+    payload. The bytes are those of the container whose payloads hold the streams themselves."""
+    from pmem.graph._state import _CONTAINER, _all_tables, _payload, sealed
+
+    g = sample()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, _CONTAINER) as writer:
+        for name, table in _all_tables(g):
+            writer.write_batch(_payload(name, table))
+    reference = sealed(sink.getvalue().to_pybytes())
+    g.save(tmp_path / "s")
+    assert g.to_bytes() == reference == (tmp_path / "s").read_bytes()
+
+
+@pytest.mark.parametrize("layout", ["file", "directory"])
+def test_writeback_hints_cover_each_file_in_order_and_change_no_byte(tmp_path, monkeypatch, layout):
+    from pmem.graph import _state
+
+    hints: list[tuple[int, int]] = []
+    monkeypatch.setattr(_state, "_WRITEBACK_STEP", 1000)
+    monkeypatch.setattr(_state, "_start_writeback", lambda _fd, at, n: hints.append((at, n)))
+    g = sample()
+    g.save(tmp_path / "s", layout=layout)
+    files = [i for i, (at, _) in enumerate(hints) if at == 0]  # each file's first hint is at its start
+    assert files[:1] == [0] and (len(files) == 1 if layout == "file" else len(files) > 1)
+    for start, end in itertools.pairwise([*files, len(hints)]):  # each range after the one before
+        ranges = hints[start:end]
+        assert [at for at, _ in ranges] == [0, *itertools.accumulate(n for _, n in ranges[:-1])]
+        assert all(n >= 1000 for _, n in ranges)
+    assert ProvenanceGraph.load(tmp_path / "s").to_bytes() == g.to_bytes()

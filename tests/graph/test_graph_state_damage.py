@@ -5,11 +5,15 @@ native code is counted, not fatal. The default suite samples bits; ``make test-s
 from __future__ import annotations
 
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
+import xxhash
 from bitflips import flipped, summary, trials
 
 from pmem.graph import ProvenanceGraph, StateFileError
@@ -19,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _current(tmp_path: Path, layout: str = "file") -> Path:
-    """The schema-2 fixture's graph saved by this code (schema 4)."""
-    path = tmp_path / ("state-schema-4.arrow" if layout == "file" else "state-schema-4")
+    """The schema-2 fixture's graph saved by this code (schema 5)."""
+    path = tmp_path / ("state-schema-5.arrow" if layout == "file" else "state-schema-5")
     ProvenanceGraph.load(FIXTURES / "state-schema-2.arrow").save(path, layout=layout)
     return path
 
@@ -30,7 +34,8 @@ def _states(tmp_path: Path) -> dict[str, Path]:
         "schema 1": FIXTURES / "state-schema-1.arrow",
         "schema 2": FIXTURES / "state-schema-2.arrow",
         "schema 3": FIXTURES / "state-schema-3.arrow",
-        "schema 4": _current(tmp_path),
+        "schema 4": FIXTURES / "state-schema-4.arrow",
+        "schema 5": _current(tmp_path),
     }
 
 
@@ -51,11 +56,11 @@ def test_a_sample_of_bit_flips_of_each_schema(tmp_path: Path) -> None:
     for name, path in _states(tmp_path).items():
         results = trials(path, _sample(path.stat().st_size, 97))
         _assert_only_refused_or_same(name, results)
-        if name in ("schema 3", "schema 4"):  # every byte is under the file digest: nothing changes unnoticed
+        if name in ("schema 3", "schema 4", "schema 5"):  # every byte is under the file digest
             assert set(results.values()) == {"refused"}, summary(results)
 
 
-@pytest.mark.slow  # about 75 s: 316,784 loads
+@pytest.mark.slow  # about 85 s: 563,600 loads
 def test_every_bit_flip_of_each_schema(tmp_path: Path) -> None:
     for name, path in _states(tmp_path).items():
         results = trials(path, range(8 * path.stat().st_size))
@@ -88,10 +93,15 @@ def test_bit_flips_of_a_1_mb_state(tmp_path: Path, flips: int) -> None:
     assert set(results.values()) == {"refused"}, summary(results)
 
 
-def test_bit_flips_in_every_file_of_a_directory_state_are_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("schema", [4, 5])
+def test_bit_flips_in_every_file_of_a_directory_state_are_refused(tmp_path: Path, schema: int) -> None:
     """Each table file is sealed like a state file and listed in the metadata: a flip anywhere, in any
     file, is refused before Arrow parses the file (so these loads can run in this process)."""
-    path = _current(tmp_path, "directory")
+    if schema == 5:
+        path = _current(tmp_path, "directory")
+    else:
+        path = tmp_path / "state-schema-4"
+        shutil.copytree(FIXTURES / "state-schema-4.directory", path)
     reference = ProvenanceGraph.load(path).to_bytes()
     rng = random.Random(33)
     files = sorted(path.iterdir())
@@ -156,3 +166,50 @@ def test_damaged_payload_offsets_of_an_unsealed_file_are_refused() -> None:
     path = FIXTURES / "state-schema-1.arrow"
     results = trials(path, [7232, 7233, 7234])
     _assert_only_refused_or_same("schema 1", results)
+
+
+def _resealed(data: bytes, algorithm: Any, version: int) -> bytes:
+    """A file-layout state ``data`` with its outer schema version set to ``version`` and sealed, rightly,
+    with ``algorithm``: a file whose every byte checks out, but under another digest than its schema's."""
+    from pmem.graph._state import _file_digest, _find_digest
+
+    outer = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+    meta = {k: v for k, v in (outer.schema.metadata or {}).items() if not k.startswith(b"file_")}
+    meta[b"schema_version"] = str(version).encode()
+    meta[algorithm.key.encode()] = algorithm.mark + algorithm.placeholder
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, outer.schema.with_metadata(meta)) as writer:
+        writer.write_table(outer)
+    out = bytearray(sink.getvalue().to_pybytes())
+    found = _find_digest(out)
+    assert found is not None and found[0] is algorithm
+    digest = _file_digest(out, found[1], algorithm).encode()
+    for at in found[1]:
+        out[at : at + algorithm.hex_digits] = digest
+    return bytes(out)
+
+
+def test_a_state_sealed_with_another_schemas_digest_is_refused(tmp_path: Path) -> None:
+    """Schema 5 is sealed with XXH3-128 and schemas 3 and 4 with SHA-256: a file whose digest checks
+    out but is not its schema's was not written by P-Mem and is refused."""
+    from pmem.graph._state import SHA256, XXH3_128
+
+    current = _current(tmp_path).read_bytes()
+    assert ProvenanceGraph.from_bytes(_resealed(current, XXH3_128, 5)).to_bytes() == current  # the helper
+    old = (FIXTURES / "state-schema-4.arrow").read_bytes()
+    for data, algorithm, version in ((current, SHA256, 5), (old, XXH3_128, 4), (old, XXH3_128, 3)):
+        with pytest.raises(StateFileError, match=f"schema version {version} sealed with {algorithm.key}"):
+            ProvenanceGraph.from_bytes(_resealed(data, algorithm, version))
+
+
+def test_the_file_digest_is_xxh3_128_of_the_bytes_with_its_slots_zeroed(tmp_path: Path) -> None:
+    """What the metadata key says, checked with xxhash alone: any tool can verify a state file."""
+    data = _current(tmp_path).read_bytes()
+    mark = b"pmem-file-xxh3-128:"
+    first, second = data.index(mark) + len(mark), data.rindex(mark) + len(mark)
+    assert first < second and data.count(mark) == 2
+    digest = data[first : first + 32]
+    assert data[second : second + 32] == digest
+    zeroed = bytearray(data)
+    zeroed[first : first + 32] = zeroed[second : second + 32] = b"0" * 32
+    assert xxhash.xxh3_128(bytes(zeroed)).hexdigest().encode() == digest

@@ -153,7 +153,7 @@ def test_every_feature_round_trips_and_a_loaded_graph_continues_the_same(
 
 
 def test_both_layouts_hold_the_same_tables(tmp_path: Path) -> None:
-    from pmem.graph._state import read_tables
+    from pmem.graph._state import FILE_DIGEST_KEY, read_tables
 
     g = busy_graph(seed=9, events=200)
     g.save(tmp_path / "f")
@@ -166,7 +166,7 @@ def test_both_layouts_hold_the_same_tables(tmp_path: Path) -> None:
     for name, table in file_tables.items():
         assert table.equals(dir_tables[name]), name
         assert table.schema.equals(SCHEMAS[name]), name
-    same = {k: v for k, v in file_meta.items() if k in dir_meta and not k.startswith("file_sha256")}
+    same = {k: v for k, v in file_meta.items() if k in dir_meta and not k.startswith(FILE_DIGEST_KEY)}
     assert same and all(dir_meta[k] == v for k, v in same.items())
 
 
