@@ -388,6 +388,12 @@ def read_index(path: str | Path) -> dict[str, str]:
     return entries
 
 
+def owning_part(path: str | Path, key: str) -> Path:
+    """The folder of the part of the sharded state at ``path`` that holds ``key`` (see
+    :func:`partitions_of`)."""
+    return Path(path) / part_name(partition_of(key, int(read_index(path)["partitions"])))
+
+
 def index_digest(path: str | Path) -> str:
     """The digest of a sharded state's index (which names every other file's): the state's identity."""
     return sealed_file_digest(Path(path) / INDEX)

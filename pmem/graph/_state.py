@@ -817,6 +817,9 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     are not checked (that would read every byte); Arrow validates the rows returned, and a state to be
     trusted whole is read with ``ProvenanceGraph.load``. An unknown key gives an empty list.
 
+    A sharded state (``pmem ingest --shards``) is refused, naming the part that holds the key: that part
+    reads the same way, with the part's own ids (``ProvenanceGraph.load`` gives the union's).
+
     >>> import tempfile
     >>> from pmem.graph import ProvenanceGraph
     >>> g = ProvenanceGraph()
@@ -827,6 +830,16 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     [('$30k', 'superseded'), ('$50k', 'active')]
     """
     path = Path(path)
+    from pmem.graph._shards import is_sharded, owning_part
+
+    if is_sharded(path):
+        part = owning_part(path, key)
+        msg = (
+            f"{path}: a sharded state, whose parts number their versions and evidence their own way: "
+            f"read_key_versions({str(part)!r}, {key!r}) reads the part that holds the key, with its ids; "
+            f"ProvenanceGraph.load({str(path)!r}) gives the union's"
+        )
+        raise StateFileError(msg)
     keys, versions = _mapped_tables(path, ("keys", "versions"))
     key_names = keys.column("key")
     at = pc.index(key_names, pa.scalar(key, type=key_names.type)).as_py()

@@ -202,3 +202,22 @@ def test_erasing_from_a_sharded_state_writes_the_erased_graph_and_names_what_kee
     assert "erased.arrow is written, but the copies beside" in err and "shards/part-" in err
     erased = ProvenanceGraph.load(tmp_path / "erased.arrow")
     assert erased.stats()["evidence"] == 30 and "user_1.city: c4" not in erased.evidence("e4").text
+
+
+def test_reading_one_key_of_a_sharded_state_names_the_part_that_holds_it(ray_cluster, tmp_path: Path) -> None:
+    from pmem.graph import read_key_versions
+
+    stream = write_jsonl(
+        tmp_path / "f.jsonl", [{"key": f"user_{i % 5}.city", "value": f"c{i}"} for i in range(40)]
+    )
+    out = tmp_path / "state"
+    ingest(stream, out, partitions=2, progress=False, shards=True)
+    part = out / part_name(partition_of("user_2.city", 2))
+    with pytest.raises(
+        StateFileError, match=f"read_key_versions\\('{part}', 'user_2.city'\\) reads the part"
+    ):
+        read_key_versions(out, "user_2.city")
+    union = ProvenanceGraph.load(out)
+    assert [(v.value, v.status) for v in read_key_versions(part, "user_2.city")] == [
+        (v.value, v.status) for v in union.versions("user_2.city")
+    ]
