@@ -19,10 +19,10 @@ from pmem.graph._identity import (
 )
 from pmem.graph._patch import Lowering, Patch, PatchController
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
-from pmem.graph._shards import WRITE_LOG_SCHEMA, apply_log, is_sharded, partition_of, partitions_of
 from pmem.graph._state import StateFileError, read_key_versions
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
 from pmem.graph._validate import check_text, key_problem, valid_instant
+from pmem.graph.shards import WRITE_LOG_SCHEMA, apply_log, is_sharded, partition_of, partitions_of
 
 __all__ = [
     "DISCLOSURES",

@@ -883,10 +883,10 @@ class ProvenanceGraph:
     @classmethod
     def load(cls, path: str | Path, registry: KeyRegistry | None = None) -> ProvenanceGraph:
         """Read a graph written by :meth:`save` (either layout, or an older schema's file), or the union
-        of a sharded state (``pmem ingest --shards``: see ``pmem.graph._shards``); a damaged or truncated
+        of a sharded state (``pmem ingest --shards``: see ``pmem.graph.shards``); a damaged or truncated
         state raises ``StateFileError``."""
-        from pmem.graph._shards import is_sharded, load_sharded
         from pmem.graph._state import load_graph
+        from pmem.graph.shards import is_sharded, load_sharded
 
         if is_sharded(path):
             return load_sharded(cls, path, registry)

@@ -830,7 +830,7 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     [('$30k', 'superseded'), ('$50k', 'active')]
     """
     path = Path(path)
-    from pmem.graph._shards import is_sharded, owning_part
+    from pmem.graph.shards import is_sharded, owning_part
 
     if is_sharded(path):
         part = owning_part(path, key)

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem.graph import StateFileError, apply_log, is_sharded
-from pmem.graph._shards import index_digest, split_log, write_index
+from pmem.graph.shards import index_digest, split_log, write_index
 from pmem.ingest._calls import build_models, for_row, open_ingest_cache
 from pmem.ingest._merge import FACT_ROW, batch_log, fact_log, fact_row_operations
 from pmem.ingest._spec import IngestSpec, load_ingest_config
@@ -253,7 +253,7 @@ def ingest(
     Re-running the same call after an interruption resumes from the last checkpoint and ends in the
     same bytes; ``partitions`` changes the speed, never the bytes.
 
-    With ``shards``, ``out`` is a sharded state (a directory, see ``pmem.graph._shards``): each worker
+    With ``shards``, ``out`` is a sharded state (a directory, see ``pmem.graph.shards``): each worker
     writes the part of the keys it owns and the driver never holds the graph; ``ProvenanceGraph.load(out)``
     gives the graph sequential ingestion gives, byte for byte. ``partitions`` then fixes the parts: a
     resumed ingest must give the same.
@@ -894,7 +894,7 @@ class _Ingest:
 
     def _part_folder(self, index: int) -> Path:
         """Where part ``index`` writes its log segments while the ingest runs."""
-        from pmem.graph._shards import part_name
+        from pmem.graph.shards import part_name
 
         return self.work.root / "shards" / part_name(index)
 
@@ -944,7 +944,7 @@ class _Ingest:
 
         root = self.out.with_name(f".{self.out.name}.{secrets.token_hex(6)}.tmp")
         root.mkdir()
-        from pmem.graph._shards import REGISTRY
+        from pmem.graph.shards import REGISTRY
 
         self.graph.save(root / REGISTRY, layout="directory")
         parts = await asyncio.gather(*(w.write_part.remote(str(root)) for w in self.workers))

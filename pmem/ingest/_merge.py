@@ -11,7 +11,7 @@ exactly as given. A batch of fact rows only is turned into its write batch colum
 (:func:`merge_fact_batch`); in a batch with text rows, the fact rows' operations are listed with the
 partitions' (:func:`fact_row_operations`).
 
-What is replayed is the batch's *write log* (``pmem.graph._shards``): its rows numbered by arrival seq,
+What is replayed is the batch's *write log* (``pmem.graph.shards``): its rows numbered by arrival seq,
 each observation with its valid time. The same log, split by key owner, is what a sharded ingest
 (``--shards``) writes to its parts.
 """
@@ -55,7 +55,7 @@ def fact_row_operations(
 def batch_log(
     events: pa.RecordBatch, first: int, applied: list[Any], valid_times: list[str | None], seq: int
 ) -> pa.Table:
-    """The write log (``pmem.graph._shards.WRITE_LOG_SCHEMA``) of ``events`` (positions ``first``...):
+    """The write log (``pmem.graph.shards.WRITE_LOG_SCHEMA``) of ``events`` (positions ``first``...):
     each row's observation (evidence ``position``, with its ``valid_times`` entry), then its row's
     operations from ``applied`` (``(position, fact, op, key, value, evidence)``, sorted by position and
     fact); the rows numbered from arrival seq ``seq``."""

@@ -40,7 +40,7 @@ from pmem.graph import (
     partitions_of,
     valid_instant,
 )
-from pmem.graph._shards import LOG, LogSegment, apply_log, localize, part_name, read_segment
+from pmem.graph.shards import LOG, LogSegment, apply_log, localize, part_name, read_segment
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
 from pmem.ingest._stream import Position, is_fact_row, read_stream
 from pmem.models import RequestLog, records_to_table
@@ -416,7 +416,7 @@ class IngestWorker:
         return rows
 
     def append(self, piece: pa.Table) -> list[int]:
-        """Write ``piece`` (this part's rows of a batch's write log, see ``pmem.graph._shards``) to the
+        """Write ``piece`` (this part's rows of a batch's write log, see ``pmem.graph.shards``) to the
         open log segment and apply it to the part's graph; the seqs of its operation rows the graph did
         not apply (a failed precondition). Synchronous: appends run whole, in the order sent."""
         if self._segment is None:

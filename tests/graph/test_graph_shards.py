@@ -1,4 +1,4 @@
-"""The write log and the sharded state (``pmem.graph._shards``): split by key owner, the union is the graph."""
+"""The write log and the sharded state (``pmem.graph.shards``): split by key owner, the union is the graph."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pmem.graph import WRITE_LOG_SCHEMA, ProvenanceGraph, StateFileError, apply_log, partitions_of
-from pmem.graph._shards import (
+from pmem.graph.shards import (
     INDEX,
     LOG,
     REGISTRY,

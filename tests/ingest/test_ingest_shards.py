@@ -12,7 +12,7 @@ from test_ingest_facts import CONFIG, _key_of, mixed_rows, write_jsonl
 
 from pmem import Memory
 from pmem.graph import ProvenanceGraph, StateFileError, is_sharded, partition_of
-from pmem.graph._shards import INDEX, LOG, part_name, read_index
+from pmem.graph.shards import INDEX, LOG, part_name, read_index
 from pmem.ingest import IngestSpec, ResumeError, ingest, ingest_sequential
 from pmem.ingest._workdir import workdir_of
 from pmem.ingest._worker import IngestWorker
@@ -129,7 +129,7 @@ def test_a_sharded_ingest_stopped_by_a_bad_row_resumes_to_the_same_state(
 
 def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -> None:
     """In process: a segment written after the last checkpoint is removed, the named ones replayed."""
-    from pmem.graph._shards import split_log
+    from pmem.graph.shards import split_log
     from pmem.ingest._merge import fact_log
     from pmem.ingest._stream import read_stream
 
