@@ -468,6 +468,9 @@ def load_sharded(
         raise _refuse(registry_meta, "its digest is not the one the sharded state's index lists")
     holder = load_graph(cls, root / REGISTRY, registry)
     rows, order = _union(root)
+    # one copy of the mapped segments, contiguous: a take from a table of many chunks costs about
+    # the whole table each time (10M facts: 21 s of takes against 3 s to combine and 1 s of takes)
+    rows = rows.combine_chunks()
     # the holder's registry as loaded: None when the state had none (reading .registry would make one)
     graph = cls(registry=holder._registry)
     try:

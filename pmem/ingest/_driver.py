@@ -941,7 +941,10 @@ class _Ingest:
         """The finished sharded state, in a fresh folder beside ``out`` (published by ``_finish``): the
         registry's state, each worker's part, and the index naming every file's digest."""
         import secrets
+        import shutil
 
+        for stale in self.out.parent.glob(f".{self.out.name}.*.tmp"):  # a build a kill interrupted
+            shutil.rmtree(stale, ignore_errors=True)
         root = self.out.with_name(f".{self.out.name}.{secrets.token_hex(6)}.tmp")
         root.mkdir()
         from pmem.graph.shards import REGISTRY

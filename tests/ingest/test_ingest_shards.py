@@ -156,6 +156,15 @@ def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -
     assert split_log(log, 1)[0].equals(log)
 
 
+def test_a_build_a_kill_interrupted_is_removed_by_the_next_run(ray_cluster, tmp_path: Path) -> None:
+    stream = write_jsonl(tmp_path / "f.jsonl", [{"key": f"k{i % 4}", "value": f"v{i}"} for i in range(12)])
+    stale = tmp_path / ".state.0123456789ab.tmp"
+    (stale / "part-0").mkdir(parents=True)
+    ingest(stream, tmp_path / "state", progress=False, shards=True)
+    assert not stale.exists() and is_sharded(tmp_path / "state")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.jsonl", "state", "state.ingest"]
+
+
 def test_shards_refuse_an_output_that_is_a_file(ray_cluster, tmp_path: Path) -> None:
     stream = write_jsonl(tmp_path / "f.jsonl", [{"key": "k", "value": "v"}])
     out = tmp_path / "state.arrow"
