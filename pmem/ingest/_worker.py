@@ -263,7 +263,7 @@ class IngestWorker:
         # a sharded ingest's part (open_part): its graph, its log folder, the log segment being written
         # and the names of those closed, in order
         self._part = ProvenanceGraph()
-        self._part_dir = Path(".")
+        self._part_dir: Path | None = None
         self._segment: LogSegment | None = None
         self._segments: list[tuple[str, str]] = []  # (name, digest)
 
@@ -421,7 +421,7 @@ class IngestWorker:
         not apply (a failed precondition). Synchronous: appends run whole, in the order sent."""
         if self._segment is None:
             first = int(piece.column("seq")[0].as_py())
-            self._segment = LogSegment(self._part_dir / f"log-{first:012d}.arrow")
+            self._segment = LogSegment(self._opened() / f"log-{first:012d}.arrow")
         self._segment.write(piece)
         applied = apply_log(self._part, localize(piece, len(self._part.storage.ev_seq)))
         ops = pc.is_valid(piece.column("op")).to_numpy(zero_copy_only=False)
@@ -446,13 +446,21 @@ class IngestWorker:
         self._part.save(folder, layout="directory")
         (folder / LOG).mkdir()
         digests = {}
+        logs = self._opened()
         for name, digest in self._segments:
             try:
-                os.link(self._part_dir / name, folder / LOG / name)
+                os.link(logs / name, folder / LOG / name)
             except OSError:
-                shutil.copyfile(self._part_dir / name, folder / LOG / name)
+                shutil.copyfile(logs / name, folder / LOG / name)
             digests[f"{folder.name}/{LOG}/{name}"] = digest
         return self._part.stats(), digests
+
+    def _opened(self) -> Path:
+        """The log folder :meth:`open_part` gave (a part's other calls come after it)."""
+        if self._part_dir is None:
+            msg = "this worker owns no part: open_part() first"
+            raise RuntimeError(msg)
+        return self._part_dir
 
     def peak_rss_mb(self) -> float:
         """This worker process's peak resident memory."""

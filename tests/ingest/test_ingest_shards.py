@@ -230,3 +230,14 @@ def test_reading_one_key_of_a_sharded_state_names_the_part_that_holds_it(ray_clu
     assert [(v.value, v.status) for v in read_key_versions(part, "user_2.city")] == [
         (v.value, v.status) for v in union.versions("user_2.city")
     ]
+
+
+def test_a_worker_writes_no_part_it_was_not_given(tmp_path: Path) -> None:
+    from pmem.ingest._merge import fact_log
+    from pmem.ingest._stream import read_stream
+
+    stream = write_jsonl(tmp_path / "f.jsonl", [{"key": "k", "value": "v"}])
+    (batch,) = read_stream(stream)
+    with pytest.raises(RuntimeError, match="open_part"):
+        IngestWorker(IngestSpec.default()).append(fact_log(batch.events, 0, 1))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.jsonl"]
