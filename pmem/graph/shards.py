@@ -53,6 +53,7 @@ from pmem.graph._state import (
     _sealed_digest,
     _sealed_schema,
     _Sealing,
+    _write_sealed,
 )
 
 if TYPE_CHECKING:
@@ -357,13 +358,7 @@ def write_index(
     entries |= {f"file:{f.as_posix()}": sealed_file_digest(root / f) for f in metadata}
     entries |= {f"file:{name}": digests[name] for name in sorted(digests)}
     table = pa.table([pa.array(list(entries)), pa.array(list(entries.values()))], schema=_INDEX_SCHEMA)
-    path = root / INDEX
-    with open(path, "w+b") as f:
-        sealing = _Sealing(f)
-        schema = _sealed_schema(table.schema, {"format": SHARDED_FORMAT})
-        with pa.ipc.new_file(sealing.sink(), schema) as writer:
-            writer.write_table(table.replace_schema_metadata(schema.metadata))
-        return sealing.seal()
+    return _write_sealed(root / INDEX, table, {"format": SHARDED_FORMAT})
 
 
 def is_sharded(path: str | Path) -> bool:

@@ -55,7 +55,7 @@ import pyarrow.compute as pc
 from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem.graph import StateFileError, apply_log, is_sharded
-from pmem.graph.shards import index_digest, split_log, write_index
+from pmem.graph.shards import REGISTRY, index_digest, part_name, split_log, write_index
 from pmem.ingest._calls import build_models, for_row, open_ingest_cache
 from pmem.ingest._merge import FACT_ROW, batch_log, fact_log, fact_row_operations
 from pmem.ingest._spec import IngestSpec, load_ingest_config
@@ -894,8 +894,6 @@ class _Ingest:
 
     def _part_folder(self, index: int) -> Path:
         """Where part ``index`` writes its log segments while the ingest runs."""
-        from pmem.graph.shards import part_name
-
         return self.work.root / "shards" / part_name(index)
 
     async def _append_to_parts(
@@ -947,8 +945,6 @@ class _Ingest:
             shutil.rmtree(stale, ignore_errors=True)
         root = self.out.with_name(f".{self.out.name}.{secrets.token_hex(6)}.tmp")
         root.mkdir()
-        from pmem.graph.shards import REGISTRY
-
         self.graph.save(root / REGISTRY, layout="directory")
         parts = await asyncio.gather(*(w.write_part.remote(str(root)) for w in self.workers))
         stats = {name: sum(p[name] for p, _ in parts) for name in parts[0][0]}

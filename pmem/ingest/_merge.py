@@ -1,35 +1,30 @@
-"""The merge: the partitions' applied operations, in global arrival order, into the one graph.
+"""The merge: the partitions' applied operations, in global arrival order, as one write log.
 
 Each row of the stream is one piece of evidence (its position among the ingested rows is its evidence
 index) followed by the operations applied for its facts, in fact order. Replaying exactly the calls the
 partitions made, in that order, gives the graph sequential ingestion gives: an operation's outcome
 depends only on its key's history, which is the same in the partition as here. The rows of a batch go to
-the graph as one write batch (:meth:`ProvenanceGraph.apply_batch`, byte-identical to one call per row).
+the graph together (``pmem.graph.apply_log``: write batches, byte-identical to one call per row).
 
 A fact row (see :mod:`pmem.ingest._stream`) is the same: its evidence, then its one operation citing it,
-exactly as given. A batch of fact rows only is turned into its write batch column-wise
-(:func:`merge_fact_batch`); in a batch with text rows, the fact rows' operations are listed with the
+exactly as given. A batch of fact rows only is turned into its write log column-wise
+(:func:`fact_log`); in a batch with text rows, the fact rows' operations are listed with the
 partitions' (:func:`fact_row_operations`).
 
-What is replayed is the batch's *write log* (``pmem.graph.shards``): its rows numbered by arrival seq,
-each observation with its valid time. The same log, split by key owner, is what a sharded ingest
-(``--shards``) writes to its parts.
+What the driver replays into its graph is the batch's *write log* (:func:`batch_log`, :func:`fact_log`;
+``pmem.graph.shards``): its rows numbered by arrival seq, each observation with its valid time. The same
+log, split by key owner, is what a sharded ingest (``--shards``) writes to its parts.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from pmem.graph import WRITE_LOG_SCHEMA, apply_log
+from pmem.graph import WRITE_LOG_SCHEMA
 from pmem.ingest._stream import is_fact_row
-
-if TYPE_CHECKING:
-    from numpy.typing import NDArray
-
-    from pmem.graph import ProvenanceGraph
 
 #: The fact index of a fact row's operation in an applied list (a text row's facts count from 0).
 FACT_ROW = -1
@@ -93,20 +88,6 @@ def batch_log(
     return pa.table(columns, schema=WRITE_LOG_SCHEMA)
 
 
-def merge_batch(
-    graph: ProvenanceGraph,
-    events: pa.RecordBatch,
-    first: int,
-    applied: list[Any],
-    valid_times: list[str | None] | None = None,
-) -> NDArray[np.bool_]:
-    """Observe ``events`` (with their evidence's ``valid_times``) and replay ``applied`` into ``graph``,
-    in arrival order (:func:`batch_log`, then ``apply_log``). Returns whether the graph applied each
-    operation of ``applied``."""
-    log = batch_log(events, first, applied, valid_times or [None] * events.num_rows, graph.seq + 1)
-    return apply_log(graph, log)
-
-
 def fact_log(events: pa.RecordBatch, first: int, seq: int) -> pa.Table:
     """Fact rows (positions from ``first``) as their write log, column-wise: each row's observation (its
     evidence text, source, time and valid time), then its operation citing it (``evidence`` = its
@@ -131,9 +112,3 @@ def fact_log(events: pa.RecordBatch, first: int, seq: int) -> pa.Table:
             pa.concat_arrays([observation.cast(field.type), operation.cast(field.type)]).take(take)
         )
     return pa.table(columns, schema=WRITE_LOG_SCHEMA)
-
-
-def merge_fact_batch(graph: ProvenanceGraph, events: pa.RecordBatch, first: int) -> NDArray[np.bool_]:
-    """Write a batch of fact rows only (positions from ``first``) into ``graph`` column-wise, as
-    ``observe`` + ``apply`` per row would; whether each row's operation applied."""
-    return apply_log(graph, fact_log(events, first, graph.seq + 1))

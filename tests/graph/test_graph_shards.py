@@ -75,7 +75,9 @@ def loop_graph(log: pa.Table) -> ProvenanceGraph:
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), partitions=st.integers(1, 4))
-def test_a_log_split_by_owner_gives_back_the_log_and_each_part_its_keys(seed: int, partitions: int) -> None:
+def test_a_log_split_by_owner_holds_every_row_and_gives_each_part_its_keys(
+    seed: int, partitions: int
+) -> None:
     log = random_log(seed, 120)
     assert apply_log(ProvenanceGraph(), log).dtype == np.bool_
     whole = ProvenanceGraph()

@@ -20,10 +20,10 @@ import pytest
 
 import pmem.ingest._stream as stream_module
 from pmem.bench.alfworld_templates import CONFLICT_REPORT, STALE_RECORD
-from pmem.graph import ProvenanceGraph, partition_of, partitions_of
+from pmem.graph import ProvenanceGraph, apply_log, partition_of, partitions_of
 from pmem.ingest import IngestSpec, StreamError, ingest, ingest_sequential, read_stream
 from pmem.ingest._driver import CHECKPOINT_SHARE, _Ingest
-from pmem.ingest._merge import fact_row_operations, merge_batch, merge_fact_batch
+from pmem.ingest._merge import batch_log, fact_log, fact_row_operations
 from pmem.ingest._stream import Position
 from pmem.ingest._synthetic import _FC, _OBJECTS, fact_table, synthetic_rows
 from pmem.ingest._workdir import workdir_of
@@ -305,7 +305,7 @@ def test_a_batch_of_fact_rows_merges_as_observe_and_apply_per_row(tmp_path: Path
     first = 0
     outcomes = []
     for batch in read_stream(path, batch_rows=700):  # several batches: evidence indices go on
-        outcomes += merge_fact_batch(graph, batch.events, first).tolist()
+        outcomes += apply_log(graph, fact_log(batch.events, first, graph.seq + 1)).tolist()
         first += batch.events.num_rows
     assert graph.to_bytes() == expected.to_bytes()
     assert outcomes == expected_applied and not all(outcomes)
@@ -366,7 +366,7 @@ def test_a_partition_applies_the_fact_rows_of_a_key_before_its_later_text_rows(t
     for (pos, *_), (_, _, valid_time) in zip(texts, extracted, strict=True):
         valid_times[pos] = valid_time
     merged = ProvenanceGraph()
-    merge_batch(merged, batch.events, 0, operations, valid_times)
+    apply_log(merged, batch_log(batch.events, 0, operations, valid_times, merged.seq + 1))
     reference = ingest_sequential(path)
     # the identity registry lives on the driver, not in this bare merge: compare everything else
     assert list(merged.operations()) == list(reference.operations())

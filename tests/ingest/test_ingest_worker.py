@@ -9,9 +9,9 @@ import sys
 import pyarrow as pa
 import pytest
 
-from pmem.graph import ProvenanceGraph, partition_of
+from pmem.graph import ProvenanceGraph, apply_log, partition_of
 from pmem.ingest import IngestSpec
-from pmem.ingest._merge import merge_batch
+from pmem.ingest._merge import batch_log
 from pmem.ingest._stream import EVENT_SCHEMA
 from pmem.ingest._worker import IngestWorker, commit_item, peak_rss_mb, reset_peak_rss
 
@@ -87,7 +87,7 @@ def test_replaying_the_applied_calls_gives_the_sequential_graph() -> None:
     worker = IngestWorker(spec)
     applied = asyncio.run(worker.commit(1, _items(worker, TEXTS)))
     merged = ProvenanceGraph()
-    merge_batch(merged, _events(TEXTS), 0, applied)
+    apply_log(merged, batch_log(_events(TEXTS), 0, applied, [None] * len(TEXTS), merged.seq + 1))
     from pmem.bench._types import Event
     from pmem.runner._bindings import build_chat, build_embedder
 
