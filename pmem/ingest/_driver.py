@@ -400,6 +400,7 @@ class _Ingest:
         self._restored: bytes | None = None  # the checkpoint resumed from, until the workers have it
         self.ids: dict[str, int] = {}  # every event id read so far -> its row (ids are unique)
         self._turns: list[int] = []  # per worker, the commit calls sent to it (they run in this order)
+        self._appends_sent: list[int] = []  # per worker, the part appends sent to it (likewise)
         self._routed_to = Position()  # where the last batch routed ends
         self._unsent: FactRun | None = None  # batches of fact rows only that the partitions have not seen
         # when the last checkpoint ended, how long it took, and the events in the graph it wrote
@@ -533,6 +534,7 @@ class _Ingest:
         self.graph: ProvenanceGraph = self.path.graph
         self.workers = self._start_workers(hosted, cache)
         self._turns = [0] * len(self.workers)
+        self._appends_sent = [0] * len(self.workers)
         if self.sharded:  # each worker goes on from its part's log (the checkpoint holds the registry)
             resumed = state is not None
             await asyncio.gather(
@@ -908,9 +910,11 @@ class _Ingest:
             fact_seqs = fact_seqs[of_fact_rows]
         self.seq += log.num_rows
         pieces = split_log(log, len(self.workers))
-        refs = [
-            w.append.remote(piece) for w, piece in zip(self.workers, pieces, strict=True) if piece.num_rows
-        ]
+        refs = []
+        for i, (worker, piece) in enumerate(zip(self.workers, pieces, strict=True)):
+            if piece.num_rows:
+                self._appends_sent[i] += 1
+                refs.append(worker.append.remote(self._appends_sent[i], piece))
         self._appending.append((refs, fact_seqs))
         while len(self._appending) > 1:
             await self._answered()

@@ -239,6 +239,25 @@ def commit_item(
     return (position, row, fact_index, key, value, status, fact_key, event, text, valid_time)
 
 
+class _Turns:
+    """Calls numbered 1, 2, ... run one at a time in that order, whatever order they arrive in."""
+
+    def __init__(self) -> None:
+        self._done = asyncio.Condition()
+        self._last = 0  # the number of the last call that has finished
+
+    async def take(self, turn: int, work: Callable[[], Awaitable[_T]]) -> _T:
+        """Wait for call ``turn - 1`` to finish, then run ``work``; the next call waits for this one."""
+        async with self._done:
+            await self._done.wait_for(lambda: self._last == turn - 1)
+        try:
+            return await work()
+        finally:
+            async with self._done:
+                self._last = turn
+                self._done.notify_all()
+
+
 class IngestWorker:
     """Runs as a Ray actor (``ray.remote(IngestWorker)``); usable in-process as well."""
 
@@ -258,8 +277,10 @@ class IngestWorker:
         self.path.track_attribution = False  # an ingest never audits: no per-event record to grow with
         self.path.adopt_graph(PartitionGraph())
         self.concurrency = self.path.writer.concurrency
-        self._turn = asyncio.Condition()
-        self._committed = 0  # the last batch whose commit has finished
+        # an async actor runs calls in any order (Ray orders only a synchronous actor's calls): the
+        # driver numbers the calls that must run in order, and each waits for its predecessor here
+        self._commits = _Turns()  # commit and catch_up
+        self._appends = _Turns()  # a part's appends
         # a sharded ingest's part (open_part): its graph, its log folder, the log segment being written
         # and the names of those closed, in order
         self._part = ProvenanceGraph()
@@ -301,7 +322,7 @@ class IngestWorker:
         Calls (this and :meth:`catch_up`) are numbered 1, 2, ... by the driver (``turn``), which sends
         the next before the last is done: each waits for its predecessor here, whatever order the calls
         arrive in, so a key's facts are never applied out of arrival order."""
-        return await self._in_turn(turn, lambda: self._commit(items, facts))
+        return await self._commits.take(turn, lambda: self._commit(items, facts))
 
     async def catch_up(self, turn: int, run: FactRun, partitions: int) -> int:
         """Apply the fact rows of ``run`` whose keys this partition owns (of ``partitions``), read from
@@ -331,17 +352,7 @@ class IngestWorker:
                     break
             return applied
 
-        return await self._in_turn(turn, apply)
-
-    async def _in_turn(self, turn: int, work: Callable[[], Awaitable[_T]]) -> _T:
-        async with self._turn:
-            await self._turn.wait_for(lambda: self._committed == turn - 1)
-        try:
-            return await work()
-        finally:
-            async with self._turn:
-                self._committed = turn
-                self._turn.notify_all()
+        return await self._commits.take(turn, apply)
 
     async def _commit(self, items: list[Item], facts: pa.Table | None) -> list[Applied]:
         from pmem.memory.writepath import Fact
@@ -415,10 +426,15 @@ class IngestWorker:
             self.path.adopt_graph(PartitionGraph.from_bytes(self._part.to_bytes()))
         return rows
 
-    def append(self, piece: pa.Table) -> list[int]:
+    async def append(self, turn: int, piece: pa.Table) -> list[int]:
         """Write ``piece`` (this part's rows of a batch's write log, see ``pmem.graph.shards``) to the
         open log segment and apply it to the part's graph; the seqs of its operation rows the graph did
-        not apply (a failed precondition). Synchronous: appends run whole, in the order sent."""
+        not apply (a failed precondition). Appends are numbered 1, 2, ... by the driver (``turn``) and
+        run whole, one at a time, in that order, whatever order the calls arrive in: a segment's rows and
+        the part's graph follow the global arrival seq."""
+        return await self._appends.take(turn, lambda: self._append(piece))
+
+    async def _append(self, piece: pa.Table) -> list[int]:
         if self._segment is None:
             first = int(piece.column("seq")[0].as_py())
             self._segment = LogSegment(self._opened() / f"log-{first:012d}.arrow")
