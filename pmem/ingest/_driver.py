@@ -383,11 +383,14 @@ class _Ingest:
         log: TextIO,
         shards: bool = False,
     ) -> None:
+        self.report = IngestReport(str(stream), str(out), partitions, spec=spec.public())
+        # the workers are Ray actors whose working directory need not be this process's (a cluster
+        # joined with --address starts them elsewhere): every path they are given is absolute
+        stream, out = stream.absolute(), out.absolute()
         self.spec, self.stream, self.out, self.partitions = spec, stream, out, partitions
         self.sharded = shards
         self.skip_bad, self.show_progress, self.log = skip_bad, progress, log
         self.work = Workdir(workdir_of(out))
-        self.report = IngestReport(str(stream), str(out), partitions, spec=spec.public())
         self.calls: dict[str, dict[str, int]] = defaultdict(
             lambda: {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0}
         )
@@ -739,7 +742,7 @@ class _Ingest:
         run = self._unsent
         if run is None:
             # the workers read the stream: by its absolute path, whatever their working directory
-            self._unsent = FactRun(str(self.stream.resolve()), start, batch.end.row, first, dropped)
+            self._unsent = FactRun(str(self.stream), start, batch.end.row, first, dropped)
         else:
             self._unsent = dataclasses.replace(run, end_row=batch.end.row, dropped=run.dropped + dropped)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -125,6 +126,34 @@ def test_a_sharded_ingest_stopped_by_a_bad_row_resumes_to_the_same_state(
     assert ProvenanceGraph.load(out).to_bytes() == reference
     again = ingest(broken, out, config=cfg, partitions=2, progress=False, shards=True)
     assert again.state_sha256 == report.state_sha256  # already complete: nothing rewritten
+
+
+def test_relative_paths_are_the_drivers_wherever_the_workers_run(
+    ray_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mixed: tuple[Path, Path, bytes]
+) -> None:
+    """The workers' working directory is not the driver's on a cluster joined with --address (the README
+    test saw their parts and caches written under the cluster's directory): a relative stream and
+    ``--out`` are the driver's, for a sharded and a whole-graph ingest alike."""
+    import shutil
+
+    stream, cfg, reference = mixed
+    # a lambda travels by value (this test module is not importable where the workers run)
+    workers_cwd = Path(ray_cluster.get(ray_cluster.remote(lambda: os.getcwd()).remote()))
+    assert workers_cwd != tmp_path
+    shutil.copy(stream, tmp_path / "s.jsonl")
+    monkeypatch.chdir(tmp_path)
+    try:
+        ingest(Path("s.jsonl"), Path("sharded"), config=cfg, partitions=2, progress=False, shards=True)
+        ingest(Path("s.jsonl"), Path("whole.arrow"), config=cfg, partitions=2, progress=False)
+    finally:  # what a worker would have written where it runs (never left in the repository)
+        strays = [
+            p for p in workers_cwd.iterdir() if p.name.startswith((".sharded.", "sharded.", "whole.arrow."))
+        ]
+        for stray in strays:
+            shutil.rmtree(stray, ignore_errors=True)
+    assert strays == []
+    assert ProvenanceGraph.load(tmp_path / "sharded").to_bytes() == reference
+    assert ProvenanceGraph.load(tmp_path / "whole.arrow").to_bytes() == reference
 
 
 def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -> None:
