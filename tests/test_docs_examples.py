@@ -96,11 +96,13 @@ def _readme_commands() -> tuple[list[str], list[str], list[str]]:
     return shell, inline, console
 
 
-def test_every_readme_command_runs(tmp_path: Path) -> None:
+def test_every_readme_command_runs(ray_cluster, tmp_path: Path) -> None:
     """The README's commands run as written, in a fresh folder that has what they name: the configs
     (``jobs/``), a stream (``events.jsonl``) and the state the library example saves. ``make`` lines are
     dry runs (the targets exist; CI runs ``make test`` itself); the cluster submission's config loads
-    (the submission itself runs in ``make test-slow``: tests/runner/test_runner_job.py)."""
+    (the submission itself runs in ``make test-slow``: tests/runner/test_runner_job.py). The commands
+    join the session's cluster through ``RAY_ADDRESS``, as a job submitted to a cluster does, rather than
+    each starting a Ray of its own (the embedded mode has tests of its own: test_runner_interrupt)."""
     import json
     import os
     import subprocess
@@ -127,7 +129,11 @@ def test_every_readme_command_runs(tmp_path: Path) -> None:
                 exec(compile(block, "README.md", "exec"), namespace)  # saves memory.arrow
     finally:
         os.chdir(cwd)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "RAY_ADDRESS": ray_cluster.get_runtime_context().gcs_address,
+    }
     script = "set -euo pipefail\n" + "\n".join(
         f"make -n -C {REPO} {c.split()[1]} >/dev/null" if c.startswith("make ") else c for c in shell + inline
     )
