@@ -63,6 +63,15 @@ def test_perf_ingest_measures_bulk_apply_in_a_child_process(capsys: pytest.Captu
     assert "2,000 observation+operation pairs over 100 keys" in capsys.readouterr().out
 
 
+def test_the_bulk_profile_splits_column_work_from_the_rest() -> None:
+    """``python -m benchmarks.bulk --profile``: the C-level column work is found, and is part of the total."""
+    from benchmarks.bulk import profile
+
+    result = profile(3000, 300, batch_rows=2000)
+    assert result["batches"] == 3  # 6,000 rows
+    assert 0 < result["column_s"] < result["total_s"]
+
+
 @pytest.mark.slow
 def test_perf_ingest_partitions_at_a_small_size() -> None:
     """Its own embedded Ray, private to the benchmark: Ray's token notice is no setting of the user's."""
