@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from test_ingest_facts import CONFIG, _key_of, mixed_rows, write_jsonl
 
@@ -156,18 +157,24 @@ def test_relative_paths_are_the_drivers_wherever_the_workers_run(
     assert ProvenanceGraph.load(tmp_path / "whole.arrow").to_bytes() == reference
 
 
-def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -> None:
-    """In process: a segment written after the last checkpoint is removed, the named ones replayed."""
-    from pmem.graph.shards import split_log
+def _a_part_of_sixty_facts(tmp_path: Path) -> tuple[pa.Table, IngestWorker, Path]:
+    """The write log of 60 fact rows over 7 keys, and an in-process worker that owns a part in ``part/``."""
     from pmem.ingest._merge import fact_log
     from pmem.ingest._stream import read_stream
 
     stream = write_jsonl(tmp_path / "f.jsonl", [{"key": f"k{i % 7}", "value": f"v{i}"} for i in range(60)])
     (batch,) = read_stream(stream)
-    log = fact_log(batch.events, 0, 1)
     worker = IngestWorker(IngestSpec.default())
     folder = tmp_path / "part"
     worker.open_part(str(folder), [], resumed=False)
+    return fact_log(batch.events, 0, 1), worker, folder
+
+
+def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -> None:
+    """In process: a segment written after the last checkpoint is removed, the named ones replayed."""
+    from pmem.graph.shards import split_log
+
+    log, worker, folder = _a_part_of_sixty_facts(tmp_path)
     asyncio.run(worker.append(1, log.slice(0, 40)))
     kept = worker.seal()
     assert kept is not None
@@ -191,15 +198,8 @@ def test_a_part_applies_its_appends_in_the_order_sent_whatever_order_they_arrive
     order."""
     from pmem.graph import apply_log
     from pmem.graph.shards import read_segment
-    from pmem.ingest._merge import fact_log
-    from pmem.ingest._stream import read_stream
 
-    stream = write_jsonl(tmp_path / "f.jsonl", [{"key": f"k{i % 7}", "value": f"v{i}"} for i in range(60)])
-    (batch,) = read_stream(stream)
-    log = fact_log(batch.events, 0, 1)
-    worker = IngestWorker(IngestSpec.default())
-    folder = tmp_path / "part"
-    worker.open_part(str(folder), [], resumed=False)
+    log, worker, folder = _a_part_of_sixty_facts(tmp_path)
 
     async def second_arrives_first() -> None:
         second = asyncio.ensure_future(worker.append(2, log.slice(30)))
