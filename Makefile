@@ -18,7 +18,7 @@ demo: $(STAMP)
 	$(VENV)/bin/pmem demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow and not browser and not llm and not vllm and not peers" tests
+	$(PY) -m pytest -q -m "not slow and not browser and not llm and not vllm and not peers and not qwen" tests
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow" tests

