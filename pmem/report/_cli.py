@@ -1,20 +1,29 @@
-"""`pmem report RUN_DIR [--compare RUN_B] [--out [DIR]]`: write RUN_DIR/report/ from the run's Parquet files.
+"""`pmem report RUN_DIR [--compare RUN_B] [--out [DIR]] [--with-data]`: write RUN_DIR/report/ from the run's
+Parquet files.
 
 ``pmem report --compare RUN_A RUN_B`` is the same as ``pmem report RUN_A --compare RUN_B``. A bare
 ``--out`` collects the report under ``reports/<run name>/`` (the folder that holds the reports a
-project keeps, such as the quickstart's example) instead of inside the run directory.
+project keeps, such as the quickstart's example) instead of inside the run directory. ``--with-data``
+copies the datasets a reader needs to re-score the run (:data:`KEPT_DATASETS`, and ``run.toml``)
+into the report's ``data/`` folder, so a committed report carries them.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+from pmem.rundir import HISTORIES, RESULTS, RUN_TOML
 
 #: where a bare ``--out`` collects reports: ``reports/<run name>/`` under the current directory
 REPORTS_DIR = Path("reports")
 _COLLECT = object()
+#: what ``--with-data`` keeps beside a report: every answer with its score, every history's status
+KEPT_DATASETS = (RESULTS.name, HISTORIES.name)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +55,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="arm the paired comparisons are made against (default pmem); must be in the results",
     )
+    parser.add_argument(
+        "--with-data",
+        action="store_true",
+        help=f"also copy the run's {', '.join(f'{d}/' for d in KEPT_DATASETS)} and {RUN_TOML} into the "
+        "report's data/ folder (a committed report anyone can re-score)",
+    )
+
+
+def copy_data(run_dir: Path, report_dir: Path) -> Path:
+    """Copy the run's :data:`KEPT_DATASETS` and ``run.toml`` into ``report_dir/data`` (replaced whole:
+    written beside it, then renamed, so a reader never sees a mix of two runs). Returns the folder."""
+    target = report_dir / "data"
+    staging = Path(tempfile.mkdtemp(prefix=".data-", dir=report_dir))
+    try:
+        for name in KEPT_DATASETS:
+            if (run_dir / name).is_dir():
+                shutil.copytree(run_dir / name, staging / name, ignore=shutil.ignore_patterns(".*"))
+        shutil.copy2(run_dir / RUN_TOML, staging / RUN_TOML)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"report: {paths.markdown}")
         print(f"report: {paths.html}")
         print(f"{len(paths.tables)} tables, {len(paths.figures)} figures in {time.perf_counter() - t0:.1f} s")
+        if args.with_data:
+            print(f"data: {copy_data(Path(run_dir), Path(paths.markdown).parent)}")
         if compare:
             cmp_out = None if out is None else f"{out}/compare"
             c = build_compare(run_dir, compare[0], cmp_out, reference=args.reference)

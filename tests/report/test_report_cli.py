@@ -214,3 +214,23 @@ def test_bare_out_collects_the_report_under_reports(
     # an explicit folder still wins
     assert main(["report", str(run), "--out", str(tmp_path / "elsewhere")]) == 0
     assert (tmp_path / "elsewhere" / "report.md").is_file()
+
+
+def test_with_data_keeps_the_runs_results_and_histories_beside_the_report_and_replaces_them_whole(
+    tmp_path: Path,
+) -> None:
+    import polars as pl
+
+    run = write_fixture_run(tmp_path / "run-d", seed=4, n_alf=2, fc_questions=4, run_id="run-d")
+    out = tmp_path / "kept"
+    assert main(["report", str(run), "--out", str(out), "--with-data"]) == 0
+    data = out / "data"
+    assert sorted(p.name for p in data.iterdir()) == ["histories", "results", "run.toml"]
+    kept = pl.read_parquet(data / "results")
+    assert kept.height == pl.read_parquet(run / "results").height > 0
+    (data / "results" / "stale-from-another-run.parquet").write_bytes(b"x")
+    assert main(["report", str(run), "--out", str(out), "--with-data"]) == 0
+    assert not (data / "results" / "stale-from-another-run.parquet").exists()
+    assert not [p for p in out.iterdir() if p.name.startswith(".data-")]
+    assert main(["report", str(run), "--out", str(tmp_path / "plain")]) == 0
+    assert not (tmp_path / "plain" / "data").exists()
