@@ -113,6 +113,7 @@ EXTRA_OF: dict[str, str] = {
     "tqdm": "eval",
     "PIL": "eval",
     "uvloop": "eval",
+    "nltk": "eval",  # LoCoMo's official scorer
 }
 
 

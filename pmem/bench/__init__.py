@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         parse_stale_values,
         stale_extraction_prompt,
     )
+    from pmem.bench._locomo import LOCOMO_CATEGORIES
     from pmem.bench._probes import ERASED_PARAMS, SOURCE_AUTHORITY, artifact_bytes
     from pmem.bench._registry import (
         Benchmark,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     )
     from pmem.bench._scoring import (
         Score,
+        UnknownBenchmarkError,
         exact_match,
         normalize_answer,
         parse_output,
@@ -82,6 +84,7 @@ _LAZY: dict[str, str] = {
     "parse_answer_class": "_judge",
     "parse_stale_values": "_judge",
     "stale_extraction_prompt": "_judge",
+    "LOCOMO_CATEGORIES": "_locomo",
     "ERASED_PARAMS": "_probes",
     "SOURCE_AUTHORITY": "_probes",
     "artifact_bytes": "_probes",
@@ -94,6 +97,7 @@ _LAZY: dict[str, str] = {
     "benchmark_names": "_registry",
     "register_benchmark": "_registry",
     "Score": "_scoring",
+    "UnknownBenchmarkError": "_scoring",
     "exact_match": "_scoring",
     "normalize_answer": "_scoring",
     "parse_output": "_scoring",
@@ -107,6 +111,7 @@ __all__ = [
     "ERASED_PARAMS",
     "JUDGE_MAX_TOKENS",
     "JUDGE_TEMPERATURE",
+    "LOCOMO_CATEGORIES",
     "RELATION_TEMPLATES",
     "SOURCE_AUTHORITY",
     "Benchmark",
@@ -117,6 +122,7 @@ __all__ = [
     "Question",
     "Score",
     "StaleValues",
+    "UnknownBenchmarkError",
     "answer_class_prompt",
     "artifact_bytes",
     "benchmark_info",

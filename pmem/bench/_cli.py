@@ -71,6 +71,11 @@ def _list(args: argparse.Namespace) -> int:
             elif info.name == "longmemeval":
                 ku = sum(1 for h in hs if h.questions[0].qtype == "knowledge-update")
                 note = f"knowledge-update: {ku}"
+            elif info.name == "locomo":
+                from collections import Counter
+
+                types = Counter(q.qtype for h in hs for q in h.questions)
+                note = ", ".join(f"{t} {n}" for t, n in types.most_common())
             rows.append((info.name, subset, f"{len(hs):,}", f"{nq:,}", note))
     widths = [
         max(len(r[i]) for r in [*rows, ("benchmark", "subset", "histories", "questions", "")])
@@ -106,6 +111,17 @@ def _verify(args: argparse.Namespace) -> int:
         except DataError as exc:
             ok = False
             print(f"  FAIL factconsolidation/{subset}: {exc}")
+    from pmem.bench._locomo import load_locomo
+
+    try:
+        convs = load_locomo()
+        turns = sum(len(s.turns) for c in convs for s in c.sessions)
+        print(
+            f"  ok   locomo: {len(convs)} conversations, {turns:,} turns, {sum(len(c.qa) for c in convs):,} questions"
+        )
+    except DataError as exc:
+        ok = False
+        print(f"  FAIL locomo: {exc}")
     if args.longmemeval is not None:
         from pmem.bench._longmemeval import load_longmemeval
 

@@ -1,4 +1,6 @@
-"""LongMemEval judge prompts, in our own words from the official judging rules.
+"""Judge prompts: LongMemEval's, in our own words from the official judging rules, and LoCoMo's, in our
+own words from the rubric of Mem0's LLM-as-a-Judge ("J", the judge published LoCoMo figures use:
+mem0ai/mem0 ``evaluation/metrics/llm_judge.py``).
 
 Every prompt is one user message in the section convention (:mod:`pmem.models.sections`): a preamble
 with the rule, then ``### QUESTION``, ``### REFERENCE`` (gold answer, rubric or abstention explanation)
@@ -9,6 +11,8 @@ correct when the reply contains "yes".
 'temporal'
 >>> judge_kind("knowledge-update", "q18_abs")
 'abstention'
+>>> judge_kind("temporal", "conv-26/q2", benchmark="locomo")
+'locomo'
 >>> judge_verdict("Yes.")
 True
 """
@@ -56,6 +60,15 @@ JUDGE_PREAMBLES: dict[str, str] = {
         "cannot be answered (it says the information is missing, unknown or never mentioned). Say no "
         f"if it answers as though the information were available. {_ASK}"
     ),
+    # Mem0's J rubric (generous on topic, dates in any format), asked for yes/no like the others
+    "locomo": (
+        "You are grading an answer to a question one person asks about another, from their earlier "
+        "conversations, against a gold answer. The gold answer is usually short and names the topic; "
+        "the response may be much longer. Be generous: say yes if the response touches on the same "
+        "topic as the gold answer. For a question about time the gold answer is a date, month or year: "
+        "say yes if the response refers to the same date or period, even in another format (May 7th, "
+        f"7 May) or relative to the conversation (last Tuesday, next month). Otherwise say no. {_ASK}"
+    ),
 }
 
 #: Official question types and the rule each is judged by (``_abs`` ids override to abstention).
@@ -73,8 +86,11 @@ def is_abstention(question_id: str) -> bool:
     return question_id.endswith("_abs")
 
 
-def judge_kind(question_type: str, question_id: str) -> str:
-    """Which judging rule applies: abstention for ``_abs`` ids, else by question type."""
+def judge_kind(question_type: str, question_id: str, *, benchmark: str = "longmemeval") -> str:
+    """Which judging rule applies: LoCoMo's one rubric; for LongMemEval abstention for ``_abs`` ids, else
+    by question type."""
+    if benchmark == "locomo":
+        return "locomo"
     if is_abstention(question_id):
         return "abstention"
     try:
@@ -87,20 +103,33 @@ def judge_kind(question_type: str, question_id: str) -> str:
         raise ValueError(msg) from None
 
 
-def judge_prompt(question_type: str, question_id: str, question: str, reference: str, response: str) -> str:
+def judge_prompt(
+    question_type: str,
+    question_id: str,
+    question: str,
+    reference: str,
+    response: str,
+    *,
+    benchmark: str = "longmemeval",
+) -> str:
     """The judge's user message for one answered question."""
-    kind = judge_kind(question_type, question_id)
+    kind = judge_kind(question_type, question_id, benchmark=benchmark)
     return format_sections(
         {"QUESTION": question, "REFERENCE": reference, "RESPONSE": response}, JUDGE_PREAMBLES[kind]
     )
 
 
 def judge_messages(
-    question_type: str, question_id: str, question: str, reference: str, response: str
+    question_type: str,
+    question_id: str,
+    question: str,
+    reference: str,
+    response: str,
+    *,
+    benchmark: str = "longmemeval",
 ) -> list[dict[str, str]]:
-    return [
-        {"role": "user", "content": judge_prompt(question_type, question_id, question, reference, response)}
-    ]
+    prompt = judge_prompt(question_type, question_id, question, reference, response, benchmark=benchmark)
+    return [{"role": "user", "content": prompt}]
 
 
 def judge_verdict(reply: str) -> bool:

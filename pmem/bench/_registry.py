@@ -4,7 +4,8 @@ This is the one list of benchmarks: ``pmem bench list`` prints it, the runner va
 against it (subset names, parameter names and types) and iterates histories through it.
 
 Names (contract): ``alfworld-revision`` (subsets chains [L], retraction [d], conflict, two-step [L]),
-``factconsolidation`` (sh_6k ... mh_262k), ``longmemeval`` (oracle, s; ``ku=True`` or the aliases
+``factconsolidation`` (sh_6k ... mh_262k), ``locomo`` (locomo10; sessions, questions,
+conversations), ``longmemeval`` (oracle, s; ``ku=True`` or the aliases
 ``oracle-ku`` / ``s-ku`` select the knowledge-update questions), ``provenance-probes`` (erasure,
 authority, late-arrival, stale-premise, merge).
 
@@ -94,6 +95,12 @@ def _probes_iter(subset: str, **params: Any) -> Iterator[History]:
     return iter_probes(subset, **params)
 
 
+def _locomo_iter(subset: str, **params: Any) -> Iterator[History]:
+    from pmem.bench._locomo import iter_locomo
+
+    return iter_locomo(subset, **params)
+
+
 def _lme_iter(subset: str, **params: Any) -> Iterator[History]:
     from pmem.bench._longmemeval import iter_longmemeval
 
@@ -105,7 +112,7 @@ def _lme_iter(subset: str, **params: Any) -> Iterator[History]:
 @functools.cache
 def _builtin() -> dict[str, BenchmarkInfo]:
     # built on first use: the subset lists live next to each benchmark's loader
-    from pmem.bench import _alfworld, _factconsolidation, _longmemeval, _probes
+    from pmem.bench import _alfworld, _factconsolidation, _locomo, _longmemeval, _probes
 
     infos = (
         BenchmarkInfo(
@@ -123,6 +130,15 @@ def _builtin() -> dict[str, BenchmarkInfo]:
             MappingProxyType({"events": int, "questions": int}),
             "MemoryAgentBench conflict resolution: numbered fact stream, 100 questions",
             iterate=_fc_iter,
+        ),
+        BenchmarkInfo(
+            "locomo",
+            _locomo.SUBSETS,
+            _locomo.SOURCE,
+            MappingProxyType({"sessions": int, "questions": int, "conversations": str}),
+            "very long two-person conversations (LoCoMo): official F1, BLEU-1 and an LLM judge per category",
+            default_subset=_locomo.SUBSETS[0],
+            iterate=_locomo_iter,
         ),
         BenchmarkInfo(
             "longmemeval",

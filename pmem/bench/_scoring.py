@@ -103,13 +103,15 @@ class Score:
     """The verdict for one answered question.
 
     ``correct`` is None when a judge must decide (LongMemEval); ``stale`` is None where the stale
-    rate is undefined for the question (it is not in the denominator)."""
+    rate is undefined for the question (it is not in the denominator). ``f1`` is the benchmark's own
+    token F1 (LoCoMo: its official score, :func:`score_locomo`); ``bleu1`` is LoCoMo's BLEU-1."""
 
     correct: bool | None
     stale: bool | None
     em: float | None = None
     subem: float | None = None
     f1: float | None = None
+    bleu1: float | None = None
 
 
 def score_factconsolidation(question: Question, prediction: str) -> Score:
@@ -172,11 +174,48 @@ def score_named_values(question: Question, prediction: str) -> Score:
     return Score(correct=correct, stale=stale, em=s.em, subem=s.subem, f1=s.f1)
 
 
+class UnknownBenchmarkError(ValueError):
+    """:func:`score_question` has no rules for this benchmark (a plugin's: the runner scores it generically)."""
+
+
+#: LoCoMo's ``correct`` where no judge has decided: the official F1 reaches this (categories 1-4)
+LOCOMO_F1_CORRECT = 0.5
+
+
+def score_locomo(question: Question, prediction: str) -> Score:
+    """LoCoMo, scored by its own evaluation code (:mod:`pmem.bench._locomo_eval`).
+
+    ``f1`` is the official F1 of categories 1-4 (null for adversarial questions, which have no gold
+    answer) and ``bleu1`` BLEU-1 against the whole gold answer. ``correct``: categories 1-4, F1 >=
+    :data:`LOCOMO_F1_CORRECT` (the judge's verdict replaces it where a judge is configured:
+    ``needs_judge``); adversarial (5), the official abstention rule.
+
+    >>> from pmem.bench._types import Question
+    >>> q = Question("conv-26/q0", "?", ("Yoga, hiking",), "multi-hop", 0)
+    >>> s = score_locomo(q, "hiking")
+    >>> s.correct, s.f1
+    (True, 0.5)
+    """
+    from pmem.bench._locomo import LOCOMO_CATEGORIES
+    from pmem.bench._locomo_eval import abstained, bleu1, locomo_score
+
+    category = {name: n for n, name in LOCOMO_CATEGORIES.items()}.get(question.qtype)
+    if category is None:
+        msg = f"question {question.id!r}: unknown LoCoMo category {question.qtype!r} (known: {', '.join(LOCOMO_CATEGORIES.values())})"
+        raise ValueError(msg)
+    if category == 5:
+        return Score(correct=abstained(prediction, question.params.get("options")), stale=None)
+    gold = question.gold[0] if question.gold else ""
+    f1 = locomo_score(category, prediction, gold)
+    return Score(correct=f1 >= LOCOMO_F1_CORRECT, stale=None, f1=f1, bleu1=bleu1(prediction, gold))
+
+
 def score_question(benchmark: str, question: Question, prediction: str) -> Score:
     """Correctness and staleness of ``prediction`` under the benchmark's rules.
 
     LongMemEval needs a judge: this returns ``correct=None`` with the string metrics; use
-    :func:`pmem.bench.judge_prompt` and :func:`pmem.bench.judge_verdict`."""
+    :func:`pmem.bench.judge_prompt` and :func:`pmem.bench.judge_verdict`. LoCoMo's ``correct`` is
+    F1-based until a judge, where one is configured, replaces it (:func:`score_locomo`)."""
     if benchmark == "factconsolidation":
         return score_factconsolidation(question, prediction)
     if benchmark in ("alfworld-revision", "provenance-probes"):
@@ -184,8 +223,10 @@ def score_question(benchmark: str, question: Question, prediction: str) -> Score
     if benchmark == "longmemeval":
         s = score_strings(prediction, question.gold)
         return Score(correct=None, stale=None, em=s.em, subem=s.subem, f1=s.f1)
+    if benchmark == "locomo":
+        return score_locomo(question, prediction)
     msg = (
         f"unknown benchmark {benchmark!r} "
-        "(known: alfworld-revision, factconsolidation, longmemeval, provenance-probes)"
+        "(known: alfworld-revision, factconsolidation, locomo, longmemeval, provenance-probes)"
     )
-    raise ValueError(msg)
+    raise UnknownBenchmarkError(msg)

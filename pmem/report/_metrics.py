@@ -24,10 +24,11 @@ from pmem.report._cost import break_even_table, read_cost_table, write_cost_tabl
 from pmem.report._counts import history_counts, summarize
 from pmem.report._coverage import coverage_table
 from pmem.report._load import Run
+from pmem.report._locomo import adversarial_table, locomo_table
 from pmem.report._paired import paired_vs_reference_table
 from pmem.report._peers import peer_table
 from pmem.report._probes import probe_tables
-from pmem.report._published import published_table
+from pmem.report._published import locomo_published_table, published_table
 from pmem.report._replies import reply_quality_table
 from pmem.report._states import state_table
 from pmem.report._summary import summary_table
@@ -45,6 +46,8 @@ def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     t["conflict_probe"] = conflict_table(m)
     t["two_step"] = two_step_table(m)
     t["table7_factconsolidation"] = table7(m)
+    t["locomo"] = locomo_table(m)
+    t["locomo_adversarial"] = adversarial_table(m)
     t["accuracy"] = accuracy_table(m)
     t["stale_rate"] = stale_table(m)
     t["paired"] = paired_vs_reference_table(m, reference)
@@ -56,6 +59,7 @@ def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     t["state_contents"] = state_table(m)
     t.update(probe_tables(m))
     t["published_vs_ours"] = published_table(m)
+    t["published_locomo_vs_ours"] = locomo_published_table(m)
     t["peers"] = peer_table(m)
     # last: the headline sentences quote the tables above
     t["summary"] = summary_table(m, reference)

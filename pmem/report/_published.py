@@ -7,6 +7,11 @@ it is never used as an expected value.
 
 The paper's arm names differ from the project's; :data:`ARM_MAP` says which of our arms is the closest
 counterpart and what differs. Rows without a counterpart are listed with "no counterpart arm".
+
+LoCoMo figures other systems published are kept apart, in ``published_locomo.csv`` (that file is written
+for this project, not vendored: every row names its source, the table it comes from and the scorer that
+computed it), and shown by :func:`locomo_published_table` with one column per metric, so that an F1, a
+BLEU-1, a judge's accuracy (J) and an abstention rate never share a column.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from pmem.report._locomo import category_name, locomo_rows, ours
 from pmem.report._table import Table
 from pmem.rundir import columns as C
 
@@ -314,5 +320,117 @@ def published_table(m: Metrics) -> Table:
         notes,
         keys=("table", "benchmark", "subset", "param", "metric", "paper_arm"),
         values=("ours", "diff"),
+        section="published",
+    )
+
+
+# -- LoCoMo: figures other systems published -----------------------------------------------------------
+
+#: the metrics of ``published_locomo.csv``, each shown in its own column
+LOCOMO_METRICS = {
+    "f1": "F1",
+    "bleu1": "BLEU-1",
+    "judge": "J (LLM judge)",
+    "abstained": "adversarial: abstained %",
+    "overall_1_5": "overall 1-5 (F1 + abstention)",
+}
+
+
+def load_published_locomo() -> list[dict[str, str]]:
+    text = resources.files("pmem.report").joinpath("published_locomo.csv").read_text(encoding="utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
+#: the sources ``published_locomo.csv`` cites, in full
+LOCOMO_SOURCES = (
+    'LoCoMo paper: Maharana, Lee, Tulyakov, Bansal, Barbieri, Fang, "Evaluating Very Long-Term '
+    'Conversational Memory of LLM Agents", ACL 2024 (arXiv 2402.17753; the PDF in snap-research/LoCoMo '
+    "static/paper/locomo.pdf), Tables 2 and 3: answer F1 by LoCoMo's own scorer.",
+    'Mem0 paper: Chhikara, Khant, Aryan, Singh, Yadav, "Mem0: Building Production-Ready AI Agents with '
+    'Scalable Long-Term Memory", arXiv 2504.19413v1, Table 1 (F1, B1, J per category) and Table 2 '
+    "(overall J). Its columns are mapped to the official categories (its 'Single Hop' is category 1, "
+    "'Multi-Hop' 3, 'Open Domain' 4: mem0ai/mem0#2609; with that mapping each system's Table 2 overall J "
+    "is the question-weighted mean of its Table 1 columns).",
+)
+
+
+def locomo_published_table(m: Metrics) -> Table:
+    """Published LoCoMo figures (F1, BLEU-1, J, abstention) next to ours, one column per metric.
+
+    Our counterpart of a published system is the first of its ``our_arms`` this run holds (Mem0: the
+    real ``mem0`` peer, else ``add-only``, our Mem0 design; Zep: ``graphiti``, else ``bitemporal``)."""
+    notes = [
+        "Published LoCoMo figures (labelled published; never expected values) next to this run's, per "
+        "official category: a cell reads 'published / ours (n)'. A figure compares only under the same "
+        "scorer: our F1 is LoCoMo's official one, as is the LoCoMo paper's; Mem0's paper computes its "
+        "own token-set F1 (the scorer column of the CSV says which). Agents and judges differ from ours "
+        "(gpt-4o-mini in Mem0's paper; the LoCoMo paper's models as named).",
+        *LOCOMO_SOURCES,
+    ]
+    empty = Table(
+        "published_locomo_vs_ours",
+        "Published LoCoMo figures vs ours",
+        pl.DataFrame(),
+        None,
+        notes,
+        keys=("source", "system", "category", "metric"),
+        values=("ours", "diff"),
+        section="published",
+    )
+    present = set(locomo_rows(m)[C.ARM].unique().to_list())
+    if not present:
+        return empty
+    rows: list[dict[str, Any]] = []
+    lines: dict[tuple[str, str, str], dict[str, str]] = {}
+    for r in load_published_locomo():
+        candidates = r["our_arms"].split()
+        arm = next((a for a in candidates if a in present), None)
+        value, n = ours(m, arm, r["category"], r["metric"]) if arm else (None, None)
+        if not candidates:
+            note = "no counterpart arm"
+        elif arm is None:
+            note = f"not in this run ({', '.join(candidates)})"
+        else:
+            note = ""
+        pub, category = float(r["value"]), category_name(r["category"])
+        rows.append(
+            {
+                "source": r["source"],
+                "system": r["system"],
+                "category": category,
+                "published_label": r["label"],
+                "metric": r["metric"],
+                "published": pub,
+                "our_arm": arm,
+                "ours": value,
+                "n_ours": n,
+                "diff": None if value is None else value - pub,
+                "scorer": r["scorer"],
+                "published_note": r["note"],
+                "note": note,
+            }
+        )
+        line = lines.setdefault(
+            (r["source"], r["system"], category),
+            {
+                "source": r["source"],
+                "system": r["system"],
+                "category": f"{category} ({r['label']})",
+                "our arm": arm or "—",
+                **dict.fromkeys(LOCOMO_METRICS.values(), ""),
+                "note": "; ".join(x for x in (note, r["note"]) if x),
+            },
+        )
+        mine = "not run / n.a." if value is None else f"{value:.1f} (n={n})"
+        line[LOCOMO_METRICS[r["metric"]]] = f"{r['value']} / {mine}"
+    data = pl.DataFrame(rows, schema_overrides={"ours": pl.Float64, "diff": pl.Float64, "n_ours": pl.Int64})
+    return Table(
+        empty.name,
+        empty.title,
+        data,
+        pl.DataFrame(list(lines.values())),
+        notes,
+        empty.keys,
+        empty.values,
         section="published",
     )

@@ -35,6 +35,7 @@ SECTIONS = (
     ("coverage", "Run coverage"),
     ("alfworld", "ALFWorld-Revision"),
     ("factconsolidation", "FactConsolidation"),
+    ("locomo", "LoCoMo"),
     ("provenance", "Provenance probes"),
     ("accuracy", "All accuracies"),
     ("stale", "Stale-answer rates"),

@@ -36,6 +36,7 @@ BENCHMARK_SECTIONS = {
     "alfworld-revision": ("ALFWorld-Revision", "alfworld"),
     "factconsolidation": ("FactConsolidation", "factconsolidation"),
     PROBES: ("Provenance probes", "provenance"),
+    "locomo": ("LoCoMo", "locomo"),
     "longmemeval": ("LongMemEval", "accuracy"),
 }
 #: how the summary's intervals read (shown under it)
@@ -337,6 +338,63 @@ def _probes(m: Metrics, h: _Headlines, reference: str) -> None:
         h.sentences.append(f"Per subset, {' vs '.join(duo)}: " + "; ".join(parts) + ".")
 
 
+# -- LoCoMo ---------------------------------------------------------------------------------------------
+
+
+def _locomo(m: Metrics, h: _Headlines, reference: str) -> None:
+    """F1 over categories 1-4 per arm (LoCoMo's metric), J where judged, adversarial abstention apart."""
+    t = m.tables["locomo"].data
+    if t.height == 0:
+        return
+    rows = _by_arm(t.filter(pl.col("category") == "overall 1-4"))
+    arms = order_arms(rows)
+    lead = _lead(arms, reference)
+
+    def score(a: str, metric: str, n_col: str) -> str:
+        r = rows[a]
+        lo = hi = None
+        if metric == "j":
+            lo, hi = r["j_wilson_lo"], r["j_wilson_hi"]
+        h.number(
+            "overall 1-4", a, metric, r[metric], lo, hi, "Wilson" if metric == "j" else "none", n=r[n_col]
+        )
+        return f"{100 * r[metric]:.1f}" + (f"% {ci(lo, hi)}" if metric == "j" else "")
+
+    with_f1 = [a for a in arms if rows[a]["f1"] is not None]
+    if lead in with_f1:
+        f1 = {a: score(a, "f1", "n") for a in with_f1}
+        h.sentences.append(
+            "F1 over categories 1-4 (LoCoMo's official scorer, x100): "
+            + _versus(
+                lead, f"{f1[lead]} (n={rows[lead]['n']})", [a for a in with_f1 if a != lead], lambda a: f1[a]
+            )
+            + "."
+        )
+    judged = [a for a in arms if rows[a]["judged"]]
+    if lead in judged:
+        j = {a: score(a, "j", "judged") for a in judged}
+        h.sentences.append(
+            "LLM-judge accuracy (J) over categories 1-4: "
+            + _versus(lead, j[lead], [a for a in judged if a != lead], lambda a: j[a])
+            + "."
+        )
+    adv = _by_arm(m.tables["locomo_adversarial"].data.filter(pl.col("n") > 0))
+    if lead in adv:
+        r = adv[lead]
+        text = h.number(
+            "adversarial",
+            lead,
+            "abstained",
+            r["abstained"],
+            r["abstained_wilson_lo"],
+            r["abstained_wilson_hi"],
+            "Wilson",
+            r["abstained_k"],
+            r["n"],
+        )
+        h.sentences.append(f"Adversarial questions, abstained (scored apart): {lead} {text} (n={r['n']}).")
+
+
 # -- any other benchmark ------------------------------------------------------------------------------------
 
 
@@ -398,6 +456,8 @@ def summary_table(m: Metrics, reference: str = "pmem") -> Table:
             _factconsolidation(m, h, reference)
         elif b == PROBES:
             _probes(m, h, reference)
+        elif b == "locomo":
+            _locomo(m, h, reference)
         if not h.sentences:
             _overall(m, h, reference, b)
         name, section = benchmark_label(b)

@@ -23,7 +23,7 @@ pmem.rundir._datasets.SchemaError: writes: row 0 lacks required column(s) 'appli
 from __future__ import annotations
 
 from pmem.rundir import columns
-from pmem.rundir._commits import CommitRecord, CommitRecordError, Damaged, verify_commits
+from pmem.rundir._commits import CommitRecord, CommitRecordError, Damaged, record_digests, verify_commits
 from pmem.rundir._datasets import (
     DATASETS,
     HISTORIES,
@@ -115,6 +115,7 @@ __all__ = [
     "failed_unit",
     "judge_file",
     "part_file",
+    "record_digests",
     "safe_name",
     "state_path",
     "states_of",

@@ -105,6 +105,8 @@ class ResultRow(_UnitKeys):
     audit_gold_in_matching_cell: bool | None = None
     audit_stale_sibling: bool | None = None
     artifact_bytes: int | None = None
+    f1: float | None = None
+    bleu1: float | None = None
     raw: str | None = None
 
 

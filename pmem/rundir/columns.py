@@ -57,6 +57,11 @@ AUDIT_STALE_SIBLING: Final = "audit_stale_sibling"
 #: bytes of erased content (the statement's text, and its value where no other statement made it) still
 #: found in what the arm retains when the question is asked (provenance-probes erasure; null elsewhere)
 ARTIFACT_BYTES: Final = "artifact_bytes"
+#: the answer's token F1 by the benchmark's own scorer, 0-1 (LoCoMo: the official F1 of categories 1-4,
+#: null for adversarial questions; FactConsolidation and the others: MemoryAgentBench's); null where none
+F1: Final = "f1"
+#: BLEU-1 of the answer against the gold, 0-1 (LoCoMo categories 1-4); null elsewhere
+BLEU1: Final = "bleu1"
 #: the model's raw output (results: the answer call; judgments: the verdict call)
 RAW: Final = "raw"
 

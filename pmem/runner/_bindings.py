@@ -70,11 +70,13 @@ def open_cache(path: str | None) -> ResponseCache | None:
     return ResponseCache(path)
 
 
-def judge_prompt(question: Any, prediction: str) -> list[dict[str, str]]:
-    """The benchmark's judge prompt for one answered question (LongMemEval's per-type rules)."""
+def judge_prompt(question: Any, prediction: str, benchmark: str = "longmemeval") -> list[dict[str, str]]:
+    """The benchmark's judge prompt for one answered question (LongMemEval's per-type rules, LoCoMo's J)."""
     from pmem.bench import judge_messages
 
-    return judge_messages(question.qtype, question.id, question.text, " | ".join(question.gold), prediction)
+    return judge_messages(
+        question.qtype, question.id, question.text, " | ".join(question.gold), prediction, benchmark=benchmark
+    )
 
 
 def judge_verdict(text: str) -> bool:

@@ -21,7 +21,7 @@ The benchmark's own data is not the run's: a history generated again states the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem._scrub import erase_from_cache, holds, scrub_parquet, scrub_table, scrub_text_file, stated_only_by
-from pmem.rundir import CACHE, DATASETS, LOCK, LOGS, REPORT, STATES, CommitRecord, states_of
+from pmem.rundir import CACHE, DATASETS, LOCK, LOGS, REPORT, STATES, record_digests, states_of
 from pmem.rundir import columns as C
 
 #: the datasets whose rows name a history (every dataset of a run)
@@ -129,7 +129,7 @@ def erase_in_run(run_dir: str | Path, history_id: str, evidence: str, arm: str |
                 count = scrub_text_file(path, needles)
                 if count > 0:
                     receipt.cleaned.append(f"{path} ({count} occurrences)")
-        _record_sums(run_dir, sums)
+        record_digests(run_dir, sums)
         left = _still_holding(run_dir, needles, set(states.values()), history_id, of_history)
         if left:
             msg = f"{run_dir}: erased where it could, but these files still hold the statement or its values: {', '.join(left)}"
@@ -137,17 +137,6 @@ def erase_in_run(run_dir: str | Path, history_id: str, evidence: str, arm: str |
         return receipt
     finally:
         lock.release()
-
-
-def _record_sums(run_dir: Path, sums: dict[str, str]) -> None:
-    """Write the new sha256 of each changed file into the commit records that name it."""
-    if not sums:
-        return
-    for record in CommitRecord.read_all(run_dir):
-        recorded = record.sha256 or {}
-        hits = {rel: sha for rel, sha in sums.items() if rel in recorded}
-        if hits:
-            replace(record, sha256={**recorded, **hits}).write(run_dir)
 
 
 def _still_holding(

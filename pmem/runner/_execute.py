@@ -35,7 +35,7 @@ from pmem.rundir import columns as C
 
 if TYPE_CHECKING:
     from pmem.arms import Arm
-    from pmem.bench import History, Question
+    from pmem.bench import History, Question, Score
     from pmem.models import CallOptions
 
 
@@ -206,23 +206,24 @@ def _norm(text: str) -> str:
     return normalize_answer(text)
 
 
-def score(benchmark: str, question: Question, prediction: str) -> tuple[bool | None, bool | None]:
-    """(correct, stale) by the benchmark's rules; ``correct`` is None when a judge must decide."""
-    if question.needs_judge:
-        return None, None
-    try:
-        from pmem.bench import score_question
+def score(benchmark: str, question: Question, prediction: str) -> Score:
+    """The verdict by the benchmark's rules and its own string metrics (``f1``, LoCoMo's ``bleu1``).
 
-        s = score_question(benchmark, question, prediction)
-        return s.correct, s.stale
-    except (ImportError, ValueError):
-        # Plugin benchmarks: SubEM against the gold list, stale when wrong and an old value appears.
-        p = _norm(prediction)
-        correct = any(_norm(g) in p for g in question.gold if g)
-        stale = (
-            None if not question.stale else (not correct and any(_norm(v) in p for v in question.stale if v))
-        )
-        return correct, stale
+    ``correct`` is None when a judge must decide and the benchmark gives no verdict of its own
+    (LongMemEval); LoCoMo's F1-based verdict stands until a configured judge replaces it."""
+    from pmem.bench import Score, UnknownBenchmarkError, score_question
+
+    try:
+        return score_question(benchmark, question, prediction)
+    except UnknownBenchmarkError:
+        pass
+    # Plugin benchmarks: SubEM against the gold list, stale when wrong and an old value appears.
+    if question.needs_judge:
+        return Score(correct=None, stale=None)
+    p = _norm(prediction)
+    correct = any(_norm(g) in p for g in question.gold if g)
+    stale = None if not question.stale else (not correct and any(_norm(v) in p for v in question.stale if v))
+    return Score(correct=correct, stale=stale)
 
 
 def param_columns(benchmark: str, subset: str, params: dict[str, Any]) -> ParamColumns:
@@ -352,7 +353,8 @@ async def run_unit(
                         held = arm.retained()
                     artifact = artifact_bytes(held, q)
                 ans = await arm.answer(q)
-                correct, stale = score(unit.benchmark, q, ans.prediction)
+                verdict = score(unit.benchmark, q, ans.prediction)
+                correct, stale = verdict.correct, verdict.stale
                 n_correct += int(bool(correct))
                 gold_in = stale_in = None
                 if state_values is not None:
@@ -383,6 +385,8 @@ async def run_unit(
                         gold_in_state=gold_in,
                         stale_in_state=stale_in,
                         artifact_bytes=artifact,
+                        f1=verdict.f1,
+                        bleu1=verdict.bleu1,
                         raw=ans.raw or None,
                     )
                 )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pmem._atomic import file_sha256
 from pmem.rundir import (
     CACHE,
     JUDGMENTS,
@@ -28,6 +29,7 @@ from pmem.rundir import (
     RequestRow,
     RowKeys,
     judge_file,
+    record_digests,
 )
 from pmem.rundir import columns as C
 from pmem.runner import _bindings as B
@@ -138,7 +140,7 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
             async with sem:
                 try:
                     c = await model.complete(
-                        B.judge_prompt(q, r["prediction"] or ""),
+                        B.judge_prompt(q, r["prediction"] or "", r[C.BENCHMARK]),
                         purpose="judge",
                         max_tokens=10,
                         temperature=0.0,
@@ -193,7 +195,9 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
         for jr in new_rows:
             if jr.error is None and jr.verdict is not None:
                 known[(jr.unit_id, jr.question_id)] = (bool(jr.verdict), jr.superseded, jr.current)
-    # Fill results' verdict and stale columns, one atomic part rewrite at a time.
+    # Fill results' verdict and stale columns, one atomic part rewrite at a time; then the parts' new
+    # digests go into their commit records (else the report would find them altered: "checksum mismatch").
+    rewritten: dict[str, str] = {}
     for p in dict.fromkeys(p for p, _ in todo):
         rows = pq.read_table(p).to_pylist()
         changed = False
@@ -214,4 +218,6 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
             tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
             pq.write_table(RESULTS.table(rows), tmp, compression="zstd")
             os.replace(tmp, p)
+            rewritten[p.relative_to(root).as_posix()] = file_sha256(p)
+    record_digests(root, rewritten)
     return len(new_rows)

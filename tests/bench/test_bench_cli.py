@@ -20,7 +20,8 @@ def test_bench_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert re.search(r"alfworld-revision\s+conflict\s+140\s+280", out)
     assert re.search(r"factconsolidation\s+mh_262k\s+1\s+100", out)
     assert re.search(r"longmemeval\s+oracle\s+-\s+-\s+not run: data not provided", out)
-    assert "GENERATED" in out and "MemoryAgentBench" in out
+    assert re.search(r"locomo\s+locomo10\s+10\s+1,986\s+single-hop 841, adversarial 446, temporal 321", out)
+    assert "GENERATED" in out and "MemoryAgentBench" in out and "CC BY-NC 4.0" in out
 
 
 def test_bench_verify(capsys: pytest.CaptureFixture[str]) -> None:
@@ -30,6 +31,7 @@ def test_bench_verify(capsys: pytest.CaptureFixture[str]) -> None:
         "all files verified" in out
         and len(re.findall(r"ok   factconsolidation/\w+: [\d,]+ facts, 100 questions", out)) == 8
     )
+    assert "ok   locomo: 10 conversations, 5,882 turns, 1,986 questions" in out
     assert main(["bench", "verify", "--longmemeval", str(FIXTURE)]) == 1
     assert "FAIL longmemeval" in capsys.readouterr().out
 

@@ -184,7 +184,8 @@ def test_every_official_type_has_a_distinct_rule_where_required() -> None:
         "knowledge-update",
         "single-session-preference",
     }
-    assert len(set(JUDGE_PREAMBLES.values())) == 5
+    # LongMemEval's five rules (LoCoMo's J rubric is the sixth preamble)
+    assert len({v for k, v in JUDGE_PREAMBLES.items() if k != "locomo"}) == 5
     with pytest.raises(ValueError, match="unknown LongMemEval question_type"):
         judge_kind("trivia", "x")
     assert (JUDGE_TEMPERATURE, JUDGE_MAX_TOKENS) == (0.0, 10)

@@ -47,7 +47,13 @@ NOTHING = None
 
 
 def test_builtin_benchmarks_subsets_and_parameter_types(registry: R.Registry[BenchmarkInfo]) -> None:
-    assert benchmark_names() == ("alfworld-revision", "factconsolidation", "longmemeval", "provenance-probes")
+    assert benchmark_names() == (
+        "alfworld-revision",
+        "factconsolidation",
+        "locomo",
+        "longmemeval",
+        "provenance-probes",
+    )
     assert [i.name for i in list_benchmarks()] == list(benchmark_names())
     alf = benchmark_info("alfworld-revision")
     assert alf.subsets == ("chains", "retraction", "conflict", "two-step")
@@ -62,7 +68,11 @@ def test_builtin_benchmarks_subsets_and_parameter_types(registry: R.Registry[Ben
     probes = benchmark_info("provenance-probes")
     assert probes.subsets == ("erasure", "authority", "late-arrival", "stale-premise", "merge")
     assert dict(probes.params or {}) == {"cases": int, "seed": int}
-    assert all(i.default_subset is None for i in list_benchmarks())  # a config must name their subsets
+    locomo = benchmark_info("locomo")
+    assert locomo.subsets == ("locomo10",) and locomo.default_subset == "locomo10"  # its one file
+    assert dict(locomo.params or {}) == {"sessions": int, "questions": int, "conversations": str}
+    # a config must name the subsets of the others
+    assert all(i.default_subset is None for i in list_benchmarks() if i.name != "locomo")
     with pytest.raises(ValueError, match=r"unknown benchmark 'nope' \(known: alfworld-revision, "):
         benchmark_info("nope")
 

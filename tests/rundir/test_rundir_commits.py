@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pmem.rundir import COMMITS, CommitRecord, CommitRecordError, verify_commits
+from pmem.rundir import COMMITS, CommitRecord, CommitRecordError, record_digests, verify_commits
 from pmem.runner._store import RunStore
 
 #: copied verbatim from runs/quickstart-f34884bd0388/_commits/5d1abd57dc29-000003.json (written by the
@@ -150,6 +150,27 @@ def test_a_record_without_checksums_verifies_only_presence(tmp_path: Path) -> No
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "p0.parquet").write_bytes(b"anything")
     assert rec.verify(tmp_path) == [] and verify_commits(tmp_path) == []
+
+
+def test_a_file_rewritten_in_place_verifies_once_its_digest_is_recorded(tmp_path: Path) -> None:
+    """What the judge pass (and erasure) do after rewriting a committed part: only the records that
+    name the file change, and only its digest."""
+    (tmp_path / "results").mkdir()
+    for name in ("p0", "p1"):
+        (tmp_path / "results" / f"{name}.parquet").write_bytes(name.encode())
+    sums = {f"results/{n}.parquet": hashlib.sha256(n.encode()).hexdigest() for n in ("p0", "p1")}
+    (tmp_path / COMMITS).mkdir()
+    for batch, name in (("b0", "p0"), ("b1", "p1")):
+        rel = f"results/{name}.parquet"
+        CommitRecord(batch, f"_staging/r/{batch}", ("u",), ((rel, rel),), sha256={rel: sums[rel]}).write(
+            tmp_path
+        )
+    untouched = (tmp_path / COMMITS / "b1.json").read_bytes()
+    (tmp_path / "results" / "p0.parquet").write_bytes(b"judged")
+    assert [d.path for d in verify_commits(tmp_path)] == ["results/p0.parquet"]
+    record_digests(tmp_path, {"results/p0.parquet": hashlib.sha256(b"judged").hexdigest()})
+    assert verify_commits(tmp_path) == []
+    assert (tmp_path / COMMITS / "b1.json").read_bytes() == untouched
 
 
 @pytest.mark.parametrize(

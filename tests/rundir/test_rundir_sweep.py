@@ -63,6 +63,10 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
         "break_even": True,
         "write_audit": fc[C.AUDIT_GOLD_IN_ACTIVE_CELL].drop_nulls().len() > 0,
         "published_vs_ours": True,
+        # LoCoMo's tables, and the published LoCoMo figures beside them, need LoCoMo rows
+        "locomo": "locomo" in set(res[C.BENCHMARK].to_list()),
+        "locomo_adversarial": "locomo" in set(res[C.BENCHMARK].to_list()),
+        "published_locomo_vs_ours": "locomo" in set(res[C.BENCHMARK].to_list()),
         "reply_quality": m.run.frame("requests") is not None,
         # the real peers need a real model: the quickstart (heuristic agent) plans none of them
         "peers": bool(set(res[C.ARM].unique().to_list()) & set(COUNTERPART)),
@@ -72,7 +76,9 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
     assert probes.height > 0  # the quickstart's probe slice
     has_rows["state_contents"] = True  # the quickstart's graph arms save their states
     assert set(m.tables) == set(has_rows)
-    assert all(has_rows[t] for t in has_rows if t not in ("two_step", "peers"))
+    # the quickstart runs no LoCoMo
+    locomo = ("locomo", "locomo_adversarial", "published_locomo_vs_ours")
+    assert all(has_rows[t] for t in has_rows if t not in ("two_step", "peers", *locomo))
     for name, table in m.tables.items():
         assert table.empty != has_rows[name], (
             f"{name}: {table.data.height} rows, run has rows: {has_rows[name]}"

@@ -1,0 +1,60 @@
+"""A LoCoMo sweep writes the official question ids and LoCoMo's f1 and bleu1 per answer, the judge
+decides categories 1-4 where one is configured, and the run still verifies after the judge's rewrite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runner_helpers import config, read
+
+from pmem.bench import iter_histories, score_question
+from pmem.report import compute, open_run
+from pmem.rundir import columns as C
+from pmem.rundir import verify_commits
+from pmem.runner import load_config, run_sweep
+
+BODY = """
+[run]
+runners = 1
+flush_s = 0.1
+[[benchmarks]]
+name = "locomo"
+sessions = 1
+conversations = "conv-26,conv-30"
+arms = ["long-context", "pmem"]
+[models.judge]
+backend = "heuristic"
+"""
+
+
+def test_a_locomo_sweep_writes_ids_f1_bleu1_and_judge_verdicts(ray_cluster, tmp_path: Path) -> None:
+    spec = load_config(config(tmp_path, BODY, name="locomo"))
+    res = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
+    assert (res.total, res.completed, res.failed) == (4, 4, 0)
+    questions = {
+        (h.id, q.id): q
+        for h in iter_histories("locomo", sessions=1, conversations="conv-26,conv-30")
+        for q in h.questions
+    }
+    rows = read(res.run_dir, "results").to_pylist()
+    assert len(rows) == 2 * len(questions)
+    assert {(r[C.HISTORY_ID], r[C.QUESTION_ID]) for r in rows} == set(questions)
+    judged = [r for r in rows if r[C.QUESTION_TYPE] != "adversarial"]
+    adversarial = [r for r in rows if r[C.QUESTION_TYPE] == "adversarial"]
+    assert judged and adversarial
+    for r in rows:
+        # the scores the benchmark's scorer gives this prediction, as the runner wrote them
+        s = score_question("locomo", questions[(r[C.HISTORY_ID], r[C.QUESTION_ID])], r[C.PREDICTION])
+        assert (r[C.F1], r[C.BLEU1]) == (s.f1, s.bleu1)
+    assert all(isinstance(r[C.F1], float) and 0.0 <= r[C.BLEU1] <= 1.0 for r in judged)
+    assert {r[C.JUDGE_MODEL] for r in judged} == {"heuristic"}
+    # adversarial questions are scored by the official abstention rule, never judged
+    assert all(r[C.F1] is None and r[C.JUDGE_MODEL] is None and r[C.CORRECT] is not None for r in adversarial)
+    assert read(res.run_dir, "judgments").num_rows == len(judged)
+    # the judge rewrote results parts in place: their new digests are in the commit records
+    assert verify_commits(res.run_dir) == []
+    m = compute(open_run(res.run_dir))
+    table = m.tables["locomo"].data
+    assert set(table[C.ARM].to_list()) == {"long-context", "pmem"}
+    assert set(table["judged"].to_list()) != {0}
+    assert not m.tables["published_locomo_vs_ours"].empty
