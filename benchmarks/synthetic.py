@@ -285,6 +285,9 @@ class _Gen:
                 cached=False,
                 latency_s=round(self.rng.uniform(0.001, 0.02), 4),
                 error=error,
+                # a served model's server answered every call (a failed one with an error status);
+                # the in-process heuristic has no server
+                http_status=None if self.model == "heuristic" else (200 if error is None else 500),
             )
         )
 

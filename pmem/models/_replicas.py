@@ -520,6 +520,21 @@ def _ray() -> Any:
     return ray
 
 
+def free_stem(folder: Path, stem: str, suffixes: tuple[str, ...]) -> str:
+    """``stem``, or ``stem.2``, ``stem.3``, ...: the first that no ``folder/<stem><suffix>`` uses.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); (d / "a.log").write_text("")
+    0
+    >>> free_stem(d, "a", (".log",)), free_stem(d, "b", (".log",))
+    ('a.2', 'b')
+    """
+    n, candidate = 1, stem
+    while any((folder / f"{candidate}{suffix}").exists() for suffix in suffixes):
+        n += 1
+        candidate = f"{stem}.{n}"
+    return candidate
+
+
 class ReplicaPool:
     """Starts ``replicas`` actors for one model, each on ``tensor_parallel`` (logical) GPUs."""
 
@@ -649,7 +664,9 @@ class ReplicaPool:
     def save_logs(self, folder: Path, prefix: str) -> list[Path]:
         """Write each replica's server log to ``folder/<prefix>-replica-<i>.log`` (before :meth:`stop`,
         which deletes them), and its counters, where the server keeps them (vLLM), to
-        ``<prefix>-replica-<i>.metrics``; replicas that cannot answer are skipped."""
+        ``<prefix>-replica-<i>.metrics``; replicas that cannot answer are skipped. A resumed sweep
+        keeps the earlier parts' logs: a name already taken gets ``.2``, ``.3``, ... before its suffix,
+        so the run's logs hold every request its servers received."""
         ray = _ray()
         folder.mkdir(parents=True, exist_ok=True)
         written = []
@@ -659,11 +676,12 @@ class ReplicaPool:
                 metrics = ray.get(actor.read_metrics.remote(), timeout=60)
             except Exception:
                 continue
-            path = folder / f"{prefix}-replica-{i}.log"
+            stem = free_stem(folder, f"{prefix}-replica-{i}", (".log", ".metrics"))
+            path = folder / f"{stem}.log"
             path.write_bytes(data)
             written.append(path)
             if metrics:
-                written.append(folder / f"{prefix}-replica-{i}.metrics")
+                written.append(folder / f"{stem}.metrics")
                 written[-1].write_bytes(metrics)
         return written
 

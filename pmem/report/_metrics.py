@@ -30,6 +30,7 @@ from pmem.report._peers import peer_table
 from pmem.report._probes import probe_tables
 from pmem.report._published import locomo_published_table, published_table
 from pmem.report._replies import reply_quality_table
+from pmem.report._servers import server_log_table
 from pmem.report._states import state_table
 from pmem.report._summary import summary_table
 
@@ -55,6 +56,7 @@ def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     t["write_cost"] = write_cost_table(m)
     t["break_even"] = break_even_table(m, t["read_cost"], t["write_cost"])
     t["reply_quality"] = reply_quality_table(m)
+    t["server_requests"] = server_log_table(m)
     t["write_audit"] = audit_table(m)
     t["state_contents"] = state_table(m)
     t.update(probe_tables(m))
