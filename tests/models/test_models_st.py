@@ -32,6 +32,8 @@ def test_the_packaged_embedder_loads_and_ranks_a_paraphrase_above_an_unrelated_s
 
     embedder = SentenceTransformerEmbedder(None)
     assert embedder.model_id == "st:all-minilm-l6-v2"
-    vectors = embedder.embed_sync(["Alice moved to Paris.", "Alice now lives in Paris.", "Stocks fell today."])
+    vectors = embedder.embed_sync(
+        ["Alice moved to Paris.", "Alice now lives in Paris.", "Stocks fell today."]
+    )
     assert vectors.shape == (3, 384)
     assert float(np.dot(vectors[0], vectors[1])) > float(np.dot(vectors[0], vectors[2])) + 0.2
