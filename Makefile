@@ -74,8 +74,11 @@ test-qwen: $(QWEN_STAMP)
 # the accuracy run (jobs/accuracy_qwen.toml, about 8 hours of 2 cores): resumable, so the same command
 # goes on where a killed run stopped; the report, with the run's results/ and histories/ beside it, is
 # written to reports/cpu-qwen/
+# (ACCURACY_OUT: where the run folder goes, runs/ by default; a folder outside the work tree survives a
+# fresh checkout)
+ACCURACY_OUT ?= runs
 accuracy-qwen: $(QWEN_STAMP)
-	run=$$($(VENV)/bin/pmem sweep jobs/accuracy_qwen.toml | tail -n 1); test -d "$$run" && \
+	run=$$($(VENV)/bin/pmem sweep jobs/accuracy_qwen.toml --out $(ACCURACY_OUT) | tail -n 1); test -d "$$run" && \
 	$(VENV)/bin/pmem report "$$run" --out reports/cpu-qwen --with-data
 
 # The vLLM tier: vLLM's CPU build serves the agent, the judge and the embedder through the same Ray
