@@ -127,6 +127,7 @@ def _replica_config(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
         server_args=tuple(extra),
         num_cpus=float(spec.option("num_cpus", 0)),
         health_timeout_s=spec.option("health_timeout_s"),
+        max_rss_gib=None if spec.option("max_rss_gib") is None else float(spec.option("max_rss_gib")),
         host=str(spec.option("host", "auto")),
         env=env,
         api_key=str(spec.option("api_key")) if spec.option("api_key") else None,

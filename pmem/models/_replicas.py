@@ -95,6 +95,10 @@ class ReplicaConfig:
     server_args: tuple[str, ...] = ()  # llamacpp: extra `python -m llama_cpp.server` flags
     num_cpus: float = 0.0  # CPUs each replica's actor reserves in Ray
     health_timeout_s: float | None = None
+    # the server process's resident memory, in GiB, past which its actor restarts it (None: never). A
+    # llama.cpp server's memory grew without bound under the Qwen tier's load (two servers past 6 and 8
+    # GB in 13 minutes, 2026-12-04) until Ray's memory monitor killed the sweep's runner
+    max_rss_gib: float | None = None
     latency_ms: float = 0.0
     host: str = "auto"  # "auto": loopback when the replica shares the driver's node, else all interfaces
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may carry tokens: kept out of reprs
@@ -456,11 +460,38 @@ class ReplicaActor:
         server and starts the monitor."""
         with self._lock:
             if not self._stop.is_set():
+                if self.proc is not None and self.proc.poll() is None and self._over_memory():
+                    self._kill_group(signal.SIGTERM)  # its in-flight request fails over to another replica
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(30)
+                    self._kill_group(signal.SIGKILL)
+                    self.proc.wait()
                 if self.proc is None or self.proc.poll() is not None:
                     self.restarts += 1
                     self._launch()
                 self._watch()
         return f"{self.base}/v1"
+
+    def _over_memory(self) -> bool:
+        """Whether the server's resident memory (with its children's) exceeds ``max_rss_gib``; says so in
+        the server's log, where the run keeps it."""
+        limit = self.config.max_rss_gib
+        if limit is None or self.proc is None:
+            return False
+        # psutil comes with Ray, which hosts every replica actor
+        import psutil
+
+        try:
+            root = psutil.Process(self.proc.pid)
+            rss = sum(p.memory_info().rss for p in (root, *root.children(recursive=True)))
+        except psutil.Error:
+            return False
+        if rss <= limit * 2**30:
+            return False
+        with open(self._log_path, "ab") as log:
+            line = f"pmem: server resident memory {rss / 2**30:.2f} GiB > max_rss_gib {limit:g}: restarting it\n"
+            log.write(line.encode())
+        return True
 
     def info(self) -> dict[str, Any]:
         import ray

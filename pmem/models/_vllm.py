@@ -86,6 +86,7 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
         max_model_len=spec.option("max_model_len"),
         vllm_args=tuple(extra),
         health_timeout_s=spec.option("health_timeout_s"),
+        max_rss_gib=None if spec.option("max_rss_gib") is None else float(spec.option("max_rss_gib")),
         latency_ms=float(spec.option("latency_ms", 0.0)),
         host=str(spec.option("host", "auto")),
         env=env,

@@ -417,3 +417,26 @@ def test_failed_start_reports_the_log_tail_and_cleans_up(ray_cluster) -> None:
     while ray_cluster.available_resources().get("GPU", 0) < gpus and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray_cluster.available_resources().get("GPU", 0) == gpus
+
+
+def test_a_server_past_its_memory_limit_is_restarted_and_says_why() -> None:
+    """``max_rss_gib``: the actor's monitor restarts a server whose resident memory passed the limit
+    (a llama.cpp server grew without bound under the Qwen tier's load), and the server log says so."""
+    from pmem.models import _replicas
+
+    config = ReplicaConfig(model="heuristic", served_name="m", launcher="standin", host="127.0.0.1")
+    roomy = _replicas.ReplicaActor(replace(config, max_rss_gib=64.0), 0)
+    tight = _replicas.ReplicaActor(replace(config, max_rss_gib=0.001), 1)  # any Python server is past 1 MiB
+    try:
+        roomy.start()
+        tight.start()
+        first = tight.proc.pid
+        deadline = time.monotonic() + 60
+        while tight.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert tight.restarts >= 1 and tight.proc.pid != first
+        assert b"> max_rss_gib 0.001: restarting it" in tight.read_log()
+        assert roomy.restarts == 0 and b"max_rss_gib" not in roomy.read_log()
+    finally:
+        roomy.stop()
+        tight.stop()
