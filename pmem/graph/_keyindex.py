@@ -2,7 +2,8 @@
 
 :func:`~pmem.graph._bulk.apply_batch` looks up the key of every operation row of a batch. One dict probe
 each costs about a microsecond once the key dict outgrows the CPU caches (a million keys). The index
-answers a batch with one polars hash of the names, a few numpy gathers into an open-addressing table
+answers a batch with one hash of the names (:func:`name_hashes`: numpy over the Arrow buffers, so the
+core needs no optional library), a few numpy gathers into an open-addressing table
 (linear probing at a load of at most one half; a slot holds the high half of a name's 64-bit hash as a
 fingerprint and the key id, so a probe reads 8 bytes) and one Arrow comparison of the names it found.
 
@@ -44,13 +45,78 @@ _NAMES = pa.large_string()
 _MIN_SLOTS = 1 << 10
 _LOW = np.uint64(0xFFFFFFFF)
 _HIGH = np.uint64(0xFFFFFFFF00000000)
+# The name hash's constants: the golden ratio's and MurmurHash3's 64-bit finalizer multipliers.
+_SEED = np.uint64(0x9E3779B97F4A7C15)
+_MUL_A = np.uint64(0xFF51AFD7ED558CCD)
+_MUL_B = np.uint64(0xC4CEB9FE1A85EC53)
+_S32, _S33 = np.uint64(32), np.uint64(33)
+#: the bytes of a name's last word, by how many are left (a word holds 8): the rest are zeroed
+_TAIL = np.array([0, *((1 << (8 * r)) - 1 for r in range(1, 8)), (1 << 64) - 1], np.uint64)
+_WORD = np.dtype("<u8")
+
+
+def _name_bytes(
+    names: pa.Array[Any] | pa.ChunkedArray[Any],
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.uint8]]:
+    """Each name's start and length in one copy of the names' UTF-8 bytes, padded with 8 zero bytes
+    (so that the last word of every name can be read as a whole)."""
+    array = names.combine_chunks() if isinstance(names, pa.ChunkedArray) else names
+    width = np.dtype(np.int64 if pa.types.is_large_string(array.type) else np.int32)
+    _, offsets, data = array.buffers()
+    if offsets is None:  # an empty array may have no buffers
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(8, np.uint8)
+    bounds = np.frombuffer(memoryview(offsets), width, len(array) + 1, array.offset * width.itemsize)
+    at = bounds.astype(np.int64)
+    first, last = int(at[0]), int(at[-1])
+    raw = np.zeros(last - first + 8, np.uint8)
+    if data is not None and last > first:
+        raw[: last - first] = np.frombuffer(memoryview(data), np.uint8, last - first, first)
+    return at[:-1] - first, np.diff(at), raw
 
 
 def _hashes(names: pa.Array[Any] | pa.ChunkedArray[Any]) -> NDArray[np.uint64]:
-    """The 64-bit hash of each name."""
-    import polars as pl  # here, not at import: `import pmem.graph` stays free of it (only batches hash)
+    """The 64-bit hash of each name (of its UTF-8 bytes: ``string`` and ``large_string`` alike).
 
-    h: NDArray[np.uint64] = pl.Series(names).hash(seed=0).to_numpy()
+    Column-wise over the Arrow buffers, with numpy alone (the core's dependencies): each name is read 8
+    bytes at a time, its last word zero-padded, every word mixed into a state seeded with the length by
+    one multiply-xorshift round, and the state finished with MurmurHash3's 64-bit finalizer. Python
+    loops over the longest name's words, not over names. Two names may share a hash (the index compares
+    names to confirm), so only the spread matters: the slot is the low bits, the fingerprint the high.
+
+    >>> h = _hashes(pa.array(["apple_1.location", "", "apple_1.location"]))
+    >>> bool(h[0] == h[2]), bool(h[0] != h[1]), h.dtype.name
+    (True, True, 'uint64')
+    >>> bool((_hashes(pa.array(["é"], pa.large_string())) == _hashes(pa.array(["é"]))).all())
+    True
+    """
+    start, length, raw = _name_bytes(names)
+    # every byte offset of the padded copy read as a little-endian word (unaligned reads: numpy copies)
+    words = np.ndarray((len(raw) - 7,), _WORD, raw, 0, (1,))
+    with np.errstate(over="ignore"):  # the arithmetic is modulo 2**64 by design
+        h = (length.astype(np.uint64) + np.uint64(1)) * _SEED
+        rest, at = length, start  # bytes left and where they start, of the names still being read
+        reading: NDArray[np.int64] | None = None  # their positions (None: all of them)
+        while len(rest):
+            word = words[at]
+            if (rest < 8).any():
+                word &= _TAIL[np.clip(rest, 0, 8)]
+            mixed = ((h if reading is None else h[reading]) ^ word) * _MUL_A
+            mixed ^= mixed >> _S32
+            if reading is None:
+                h = mixed
+            else:
+                h[reading] = mixed
+            more = rest > 8
+            if not more.all():
+                keep = np.flatnonzero(more)
+                reading = keep if reading is None else reading[keep]
+                rest, at = rest[keep], at[keep]
+            rest, at = rest - 8, at + 8
+        h ^= h >> _S33
+        h *= _MUL_B
+        h ^= h >> _S33
+        h *= _MUL_A
+        h ^= h >> _S33
     return h
 
 
