@@ -289,13 +289,18 @@ def _key_ids(
     return kid, new_keys, new_hashes, _key_problems(new_keys)
 
 
+#: ASCII names ``key_problem`` may refuse: a control character, or blank (spaces only)
+_SUSPECT_ASCII = r"[\x00-\x1f\x7f]|^ +$"
+
+
 def _key_problems(names: Any) -> dict[int, str]:
     """Why each refused name is no valid key (by index). A known key was valid when admitted, so only
-    new names are checked: ASCII ones by one pattern, the others by ``key_problem`` itself."""
+    new names are checked: ASCII ones by one pattern (a control character, or only spaces), the others
+    by ``key_problem`` itself."""
     if not len(names):
         return {}
     simple = pc.and_(pc.string_is_ascii(names), pc.greater(pc.binary_length(names), pa.scalar(0)))
-    control = pc.match_substring_regex(names, r"[\x00-\x1f\x7f]")
+    control = pc.match_substring_regex(names, _SUSPECT_ASCII)
     suspect = np.flatnonzero(~_np(pc.and_not(simple, control)))
     out = {}
     for i, name in zip(suspect.tolist(), names.take(pa.array(suspect, pa.int64())).to_pylist(), strict=True):

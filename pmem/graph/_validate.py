@@ -7,7 +7,8 @@ refuses at the door what it could not keep:
   lone surrogates such as ``"\udc80"`` (Python strings can hold them, Arrow files cannot);
 - a *key* must be a non-empty text without control characters (Unicode category ``Cc``: ``\n``, ``\r``,
   ``\t``, ``\x00``, ``\x85``, ...) and without the line and paragraph separators U+2028/U+2029, because
-  a key is printed verbatim at the start of a rendered line and must never be able to start another one.
+  a key is printed verbatim at the start of a rendered line and must never be able to start another one;
+  nor may it be blank (only spaces): a key nobody can see names nothing a reader can ask for.
 
 Values may hold any text: rendering escapes them (see ``pmem.graph._render.escape``).
 
@@ -65,6 +66,9 @@ def check_text(
         raise ValueError(msg)
 
 
+_BLANK = "must not be blank (only whitespace)"
+
+
 def key_problem(key: object) -> str | None:
     """Why ``key`` is not a valid key, or None when it is. The single definition of a valid key."""
     if type(key) is not str:
@@ -72,13 +76,14 @@ def key_problem(key: object) -> str | None:
     if not key:
         return "must be a non-empty string"
     if key.isprintable():  # printable excludes Cc, Zl, Zp and surrogates: nothing more to check
-        return None
+        return _BLANK if key.isspace() else None
     for ch in key:
         if is_control(ch):
             return f"must not contain control characters or line separators (found {ch!r})"
     if not _encodable(key):
         return "contains a lone surrogate and cannot be stored as UTF-8"
-    return None  # other non-printables (no-break spaces, zero-width joiners, ...) are harmless
+    # other non-printables (no-break spaces, zero-width joiners, ...) are harmless beside other text
+    return _BLANK if key.isspace() else None
 
 
 def check_key(key: object, where: str, name: str = "key") -> None:

@@ -967,12 +967,13 @@ def _per_row(mask: pa.Array, column: pa.Array, reason: Any) -> pa.Array:
 def _refused_keys(keys: Any) -> tuple[pa.Array, pa.Array] | None:
     """The keys the graph refuses (:func:`pmem.graph.key_problem`) with their reasons; None when none is.
 
-    An ASCII key without a control character is admitted (``key_problem``'s answer for every such key),
-    so only the others are asked, one by one: column-wise, whatever the stream's size."""
+    An ASCII key without a control character that is not blank is admitted (``key_problem``'s answer
+    for every such key), so only the others are asked, one by one: column-wise, whatever the stream's
+    size."""
     suspect: Any = pc.or_(
         pc.invert(pc.string_is_ascii(keys)),
         pc.or_(
-            pc.match_substring_regex(keys, "[\\x00-\\x1f\\x7f]"),
+            pc.match_substring_regex(keys, "[\\x00-\\x1f\\x7f]|^ +$"),
             pc.equal(pc.binary_length(keys), pa.scalar(0)),
         ),
     )

@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from pmem.graph import Patch, PatchController, ProvenanceGraph
@@ -238,3 +239,32 @@ def test_keys_with_control_characters_are_refused_everywhere(tmp_path, key):
     with pytest.raises(ValueError, match=_named("key")):
         Patch(key, "v")
     assert saved(g, tmp_path / "after") == before
+
+
+# ---------------------------------------------------------------- blank keys (issue 41)
+
+BLANK_KEYS = ["   ", " ", "\u3000", "\u00a0\u00a0", " \u2003 "]
+
+
+@pytest.mark.parametrize("key", BLANK_KEYS, ids=[repr(k) for k in BLANK_KEYS])
+def test_blank_keys_are_refused_everywhere(tmp_path, key):
+    """A key of only spaces renders as nothing and names nothing a reader can ask for: refused by every
+    writer, the batch one included (its column-wise check used to pass any ASCII key without a control
+    character)."""
+    from pmem.graph import WRITE_BATCH_SCHEMA
+
+    g = populated()
+    before = saved(g, tmp_path / "before")
+    for op, value in (("accept", "v"), ("noop", None), ("revoke", None), ("contest", "v")):
+        with pytest.raises(ValueError, match=r"key must not be blank \(only whitespace\)"):
+            g.apply(op, key, value)
+    with pytest.raises(ValueError, match=_named("candidate")):
+        g.registry.resolve(key)
+    with pytest.raises(ValueError, match=_named("key")):
+        Patch(key, "v")
+    row = {name: None for name in WRITE_BATCH_SCHEMA.names} | {"op": "accept", "key": key, "value": "v"}
+    with pytest.raises(ValueError, match=r"row 0 \(key\).*must not be blank"):
+        g.apply_batch(pa.Table.from_pylist([row], schema=WRITE_BATCH_SCHEMA))
+    assert saved(g, tmp_path / "after") == before
+    g.apply("accept", "a key with spaces", "v")  # spaces beside other text are a key's business
+    assert g.cell("a key with spaces").value == "v"
