@@ -14,7 +14,8 @@ against their pinned sha256 (:mod:`pmem.models._assembled`). Nothing is download
 
 Options: ``replicas`` (1), ``n_ctx`` (context window in tokens, 8192), ``n_threads`` (per replica;
 default: llama.cpp's own choice), ``server_args`` (extra ``llama_cpp.server`` flags), ``num_cpus``
-(CPUs each replica's actor reserves in Ray, 0), ``health_timeout_s`` (300), ``api_key`` (default: a
+(CPUs each replica's actor reserves in Ray, 0), ``health_timeout_s`` (300), ``max_rss_gib`` (a server whose
+resident memory passes it is restarted; default: never), ``api_key`` (default: a
 random key per pool), ``structured`` (default ``json_object``, the server's dialect), ``seed`` (0),
 plus the `openai` client options. The server answers one request at a time, so ``concurrency``
 defaults to 1 per replica: requests wait in the client, where waiting is not counted as call time
