@@ -182,7 +182,8 @@ def read_stream(
     yielded); with it, bad rows come back in ``rejects``.
 
     An ``id`` is an event's identity: a row repeating the id of an earlier row is a bad row (``duplicate
-    id``), so a stream delivered at least once is ingested once with ``skip_bad``. ``ids`` maps the ids
+    id``), so a stream delivered at least once is ingested once with ``skip_bad``. Ids compare as text:
+    the number ``2`` and the string ``"2"`` are one id (see :func:`_as_text`). ``ids`` maps the ids
     of the rows before ``start`` to their row numbers (a resumed reader's memory); it is updated with
     the ids read.
     """
@@ -197,11 +198,26 @@ def read_stream(
     return _unique_ids(Path(path), batches, {} if ids is None else ids, skip_bad)
 
 
+def _as_text(event_id: str) -> str:
+    """Why a repeated id that a number may have given is a repeat ("" for other ids).
+
+    An id is an event's identity across formats (a Parquet integer column, the same rows exported as
+    JSONL strings): a row delivered again with its id typed the other way is the same event, and telling
+    the two apart would ingest it twice without a word. So ids compare as text, and the refusal says so.
+
+    >>> _as_text("2")
+    '; ids compare as text: 2 and "2" are one id'
+    """
+    if not event_id.lstrip("-").isdigit():
+        return ""
+    return f'; ids compare as text: {event_id} and "{event_id}" are one id'
+
+
 def _unique_ids(
     path: Path, batches: Iterator[StreamBatch], seen: dict[str, int], skip_bad: bool
 ) -> Iterator[StreamBatch]:
     """The batches with every row repeating an earlier row's ``id`` refused (see :func:`read_stream`)."""
-    unit = "line" if _format(path) == "jsonl" else "row"
+    unit = row_word(path)
     for batch in batches:
         events = batch.events
         column = events.column("id")
@@ -217,7 +233,9 @@ def _unique_ids(
                 continue
             first = seen.setdefault(event_id, row)
             if first != row:
-                what = f"duplicate id {_excerpt(repr(event_id))} (first at {unit} {first})"
+                what = (
+                    f"duplicate id {_excerpt(repr(event_id))} (first at {unit} {first}{_as_text(event_id)})"
+                )
                 if not skip_bad:
                     raise StreamError(path, row, what, unit=unit)
                 repeated.append(i)
@@ -303,6 +321,11 @@ def count_rows(path: str | os.PathLike[str]) -> int | None:
 
 
 # --- formats -----------------------------------------------------------------------------------------
+
+
+def row_word(path: Path) -> str:
+    """What a row of the stream at ``path`` is called in a message: ``line`` in JSONL, else ``row``."""
+    return "line" if _format(path) == "jsonl" else "row"
 
 
 def _format(path: Path) -> str:
