@@ -262,9 +262,17 @@ def template_extraction(unit: list[Event]) -> Extraction:
     return Extraction(unit, unit_text(unit), out, None, tuple(forget), tuple(distinct))
 
 
-def no_fact_reason(agent_backend: str, request_log: str) -> str:
+#: How a config brings a real model (``pmem ingest --config``, a sweep): :func:`no_fact_reason`'s default
+CONFIG_REMEDY = (
+    "for ordinary text give a config whose [models.agent] is a real model (pmem ingest --config, "
+    "a sweep's config; docs/models.md; jobs/cpu_llm.toml runs one on this CPU)"
+)
+
+
+def no_fact_reason(agent_backend: str, request_log: str, remedy: str = CONFIG_REMEDY) -> str:
     """Why a write path that read text extracted no fact: for the default agent, what it can read (the
-    benchmarks' sentence templates) and how to bring a real model; else where its replies are logged.
+    benchmarks' sentence templates) and ``remedy``, how to bring a real model; else where its replies
+    are logged.
 
     >>> no_fact_reason("heuristic", "requests/")[:60]
     'the default agent (heuristic, no LLM) understands only the b'
@@ -273,7 +281,6 @@ def no_fact_reason(agent_backend: str, request_log: str) -> str:
         return (
             "the default agent (heuristic, no LLM) understands only the benchmarks' sentence templates "
             '("Update: apple 1 has been moved from table 1 to fridge 1.", "The city of Alice is Paris."); '
-            "for ordinary text give a config whose [models.agent] is a real model (pmem ingest --config, "
-            "a sweep's config; docs/models.md; jobs/cpu_llm.toml runs one on this CPU)"
+            + remedy
         )
     return f"the agent's replies held no fact (see the request log in {request_log})"

@@ -10,17 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pmem.graph import Cell
+
 if TYPE_CHECKING:
-    from pmem.graph import Cell, ErasureReceipt, OpResult, ProvenanceGraph, Version
+    from pmem.graph import ErasureReceipt, OpResult, ProvenanceGraph, Version
     from pmem.models import ChatModel, Embedder, RequestLog, RequestRecord
 
 #: what ``add`` takes: a text, or chat messages (``[{"role": ..., "content": ...}]``) as one unit
 Text = str | Sequence[Mapping[str, str]]
+
+#: The cosine below which :meth:`AsyncMemory.search` leaves a cell out: it is no answer to the query.
+#: Measured with the default ``hashing`` embedder (character n-grams): cells a question is about score
+#: 0.2 to 0.7 ("Where is the pan 1 now?" and ``pan_1.location: fridge 1``: 0.27), cells of questions
+#: about something else 0.0 to 0.19. Another embedder has its own scale: give ``min_score``.
+SEARCH_MIN_SCORE = 0.2
+#: How a memory brings a real model, for the reason an ``add`` that found no fact gives.
+MODEL_REMEDY = (
+    'for ordinary text give the memory a model: pmem.Memory({"backend": "openai", "url": ..., "model": ...}) '
+    "or a local one (docs/models.md)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredCell(Cell):
+    """A :class:`~pmem.graph.Cell` that :meth:`AsyncMemory.search` found, with ``score``: its cosine
+    similarity to the query (higher is nearer)."""
+
+    score: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -40,7 +62,8 @@ class AppliedOp:
 @dataclass(frozen=True)
 class AddResult:
     """What :meth:`AsyncMemory.add` did: the evidence id of the text, the facts extracted from it
-    (``(key, value)`` as extracted), and every operation applied for them."""
+    (``(key, value)`` as extracted), and every operation applied for them. A text that yielded no
+    operation at all has one ``noop`` saying why (no fact found, and what the agent can read)."""
 
     evidence: str
     facts: list[tuple[str, str | None]]
@@ -66,6 +89,17 @@ def _chat(model: Any, log: RequestLog) -> ChatModel:
     if isinstance(model, ChatModel):
         return InstrumentedChatModel(model, log=log)
     return make_chat_model({"backend": "heuristic"} if model is None else model, log=log)
+
+
+def _backend(model: Any) -> str:
+    """The agent's backend name (``heuristic`` for the default), for why an ``add`` found nothing."""
+    if model is None:
+        return "heuristic"
+    if isinstance(model, Mapping):
+        return str(model.get("backend", ""))
+    from pmem.models import HeuristicChatModel
+
+    return "heuristic" if isinstance(model, HeuristicChatModel) else type(model).__name__
 
 
 def _embedder(embedder: Any, log: RequestLog) -> Embedder:
@@ -137,6 +171,7 @@ class AsyncMemory:
             raise_failed_calls=True,
         )
         self._writepath = WritePath(self._writer, opts, name="Memory")
+        self._agent_backend = _backend(model)
         self._writepath.track_attribution = False  # nothing audits a builder's memory: no per-event record
         self._file = None if path is None else Path(path)
         self._events = 0  # texts added so far: the next one's event index
@@ -192,7 +227,8 @@ class AsyncMemory:
 
         Returns:
             the evidence id, the facts extracted and the operations applied. A model reply that does
-            not parse is a noop with its reason, never an exception.
+            not parse is a noop with its reason, never an exception; so is a text in which the agent
+            found no fact.
 
         Raises:
             ModelCallError: a model call got no reply (the server unreachable, an error status after
@@ -213,22 +249,43 @@ class AsyncMemory:
         ops = [
             AppliedOp(r.op, r.key, r.value, r.applied, r.reason, r.requested, r.source_key) for r in records
         ]
+        if not ops:  # the text is kept as evidence, but nothing came of it: the result says so
+            ops.append(AppliedOp("noop", None, None, False, self._nothing_found()))
         return AddResult(evidence, [(f.key, f.value) for f in extraction.facts], ops)
 
-    async def search(self, query: str, k: int = 12, *, disclose: Sequence[str] = ()) -> list[Cell]:
-        """The cells whose current values are nearest ``query``, best first. ``disclose`` adds what the
-        cell has beyond its value: ``"alternatives"`` (open claims), ``"history"`` (earlier values)."""
+    def _nothing_found(self) -> str:
+        from pmem.memory._extract import no_fact_reason
+
+        return "extract: no fact found in the text: " + no_fact_reason(
+            self._agent_backend, "m.requests()", MODEL_REMEDY
+        )
+
+    async def search(
+        self,
+        query: str,
+        k: int = 12,
+        *,
+        disclose: Sequence[str] = (),
+        min_score: float | None = SEARCH_MIN_SCORE,
+    ) -> list[Cell]:
+        """The cells whose current values are nearest ``query``, best first: at most ``k``, each a
+        :class:`ScoredCell` with its ``score`` (cosine similarity), none scoring below ``min_score``
+        (None: no floor), so a query that nothing matches gets ``[]``. ``disclose`` adds what the cell
+        has beyond its value: ``"alternatives"`` (open claims), ``"history"`` (earlier values)."""
         await self._ready()
-        keys = await self._writepath.search_keys(query, k)
-        cells = [c for c in (self.graph.cell(key) for key in keys) if c is not None and c.value is not None]
-        return [
-            dataclasses.replace(
-                c,
-                alternatives=c.alternatives if "alternatives" in disclose else [],
-                history=c.history if "history" in disclose else [],
-            )
-            for c in cells
-        ]
+        hits = await self._writepath.search_scored(query, k)
+        out: list[Cell] = []
+        for key, score in hits:
+            if min_score is not None and score < min_score:
+                break  # best first: the rest score lower still
+            c = self.graph.cell(key)
+            if c is None or c.value is None:
+                continue
+            fields = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}
+            fields["alternatives"] = c.alternatives if "alternatives" in disclose else []
+            fields["history"] = c.history if "history" in disclose else []
+            out.append(ScoredCell(**fields, score=score))
+        return out
 
     async def get(self, key: str) -> Cell | None:
         """The cell of ``key`` (None when the memory never held it)."""
@@ -313,6 +370,10 @@ class Memory:
     def __init__(self, model: Any = None, embedder: Any = None, **kwargs: Any) -> None:
         self._async = AsyncMemory(model, embedder, **kwargs)
         self._loop = asyncio.new_event_loop()
+        # A script that never calls close() still ends cleanly: when the memory is collected, or at
+        # exit, the models' HTTP sessions are closed on the loop they belong to, and the loop with them
+        # (left open, aiohttp says "Unclosed client session" and asyncio "Task was destroyed").
+        self._finalizer = weakref.finalize(self, _shut_down, self._loop, self._async)
 
     def _run(self, coroutine: Any) -> Any:
         return self._loop.run_until_complete(coroutine)
@@ -328,8 +389,16 @@ class Memory:
     def add(self, text: Text, **kwargs: Any) -> AddResult:
         return self._run(self._async.add(text, **kwargs))  # type: ignore[no-any-return]
 
-    def search(self, query: str, k: int = 12, *, disclose: Sequence[str] = ()) -> list[Cell]:
-        return self._run(self._async.search(query, k, disclose=disclose))  # type: ignore[no-any-return]
+    def search(
+        self,
+        query: str,
+        k: int = 12,
+        *,
+        disclose: Sequence[str] = (),
+        min_score: float | None = SEARCH_MIN_SCORE,
+    ) -> list[Cell]:
+        found = self._async.search(query, k, disclose=disclose, min_score=min_score)
+        return self._run(found)  # type: ignore[no-any-return]
 
     def get(self, key: str) -> Cell | None:
         return self._run(self._async.get(key))  # type: ignore[no-any-return]
@@ -357,13 +426,39 @@ class Memory:
         return cls(model, embedder, path=_existing(path), **options)
 
     def close(self) -> None:
-        """Close the models' connections, then the memory's event loop."""
-        if not self._loop.is_closed():
-            self._run(self._async.aclose())
-            self._loop.close()
+        """Close the models' connections, then the memory's event loop (also done when the memory is
+        collected, or at exit)."""
+        self._finalizer()
 
     def __enter__(self) -> Memory:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop, memory: AsyncMemory) -> None:
+    """Close ``memory``'s models on ``loop``, end what is left on it, and close it."""
+    if loop.is_closed():
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:  # collected inside another running loop, which this thread cannot leave to run ours
+        return
+    try:
+        loop.run_until_complete(memory.aclose())
+        # what is left (a model client's session closer) ends with the loop, as asyncio.run ends it
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(_ended(left))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+
+
+async def _ended(tasks: set[asyncio.Task[Any]]) -> None:
+    """Wait for cancelled ``tasks`` (gathered on the running loop: they belong to it)."""
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -639,10 +639,16 @@ class WritePath:
     async def search_keys(self, query: str, k: int, *, exclude: Iterable[str] = ()) -> list[str]:
         """The ``k`` keys whose current values (``key: value``) are nearest ``query``, best first,
         leaving out ``exclude`` (keys already read)."""
+        return [key for key, _ in await self.search_scored(query, k, exclude=exclude)]
+
+    async def search_scored(
+        self, query: str, k: int, *, exclude: Iterable[str] = ()
+    ) -> list[tuple[str, float]]:
+        """:meth:`search_keys` with each key's cosine similarity to ``query``."""
         await self._flush_cells()
         q = (await self._w.embed([query]))[0]
         seen = {self._slots[key] for key in exclude}
-        return [self._slot_keys[s] for s, _ in self._index.search(q, k, exclude=seen)]
+        return [(self._slot_keys[s], score) for s, score in self._index.search(q, k, exclude=seen)]
 
     def render(self, keys: Sequence[str], graph: ProvenanceGraph | None = None) -> list[str]:
         """The cells of ``keys`` as lines, current value first, with the configured disclosure
