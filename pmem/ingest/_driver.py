@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import json
 import os
 import sys
 import time
@@ -67,6 +68,7 @@ from pmem.ingest._stream import (
     count_rows,
     is_fact_row,
     read_stream,
+    row_word,
 )
 from pmem.ingest._workdir import (
     ResumeError,
@@ -100,6 +102,10 @@ STAGES = ("read", "extract", "route", "commit", "merge", "checkpoint")
 #: more than this share of the time since the last one ended (its cost predicted from the last one's,
 #: in proportion to the events in the graph: a checkpoint writes the whole graph).
 CHECKPOINT_SHARE = 0.05
+#: Text rows that gave no fact the report quotes (it counts them all).
+NO_FACT_EXAMPLES = 3
+#: Characters of such a row's text the report quotes.
+EXAMPLE_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,7 @@ class _InFlight:
     waits: list[Any]  # calls that must end before it is merged (catching up with fact rows)
     facts: int  # facts written: extracted ones and fact rows
     valid_times: list[str | None] | None  # each row's evidence's valid time (None: fact rows only)
+    no_fact: list[dict[str, Any]]  # its text rows that gave no fact (row, text, reason)
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any]:
@@ -130,6 +137,9 @@ class IngestReport:
     facts: int = 0  # extracted facts and fact rows
     fact_rows: int = 0  # rows that were facts already: no extraction
     refused: int = 0
+    #: text rows whose extraction gave no fact (kept as evidence, nothing written), and the first few
+    no_fact_rows: int = 0
+    no_fact_examples: list[dict[str, Any]] = field(default_factory=list)
     graph: dict[str, int] = field(default_factory=dict)
     calls: dict[str, dict[str, int]] = field(default_factory=dict)
     stage_s: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
@@ -164,6 +174,8 @@ class IngestReport:
             + ", ".join(f"{p} {c['calls']:,}" for p, c in sorted(self.calls.items())),
             "driver wall time by stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in self.stage_s.items()),
         ]
+        if self.no_fact_rows:
+            out.insert(2, self.no_fact_line())
         if self.peak_rss_mb:
             out.append(
                 "peak memory (MiB): " + ", ".join(f"{k} {v:,.0f}" for k, v in self.peak_rss_mb.items())
@@ -171,6 +183,28 @@ class IngestReport:
         if self.resumed_from:
             out.append(f"resumed from event {self.resumed_from:,} (attempt {self.attempts})")
         return out
+
+    def no_fact_line(self) -> str:
+        """How many text rows gave no fact, the first few quoted, and why (what the agent reads).
+
+        >>> r = IngestReport("s.jsonl", "s.arrow", 1, events=3, no_fact_rows=1, spec={"agent": {"backend": "x"}})
+        >>> r.no_fact_examples.append({"row": 2, "text": "Bob left.", "reason": None})
+        >>> print(r.no_fact_line())
+        text rows that gave no fact: 1 of 3 (line 2 "Bob left."): the agent's replies held no fact (see ...)
+        """
+        from pmem.memory.writepath import no_fact_reason
+
+        word = row_word(Path(self.stream))
+        quoted = "; ".join(
+            f"{word} {e['row']} {json.dumps(e['text'], ensure_ascii=False)}"
+            + (f" ({e['reason']})" if e.get("reason") else "")
+            for e in self.no_fact_examples
+        )
+        more = "; ..." if self.no_fact_rows > len(self.no_fact_examples) else ""
+        backend = str(self.spec.get("agent", {}).get("backend", ""))
+        why = no_fact_reason(backend, f"{workdir_of(Path(self.out)) / 'requests'}/")
+        text_rows = self.events - self.fact_rows
+        return f"text rows that gave no fact: {self.no_fact_rows:,} of {text_rows:,} ({quoted}{more}): {why}"
 
 
 def nothing_ingested(report: IngestReport, agent_backend: str) -> str | None:
@@ -488,8 +522,9 @@ class _Ingest:
         position = Position(**doc["position"]) if doc else Position(0, 0)
         self.position = position
         if doc is not None:
-            for k in ("events", "rejects", "facts", "fact_rows", "refused"):
+            for k in ("events", "rejects", "facts", "fact_rows", "refused", "no_fact_rows"):
                 setattr(self.report, k, int(doc["report"].get(k, 0)))
+            self.report.no_fact_examples = list(doc["report"].get("no_fact_examples", []))
             for purpose, c in doc["report"]["calls"].items():
                 self.calls[purpose] = dict(c)
             self.report.resumed_from = self.report.events
@@ -705,12 +740,13 @@ class _Ingest:
         items: list[list[Any]] = [[] for _ in self.workers]
         valid_times: list[str | None] | None = None
         n_facts = fact_rows
+        no_fact: list[dict[str, Any]] = []
         if fact_rows < ev.num_rows:  # text rows: their extraction, then their keys' identity
             t = time.monotonic()
             extracted = [r for part in await asyncio.gather(*extract_refs) for r in part]
             stage["extract"] += time.monotonic() - t
             t = time.monotonic()
-            n_facts += await self._route_text_rows(ev, first, is_fact, extracted, items)
+            n_facts += await self._route_text_rows(ev, first, is_fact, extracted, items, no_fact)
             valid_times = _column(ev, "valid_time")  # a fact row's own; a text row's as extracted
             for i, (_, _, valid_time) in zip(np.flatnonzero(~is_fact).tolist(), extracted, strict=True):
                 valid_times[i] = valid_time
@@ -733,7 +769,7 @@ class _Ingest:
                     self._turns[i] += 1
                     refs.append(worker.commit.remote(self._turns[i], items[i], facts[i]))
         stage["route"] += time.monotonic() - t
-        return _InFlight(batch, first, refs, waits, n_facts, valid_times)
+        return _InFlight(batch, first, refs, waits, n_facts, valid_times, no_fact)
 
     def _hold_back(self, batch: StreamBatch, start: Position, first: int) -> None:
         """Add a batch of fact rows only (after ``start``, its first event ``first``) to the run the
@@ -753,9 +789,11 @@ class _Ingest:
         is_fact: np.ndarray[Any, np.dtype[np.bool_]],
         extracted: list[Any],
         items: list[list[Any]],
+        no_fact: list[dict[str, Any]],
     ) -> int:
         """Route the extracted facts of the text rows in arrival order into each partition's ``items``;
-        how many facts there were."""
+        how many facts there were. The rows that gave none are added to ``no_fact`` (the first
+        :data:`NO_FACT_EXAMPLES` of them with their text and the extraction's error)."""
         text_rows = np.flatnonzero(~is_fact).tolist()
         taken = ev.take(pa.array(text_rows, pa.int64()))
         rows = _column(taken, "row")
@@ -764,8 +802,12 @@ class _Ingest:
         embedded = await self._embed_candidates(extracted, rows[0] if rows else 0)
         identity = self.path.key_vectors_needed()
         canonical = self.graph.registry.canonical
-        for j, (i, (facts, _error, valid_time)) in enumerate(zip(text_rows, extracted, strict=True)):
+        texts = _column(taken, "text")
+        for j, (i, (facts, error, valid_time)) in enumerate(zip(text_rows, extracted, strict=True)):
             if not facts:
+                # counted when the batch is merged: a checkpoint's report holds the rows it holds
+                quote = texts[j] if len(texts[j]) <= EXAMPLE_CHARS else texts[j][: EXAMPLE_CHARS - 3] + "..."
+                no_fact.append({"row": rows[j], "text": quote, "reason": error})
                 continue
             # most rows name keys routed before: their canonical keys are what routing would return,
             # without a model call, so only rows with a new key go through it
@@ -830,6 +872,9 @@ class _Ingest:
         self._count_calls(requests)
         self._write_side_files(batch, requests)
         self.report.facts += done.facts
+        self.report.no_fact_rows += len(done.no_fact)
+        room = NO_FACT_EXAMPLES - len(self.report.no_fact_examples)
+        self.report.no_fact_examples += done.no_fact[: max(room, 0)]
         self.report.events += batch.events.num_rows
         self.report.rejects += batch.rejects.num_rows
         stage["merge"] += time.monotonic() - t

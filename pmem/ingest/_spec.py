@@ -4,8 +4,8 @@
 ``[models.embedder]`` tables (parsed by the sweep's own rules, so one model table works in both) and an
 optional ``[ingest]`` table. A sweep config may be passed as it is: its benchmark and arm keys are
 ignored, and its ``[arm_options.pmem]`` table supplies the write-path options unless ``[ingest]`` names
-them. Without a config the embedded defaults apply: the heuristic agent and the hashing embedder, as in
-``make demo``.
+them. Without a config, or a config without ``[models]`` (an ``[ingest]`` table alone sizes the
+pipeline), the embedded defaults apply: the heuristic agent and the hashing embedder, as in ``make demo``.
 
 >>> spec = IngestSpec.default()
 >>> spec.agent.backend, spec.embedder.backend, spec.batch_events
@@ -38,6 +38,11 @@ PIPELINE_OPTIONS: dict[str, tuple[type, Any]] = {
     "worker_cpus": (float, 0.0),  # 0: min(1, cluster CPUs / partitions)
 }
 _SWEEP_KEYS = {"name", "description", "arms", "run", "benchmarks", "arm_options"}
+#: The models of an ingest whose config names none: the deterministic agent and embedder, no model served.
+DEFAULT_MODELS: dict[str, dict[str, Any]] = {
+    "agent": {"backend": "heuristic"},
+    "embedder": {"backend": "hashing"},
+}
 
 
 @dataclass(frozen=True)
@@ -57,9 +62,7 @@ class IngestSpec:
     @classmethod
     def default(cls) -> IngestSpec:
         """The embedded defaults: heuristic agent, hashing embedder."""
-        return parse_ingest_config(
-            {"models": {"agent": {"backend": "heuristic"}, "embedder": {"backend": "hashing"}}}
-        )
+        return parse_ingest_config({})
 
     def write_path(self, agent: ChatModel, embedder: Embedder) -> WritePath:
         """P-Mem's write path (:class:`pmem.memory.writepath.WritePath`) over ``agent`` and ``embedder``,
@@ -102,9 +105,10 @@ class IngestSpec:
 def parse_ingest_config(data: dict[str, Any], *, source: str = "<config>") -> IngestSpec:
     """Validate a parsed TOML document into an :class:`IngestSpec` (errors name the file and key)."""
     check_keys(source, "top level", data, {"models", "ingest", *_SWEEP_KEYS})
-    models = data.get("models")
+    # no [models] at all: the defaults; a [models] table names both (half a table is a mistake, not a default)
+    models = data.get("models", DEFAULT_MODELS)
     if not isinstance(models, dict):
-        raise config_error(source, "[models]", "is required, with [models.agent] and [models.embedder]")
+        raise config_error(source, "[models]", "must be a table, with [models.agent] and [models.embedder]")
     for role in ("agent", "embedder"):
         if role not in models:
             raise config_error(source, f"[models.{role}]", "is required")
