@@ -214,7 +214,10 @@ class SweepSpec:
         """What the config hash covers: every input that changes answers (not the judge, not run knobs)."""
         return {
             "benchmarks": [
+                # a benchmark's limit chooses the histories answered (left out when unset: the run ids
+                # of configs without one stay what they were)
                 {"name": t.benchmark, "subset": t.subset, "params": dict(t.params), "arms": list(t.arms)}
+                | ({"limit": t.limit} if t.limit else {})
                 for t in self.targets()
             ],
             "agents": [a.identity() for a in self.agents],

@@ -38,7 +38,7 @@ from pmem.rundir import (
 from pmem.runner import _bindings as B
 from pmem.runner._execute import Unit
 from pmem.runner._identity import config_hash, run_id_for, run_toml, unit_id, write_run_toml
-from pmem.runner._progress import LogFile, Progress
+from pmem.runner._progress import LogFile, Progress, terminal_width, wrap_lines
 from pmem.runner._store import RunStore
 
 if TYPE_CHECKING:
@@ -65,6 +65,8 @@ class SweepResult:
     tokens: int = 0
     #: seconds from runners ready to the last commit (0 when nothing ran)
     exec_s: float = 0.0
+    #: the backend of each agent model (``heuristic``: rules, no LLM; the summary says so)
+    agents: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -98,9 +100,9 @@ def plan_sweep(
 ) -> Plan:
     prompts = B.prompt_hashes()
     digest = config_hash(spec, prompts)
-    run_id = run_id_for(spec, digest)
-    store = RunStore(resolve_out(spec, out) / run_id)
     limit = limit or spec.run.limit
+    run_id = run_id_for(spec, digest, limit)
+    store = RunStore(resolve_out(spec, out) / run_id)
     from pmem.arms import resolve_arm
 
     for arm in sorted({a for t in spec.targets() for a in t.arms}):
@@ -557,7 +559,8 @@ def run_sweep(
     log_file = LogFile(warn=stream)
 
     def log(text: str) -> None:
-        print(text, file=stream, flush=True)
+        for line in wrap_lines([text], terminal_width(stream)):  # the log file keeps it on one line
+            print(line, file=stream, flush=True)
         log_file.write([text])
 
     check_runners(runners)
@@ -703,6 +706,7 @@ def _run_planned(
         calls=progress.calls,
         tokens=progress.tokens,
         exec_s=progress.exec_s,
+        agents=tuple(a.backend for a in spec.agents),
     )
     summary = {k: v for k, v in res.__dict__.items() if k != "run_dir"}
     summary["run_dir"] = str(res.run_dir)

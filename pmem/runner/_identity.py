@@ -29,8 +29,14 @@ def config_hash(spec: SweepSpec, prompts: dict[str, str]) -> str:
     return hashlib.sha256(canonical_json(ident).encode()).hexdigest()
 
 
-def run_id_for(spec: SweepSpec, digest: str) -> str:
-    return f"{spec.name}-{digest[:12]}"
+def run_id_for(spec: SweepSpec, digest: str, limit: int | None = None) -> str:
+    """The run directory's name: the config's name and hash, and the limit when there is one.
+
+    A run is the histories it answers, and its report covers every one its directory holds: a limited
+    run resumed into the unlimited run's directory (or the reverse) would report histories beyond its
+    limit, so a limit is part of the run's name (``--limit 2``: ``quickstart-06b5fe69fad6-limit2``).
+    """
+    return f"{spec.name}-{digest[:12]}" + (f"-limit{limit}" if limit else "")
 
 
 def unit_id(target: Target, history_id: str, arm: str, model: str) -> str:

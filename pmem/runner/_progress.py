@@ -4,6 +4,7 @@ On a terminal the line rewrites itself in place (``\\r``); elsewhere (files, CI,
 line is printed every ``progress_s`` seconds. Either way no line is wider than the terminal (``COLUMNS``,
 else the stream's terminal, else 80): the fields come most important first (histories done/total,
 failures, rate, ETA, then model calls, tokens, elapsed) and those that do not fit give way to ``…``.
+Notes (an arm not run, a runner lost) and details are wrapped to the width instead: their words matter.
 
 The details (histories done per subset and arm, the runners' event-loop stalls, how the work is spread)
 go to the run's progress log (:data:`pmem.rundir.PROGRESS_LOG`) and, with ``pmem sweep --verbose``, to
@@ -79,6 +80,21 @@ def terminal_width(stream: TextIO | None = None) -> int:
             if columns > 0:
                 return columns
     return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns or DEFAULT_WIDTH
+
+
+def wrap_lines(lines: Iterable[str], width: int) -> list[str]:
+    """``lines`` wrapped (not cut) to ``width``, continuations indented: what a note or a detail says is
+    read whole, and no line of it is wider than the terminal.
+
+    >>> wrap_lines(["[pmem sweep] not run: mem0 (12 histories): needs a model"], 40)
+    ['[pmem sweep] not run: mem0 (12', '    histories): needs a model']
+    """
+    width = max(20, width)
+    return [
+        part
+        for line in lines
+        for part in textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False) or [""]
+    ]
 
 
 def fit_line(fields: Sequence[str], width: int, *, prefix: str = PREFIX) -> str:
@@ -301,13 +317,8 @@ class Progress:
         return self.width if self.width is not None else terminal_width(self.stream)
 
     def _wrapped(self, lines: Iterable[str]) -> list[str]:
-        """Detail lines wrapped (not cut: they are what was asked for) to the terminal's width."""
-        width = max(20, self._width() - (1 if self.tty else 0))
-        return [
-            part
-            for line in lines
-            for part in textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False)
-        ]
+        """Note and detail lines wrapped (not cut: they are what was asked for) to the terminal's width."""
+        return wrap_lines(lines, self._width() - (1 if self.tty else 0))
 
     def _print(self, lines: Iterable[str]) -> None:
         """Whole lines on the stream, above a terminal's progress line (which is redrawn after them)."""
@@ -336,7 +347,7 @@ class Progress:
         """An event the user should see (a runner died, an arm not run): the stream and the log."""
         self.log.write([text])
         if self.enabled:
-            self._print([text])
+            self._print(self._wrapped([text]))
 
     def detail(self, text: str) -> None:
         """A detail (how the work is spread, event-loop stalls): the log, and the stream when verbose."""

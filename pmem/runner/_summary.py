@@ -13,6 +13,14 @@ if TYPE_CHECKING:
     from pmem.runner._driver import SweepResult
 
 
+#: What the summary of a run with the heuristic agent says first: its calls and scores are not an LLM's.
+HEURISTIC_NOTICE = (
+    "agent: heuristic (no LLM): rules over the prompt text that read only the benchmarks' sentence "
+    "templates; its 'model calls' are rule evaluations in this process and its accuracy checks the "
+    "pipeline, not a model (a real agent: [models.agent], docs/models.md)"
+)
+
+
 def summary_rows(run_dir: Path) -> list[dict[str, Any]]:
     """Accuracy per (benchmark, subset, params, arm, question type) from results/, with failures."""
     import polars as pl
@@ -100,6 +108,11 @@ def print_summary(res: SweepResult, stream: TextIO | None = None) -> None:
         f"{res.judged} judged; {res.calls} model calls, {res.tokens} tokens; {res.wall_s:.1f}s",
         file=out,
     )
+    if "heuristic" in res.agents:
+        from pmem.runner._progress import terminal_width, wrap_lines
+
+        for line in wrap_lines([HEURISTIC_NOTICE], terminal_width(out)):
+            print(line, file=out)
     if True:
         rows = summary_rows(res.run_dir)
         if rows:
@@ -144,24 +157,31 @@ def print_result(
     """How a sweep ended, before the run directory the caller prints last: the summary table when
     ``table`` (:func:`print_summary`), else a line of counts and, when some history failed, the first
     failure cut to ``width`` (default: the terminal's, since a traceback's last line can be kilobytes of a
-    server's reply); then how to get the report."""
-    from pmem.runner._progress import terminal_width
+    server's reply); then how to get the report. No line is wider than ``width``: the counts wrap, and
+    the report's hint goes below its command when both do not fit (a path is never cut)."""
+    from pmem.runner._progress import terminal_width, wrap_lines
 
     out = stream or sys.stdout
+    width = width or terminal_width(out)
     if table:
         print_summary(res, out)
     else:
         judged = f", {res.judged} answers judged" if res.judged else ""
-        print(
+        counts = (
             f"pmem sweep: {res.completed}/{res.total} histories complete, {res.failed} failed "
-            f"({res.skipped} from earlier runs{judged}) in {res.wall_s:.1f}s",
-            file=out,
+            f"({res.skipped} from earlier runs{judged}) in {res.wall_s:.1f}s"
         )
+        for line in wrap_lines([counts], width):
+            print(line, file=out)
         if res.failures:
             f = res.failures[0]
-            width = width or terminal_width(out)
             head = f"first failure: {f[C.ARM]} {f[C.HISTORY_ID]}: "
             line = head + brief_error(f[C.ERROR], width=max(24, width - len(head)))
             print(line if len(line) <= width else line[: width - 1] + "…", file=out)
-    hint = "" if table else " (a table per cell and every failure: --summary)"
-    print(f"report: pmem report {_shown_path(res.run_dir)}{hint}", file=out)
+    command = f"report: pmem report {_shown_path(res.run_dir)}"
+    hint = "" if table else "(a table per cell and every failure: --summary)"
+    if not hint or len(f"{command} {hint}") <= width:
+        print(f"{command} {hint}".rstrip(), file=out)
+    else:
+        print(command, file=out)
+        print(f"    {hint}", file=out)

@@ -91,10 +91,12 @@ def test_without_summary_the_sweep_ends_with_a_short_result_and_the_run_dir(firs
     lines = first_run.stdout.splitlines()
     run_dir = Path(lines[-1])
     assert run_dir.is_dir() and (run_dir / "results").is_dir()  # the last line: what scripts read
-    assert len(lines) <= 3, lines
+    assert run_dir.name.endswith("-limit1")  # a limited run is a run of its own
+    assert len(lines) <= 4, lines
     assert lines[0] == lines[0][:COLUMNS]
     assert lines[0].startswith("pmem sweep: 84/84 histories complete, 0 failed"), lines
-    assert lines[-2].startswith("report: pmem report ") and "--summary" in lines[-2]
+    (report,) = [ln for ln in lines if ln.startswith("report: pmem report ")]
+    assert report.split()[3] == str(run_dir) and "--summary" in " ".join(lines[1:-1])
     assert not any(TABLE_HEADER.match(ln) for ln in lines)
 
 
@@ -118,7 +120,7 @@ def test_verbose_shows_the_details_and_the_progress_log_keeps_them(
     first_run: Swept, quickstart: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config, out = quickstart
-    # --limit 2 resumes the same run (the limit is no part of its identity) with new histories to run
+    # --limit 2 is a run of its own (a run reports every history its directory holds)
     more = _sweep(str(config), "--out", str(out), "--limit", "2", "--verbose", monkeypatch=monkeypatch)
     assert more.code == 0, more.stderr[-3000:]
     lines = more.stderr.splitlines()
@@ -133,13 +135,12 @@ def test_verbose_shows_the_details_and_the_progress_log_keeps_them(
     ours = [ln for ln in lines if ln.startswith(("[pmem sweep]", "  ")) or PROGRESS.search(ln)]
     assert len(ours) > 10 and all(len(ln) <= COLUMNS for ln in ours), [ln for ln in ours if len(ln) > COLUMNS]
     run_dir = Path(more.stdout.splitlines()[-1])
-    assert run_dir == Path(first_run.stdout.splitlines()[-1])
-    # the progress log has both invocations' details, verbose or not, one unwrapped line each
+    assert run_dir != Path(first_run.stdout.splitlines()[-1]) and run_dir.name.endswith("-limit2")
+    # the progress log has the details, verbose or not, one unwrapped line each
     log = (run_dir / PROGRESS_LOG).read_text()
-    assert log.count("runner event loops: longest stall") == 2
-    assert re.search(r"alfworld-revision/chains: pmem 4/4, pmem-oracle 4/4, raw 4/4, raw-ordered 4/4\n", log)
+    assert log.count("runner event loops: longest stall") == 1
     assert re.search(r"alfworld-revision/chains: pmem 8/8, pmem-oracle 8/8, raw 8/8, raw-ordered 8/8\n", log)
-    assert re.search(r"\[pmem sweep\] 84/84 histories \(100%\) \| 0 failed \| .* \| elapsed \d", log)
+    assert re.search(r"\[pmem sweep\] 140/140 histories \(100%\) \| 0 failed \| .* \| elapsed \d", log)
 
 
 def test_a_failed_history_is_named_on_one_line_that_fits(tmp_path: Path) -> None:
@@ -169,5 +170,64 @@ def test_a_failed_history_is_named_on_one_line_that_fits(tmp_path: Path) -> None
     assert lines[1].startswith("first failure: pmem alfworld-revision/chains/L2/case002: ModelCall")
     assert lines[1].endswith(" overloaded")
     assert len(lines[1]) <= COLUMNS
-    assert lines[2] == f"report: pmem report {res.run_dir} (a table per cell and every failure: --summary)"
-    assert len(lines) == 3
+    hint = "(a table per cell and every failure: --summary)"
+    whole = f"report: pmem report {res.run_dir} {hint}"
+    if len(whole) <= COLUMNS:
+        assert lines[2:] == [whole]
+    else:  # the hint goes below the command rather than past the width (a path is never cut)
+        assert lines[2:] == [f"report: pmem report {res.run_dir}", f"    {hint}"]
+
+
+def test_every_result_line_fits_the_width_at_any_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed run of thousands of histories, all judged: the counts line went past 100 columns at
+    COLUMNS=100 (issue 41); the counts wrap and the hint moves below its command."""
+    from pmem.runner._driver import SweepResult
+    from pmem.runner._summary import print_result
+
+    monkeypatch.chdir(tmp_path)
+    res = SweepResult(
+        run_dir=tmp_path / "runs" / "quickstart-06b5fe69fad6-limit2",
+        run_id="quickstart-06b5fe69fad6-limit2",
+        total=48_680,
+        skipped=48_680,
+        completed=48_680,
+        failed=0,
+        redone=0,
+        wall_s=1234.5,
+        judged=97_360,
+    )
+    out = io.StringIO()
+    print_result(res, stream=out, width=COLUMNS)
+    lines = out.getvalue().splitlines()
+    assert all(len(ln) <= COLUMNS for ln in lines), [ln for ln in lines if len(ln) > COLUMNS]
+    joined = " ".join(ln.strip() for ln in lines)
+    assert joined.startswith(
+        "pmem sweep: 48680/48680 histories complete, 0 failed (48680 from earlier runs, 97360 answers judged) "
+    )
+    assert "report: pmem report runs/quickstart-06b5fe69fad6-limit2" in lines
+
+
+def test_the_summary_says_when_the_agent_is_rule_based(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make demo` printed 139,364 "model calls" and a table of 100.0 without saying that no LLM made
+    them: the summary of a run with the heuristic agent says so first; a real model's does not."""
+    from pmem.runner._driver import SweepResult
+    from pmem.runner._summary import HEURISTIC_NOTICE, print_summary
+
+    def summary(agents: tuple[str, ...]) -> list[str]:
+        res = SweepResult(tmp_path, "t-0", 1, 0, 1, 0, 0, 1.0, calls=139_364, agents=agents)
+        out = io.StringIO()
+        print_summary(res, out)
+        return out.getvalue().splitlines()
+
+    monkeypatch.setenv("COLUMNS", str(COLUMNS))
+    lines = summary(("heuristic",))
+    assert lines[0].startswith("run t-0: ") and "139364 model calls" in lines[0]
+    notice = lines[1:]  # no results in this run: no table after it
+    assert len(notice) > 1 and all(len(ln) <= COLUMNS for ln in notice)  # wrapped to the terminal
+    assert " ".join(ln.strip() for ln in notice) == HEURISTIC_NOTICE
+    assert notice[0].startswith("agent: heuristic (no LLM): rules")
+    assert summary(("openai",)) == lines[:1]

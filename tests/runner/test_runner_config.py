@@ -365,3 +365,24 @@ def test_table_options_are_checked(tmp_path: Path, table: str, needle: str) -> N
     with pytest.raises(ConfigError) as ei:
         load_config(p)
     assert str(ei.value).startswith(f"{p}: ") and needle in str(ei.value)
+
+
+def test_a_limited_run_is_a_run_of_its_own(tmp_path: Path) -> None:
+    """A run's report covers every history its directory holds: `--limit 2` after the full run used to
+    resume the full run's directory and report thousands of histories (issue 41). A limit names the run."""
+    from pmem.runner import plan_sweep
+
+    spec = load_config(_write(tmp_path, BASE))
+    full = plan_sweep(spec, out=tmp_path / "runs")
+    two = plan_sweep(spec, out=tmp_path / "runs", limit=2)
+    assert full.run_id == f"t-{full.digest[:12]}" and two.run_id == f"{full.run_id}-limit2"
+    assert two.store.root != full.store.root and len(two.units) == 2 * 2 * 2 < len(full.units)
+    assert plan_sweep(spec, out=tmp_path / "runs", limit=2).run_id == two.run_id  # and it resumes
+    # [run] limit is --limit written down: the same run
+    written = load_config(
+        _write(tmp_path, BASE.replace('arms = ["pmem", "raw"]', 'arms = ["pmem", "raw"]\n[run]\nlimit = 2'))
+    )
+    assert plan_sweep(written, out=tmp_path / "runs").run_id == two.run_id
+    # a benchmark's own limit chooses its histories: part of the hash (left out when unset)
+    limited = load_config(_write(tmp_path, BASE + "limit = 3\n"))
+    assert config_hash(limited, {}) != config_hash(spec, {})

@@ -193,3 +193,31 @@ def test_the_progress_log_gets_everything_even_when_quiet(tmp_path: Path) -> Non
     assert "run t-123" in text and "longest stall 3 ms" in text
     assert "[pmem sweep] 1/2 histories (50%) | 1 failed |" in text and "elapsed " in text  # every field
     assert "  alfworld-revision/chains: pmem 1/2 (1 failed)" in text
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_a_note_is_wrapped_to_the_width_never_cut(tty: bool) -> None:
+    """Notes (an arm not run, a runner lost) are whole sentences: wrapped to the terminal, words intact,
+    above a terminal's progress line (issue 41: one went past 100 columns at COLUMNS=100)."""
+    from pmem.arms import NEEDS_A_MODEL
+
+    out = io.StringIO()
+    p = Progress({CHAINS: 3}, {}, interval=0.0, stream=out, tty=tty, width=100)
+    note = f"[pmem sweep] not run: mem0 (168 histories): {NEEDS_A_MODEL}"
+    assert len(note) > 100
+    p.note(note)
+    p.close()
+    lines = [part for ln in out.getvalue().splitlines() for part in ln.split("\r") if part.strip()]
+    assert all(len(ln) <= 100 for ln in lines), [ln for ln in lines if len(ln) > 100]
+    wrapped = [ln for ln in lines if "histories (" not in ln]
+    assert " ".join(ln.strip() for ln in wrapped) == note
+    assert wrapped[0].startswith("[pmem sweep] not run: mem0") and wrapped[1].startswith("    ")
+
+
+def test_wrap_lines_keeps_words_and_empty_lines() -> None:
+    from pmem.runner._progress import wrap_lines
+
+    text = "[pmem sweep] judging 9736 answers with heuristic-judge-with-a-long-name (0 already judged)"
+    parts = wrap_lines([text, ""], 40)
+    assert all(len(p) <= 40 for p in parts) and parts[-1] == ""
+    assert " ".join(p.strip() for p in parts[:-1]) == text
