@@ -27,6 +27,12 @@ def _quickstart() -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "The quickstart: a real sweep of jobs/quickstart.toml (every arm over ALFWorld-Revision, "
+        "FactConsolidation and the provenance probes) on an embedded Ray, then its report; prints the run "
+        "directory last. Its agent is the deterministic heuristic one (rules over the prompt text, no LLM, "
+        "no GPU, no network): the run checks the pipeline, and its scores say nothing of an LLM's."
+    )
     parser.add_argument("--config", default=None, help="sweep config (default: jobs/quickstart.toml)")
     parser.add_argument("--out", default=None, help="parent folder of the run directory (default: runs/)")
     parser.add_argument(

@@ -21,7 +21,16 @@ if TYPE_CHECKING:
     import argparse
 
 
+#: The two forms: ``--out`` is required for a state, ``--history`` for a run directory (which form a
+#: call is depends on what STATE is on disk, so argparse cannot require either: the usage says it).
+USAGE = (
+    "pmem erase STATE EVIDENCE_ID --out NEW_STATE\n"
+    "       pmem erase RUN_DIR EVIDENCE_ID --history HISTORY_ID [--arm ARM]"
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = USAGE
     parser.description = (
         "Erase one evidence item: from a state file (into --out NEW_STATE, with the copies an ingest keeps "
         "beside it scrubbed), or from a sweep's run directory (in place, with --history: the history's "
@@ -29,8 +38,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("state", help="a state file written by ProvenanceGraph.save, or a run directory")
     parser.add_argument("evidence", metavar="EVIDENCE_ID", help="the evidence to erase (e.g. e12)")
-    parser.add_argument("--out", type=Path, help="where the erased graph is written (a state file)")
-    parser.add_argument("--history", help="a run directory: the history whose evidence it is")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        metavar="NEW_STATE",
+        help="required for a state: where the erased graph is written (a new state file)",
+    )
+    parser.add_argument(
+        "--history",
+        metavar="HISTORY_ID",
+        help="required for a run directory: the history whose evidence it is",
+    )
     parser.add_argument(
         "--arm", help="a run directory: the arm whose state names the evidence (default pmem)"
     )

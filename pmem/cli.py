@@ -163,7 +163,8 @@ def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, ModuleT
     targets: dict[str, ModuleType] = {}
     wanted = argv[0] if argv else None
     for name, (module, help_) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_)
+        # the one-line help is the description of `pmem NAME --help` unless the command gives a longer one
+        p = sub.add_parser(name, help=help_, description=help_)
         if name == wanted:
             mod = _load(module, name)
             mod.add_arguments(p)
@@ -172,7 +173,7 @@ def _parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, ModuleT
     perf_sub = perf.add_subparsers(dest="perf_target", metavar="TARGET")
     perf_wanted = argv[1] if wanted == "perf" and len(argv) > 1 else None
     for name, (module, help_) in PERF.items():
-        p = perf_sub.add_parser(name, help=help_)
+        p = perf_sub.add_parser(name, help=help_, description=help_)
         if name == perf_wanted:
             mod = _load(module, f"perf {name}")
             mod.add_arguments(p)

@@ -71,3 +71,31 @@ def test_every_perf_option_has_help_text(target: str) -> None:
     sub = perf._subparsers._group_actions[0].choices[target]  # type: ignore[union-attr]
     assert f"perf:{target}" in targets
     assert _options_without_help(sub, f"perf {target}") == []
+
+
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_every_command_has_a_description(command: str) -> None:
+    """`pmem COMMAND --help` says what the command does (`pmem demo --help` said nothing, issue 41)."""
+    parser, _ = cli._parser([command])
+    sub = parser._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    assert sub.description and len(sub.description) > 20, command
+
+
+def test_demo_help_says_the_agent_is_rule_based() -> None:
+    proc = _pmem("demo", "--help")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "quickstart" in text and "no LLM" in text
+
+
+def test_erase_usage_shows_which_form_requires_out() -> None:
+    """`--out` is required to erase from a state, though argparse cannot require it (a run directory
+    takes --history instead): the usage shows both forms, --out not as an optional."""
+    proc = _pmem("erase", "--help")
+    assert proc.returncode == 0, proc.stderr
+    usage = proc.stdout.split("\n\n", 1)[0]
+    assert usage.splitlines() == [
+        "usage: pmem erase STATE EVIDENCE_ID --out NEW_STATE",
+        "       pmem erase RUN_DIR EVIDENCE_ID --history HISTORY_ID [--arm ARM]",
+    ]
+    assert "[--out" not in usage and "required for a state" in proc.stdout

@@ -43,6 +43,11 @@ def _stream(where: Path) -> Path:
     return where / "s.jsonl"
 
 
+def _toml(where: Path, text: str) -> Path:
+    (where / "c.toml").write_text(text + "\n")
+    return where / "c.toml"
+
+
 def _dir(where: Path, name: str = "adir") -> Path:
     (where / name).mkdir(exist_ok=True)
     return where / name
@@ -88,6 +93,10 @@ CASES: dict[str, tuple[Case, str]] = {
     "erase/out-full-disk": (
         lambda t, m: ["erase", str(_state(t, 600)), "e1", "--out", str(m(16) / "o.arrow")],
         "No space left on device",
+    ),
+    "erase/state-without-out": (
+        lambda t, m: ["erase", str(_state(t)), "e1"],
+        "--out NEW_STATE is required to erase from a state file",
     ),
     # ingest (each refused before Ray starts)
     "ingest/missing": (
@@ -137,6 +146,28 @@ CASES: dict[str, tuple[Case, str]] = {
         ],
         "not valid TOML",
     ),
+    "ingest/config-models-not-a-table": (
+        lambda t, m: [
+            "ingest",
+            str(_stream(t)),
+            "--out",
+            str(t / "o.arrow"),
+            "--config",
+            str(_toml(t, 'models = "x"')),
+        ],
+        "[models]: must be a table",
+    ),
+    "ingest/config-half-models": (
+        lambda t, m: [
+            "ingest",
+            str(_stream(t)),
+            "--out",
+            str(t / "o.arrow"),
+            "--config",
+            str(_toml(t, '[models.agent]\nbackend = "heuristic"')),
+        ],
+        "[models.embedder]: is required",
+    ),
     # sweep (refused before Ray starts)
     "sweep/missing": (lambda t, m: ["sweep", str(t / "nope.toml")], "config file not found"),
     "sweep/directory": (lambda t, m: ["sweep", str(_dir(t))], "is a directory"),
@@ -182,3 +213,33 @@ def test_bad_input_is_one_line_and_exit_2(
     assert len(lines) == 1 and needle in lines[0], (name, err)
     assert "Traceback" not in err
     assert _digest(tmp_path) == before  # nothing given was changed or lost
+
+
+#: Bad rows of a stream: found while the stream is read, on the session's Ray (one line, exit 2 all the
+#: same; the stream and everything else given unchanged).
+ROW_CASES: dict[str, tuple[str, str]] = {
+    "ingest/blank-key": (
+        '{"key": "a.b", "value": "v"}\n{"key": "   ", "value": "v"}\n',
+        "line 2: field 'key' must not be blank (only whitespace)",
+    ),
+    "ingest/id-2-and-text-2": (
+        '{"text": "The city of Alice is Paris.", "id": 2}\n{"text": "The city of Bob is Oslo.", "id": "2"}\n',
+        "line 2: duplicate id '2' (first at line 1; ids compare as text: 2 and \"2\" are one id)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROW_CASES))
+def test_a_bad_row_is_one_line_and_exit_2(
+    name: str, ray_cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows, needle = ROW_CASES[name]
+    stream = tmp_path / "s.jsonl"
+    stream.write_text(rows)
+    before = _digest(tmp_path)
+    code = main(["ingest", str(stream), "--out", str(tmp_path / "o.arrow"), "--no-progress"])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2, (name, code, err)
+    assert lines == [f"pmem ingest: error: {stream}: {needle}"], (name, err)
+    assert _digest(tmp_path) == before and not (tmp_path / "o.arrow").exists()
