@@ -8,25 +8,15 @@ from typing import Any
 
 import polars as pl
 import pytest
+from report_helpers import results_run
 
 from pmem.report import compute, open_run
 from pmem.report._published import LOCOMO_METRICS, load_published_locomo
 from pmem.rundir import columns as C
 
-RUN_TOML = """run_id = "locomo"
-[config]
-arms = ["long-context", "add-only"]
-[config.models.agent]
-backend = "openai"
-model = "m"
-"""
-
 
 def make_run(root: Path, rows: list[dict[str, Any]]) -> Path:
-    (root / "results").mkdir(parents=True)
-    (root / "run.toml").write_text(RUN_TOML)
-    pl.DataFrame(rows, infer_schema_length=None).write_parquet(root / "results" / "part-0.parquet")
-    return root
+    return results_run(root, rows, run_id="locomo", arms=["long-context", "add-only"])
 
 
 def row(arm: str, i: int, qtype: str, f1: float | None, correct: bool, judged: bool = True) -> dict[str, Any]:

@@ -7,24 +7,14 @@ from typing import Any
 
 import polars as pl
 import pytest
+from report_helpers import results_run
 
 from pmem.report import compute, open_run
 from pmem.rundir import columns as C
 
-RUN_TOML = """run_id = "score"
-[config]
-arms = ["pmem", "raw"]
-[config.models.agent]
-backend = "openai"
-model = "m"
-"""
-
 
 def make_run(root: Path, rows: list[dict[str, Any]]) -> Path:
-    (root / "results").mkdir(parents=True)
-    (root / "run.toml").write_text(RUN_TOML)
-    pl.DataFrame(rows).write_parquet(root / "results" / "part-0.parquet")
-    return root
+    return results_run(root, rows, run_id="score", arms=["pmem", "raw"])
 
 
 def test_unjudged_answers_count_as_wrong(tmp_path: Path) -> None:
