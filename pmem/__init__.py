@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Patch,
         PatchController,
         ProvenanceGraph,
+        StateChangedError,
         StateFileError,
         Version,
     )
@@ -44,6 +45,7 @@ __all__ = [
     "Patch",
     "PatchController",
     "ProvenanceGraph",
+    "StateChangedError",
     "StateFileError",
     "Version",
     "__version__",

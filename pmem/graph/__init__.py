@@ -9,6 +9,7 @@ from __future__ import annotations
 from pmem.graph._bulk import WRITE_BATCH_SCHEMA, BatchResult
 from pmem.graph._codes import DISCLOSURES, EDGE_KINDS, OPS, STATUSES
 from pmem.graph._graph import ProvenanceGraph
+from pmem.graph._guard import StateChangedError
 from pmem.graph._hashing import hash_char_ngrams
 from pmem.graph._identity import (
     GENERIC_KEY_WORDS,
@@ -46,6 +47,7 @@ __all__ = [
     "Patch",
     "PatchController",
     "ProvenanceGraph",
+    "StateChangedError",
     "StateFileError",
     "Version",
     "apply_log",

@@ -861,12 +861,17 @@ class ProvenanceGraph:
 
     # ------------------------------------------------------------------ state
 
-    def save(self, path: str | Path, *, layout: Layout = "file") -> None:
+    def save(self, path: str | Path, *, layout: Layout = "file", new: bool = False) -> None:
         """Write the whole graph to ``path`` as flat Arrow tables, atomically (write aside, then rename).
 
         ``layout="file"``: one Arrow IPC file holding every table; ``"directory"``: ``path/<table>.arrow``,
         one Arrow IPC file per table, which any Arrow engine scans without P-Mem (``docs/core.md``). The
         parent directory must exist (``FileNotFoundError`` otherwise); files get the default permissions.
+
+        A save over a state this graph loaded or saved before checks, under a lock, that the state is
+        still that version, else raises ``StateChangedError`` naming both and writes nothing (another
+        process saved it meanwhile: no write is lost silently). ``new=True`` refuses any state found at
+        ``path`` (``pmem.graph._guard``).
 
         >>> import tempfile, polars
         >>> g = ProvenanceGraph()
@@ -876,21 +881,22 @@ class ProvenanceGraph:
         >>> polars.read_ipc(f"{state}/versions.arrow").select("key", "value", "status").row(0)
         ('budget', '$30k', 'active')
         """
-        from pmem.graph._state import save_graph
+        from pmem.graph._guard import save_checked
 
-        save_graph(self, path, layout)
+        save_checked(self, path, layout, new=new)
 
     @classmethod
     def load(cls, path: str | Path, registry: KeyRegistry | None = None) -> ProvenanceGraph:
         """Read a graph written by :meth:`save` (either layout, or an older schema's file), or the union
         of a sharded state (``pmem ingest --shards``: see ``pmem.graph.shards``); a damaged or truncated
-        state raises ``StateFileError``."""
-        from pmem.graph._state import load_graph
+        state raises ``StateFileError``. The version loaded is recorded: a later :meth:`save` over it
+        checks that it has not changed."""
+        from pmem.graph._guard import load_recorded
         from pmem.graph.shards import is_sharded, load_sharded
 
         if is_sharded(path):
             return load_sharded(cls, path, registry)
-        return load_graph(cls, path, registry)
+        return load_recorded(cls, path, registry)
 
     def to_bytes(self) -> bytes:
         """The exact bytes :meth:`save` writes."""

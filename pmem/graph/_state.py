@@ -51,6 +51,14 @@ import pyarrow.compute as pc
 import xxhash
 
 from pmem.graph import _state_legacy, _tables
+from pmem.graph._consistency import (
+    Disagreement,
+    check_arrivals,
+    check_metadata,
+    graph_arrivals,
+    parse_seq,
+    table_arrivals,
+)
 from pmem.graph._types import Version
 
 if TYPE_CHECKING:
@@ -543,34 +551,43 @@ def _checked_parent(path: Path) -> None:
         raise NotADirectoryError(msg)
 
 
-def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file") -> None:
-    """Write ``graph``'s state to ``path`` in ``layout``, atomically (written aside, then renamed)."""
+def check_save_target(path: str | Path, layout: Layout = "file") -> Path:
+    """``path`` as a place :func:`save_graph` may write ``layout`` to (its parent a directory; a file
+    state not over a directory); raises what :func:`save_graph` would, before anything is written."""
     if layout not in LAYOUTS:
         msg = f"save: layout must be one of {', '.join(LAYOUTS)}, got {layout!r}"
         raise ValueError(msg)
     path = Path(path)
     _checked_parent(path)
-    if layout == "directory":
-        _save_directory(graph, path)
-        return
-    if path.is_dir():
+    if layout == "file" and path.is_dir():
         msg = f"save: {path} is a directory (save(path, layout='directory') writes a state there)"
         raise IsADirectoryError(msg)
+    return path
+
+
+def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file") -> str:
+    """Write ``graph``'s state to ``path`` in ``layout``, atomically (written aside, then renamed); the
+    version written (:func:`state_version` of ``path`` now)."""
+    path = check_save_target(path, layout)
+    if layout == "directory":
+        return _save_directory(graph, path)
     fd, tmp = _create_aside(path)
     try:
         with os.fdopen(fd, "w+b") as f:
             sealing = _Sealing(f)
             _write_container(graph, sealing.write)  # straight to the file, a table at a time
-            sealing.seal()  # the digest of every byte, written into its two slots; fsync
+            digest = sealing.seal()  # the digest of every byte, written into its two slots; fsync
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_directory(path.parent)
+    return digest
 
 
-def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
-    """One sealed Arrow file per table in a fresh directory beside ``path``, then renamed onto it.
+def _save_directory(graph: ProvenanceGraph, path: Path) -> str:
+    """One sealed Arrow file per table in a fresh directory beside ``path``, then renamed onto it; the
+    digest of its metadata file (which lists every table file's: the state's version).
 
     A directory already at ``path`` must be a state (it holds ``metadata.arrow``): it is moved aside and
     removed once the new one is in place, so a reader sees the old state or the new one, never a mix.
@@ -585,7 +602,9 @@ def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
         digests: dict[str, str] = {}
         for name, table in _tables.iter_graph_tables(graph):
             digests[TABLE_DIGEST_PREFIX + name] = _write_sealed(tmp / f"{name}.arrow", table, {"table": name})
-        _write_sealed(tmp / f"{METADATA}.arrow", _metadata_table(graph, digests), {"table": METADATA})
+        version = _write_sealed(
+            tmp / f"{METADATA}.arrow", _metadata_table(graph, digests), {"table": METADATA}
+        )
         _fsync_directory(tmp)
         old = None
         if path.exists():
@@ -598,6 +617,7 @@ def _save_directory(graph: ProvenanceGraph, path: Path) -> None:
     _fsync_directory(path.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+    return version
 
 
 def _write_sealed(path: Path, table: pa.Table, meta: dict[str, str]) -> str:
@@ -627,10 +647,39 @@ def read_tables(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
     Raises:
         StateFileError: the state is missing, damaged, altered or of another format.
     """
+    tables, meta, _ = read_state(path)
+    return tables, meta
+
+
+def read_state(path: str | Path) -> tuple[dict[str, pa.Table], dict[str, str], str]:
+    """:func:`read_tables`, and the version of the state read (see :func:`state_version`)."""
     path = Path(path)
     if path.is_dir():
         return _read_directory(path)
-    return decode_tables(_mapped(path), path)
+    data = _mapped(path)
+    return (*decode_tables(data, path), version_of(data))
+
+
+def version_of(data: _Bytes | pa.Buffer) -> str:
+    """What identifies a state file's bytes: the digest it is sealed with (read from its frames, not
+    computed: it covers every byte), or for a file that carries none, the XXH3-128 of its bytes."""
+    try:
+        return _sealed_digest(data)
+    except ValueError:
+        return str(xxhash.xxh3_128(memoryview(data)).hexdigest())
+
+
+def state_version(path: str | Path) -> str | None:
+    """The version of the state at ``path`` now (None when nothing is there): a file's digest
+    (:func:`version_of`), a directory state's metadata file's (which lists every table file's digest).
+    An identity, not a check: nothing is verified, and a file that is no state has a version too."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / f"{METADATA}.arrow"
+    try:
+        return version_of(_mapped(path))
+    except StateFileError:  # nothing there (or unreadable: then what is there is no state we wrote)
+        return None if not path.exists() else "unreadable"
 
 
 def _open_sealed(data: pa.Buffer | bytes, path: Path) -> pa.Table:
@@ -680,11 +729,12 @@ def _check_format(meta: dict[str, str], path: Path) -> int:
     return int(version)
 
 
-def _read_directory(path: Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
+def _read_directory(path: Path) -> tuple[dict[str, pa.Table], dict[str, str], str]:
     meta_path = path / f"{METADATA}.arrow"
     if not meta_path.is_file():
         raise _refuse(path, f"a directory without {METADATA}.arrow")
-    table, algorithm = _open_sealed_with(_mapped(meta_path), meta_path)
+    meta_data = _mapped(meta_path)
+    table, algorithm = _open_sealed_with(meta_data, meta_path)
     meta = _entries(table, meta_path)
     version = _check_format(meta, meta_path)
     if version < FLAT_SINCE:
@@ -700,7 +750,7 @@ def _read_directory(path: Path) -> tuple[dict[str, pa.Table], dict[str, str]]:
                 file, "its digest is not the one the state's metadata lists (a file of another state?)"
             )
         tables[name] = table.replace_schema_metadata(None)
-    return tables, meta
+    return tables, meta, _sealed_digest(meta_data)
 
 
 def decode_tables(
@@ -755,8 +805,13 @@ def decode_tables(
     if missing:
         raise _refuse(path, f"missing tables {sorted(missing)}")
     if version >= FLAT_SINCE:
-        meta = {**meta, **_entries(tables.pop(METADATA), path)}
-        _check_format(meta, path)
+        inner = _entries(tables.pop(METADATA), path)
+        # the file's own metadata (read to choose the digest and the reader) and the metadata table
+        # name the format twice: a file whose two disagree was not written by P-Mem
+        clash = sorted(name for name in inner.keys() & meta.keys() if inner[name] != meta[name])
+        if clash:
+            raise _refuse(path, f"its metadata table and its file's metadata disagree on {', '.join(clash)}")
+        meta = {**meta, **inner}
     return tables, meta
 
 
@@ -774,13 +829,20 @@ def _payloads(outer: pa.Table) -> list[pa.Buffer]:
 
 
 def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
-    tables, meta = read_tables(path)
+    return load_state(cls, path, registry)[0]
+
+
+def load_state(
+    cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None
+) -> tuple[ProvenanceGraph, str]:
+    """The graph of the state at ``path`` (either layout), and the version read (:func:`state_version`)."""
+    tables, meta, version = read_state(path)
     # Rebuilding creates a dict entry per key and a string per text and value; pausing the cyclic GC
     # keeps it from re-traversing them on every young-generation collection.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return build_graph(cls, tables, meta, registry, path)
+        return build_graph(cls, tables, meta, registry, path), version
     finally:
         if enabled:
             gc.enable()
@@ -794,16 +856,51 @@ def build_graph(
     path: Path | str = "<bytes>",
 ) -> ProvenanceGraph:
     """The graph of decoded ``tables`` and ``meta``; a table or metadata value the graph cannot hold
-    (a wrong type, an unreadable JSON, a bad number) is a :class:`StateFileError` naming the file."""
+    (a wrong type, an unreadable JSON, a bad number), or metadata its tables contradict
+    (:mod:`pmem.graph._consistency`), is a :class:`StateFileError` naming the file."""
     try:
-        if int(meta["schema_version"]) < FLAT_SINCE:
-            return _state_legacy.build_legacy_graph(cls, tables, meta, registry)
-        return _tables.build_graph(cls, tables, meta, registry)
+        if int(meta["schema_version"]) >= FLAT_SINCE:
+            check_agreement(tables, meta, path)
+            return _tables.build_graph(cls, tables, meta, registry)
+        check_metadata(meta, int(meta["schema_version"]), _registry_empty(tables))
+        graph = _state_legacy.build_legacy_graph(cls, tables, meta, registry)
+        check_arrivals(parse_seq(meta), *graph_arrivals(graph))
+        return graph
     except StateFileError:
         raise
+    except Disagreement as exc:
+        raise _refuse(_metadata_file(path), f"{exc} (the state was altered)") from None
     except (ValueError, KeyError, IndexError, TypeError, OverflowError, pa.ArrowException) as exc:
         what = f"{type(exc).__name__}: {exc}"
         raise _refuse(Path(path), f"its tables or metadata do not make a graph ({what})") from None
+
+
+def check_agreement(tables: dict[str, pa.Table], meta: dict[str, str], path: Path | str = "<bytes>") -> None:
+    """Refuse a state of the flat tables whose metadata its tables contradict, or which holds what no
+    graph saves (:mod:`pmem.graph._consistency`), before a graph is built from it.
+
+    Raises:
+        StateFileError: naming ``path`` and the entry.
+    """
+    try:
+        check_metadata(meta, int(meta["schema_version"]), _registry_empty(tables))
+        check_arrivals(parse_seq(meta), *table_arrivals(tables))
+    except Disagreement as exc:
+        raise _refuse(_metadata_file(path), f"{exc} (the state was altered)") from None
+    except (ValueError, KeyError) as exc:
+        raise _refuse(
+            Path(path), f"its tables or metadata do not make a graph ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _metadata_file(path: Path | str) -> Path:
+    """The file holding a state's metadata: the state file, or a directory state's ``metadata.arrow``."""
+    path = Path(path)
+    return path / f"{METADATA}.arrow" if path.is_dir() else path
+
+
+def _registry_empty(tables: dict[str, pa.Table]) -> bool:
+    return not (tables["identity"].num_rows or tables["registry_keys"].num_rows)
 
 
 # --- one key, without loading the graph ------------------------------------------------------------------

@@ -176,6 +176,9 @@ class AsyncMemory:
         self._file = None if path is None else Path(path)
         self._events = 0  # texts added so far: the next one's event index
         self._loaded = self._file is not None and (self._file.is_file() or _is_sharded(self._file))
+        # a memory made on a path that holds no state yet: its first save there must find none still
+        # (another process may have saved one meanwhile, which a plain save would replace)
+        self._new_file = self._file is not None and not self._loaded
 
     async def _ready(self) -> None:
         if self._loaded:
@@ -326,7 +329,13 @@ class AsyncMemory:
         return self.graph.as_of(seq, time=time)
 
     async def save(self, path: str | Path | None = None) -> Path:
-        """Write the state file (``path``, else the one given at construction); its path."""
+        """Write the state file (``path``, else the one given at construction); its path.
+
+        Raises:
+            StateChangedError: another process saved the state since this memory loaded it (or, for a
+                memory made on a path that held none, saved one there): nothing was written; load it
+                again and redo the changes.
+        """
         await self._ready()
         target = Path(path) if path is not None else self._file
         if target is None:
@@ -335,7 +344,9 @@ class AsyncMemory:
         if _is_sharded(target):
             msg = f"save: {target} is a sharded state (pmem ingest --shards), which this memory reads but does not rewrite: give save() a file path"
             raise ValueError(msg)
-        self.graph.save(target)
+        self.graph.save(target, new=self._new_file and target == self._file)
+        if target == self._file:
+            self._new_file = False
         return target
 
     async def aclose(self) -> None:

@@ -1,0 +1,43 @@
+"""One of several processes that load one memory file, add facts and save it (issue 41, item 3).
+
+Run as ``python savers.py STATE BARRIER NAME FACTS``: loads STATE, says so (``BARRIER/NAME.loaded``),
+waits for ``BARRIER/go`` (so that every process of a round has loaded the same version before any
+saves), adds FACTS sentences each stating one new fact, saves, and prints one JSON line: ``saved``,
+``keys`` (the facts' keys), and the error a refused save raised.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def main(state: Path, barrier: Path, name: str, facts: int) -> int:
+    import pmem
+
+    memory = pmem.Memory.load(state)
+    memory.get("anything")  # the state is read now (a memory reads it on first use)
+    (barrier / f"{name}.loaded").touch()
+    deadline = time.monotonic() + 300
+    while not (barrier / "go").exists():
+        if time.monotonic() > deadline:
+            return 3
+        time.sleep(0.01)
+    keys = []
+    for i in range(facts):
+        result = memory.add(f"The city of {name}x{i} is Paris.")
+        keys += [op.key for op in result.operations if op.applied]
+    try:
+        memory.save()
+    except pmem.StateChangedError as exc:
+        print(json.dumps({"saved": False, "keys": keys, "error": str(exc)}))
+    else:
+        print(json.dumps({"saved": True, "keys": keys, "error": None}))
+    memory.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])))
