@@ -6,7 +6,9 @@ replace STATE with it when you have checked it) and scrubs what P-Mem wrote besi
 working folder ``STATE.ingest/`` (:mod:`pmem.ingest._erase`). Prints the receipt as JSON: the evidence,
 the keys whose value changed (before, after), the versions erased, and ``cleaned``, every place cleaned.
 Errors go to stderr with exit status 2: an unreadable state file, an unknown evidence id, an ``--out``
-that is STATE or whose directory does not exist, a working folder an ingest is writing now.
+that is STATE or whose directory does not exist, a working folder an ingest is writing now, and a
+sharded state (``pmem ingest --shards``), refused before anything is written with every file that holds
+the statement named: its write-log segments cannot record an erasure.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ def _state_file(args: argparse.Namespace) -> int:
         return 2
     from pmem._lock import LockHeldError
     from pmem._scrub import stated_only_by
+    from pmem.graph import is_sharded
     from pmem.ingest import erase_in_workdir
 
     try:
@@ -107,6 +110,8 @@ def _state_file(args: argparse.Namespace) -> int:
         before = ProvenanceGraph.load(state)  # the graph as it was, for the values only it stated
         receipt = graph.erase(args.evidence)
         needles = [before.evidence(args.evidence).text, *stated_only_by(before, graph, receipt)]
+        if is_sharded(state):
+            return _refuse_sharded(state, args.evidence, needles)
         graph.save(out)
     except (StateFileError, ValueError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -123,3 +128,22 @@ def _state_file(args: argparse.Namespace) -> int:
         return 2
     print(json.dumps({**dataclasses.asdict(receipt), "out": str(out), "cleaned": cleaned}, indent=1))
     return 0
+
+
+def _refuse_sharded(state: Path, evidence: str, needles: list[str]) -> int:
+    """Refuse to erase from a sharded state, before anything is written, naming every file that holds
+    the statement: its parts keep their evidence in write-log segments (the union is their replay), and
+    a write log cannot record an erasure, so no erased state could be sharded, and the segments in the
+    state and in its ingest folder (hard links of the same files) cannot be scrubbed."""
+    from pmem.ingest import sharded_copies
+
+    files = ", ".join(str(p) for p in sharded_copies(state, needles)) or "none found byte for byte"
+    convert = f"pmem.ProvenanceGraph.load({str(state)!r}).save({str(state) + '.arrow'!r})"
+    print(
+        f"error: {state} is a sharded state (pmem ingest --shards), whose write-log segments cannot record "
+        f"an erasure: nothing was written. The files holding {evidence}'s text or a value only it stated: "
+        f"{files}. To erase it, save the union as a state file ({convert}), erase {evidence} from that "
+        f"file, and remove {state} and the ingest folder beside it",
+        file=sys.stderr,
+    )
+    return 2

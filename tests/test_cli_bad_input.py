@@ -53,6 +53,63 @@ def _dir(where: Path, name: str = "adir") -> Path:
     return where / name
 
 
+def _resealed(path: Path, **changed: str) -> None:
+    """A sealed (name, value) table file (a directory state's metadata, a sharded state's index) with
+    entries ``changed``, sealed again with a digest that checks out (as anyone can)."""
+    import pyarrow as pa
+
+    from pmem.graph._state import _META_SCHEMA, _write_sealed
+
+    table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+    meta = {
+        k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items() if not k.startswith(b"file_")
+    }
+    entries = dict(zip(table.column("name").to_pylist(), table.column("value").to_pylist(), strict=True))
+    entries.update(changed)
+    path.unlink()
+    _write_sealed(path, pa.table([list(entries), list(entries.values())], schema=_META_SCHEMA), meta)
+
+
+def _directory_state(where: Path, **changed: str) -> Path:
+    ProvenanceGraph.load(_state(where)).save(where / "state", layout="directory")
+    _resealed(where / "state" / "metadata.arrow", **changed)
+    return where / "state"
+
+
+def _sharded(where: Path, **changed: str) -> Path:
+    """A sharded state of one part (as ``pmem ingest --shards`` writes one), its index ``changed``."""
+    import pyarrow as pa
+
+    from pmem.graph import apply_log
+    from pmem.graph.shards import INDEX, LOG, REGISTRY, LogSegment, conform, write_index
+
+    log = conform(
+        pa.table(
+            {
+                "op": [None, "accept"],
+                "text": ["Object 1 is in drawer 1.", None],
+                "key": [None, "object_1.location"],
+                "value": [None, "drawer 1"],
+                "evidence": [0, 0],
+                "seq": [1, 2],
+            }
+        )
+    )
+    root = where / "sharded"
+    root.mkdir()
+    ProvenanceGraph().save(root / REGISTRY, layout="directory")
+    part = ProvenanceGraph()
+    apply_log(part, log)
+    part.save(root / "part-0", layout="directory")
+    (root / "part-0" / LOG).mkdir()
+    segment = LogSegment(root / "part-0" / LOG / "log-000000000001.arrow")
+    segment.write(log)
+    digests = {f"part-0/{LOG}/{segment.path.name}": segment.close()}
+    write_index(root, 1, 2, part.stats(), digests)
+    _resealed(root / INDEX, **changed)
+    return root
+
+
 CASES: dict[str, tuple[Case, str]] = {
     # inspect
     "inspect/missing": (lambda t, m: ["inspect", str(t / "nope.arrow")], "file not found"),
@@ -65,6 +122,22 @@ CASES: dict[str, tuple[Case, str]] = {
         "not a readable P-Mem state",
     ),
     "inspect/bad-as-of": (lambda t, m: ["inspect", str(_state(t)), "--as-of", "soon"], "--as-of"),
+    "inspect/seq-contradicts-tables": (
+        lambda t, m: ["inspect", str(_directory_state(t, seq="5999"))],
+        "metadata.arrow: not a readable P-Mem state file: its metadata's seq is 5999, but its tables hold 40",
+    ),
+    "inspect/registry-garbage": (
+        lambda t, m: ["inspect", str(_directory_state(t, registry="{}"))],
+        "its metadata's registry is {}",
+    ),
+    "inspect/sharded-partitions-not-a-number": (
+        lambda t, m: ["inspect", str(_sharded(t, partitions="two"))],
+        "shards.arrow: not a readable P-Mem state file: its partitions is 'two'",
+    ),
+    "inspect/sharded-partitions-more": (
+        lambda t, m: ["inspect", str(_sharded(t, partitions="2"))],
+        "lists no digest of part-1/metadata.arrow",
+    ),
     # erase
     "erase/missing": (
         lambda t, m: ["erase", str(t / "nope.arrow"), "e1", "--out", str(t / "o.arrow")],
@@ -97,6 +170,10 @@ CASES: dict[str, tuple[Case, str]] = {
     "erase/state-without-out": (
         lambda t, m: ["erase", str(_state(t)), "e1"],
         "--out NEW_STATE is required to erase from a state file",
+    ),
+    "erase/sharded": (
+        lambda t, m: ["erase", str(_sharded(t)), "e0", "--out", str(t / "o.arrow")],
+        "whose write-log segments cannot record an erasure: nothing was written",
     ),
     # ingest (each refused before Ray starts)
     "ingest/missing": (

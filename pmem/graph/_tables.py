@@ -241,6 +241,12 @@ def iter_graph_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
     yield from _registry_tables(graph._registry).items()
 
 
+def versions_table(graph: ProvenanceGraph) -> pa.Table:
+    """The graph's ``versions`` table alone (as :func:`iter_graph_tables` makes it)."""
+    keys = _pa.array(graph.storage.key_names, type=_STR)
+    return _versions(graph, keys, _pa.array(graph.storage.v_value, type=_LSTR))
+
+
 def _evidence(graph: ProvenanceGraph) -> pa.Table:
     n = len(graph.storage.ev_seq)
     erased = np.zeros(n, np.bool_)

@@ -34,6 +34,7 @@ index lists each part's and segment's digest, so a missing, altered or foreign f
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pmem.graph._bulk import WRITE_BATCH_SCHEMA
+from pmem.graph._codes import STATUSES
 from pmem.graph._state import (
     METADATA,
     _create_aside,
@@ -367,10 +369,14 @@ def is_sharded(path: str | Path) -> bool:
 
 
 def read_index(path: str | Path) -> dict[str, str]:
-    """A sharded state's index entries, verified.
+    """A sharded state's index entries, verified: sealed, of this format and version, and each entry
+    one :func:`write_index` writes (``partitions`` a positive integer, ``rows`` and every ``stat.``
+    a non-negative one, and exactly one digest per file: the registry's and each part's metadata, and
+    log segments of those parts only).
 
     Raises:
-        StateFileError: the index is missing, damaged, or of another format or version.
+        StateFileError: the index is missing, damaged, of another format or version, or holds an entry
+            no index holds.
     """
     file = Path(path) / INDEX
     entries = _entries(_open_sealed(_mapped(file), file), file)
@@ -380,7 +386,46 @@ def read_index(path: str | Path) -> dict[str, str]:
         raise _refuse(
             file, f"sharded state version {entries.get('version')} (this code reads {SHARDED_VERSION})"
         )
+    partitions = _count(entries, "partitions", file, least=1)
+    _count(entries, "rows", file)
+    files = {name[len(_FILE) :]: digest for name, digest in entries.items() if name.startswith(_FILE)}
+    metadata = {
+        f"{REGISTRY}/{METADATA}.arrow",
+        *(f"{part_name(p)}/{METADATA}.arrow" for p in range(partitions)),
+    }
+    missing = sorted(metadata - files.keys())
+    if missing:
+        raise _refuse(file, f"it lists no digest of {missing[0]}")
+    for name, digest in files.items():
+        part = _PART.match(name)
+        if part and int(part.group(1)) >= partitions:
+            raise _refuse(file, f"it lists {name}, of a part beyond its {partitions} parts")
+        if name not in metadata and not _SEGMENT.fullmatch(name):
+            raise _refuse(file, f"it lists {name!r}, which is no file of a sharded state")
+        if not _DIGEST.fullmatch(digest):
+            raise _refuse(file, f"its digest of {name} is {digest[:40]!r}, not a file digest")
+    for name in entries:
+        if name.startswith(_STAT):
+            _count(entries, name, file)
+        elif name not in _INDEX_NAMES and not name.startswith(_FILE):
+            raise _refuse(file, f"it holds the entry {name!r}, which no index of a sharded state holds")
     return entries
+
+
+_FILE, _STAT = "file:", "stat."
+_INDEX_NAMES = {"format", "version", "partitions", "rows"}
+_PART = re.compile(r"part-(0|[1-9][0-9]*)/")
+_SEGMENT = re.compile(rf"part-(0|[1-9][0-9]*)/{LOG}/[^/]+\.arrow")
+_DIGEST = re.compile("[0-9a-f]{32}")
+_COUNT = re.compile("0|[1-9][0-9]{0,17}")
+
+
+def _count(entries: dict[str, str], name: str, file: Path, least: int = 0) -> int:
+    """The index entry ``name``: an integer of at least ``least``, written as :func:`write_index` does."""
+    text = entries.get(name)
+    if text is None or not _COUNT.fullmatch(text) or int(text) < least:
+        raise _refuse(file, f"its {name} is {text!r}, not an integer of at least {least}")
+    return int(text)
 
 
 def owning_part(path: str | Path, key: str) -> Path:
@@ -449,19 +494,36 @@ def load_sharded(
     cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None = None
 ) -> ProvenanceGraph:
     """The union of a sharded state (see the module doc): its log replayed into a graph holding its
-    registry.
+    registry, once the whole state is verified: every file its index lists is the one listed (the
+    registry's and each part's tables through their metadata, the log segments), no part is missing or
+    beyond the index's count, each part's metadata agrees with its tables, the union has the counts
+    the index gives, and each part's versions are the union's versions of its keys (``key``, ``value``,
+    ``status``, open or closed, ``support``, in order): what a scan of ``part-*/versions.arrow`` reads
+    is what the union holds.
 
     Raises:
-        StateFileError: a file is missing, damaged or foreign, or the union is not whole.
+        StateFileError: a file is missing, damaged or foreign, the union is not whole, or a part or the
+            index contradicts the union.
     """
-    from pmem.graph._state import load_graph
+    from pmem.graph._state import check_agreement, load_state, read_state
 
     root = Path(path)
     entries = read_index(root)
-    registry_meta = root / REGISTRY / f"{METADATA}.arrow"
-    if sealed_file_digest(registry_meta) != entries.get(f"file:{REGISTRY}/{METADATA}.arrow"):
-        raise _refuse(registry_meta, "its digest is not the one the sharded state's index lists")
-    holder = load_graph(cls, root / REGISTRY, registry)
+    partitions = int(entries["partitions"])
+    _check_members(root, partitions)
+    holder, version = load_state(cls, root / REGISTRY, registry)
+    _check_listed(root, f"{REGISTRY}/{METADATA}.arrow", version, entries)
+    if holder.seq:
+        raise _refuse(
+            root / REGISTRY, f"it holds {holder.seq} arrivals; a sharded state's registry holds none"
+        )
+    versions = []
+    for p in range(partitions):
+        folder = root / part_name(p)
+        tables, meta, version = read_state(folder)  # each table checked against the part's metadata
+        _check_listed(root, f"{part_name(p)}/{METADATA}.arrow", version, entries)
+        check_agreement(tables, meta, folder)
+        versions.append(tables["versions"])
     rows, order = _union(root)
     # one copy of the mapped segments, contiguous: a take from a table of many chunks costs about
     # the whole table each time (10M facts: 21 s of takes against 3 s to combine and 1 s of takes)
@@ -473,4 +535,116 @@ def load_sharded(
             apply_log(graph, rows.take(pa.array(order[start : start + REPLAY_ROWS], pa.int64())))
     except ValueError as exc:
         raise _refuse(root, f"its union does not replay ({exc})") from exc
+    _check_stats(root, graph, entries)
+    _check_parts(root, graph, versions)
     return graph
+
+
+def _check_members(root: Path, partitions: int) -> None:
+    """Refuse a part folder beyond the index's count (its parts are checked one by one after)."""
+    for entry in root.iterdir():
+        part = re.fullmatch(r"part-(.*)", entry.name)
+        if part and not (part.group(1).isdigit() and entry.name == part_name(int(part.group(1)))):
+            raise _refuse(entry, "a part folder of no part's name (part-0, part-1, ...)")
+        if part and int(part.group(1)) >= partitions:
+            raise _refuse(entry, f"a part beyond the {partitions} parts its index lists")
+
+
+def _check_listed(root: Path, name: str, version: str, entries: dict[str, str]) -> None:
+    if entries[f"{_FILE}{name}"] != version:
+        raise _refuse(
+            root / name,
+            "its digest is not the one the sharded state's index lists (a file of another state?)",
+        )
+
+
+def _check_stats(root: Path, graph: ProvenanceGraph, entries: dict[str, str]) -> None:
+    """Refuse an index whose counts (``stat.*``) are not the union's."""
+    listed = {name[len(_STAT) :]: int(value) for name, value in entries.items() if name.startswith(_STAT)}
+    counts = graph.stats()
+    if listed != counts:
+        name = sorted(set(listed) ^ set(counts) or {n for n in counts if listed[n] != counts[n]})[0]
+        raise _refuse(
+            root / INDEX,
+            f"its count {name} is {listed.get(name)}, but the union's is {counts.get(name)} (the index was altered)",
+        )
+
+
+def _check_parts(root: Path, graph: ProvenanceGraph, versions: list[pa.Table]) -> None:
+    """Refuse parts whose versions are not the union's versions of their keys: each key in the part that
+    owns it, and there its versions' value, status, openness and support, in the order the union has
+    them (both number a key's versions in arrival order)."""
+    from pmem.graph._tables import versions_table
+
+    union = versions_table(graph)  # as the union's state would hold it (statuses materialized)
+    names = pa.array(graph.storage.key_names, pa.string())
+    owner = partitions_of(names, len(versions))
+    expected = _version_rows(union, union.column("key_id").to_numpy(), root)
+    found: list[dict[str, Any]] = []
+    for p, table in enumerate(versions):
+        where = root / part_name(p) / "versions.arrow"
+        kid = _union_key_ids(table.column("key"), names, where)
+        if len(kid) and (owner[kid] != p).any():
+            stray = graph.storage.key_names[int(kid[owner[kid] != p][0])]
+            raise _refuse(
+                where, f"it holds key {stray!r}, which part {partition_of(stray, len(versions))} owns"
+            )
+        found.append(_version_rows(table, kid, where))
+    merged: dict[str, Any] = {
+        name: np.concatenate([f[name] for f in found]) for name in ("key", "status", "open", "support")
+    }
+    merged["value"] = pa.concat_arrays([f["value"] for f in found])
+    for rows in (expected, merged):  # a key's versions together, in id order: its arrival order
+        order = np.argsort(rows["key"], kind="stable")
+        for name in ("key", "status", "open", "support"):
+            rows[name] = rows[name][order]
+        rows["value"] = rows["value"].take(pa.array(order, pa.int64()))
+    if len(merged["key"]) != len(expected["key"]) or not np.array_equal(merged["key"], expected["key"]):
+        raise _refuse(root, "its parts do not hold the union's versions, key by key (a part was altered)")
+    for name in ("status", "open", "support"):
+        apart = np.flatnonzero(merged[name] != expected[name])
+        if len(apart):
+            key = graph.storage.key_names[int(expected["key"][apart[0]])]
+            raise _refuse(
+                root, f"a part's {name} of a version of {key!r} is not the union's (a part was altered)"
+            )
+    if not merged["value"].equals(expected["value"]):
+        raise _refuse(root, "a part's value of a version is not the union's (a part was altered)")
+
+
+def _version_rows(table: pa.Table, kid: NDArray[np.int64], where: Path) -> dict[str, Any]:
+    """What a part and the union must agree on, per version of ``table``: the (union's) key id, status
+    code, whether it is open, support, value."""
+    return {
+        "key": np.asarray(kid, np.int64),
+        "status": _status_codes(table.column("status"), where),
+        "open": table.column("valid_to").is_null().to_numpy(zero_copy_only=False),
+        "support": table.column("support").to_numpy(),
+        "value": table.column("value").combine_chunks().cast(pa.large_string()),
+    }
+
+
+def _union_key_ids(column: Any, names: pa.Array[Any], where: Path) -> NDArray[np.int64]:
+    """The union's key id of each row's key (a dictionary column), refusing a key the union lacks."""
+    out = []
+    for chunk in column.chunks:
+        found: Any = pc.index_in(chunk.dictionary.cast(pa.string()), value_set=names)
+        if found.null_count:
+            stray = chunk.dictionary[int(np.flatnonzero(found.is_null().to_numpy(zero_copy_only=False))[0])]
+            raise _refuse(where, f"it holds key {stray.as_py()!r}, which the union does not")
+        ids = found.to_numpy(zero_copy_only=False).astype(np.int64)
+        out.append(ids[chunk.indices.to_numpy(zero_copy_only=False).astype(np.int64)])
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _status_codes(column: Any, where: Path) -> NDArray[np.int64]:
+    """A dictionary column of version statuses as the graph's codes (:data:`STATUSES`)."""
+    out = []
+    for chunk in column.chunks:
+        listed = chunk.dictionary.to_pylist()
+        if any(name not in STATUSES for name in listed):
+            raise _refuse(where, f"a version status of no known name in {listed}")
+        codes = np.array([STATUSES.index(name) for name in listed], np.int64)
+        indices = chunk.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        out.append(codes[indices] if len(indices) else np.zeros(0, np.int64))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)

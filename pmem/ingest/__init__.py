@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from pmem.ingest._driver import IngestReport, ingest
-from pmem.ingest._erase import erase_in_workdir
+from pmem.ingest._erase import erase_in_workdir, sharded_copies
 from pmem.ingest._reference import ingest_sequential
 from pmem.ingest._spec import IngestSpec, load_ingest_config, parse_ingest_config
 from pmem.ingest._stream import EVENT_SCHEMA, StreamError, read_stream
@@ -26,4 +26,5 @@ __all__ = [
     "load_ingest_config",
     "parse_ingest_config",
     "read_stream",
+    "sharded_copies",
 ]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
-from pmem._scrub import ERASED, erase_from_cache, holds, scrub_parquet
+from pmem._scrub import ERASED, erase_from_cache, holds, scrub_parquet, scrub_table
 from pmem.ingest._workdir import Workdir, workdir_of
 
 if TYPE_CHECKING:
@@ -78,6 +78,23 @@ def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str
     finally:
         lock.release()
     return cleaned
+
+
+def sharded_copies(state: Path, needles: list[str]) -> list[Path]:
+    """Every file of the sharded state ``state`` and of its ingest working folder that holds one of
+    ``needles`` (byte for byte, or in a Parquet file's rows). ``pmem erase`` names them when it refuses a
+    sharded state: its parts keep their evidence in write-log segments (shared with the working folder's,
+    hard-linked), which cannot record an erasure."""
+    import pyarrow.parquet as pq
+
+    found = []
+    for root in (state, workdir_of(state)):
+        for path in sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else ():
+            if holds(path, needles) or (
+                path.suffix == ".parquet" and scrub_table(pq.read_table(path), needles)[1]
+            ):
+                found.append(path)
+    return found
 
 
 def _erasable(graph: ProvenanceGraph, evidence: str) -> bool:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from statefuzz import digest_of, entries, reseal
 
 from pmem.graph import WRITE_LOG_SCHEMA, ProvenanceGraph, StateFileError, apply_log, partitions_of
 from pmem.graph.shards import (
@@ -134,13 +135,18 @@ def test_an_observation_goes_to_each_part_citing_it_or_by_its_number() -> None:
         split_log(log.set_column(6, "evidence", pa.array([0, 7, 0, 1, 2, None], pa.int64())), 2)
 
 
-def _sharded_state(tmp: Path, log: pa.Table, partitions: int, rows: int | None = None) -> Path:
+def sharded_state(
+    tmp: Path, log: pa.Table, partitions: int, rows: int | None = None, registered: tuple[str, ...] = ()
+) -> Path:
     """A sharded state of ``log`` written as an ingest writes one (segments of a few batches each);
-    its index names ``rows`` rows (default: the log's)."""
+    its index names ``rows`` rows (default: the log's), its registry holds the keys ``registered``."""
     root = tmp / "state"
     root.mkdir()
     digests: dict[str, str] = {}
-    ProvenanceGraph().save(root / REGISTRY, layout="directory")
+    holder = ProvenanceGraph()
+    for key in registered:
+        holder.registry.resolve(key)
+    holder.save(root / REGISTRY, layout="directory")
     for p, piece in enumerate(split_log(log, partitions)):
         folder = root / part_name(p)
         graph = ProvenanceGraph()
@@ -169,7 +175,7 @@ def _sharded_state(tmp: Path, log: pa.Table, partitions: int, rows: int | None =
 
 def test_the_union_of_a_sharded_state_is_the_graph_and_damage_is_refused(tmp_path: Path) -> None:
     log = random_log(7, 400)
-    root = _sharded_state(tmp_path, log, 3)
+    root = sharded_state(tmp_path, log, 3)
     assert union_log(root).equals(log)
     assert ProvenanceGraph.load(root).to_bytes() == loop_graph(log).to_bytes()
     # a segment's rows altered and resealed: the index's digest no longer names it
@@ -198,7 +204,7 @@ def test_the_union_of_a_sharded_state_is_the_graph_and_damage_is_refused(tmp_pat
 def test_a_union_with_a_hole_is_refused(tmp_path: Path) -> None:
     log = random_log(3, 200)
     hole = log.filter(pa.array(np.arange(log.num_rows) != 50))
-    root = _sharded_state(tmp_path, hole, 2, rows=log.num_rows)  # the index claims the whole log's rows
+    root = sharded_state(tmp_path, hole, 2, rows=log.num_rows)  # the index claims the whole log's rows
     with pytest.raises(StateFileError, match="do not hold every seq"):
         ProvenanceGraph.load(root)
 
@@ -213,3 +219,49 @@ def test_a_segment_is_sealed_and_renamed_only_when_closed(tmp_path: Path) -> Non
     abandoned = LogSegment(tmp_path / "log-000000000031.arrow")
     abandoned.abandon()
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_a_sharded_state_loads_only_whole(tmp_path: Path) -> None:
+    """Issue 41, item 4: each part's tables are the ones the index names (through the part's metadata)
+    and hold the union's versions of its keys; the index holds only what an index holds. Every case
+    here loaded before, or raised a bare ValueError."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "theirs").mkdir()
+    root = sharded_state(tmp_path / "mine", random_log(7, 300), 2)
+    other = sharded_state(tmp_path / "theirs", random_log(8, 300), 2)
+    reference = ProvenanceGraph.load(root).to_bytes()
+    index, _ = entries(root / INDEX)
+
+    def refused(match: str) -> None:
+        with pytest.raises(StateFileError, match=match):
+            ProvenanceGraph.load(root)
+
+    def restore() -> None:
+        shutil.rmtree(root)
+        shutil.copytree(tmp_path / "kept", root)
+        assert ProvenanceGraph.load(root).to_bytes() == reference
+
+    shutil.copytree(root, tmp_path / "kept")
+    for table in (other / "part-0").glob("*.arrow"):  # part-0's tables from another state
+        shutil.copyfile(table, root / "part-0" / table.name)
+    refused(r"part-0/metadata\.arrow: .*its digest is not the one the sharded state.s index lists")
+    reseal(root / INDEX, {"file:part-0/metadata.arrow": digest_of(root / "part-0" / "metadata.arrow")})
+    refused("a part's .* differs from the union's|do not hold the union's versions")  # and the index resealed
+    restore()
+    (root / "part-1" / "versions.arrow").write_bytes((root / "part-1" / "versions.arrow").read_bytes()[:-100])
+    refused(r"part-1/versions\.arrow")
+    restore()
+    (root / "part-1" / "edges.arrow").unlink()
+    refused(r"part-1/edges\.arrow: .*file not found")
+    restore()
+    for changed, said in (
+        ({"partitions": "3"}, "part-2"),
+        ({"partitions": "1"}, "beyond"),
+        ({"partitions": "two"}, "its partitions is 'two', not an integer of at least 1"),
+        ({"file:part-1/metadata.arrow": index["file:part-0/metadata.arrow"]}, "its digest is not the one"),
+        ({"stat.versions": str(int(index["stat.versions"]) + 1)}, "its count versions is"),
+        ({"owner": "me"}, "holds the entry 'owner'"),
+    ):
+        reseal(root / INDEX, changed)
+        refused(said)
+        restore()

@@ -83,3 +83,34 @@ def test_erase_waits_for_no_ingest_and_names_the_holder(ray_cluster, tmp_path: P
         held.release()
     err = capsys.readouterr().err
     assert "is in use by pid" in err and len(err.strip().splitlines()) == 1
+
+
+def test_erase_from_a_sharded_state_refuses_before_writing_and_names_every_copy(
+    ray_cluster, tmp_path: Path, capsys
+) -> None:
+    """Issue 41, item 6: a sharded state's parts keep the statement in write-log segments (hard-linked
+    into the ingest folder), which cannot record an erasure. Before, the erased union was written, then
+    the command exited 2 naming one file, and the statement stayed in the parts' logs and evidence."""
+    rows = [
+        "Earlier observation: cup 1 was in countertop 2.",
+        SECRET,
+        "Earlier observation: cup 8 was in countertop 6.",
+    ]
+    stream = tmp_path / "s.jsonl"
+    stream.write_text("".join(json.dumps({"text": t}) + "\n" for t in rows))
+    config = tmp_path / "ingest.toml"
+    config.write_text(CONFIG)
+    state = tmp_path / "state"
+    ingest(stream, state, config=config, partitions=2, progress=False, shards=True)
+    holding = _occurrences(tmp_path, [SECRET, VALUE], skip=stream)
+    assert any("/log/" in name for name in holding) and any("evidence.arrow" in name for name in holding)
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+
+    out = tmp_path / "erased.arrow"
+    assert main(["erase", str(state), "e1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "cannot record an erasure: nothing was written" in err
+    for name in holding:  # every copy named
+        assert str(tmp_path / name) in err, name
+    assert not out.exists()
+    assert {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()} == before

@@ -257,9 +257,12 @@ def test_a_part_that_is_missing_or_foreign_is_refused(
         ProvenanceGraph.load(a)
 
 
-def test_erasing_from_a_sharded_state_writes_the_erased_graph_and_names_what_keeps_the_text(
+def test_erasing_from_a_sharded_state_is_refused_before_anything_is_written(
     ray_cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A write log cannot record an erasure (issue 41, item 6): the command writes nothing and names
+    every file holding the statement. Before, it wrote the erased union, then exited 2 naming one
+    file, the statement still in the parts' logs and evidence."""
     from pmem.cli import main
 
     stream = write_jsonl(
@@ -270,9 +273,10 @@ def test_erasing_from_a_sharded_state_writes_the_erased_graph_and_names_what_kee
     capsys.readouterr()
     assert main(["erase", str(out), "e4", "--out", str(tmp_path / "erased.arrow")]) == 2
     err = capsys.readouterr().err
-    assert "erased.arrow is written, but the copies beside" in err and "shards/part-" in err
-    erased = ProvenanceGraph.load(tmp_path / "erased.arrow")
-    assert erased.stats()["evidence"] == 30 and "user_1.city: c4" not in erased.evidence("e4").text
+    assert "cannot record an erasure: nothing was written" in err and len(err.strip().splitlines()) == 1
+    part = out / part_name(partition_of("user_1.city", 2))
+    assert f"{part}/evidence.arrow" in err and f"{part}/log/" in err and ".ingest/shards/part-" in err
+    assert not (tmp_path / "erased.arrow").exists()
 
 
 def test_reading_one_key_of_a_sharded_state_names_the_part_that_holds_it(ray_cluster, tmp_path: Path) -> None:
