@@ -32,6 +32,10 @@ the two, state bytes and hidden state, over every operation type).
   numpy over all of them, so a batch takes as many steps as its longest run has units (a handful on a
   stream over many keys; a key with many contests, rejects, revokes or resolves in one batch takes
   about two steps for each, which then cost a few numpy calls per operation).
+- A reject or revoke records the value it retracts (``GraphStore.op_retracts``): the one it names,
+  else its head's, by value code (or by version, for a head whose value is none of the batch's).
+  Replay passes the recorded values beside the batch (``retracts``), and one that is not the head's
+  fails as the loop's ``apply(..., retracts=...)`` does.
 - The scan's state per key is its head, the head value's code, its newest version and its open
   alternatives. An alternative is found by (key, value) in a table of pairs, and is open while the
   key's *epoch* (its count of closings) is the one it was opened in, so closing them is one increment;
@@ -209,12 +213,19 @@ class _Ops:
     new_keys: pa.Array[Any]  # the same, as Arrow
     new_hashes: NDArray[np.uint64]  # and their key-index hashes
     vcode: NDArray[np.int64]  # index into values (-1: null)
-    values: list[str]  # the distinct values, in first-appearance order
+    values: list[str]  # the distinct values, in first-appearance order (retracted ones after them)
     ev: NDArray[np.int64]  # evidence index, -1: none
+    tcode: NDArray[np.int64]  # the value a retraction is given to retract, index into values (-1: none)
 
 
-def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_], _Ops]:
-    """Check every row as the loop would, without writing; raise for the first refused row."""
+def _validate(
+    graph: ProvenanceGraph, table: pa.Table, retracts: pa.Array[Any] | None = None
+) -> tuple[NDArray[np.bool_], _Ops]:
+    """Check every row as the loop would, without writing; raise for the first refused row.
+
+    ``retracts``: per row, the value a reject or revoke row is given to retract (replay's, checked by
+    the graph that recorded it).
+    """
     op_col = _col(table, "op")
     is_op = _np(pc.is_valid(op_col))
     is_obs = ~is_op
@@ -232,8 +243,13 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
     code = _np(pc.index_in(op_col.take(idx), value_set=_OP_NAMES).fill_null(-1)).astype(_I64)
     keys = _col(table, "key").take(idx)
     kid, new_keys, new_hashes, problem = _key_ids(graph, keys)
-    venc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(_col(table, "value").take(idx)))
-    vcode = _np(venc.indices.fill_null(-1)).astype(_I64)
+    op_values = _col(table, "value").take(idx)
+    n_ops = len(op_rows)
+    if retracts is not None:  # one code space for values and retracted values: compared by code
+        op_values = pa.concat_arrays([op_values, retracts.take(idx).cast(_LSTR)])
+    venc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(op_values))
+    codes = _np(venc.indices.fill_null(-1)).astype(_I64)
+    vcode, tcode = codes[:n_ops], codes[n_ops:] if retracts is not None else np.full(n_ops, -1, _I64)
     evc = _col(table, "evidence").take(idx)
     ev = _np(evc.fill_null(-1)).astype(_I64)
 
@@ -264,7 +280,7 @@ def _validate(graph: ProvenanceGraph, table: pa.Table) -> tuple[NDArray[np.bool_
         raise _refuse(row, field, detail)
     new_names = cast("list[str]", new_keys.to_pylist())
     values = [sys.intern(v) for v in cast("list[str]", venc.dictionary.to_pylist())]
-    columns = (code, kid, new_names, new_keys, new_hashes, vcode, values, ev)
+    columns = (code, kid, new_names, new_keys, new_hashes, vcode, values, ev, tcode)
     return is_obs, _Ops(op_rows.astype(_I64), *columns)
 
 
@@ -324,11 +340,14 @@ def _detail(field: str, op: str, key: str | None, problem: str, ev: int, seen: i
     return f"{op} {key}: unknown evidence index {int(ev)} ({int(seen)} evidence observed before this row)"
 
 
-def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> BatchResult:
+def apply_batch(
+    graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch, retracts: pa.Array[Any] | None = None
+) -> BatchResult:
     """Apply a write batch column-wise; the graph ends exactly as after the row-by-row loop.
 
     Raises ``ValueError`` naming the row and field of the first row the loop would refuse (or the field
-    of a schema mismatch), and then writes nothing.
+    of a schema mismatch), and then writes nothing. ``retracts`` (replay's, not the public schema's):
+    per row, the value a reject or revoke retracts, as ``apply(..., retracts=...)`` takes it.
     """
     table = _table(batch)
     first_evidence = len(graph.storage.ev_seq)
@@ -340,25 +359,27 @@ def apply_batch(graph: ProvenanceGraph, batch: pa.Table | pa.RecordBatch) -> Bat
     enabled = gc.isenabled()
     gc.disable()
     try:
-        is_obs, ops = _validate(graph, table)
+        is_obs, ops = _validate(graph, table, retracts)
         # Nothing below can fail.
         if graph.storage.authority is not None or graph.storage.valid_at:
             # an accept may be lowered (authority) or enter the history (valid time): outcomes the
             # column-wise pass does not model, so the rows go through the loop itself
-            code = _loop(graph, table, is_obs)
+            code = _loop(graph, table, is_obs, retracts)
         else:
             writer = _Writer(graph, table, is_obs, ops)
             # a batch whose scan takes more steps than it saves (a few keys with long runs) costs less
             # through the loop: each step costs a few dozen numpy calls however few keys it takes
             slow = writer.steps > _FEW_STEPS and writer.steps * _STEP_COST > writer.n
-            code = _loop(graph, table, is_obs) if slow else writer.run()
+            code = _loop(graph, table, is_obs, retracts) if slow else writer.run()
     finally:
         if enabled:
             gc.enable()
     return BatchResult(((code >> 3) & 7).astype(np.int8), (code >> 6).astype(np.bool_), first_evidence)
 
 
-def _loop(graph: ProvenanceGraph, table: pa.Table, is_obs: NDArray[np.bool_]) -> NDArray[np.int64]:
+def _loop(
+    graph: ProvenanceGraph, table: pa.Table, is_obs: NDArray[np.bool_], retracts: pa.Array[Any] | None = None
+) -> NDArray[np.int64]:
     """The validated rows through ``observe`` and ``apply``; the operation rows' result codes.
 
     An operation's evidence goes in as apply's observe-then-apply fast path takes it (the index under a
@@ -367,17 +388,18 @@ def _loop(graph: ProvenanceGraph, table: pa.Table, is_obs: NDArray[np.bool_]) ->
     """
     out = []
     columns = [_col(table, name).to_pylist() for name in WRITE_BATCH_SCHEMA.names]
+    columns.append([None] * len(is_obs) if retracts is None else retracts.to_pylist())
     rows = zip(*columns, strict=True)
     observe, apply = graph.observe, graph.apply
     last = graph._last_eid, graph._last_ev
-    for obs, (op, text, source, time, key, value, ev) in zip(is_obs.tolist(), rows, strict=True):
+    for obs, (op, text, source, time, key, value, ev, target) in zip(is_obs.tolist(), rows, strict=True):
         if obs:
             observe(text, source or "user", time)
             last = graph._last_eid, graph._last_ev
             continue
         if ev is not None:
             graph._last_eid, graph._last_ev = _TOKEN, ev
-        result = apply(op, key, value, None if ev is None else _TOKEN)
+        result = apply(op, key, value, None if ev is None else _TOKEN, retracts=target)
         out.append(_OP_CODE[result.op] << 3 | result.applied << 6)
     graph._last_eid, graph._last_ev = last
     return np.array(out, dtype=_I64)
@@ -452,7 +474,8 @@ _REASONS: tuple[str | None, ...] = (
 )
 _R_SUPPORT, _R_REPEATS_HEAD, _R_REPEATS_ALT, _R_NOT_CONTESTED = 1, 2, 3, 4
 _R_NOHEAD = {op: 5 + i for i, op in enumerate(_NOHEAD)}
-_F_REVOKE, _F_NOOP, _F_RESOLVE = 16, 17, 18
+_F_REVOKE, _F_NOOP, _F_RESOLVE, _F_REVOKE_TARGET, _F_REJECT_TARGET = 16, 17, 18, 19, 20
+_F_LAST = _F_REJECT_TARGET
 _STEP_COST = 60  # operations whose column-wise saving over the loop pays for one step of the scan (measured)
 _FEW_STEPS = 64  # a scan of at most this many steps is cheap whatever the batch (a few milliseconds)
 _KINDS = 5  # a step's groups: blocks (accept and noop), contest, reject, revoke, resolve (their op codes)
@@ -463,6 +486,9 @@ _UNKNOWN = -2  # the code of a head value that is none of the batch's values (eq
 def _reason_text(kind: int, value: str, current: str) -> str:
     if kind == _F_REVOKE:
         return f"revoke names {value!r} but the current head is {current!r}"
+    if kind in (_F_REVOKE_TARGET, _F_REJECT_TARGET):
+        op = "revoke" if kind == _F_REVOKE_TARGET else "reject"
+        return f"{op} retracts {value!r} but the current head is {current!r}"
     if kind == _F_NOOP:
         return f"noop names {value!r} but the current head is {current!r}: not counted as support"
     return f"resolve: {value!r} is neither the head's value nor an alternative's"
@@ -508,6 +534,12 @@ class _Writer:
         self.alt_epoch = np.full(n, -1, _I64)
         self.cur = np.full(n, NONE, _I64)  # the head a formatted reason names
         self.curcode = np.full(n, _UNKNOWN, _I64)
+        # what a retraction retracts: a value code, else (a head whose value is none of the batch's) the
+        # version whose value it is; `targeted`: a value is recorded (op_retracts)
+        self.targeted = np.zeros(n, np.bool_)
+        self.tcode = np.full(n, _UNKNOWN, _I64)
+        self.tver = np.full(n, NONE, _I64)
+        self.revoke_names = np.where(ops.vcode >= 0, ops.vcode, ops.tcode)  # a revoke's value names it
         # closings of a key's open alternatives: (key slot, epoch closed, seq, resolve winner or NONE)
         self.closes: list[tuple[NDArray[np.int64], ...]] = []
         self.promoted: list[NDArray[np.int64]] = []  # older versions whose supersedes link a resolve set
@@ -532,6 +564,7 @@ class _Writer:
         self._close_alternatives()
         fin = self._pack()
         self._write_log(fin)
+        self._write_retracts()
         self._write_support(fin)
         self._write_links(fin)
         self._write_open_alternatives(fin)
@@ -807,7 +840,8 @@ class _Writer:
 
     def _reject(self, j: NDArray[np.int64]) -> None:
         ops, v0 = self.ops, self.v0
-        j = self._headless(j, REJECT)
+        j = self._headless(self._named(j, ops.tcode[j]), REJECT)
+        j = self._retracting(j, ops.tcode, REJECT, _F_REJECT_TARGET)
         u = self.key[j]
         h = self.head[u]
         seq = self.seq[j]
@@ -832,16 +866,12 @@ class _Writer:
 
     def _revoke(self, j: NDArray[np.int64]) -> None:
         ops = self.ops
-        j = self._headless(j, REVOKE)
+        named = self.revoke_names
+        j = self._headless(self._named(j, named[j]), REVOKE)
+        # named by its value, the reason says "names"; by the value replay passes, "retracts"
+        j = self._retracting(j, named, REVOKE, np.where(ops.vcode[j] >= 0, _F_REVOKE, _F_REVOKE_TARGET))
         u = self.key[j]
         h = self.head[u]
-        value = ops.vcode[j]
-        other = (value >= 0) & (value != self.hcode[u])
-        f = np.flatnonzero(other)
-        self._fail(j[f], REVOKE, _F_REVOKE)
-        self.cur[j[f]] = h[f]
-        self.curcode[j[f]] = self.hcode[u[f]]
-        j, u, h = j[~other], u[~other], h[~other]
         seq = self.seq[j]
         self.st[h] = REVOKED
         self.to[h] = seq
@@ -879,6 +909,35 @@ class _Writer:
         self._close(u, seq, winner)
         self._supports(j, winner, _applied(RESOLVE), 0)
 
+    def _named(self, j: NDArray[np.int64], named: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Record the values the retractions ``j`` name (``named``: their codes, -1: none); ``j``."""
+        given = named >= 0
+        self.targeted[j[given]] = True
+        self.tcode[j[given]] = named[given]
+        return j
+
+    def _retracting(
+        self, j: NDArray[np.int64], named: NDArray[np.int64], op: int, reason: int | NDArray[np.int64]
+    ) -> NDArray[np.int64]:
+        """Of retractions ``j`` (of ``op``) on keys with a head: record the head's value for those that
+        name none (``named``, by operation: -1), fail those that name another value than the head's
+        (with ``reason``, one or one per operation); the others, in their order."""
+        u = self.key[j]
+        h = self.head[u]
+        mine = named[j]
+        auto = mine < 0
+        a = j[auto]
+        self.targeted[a] = True
+        self.tcode[a] = self.hcode[u[auto]]
+        self.tver[a] = h[auto]
+        other: NDArray[np.bool_] = ~auto & (mine != self.hcode[u])
+        f = np.flatnonzero(other)
+        self._fail(j[f], op, reason if isinstance(reason, int) else reason[f])
+        self.cur[j[f]] = h[f]
+        self.curcode[j[f]] = self.hcode[u[f]]
+        kept: NDArray[np.int64] = j[~other]
+        return kept
+
     def _headless(self, j: NDArray[np.int64], op: int) -> NDArray[np.int64]:
         """Fail the operations on keys without a head; the others."""
         none: NDArray[np.bool_] = self.head[self.key[j]] == NONE
@@ -913,7 +972,7 @@ class _Writer:
         self.epoch[u] += 1
         self.has[u] = False
 
-    def _fail(self, j: NDArray[np.int64], op: int, reason: int) -> None:
+    def _fail(self, j: NDArray[np.int64], op: int, reason: int | NDArray[np.int64]) -> None:
         self.code[j] = op | NOOP << 3
         self.reason[j] = reason
 
@@ -988,7 +1047,7 @@ class _Writer:
         _extend(g.storage.op_target, self._remap(self.target))
         # an operation that created no version keeps (seq, key, evidence, value, reason) in _op_extra
         x = np.flatnonzero(~self.created)
-        reasons = np.array([*_REASONS, *([None] * (_F_RESOLVE + 1 - len(_REASONS)))], dtype=object)
+        reasons = np.array([*_REASONS, *([None] * (_F_LAST + 1 - len(_REASONS)))], dtype=object)
         texts = reasons[self.reason[x]]
         fmt = np.flatnonzero(self.reason[x] >= _F_REVOKE)
         if len(fmt):
@@ -1013,9 +1072,11 @@ class _Writer:
         vpool, values = self.vpool, self.g.storage.v_value
         memo: dict[tuple[int, int, int], str] = {}
         out = []
+        kinds = self.reason[j]
+        named = np.where(kinds >= _F_REVOKE_TARGET, self.tcode[j], self.ops.vcode[j])
         for kind, value, cc, cv in zip(
-            self.reason[j].tolist(),
-            self.ops.vcode[j].tolist(),
+            kinds.tolist(),
+            named.tolist(),
             self.curcode[j].tolist(),
             self.cur[j].tolist(),
             strict=True,
@@ -1027,6 +1088,17 @@ class _Writer:
                 text = memo[key] = _reason_text(kind, vpool[value], current)
             out.append(text)
         return out
+
+    def _write_retracts(self) -> None:
+        """The values the retractions retract, in operation order (the loop's insertion order)."""
+        t = np.flatnonzero(self.targeted)
+        if not len(t):
+            return
+        vpool, values = self.vpool, self.g.storage.v_value
+        codes, versions = self.tcode[t].tolist(), self.tver[t].tolist()
+        # a head of an earlier batch or call whose value is none of this batch's: read from the graph
+        texts = [vpool[c] if c >= 0 else values[v] for c, v in zip(codes, versions, strict=True)]
+        self.g.storage.op_retracts.update(zip((t + self.o0).tolist(), texts, strict=True))
 
     def _write_support(self, fin: NDArray[np.int64]) -> None:
         """Support counts, supported-by edges (evidence-backed supports) and tombstones, in batch order."""

@@ -103,6 +103,9 @@ class ProvenanceGraph:
         self._last_ev = NONE
         self._key_index: KeyIndex | None = None  # apply_batch's index: key lookup, batch values (not saved)
         self._op_index: OpIndex | None = None  # built by the first undo or erase (not saved)
+        # apply(..., retracts=X) hands X to the reject or revoke handler through here: apply's argument
+        # checks run inline on its hot path, and the target rides along rather than through them
+        self._retracting: str | None = None
         self._registry = registry
         # accept is inlined in apply(); every other operation has a handler
         self._handlers: dict[str, _Handler] = {
@@ -162,6 +165,7 @@ class ProvenanceGraph:
         *,
         depends_on: Iterable[str] | None = None,
         alias: str | None = None,
+        retracts: str | None = None,
     ) -> OpResult:
         """Apply one typed operation to ``key``.
 
@@ -177,10 +181,15 @@ class ProvenanceGraph:
 
         ``alias`` is the key as the write path extracted it, when soft identity mapped it onto ``key``:
         :meth:`unmerge` can then move the operation back to a key of its own.
+
+        A ``reject`` or ``revoke`` records the value it retracts: ``retracts`` (for a revoke, its
+        ``value`` names it too), else the head's value when it arrives. It is applied only while that
+        value is the head's (else a noop with the reason), so a replay without the statement it
+        retracted (``as_of``, ``undo``, ``erase``) leaves it a noop instead of retracting another value.
         """
         store = self._store
-        if depends_on is not None or alias is not None:
-            return self._apply_recorded(op, key, value, evidence, depends_on, alias)
+        if depends_on is not None or alias is not None or retracts is not None:
+            return self._apply_recorded(op, key, value, evidence, depends_on, alias, retracts)
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
         handler: _Handler | None = None
@@ -257,8 +266,10 @@ class ProvenanceGraph:
         evidence: str | None,
         depends_on: Iterable[str] | None,
         alias: str | None,
+        retracts: str | None = None,
     ) -> OpResult:
-        """``apply`` with premises and/or the key as extracted, both recorded with the operation."""
+        """``apply`` with premises, the key as extracted and/or the value a retraction retracts, each
+        recorded with the operation."""
         store = self._store
         premises = () if depends_on is None else self._premises(op, key, depends_on)
         if alias is not None:
@@ -266,7 +277,19 @@ class ProvenanceGraph:
             if alias == key:
                 msg = f"apply {op} {key}: alias must differ from the key (it names the key as extracted)"
                 raise ValueError(msg)
-        result = self.apply(op, key, value, evidence)  # checks the other arguments before writing
+        if retracts is not None:
+            check_text(retracts, "retracts", f"apply {op} {key}")
+            if op != "reject" and op != "revoke":
+                msg = f"apply {op} {key}: retracts names what a reject or revoke retracts, not a {op}"
+                raise ValueError(msg)
+            if op == "revoke" and value is not None and value != retracts:
+                msg = f"apply revoke {key}: value {value!r} and retracts {retracts!r} name different values"
+                raise ValueError(msg)
+        self._retracting = retracts
+        try:
+            result = self.apply(op, key, value, evidence)  # checks the other arguments before writing
+        finally:
+            self._retracting = None
         n = len(store.op_code) - 1
         if alias is not None:
             store.op_alias[n] = alias
@@ -409,14 +432,29 @@ class ProvenanceGraph:
         kid = store.kid.get(key)
         return kid if kid is not None and store.k_head[kid] != NONE else None
 
+    def _retracting_now(self, named: str | None, kid: int | None) -> None:
+        """Record what the retraction about to be logged retracts: ``named``, else the head's value of
+        key ``kid`` (None: no head, nothing recorded)."""
+        store = self._store
+        target = named
+        if target is None and kid is not None:
+            target = store.v_value[store.k_head[kid]]
+        if target is not None:
+            store.op_retracts[len(store.op_code)] = target
+
     def _reject(self, key: str, value: str | None, ev: int) -> OpResult:
         store = self._store
+        named = self._retracting
         kid = self._head_of(key)
+        self._retracting_now(named, kid)
         if kid is None:
             return self._fail(REJECT, self._key_id(key), value, ev, "reject: the key has no current head")
         head = store.k_head[kid]
         if self._store.authority is not None and self._outranked(ev, (head,)):
             return self._fail(REJECT, kid, value, ev, _INSUFFICIENT)
+        if named is not None and named != store.v_value[head]:
+            reason = f"reject retracts {named!r} but the current head is {store.v_value[head]!r}"
+            return self._fail(REJECT, kid, value, ev, reason)
         store.seq = seq = store.seq + 1
         store.v_status[head] = CONTRADICTED
         store.v_to[head] = seq
@@ -432,15 +470,18 @@ class ProvenanceGraph:
 
     def _revoke(self, key: str, value: str | None, ev: int) -> OpResult:
         store = self._store
+        named = value if value is not None else self._retracting
         kid = self._head_of(key)
+        self._retracting_now(named, kid)
         if kid is None:
             return self._fail(REVOKE, self._key_id(key), value, ev, "revoke: the key has no current head")
         head = store.k_head[kid]
         if self._store.authority is not None and self._outranked(ev, (head,)):
             return self._fail(REVOKE, kid, value, ev, _INSUFFICIENT)
         current = store.v_value[head]
-        if value is not None and value != current:
-            reason = f"revoke names {value!r} but the current head is {current!r}"
+        if named is not None and named != current:
+            how = "names" if value is not None else "retracts"
+            reason = f"revoke {how} {named!r} but the current head is {current!r}"
             return self._fail(REVOKE, kid, value, ev, reason)
         store.seq = seq = store.seq + 1
         store.v_status[head] = REVOKED
@@ -797,7 +838,7 @@ class ProvenanceGraph:
             kid = store.kid.get(key)
             if kid is None:
                 return
-        names, extra = store.key_names, store.op_extra
+        names, extra, retracts = store.key_names, store.op_extra, store.op_retracts
         for i, (code, target) in enumerate(zip(store.op_code, store.op_target, strict=True)):
             if i in extra:
                 seq, k, ev, value, reason = extra[i]
@@ -816,6 +857,7 @@ class ProvenanceGraph:
                 applied=bool(code >> 6),
                 reason=reason,
                 version=None if target == NONE else f"v{target}",
+                retracts=retracts.get(i),
             )
 
     def edges(self) -> Iterator[tuple[str, str, str]]:

@@ -12,6 +12,12 @@ creates one; a version no replayed operation creates any more keeps its place in
 status ``undone`` (value kept: undoing the undo restores it) or ``erased`` (value gone, with the text of
 its evidence). A left-out operation stays in the log, not applied, with the reason. Premises recorded on
 a version are kept with it.
+
+A reject or revoke is replayed with the value it retracts (``GraphStore.op_retracts``), never with
+whatever the head is then: where that value is not the head it is a noop, so that undoing or erasing
+the statement it retracted equals never having said it. An erasure that leaves no operation of the key
+able to state that value again takes it out of the retraction too (its text must go with the evidence),
+and the retraction is left out of every later replay (``retracts_erased``).
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ if TYPE_CHECKING:
     from pmem.graph._graph import ProvenanceGraph
 
 _TOKEN = "<re-derived evidence>"  # the scratch graph's evidence fast path (see ProvenanceGraph.apply)
+_ERASED_EVIDENCE = "its evidence was erased"
+_ERASED_TARGET = "the value it retracts was erased"
+#: the operations that state their value (a version of it is created or supported): not a retraction's
+#: target, not a noop's naming of the head
+_STATING = frozenset({OPS.index("accept"), OPS.index("contest"), OPS.index("reject"), OPS.index("resolve")})
 
 
 @dataclass(frozen=True)
@@ -162,14 +173,16 @@ def request(g: ProvenanceGraph, i: int) -> tuple[int, int, str | None, int, int]
 
 
 def left_out(g: ProvenanceGraph, ops: list[int]) -> dict[int, str]:
-    """Of a key's operations, those the replay leaves out, with the reason: cited erased evidence, or
-    undone by an undo that is itself in effect (an undo is in effect unless an undo in effect undoes
-    it, or its own evidence is erased)."""
+    """Of a key's operations, those the replay leaves out, with the reason: cited erased evidence,
+    retracts a value that was erased, or undone by an undo that is itself in effect (an undo is in effect
+    unless an undo in effect undoes it, or its own evidence is erased)."""
     out: dict[int, str] = {}
-    erased, undo_of = g.storage.erased, g.storage.undo_of
+    erased, undo_of, inert = g.storage.erased, g.storage.undo_of, g.storage.retracts_erased
     for i in ops:
         if request(g, i)[3] in erased:
-            out[i] = "its evidence was erased"
+            out[i] = _ERASED_EVIDENCE
+        elif i in inert:
+            out[i] = _ERASED_TARGET
     code = g.storage.op_code
     for u in reversed(ops):  # an undo names an earlier operation: the latest undos decide first
         if u in undo_of and u not in out and code[u] >> 6:
@@ -224,6 +237,7 @@ def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
     if g._last_ev == n:  # the observe-then-apply fast path must not cite it either
         g._last_eid, g._last_ev = None, NONE
     for kid in keys:
+        _erase_targets(g, kid, idx, {request(g, i)[2] for i in cited if request(g, i)[1] == kid})
         rederive(g, kid, idx)
     names = g.storage.key_names
     changed = {
@@ -238,6 +252,35 @@ def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
         if g.storage.v_status[v] == ERASED and v not in dead_before
     )
     return ErasureReceipt(f"e{n}", changed, tuple(f"v{v}" for v in erased), len(cited))
+
+
+def _erase_targets(g: ProvenanceGraph, kid: int, idx: OpIndex, stated: set[str | None]) -> None:
+    """Take out of key ``kid``'s retractions the values ``stated`` (by the operations of the evidence
+    just erased) that no operation left can state again: none of the key's operations whose evidence is
+    not erased, nor one recorded with the key's name as its alias (an unmerge would move it here).
+
+    The value is then gone from the log (the retraction's target, and a revoke's value naming it), and
+    the retraction is left out of every later replay: no replay can make that value the head again.
+    """
+    store = g.storage
+    ops = idx.by_key(kid)
+    alias_of = store.op_alias
+    name = store.key_names[kid]
+    still = {
+        request(g, i)[2]
+        for i in [*ops, *(i for i, a in alias_of.items() if a == name)]
+        if request(g, i)[0] in _STATING and request(g, i)[3] not in store.erased
+    }
+    gone = {v for v in stated if v is not None} - still
+    if not gone:
+        return
+    for i in ops:
+        if store.op_retracts.get(i) in gone:
+            del store.op_retracts[i]
+            store.retracts_erased.add(i)
+            e = store.op_extra.get(i)
+            if e is not None and e[3] in gone:  # a revoke's value named it
+                store.op_extra[i] = (e[0], e[1], e[2], None, e[4])
 
 
 def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
@@ -323,6 +366,7 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
         s.storage.authority = {src: level for after, src, level in g.storage.authority_log if after < 0}
     s.storage.new_key(key)
     replayed: dict[int, int] = {}  # this graph's operation -> the scratch graph's
+    targets = g.storage.op_retracts
     for i in ops:
         req, _, value, ev, seq = request(g, i)
         if req == UNDO or i in skipped:
@@ -334,7 +378,9 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
             s.storage.authority[src] = level
         s.storage.seq = seq - 1
         s._last_eid, s._last_ev = _TOKEN, ev
-        s.apply(OPS[req], key, value, None if ev == NONE else _TOKEN)
+        # a retraction retracts what it named when it arrived, not what the head is in this replay (the
+        # scratch graph's own record of it is not written back: the request is this graph's)
+        s.apply(OPS[req], key, value, None if ev == NONE else _TOKEN, retracts=targets.get(i))
         replayed[i] = len(s.storage.op_code) - 1
     _write_back(g, kid, ops, skipped, replayed, s, adopted or [])
 
@@ -374,7 +420,7 @@ def _write_back(
             versions.append(v)
         vmap[sv] = v
     live = {v: sv for sv, v in vmap.items() if sv != NONE}
-    erased_ops = {request(g, i)[4] for i, why in skipped.items() if why == "its evidence was erased"}
+    erased_ops = {request(g, i)[4] for i, why in skipped.items() if why == _ERASED_EVIDENCE}
     for v in versions:
         g.storage.v_older.pop(v, None)
         g.storage.v_alt.pop(v, None)
@@ -421,7 +467,7 @@ def _write_back(
             continue
         if i in skipped:
             why = skipped[i]
-            kept = None if why == "its evidence was erased" else value
+            kept = None if why in (_ERASED_EVIDENCE, _ERASED_TARGET) else value
             g.storage.op_code[i] = req | NOOP << 3
             g.storage.op_target[i] = NONE
             g.storage.op_extra[i] = (seq, kid, ev, kept, f"left out: {why}")

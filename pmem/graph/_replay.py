@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 import pyarrow as pa
 
-from pmem.graph._bulk import WRITE_BATCH_SCHEMA
+from pmem.graph._bulk import WRITE_BATCH_SCHEMA, apply_batch
 from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._identity import KeyRegistry
 from pmem.graph._validate import preview, valid_instant
@@ -120,11 +120,14 @@ def _replay_into(
 
     An operation with premises is applied on its own with them (``depends_on``), less any premise that
     has no head in the replay (a time bound can leave one out). Source authority settings are made at
-    their place in the log: after the arrival they followed, if it is at most ``bound``.
+    their place in the log: after the arrival they followed, if it is at most ``bound``. A retraction
+    is replayed with the value it retracts (the batch's side column), so that one whose value is not
+    the head in the replay is a noop, as it is in an undo or erasure.
     """
     settings = [s for s in graph.storage.authority_log if 0 <= s[0] <= bound]
     arrival_seqs = log["seq"][keep].tolist()
     erased, undo_of = graph.storage.erased, graph.storage.undo_of
+    targets, inert = graph.storage.op_retracts, graph.storage.retracts_erased
     # an undo names its target by the seq it has in the replay: arrivals are numbered as they are fed
     replay_seq: dict[int, int] = {}
     ops = log["operations"]
@@ -139,12 +142,16 @@ def _replay_into(
     )
     premised, names, aliases = graph.storage.op_deps, graph.storage.key_names, graph.storage.op_alias
     columns: dict[str, list[Any]] = {name: [] for name in WRITE_BATCH_SCHEMA.names}
+    retracts: list[str | None] = []  # per batch row: the value a retraction retracts
 
     def flush() -> None:
         if columns["op"]:
-            replayed.apply_batch(pa.table(columns, schema=WRITE_BATCH_SCHEMA))
+            table = pa.table(columns, schema=WRITE_BATCH_SCHEMA)
+            named = any(t is not None for t in retracts)  # else the batch's values are its only codes
+            apply_batch(replayed, table, pa.array(retracts, pa.large_string()) if named else None)
             for column in columns.values():
                 column.clear()
+            retracts.clear()
 
     def set_before(seq: int) -> None:
         while settings and settings[0][0] < seq:
@@ -158,6 +165,8 @@ def _replay_into(
             o = ops[op]
             if o.evidence is not None and int(o.evidence[1:]) in erased:
                 continue  # never happened: its evidence is erased
+            if op in inert:
+                continue  # retracts a value only erased evidence stated: a noop in every replay
             if o.requested == "undo" and ops[undo_of[op]].seq not in replay_seq:
                 continue  # a bound left the undone operation out: nothing to undo
         replay_seq[at] = len(replay_seq) + 1
@@ -190,11 +199,15 @@ def _replay_into(
                 ev_id = None if cited is None else f"e{cited}"
                 # an alias that is now the operation's own key was split off: the replay applies it there
                 alias = None if alias == o.key else alias
-                replayed.apply(o.requested, o.key, o.value, ev_id, depends_on=held, alias=alias)
+                target = targets.get(op)
+                replayed.apply(
+                    o.requested, o.key, o.value, ev_id, depends_on=held, alias=alias, retracts=target
+                )
                 continue
             row = (o.requested, None, None, None, o.key, o.value, cited)
         for name, cell in zip(WRITE_BATCH_SCHEMA.names, row, strict=True):
             columns[name].append(cell)
+        retracts.append(None if op < 0 else targets.get(op))
     flush()
     set_before(bound + 1)
 
@@ -231,6 +244,7 @@ class ReadOnlyGraph(ProvenanceGraph):
         *,
         depends_on: Iterable[str] | None = None,
         alias: str | None = None,
+        retracts: str | None = None,
     ) -> NoReturn:
         _refuse("apply")
 

@@ -70,11 +70,14 @@ if TYPE_CHECKING:
 FORMAT = "pmem-state"
 #: Written by this code. Version 2 added the premise tables (``apply(..., depends_on=...)``); version 3
 #: the whole-file checksum (metadata and Arrow framing included); version 4 the flat tables; version 5
-#: the XXH3-128 file digest in place of SHA-256 (the same tables).
-SCHEMA_VERSION = 5
+#: the XXH3-128 file digest in place of SHA-256 (the same tables); version 6 what each retraction
+#: retracts (the operations' ``retracts`` and ``retracts_erased``: a replay without the retracted
+#: statement leaves the retraction a noop, issue 41).
+SCHEMA_VERSION = 6
 #: Read by this code: versions 1 to 3 through :mod:`pmem.graph._state_legacy`.
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
-#: The first schema of the flat tables (:mod:`pmem.graph._tables`): 4 and 5 hold the same tables.
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+#: The first schema of the flat tables (:mod:`pmem.graph._tables`): 4 and 5 hold the same tables, 6
+#: two more columns of ``operations``.
 FLAT_SINCE = 4
 #: The two layouts of a state: one file, or a directory of one Arrow file per table.
 Layout = Literal["file", "directory"]

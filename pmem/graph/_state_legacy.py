@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from pmem.graph._tables import retracted_before_6
 from pmem.graph._texts import TextColumn
 from pmem.graph._validate import valid_instant
 
@@ -169,6 +170,7 @@ def build_legacy_graph(
         for n, k in zip(*(_column_list(op_premises, c) for c in _OPERATION_PREMISES.names), strict=True):
             op_deps.setdefault(n, []).append(k)
         graph.storage.op_deps = {n: tuple(k) for n, k in op_deps.items()}
+    graph.storage.op_retracts = retracted_before_6(graph)  # as a schema 4 or 5 state's are read
     identity = tables["identity"].to_pylist()
     reg_keys: list[str] = _column_list(tables["registry_keys"], "key")  # a string column: to_pylist()
     reg_config = json.loads(meta.get("registry", "null"))

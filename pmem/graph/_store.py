@@ -24,7 +24,8 @@ key's edges and blank erased texts.
 - supported-by edges added after creation: ``sb_*``; tombstones (revokes edges): ``tb_*``.
 - the operation log: ``op_code`` (requested | effective << 3 | applied << 6) and ``op_target``; an
   operation that created its target version takes seq, key, evidence and value from it, every other one
-  keeps them in ``op_extra``; ``undo_of``, ``op_alias``, ``op_deps`` sparse.
+  keeps them in ``op_extra``; ``undo_of``, ``op_alias``, ``op_deps`` sparse; a retraction's target
+  (``op_retracts``: the value a reject or revoke retracts) sparse, and ``retracts_erased``.
 
 >>> store = GraphStore()
 >>> kid = store.new_key("budget")
@@ -103,6 +104,13 @@ class GraphStore:
         self.op_extra: dict[int, tuple[int, int, int, str | None, str | None]] = {}
         self.undo_of: dict[int, int] = {}  # an undo operation -> the operation it undoes
         self.op_alias: dict[int, str] = {}  # an operation -> the key as extracted, when merged (sparse)
+        # A reject or revoke -> the value it retracts: the one it named, else its key's head's when it
+        # arrived (none: the key had no head). A replay in which that value is not the head leaves it a
+        # noop, so that undoing or erasing what it retracted equals never having said it (issue 41).
+        self.op_retracts: dict[int, str] = {}
+        # retractions whose value only erased evidence stated: the value is gone, and they are left out
+        # of every replay (no operation left can make it a head again)
+        self.retracts_erased: set[int] = set()
 
     # ------------------------------------------------------------------ writing
 

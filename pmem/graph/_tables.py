@@ -1,5 +1,6 @@
-"""A graph as flat Arrow tables, and back: the state format of schemas 4 and 5 (the one place it is
-defined; the two differ only in their files' digest, :mod:`pmem.graph._state`).
+"""A graph as flat Arrow tables, and back: the state format of schemas 4 to 6 (the one place it is
+defined; 4 and 5 differ only in their files' digest, :mod:`pmem.graph._state`; 6 adds the operations'
+``retracts`` and ``retracts_erased``).
 
 A state is seven flat tables, one row per node or per edge, whose columns any Arrow engine reads without
 P-Mem (``docs/core.md`` documents every column):
@@ -10,7 +11,10 @@ P-Mem (``docs/core.md`` documents every column):
   name, ``valid_from``, ``valid_to``, ``evidence``, ``supersedes``, ``alternative_of``, ``previous``,
   ``support``, premises). Statuses are written out: a head closed lazily in memory is ``superseded``.
 - ``operations``: the operation log, one row per entry (``seq``, ``requested``, ``op``, ``key``,
-  ``value``, ``evidence``, ``applied``, ``reason``, ``version``, ``undoes``, ``alias``, premises).
+  ``value``, ``evidence``, ``applied``, ``reason``, ``version``, ``undoes``, ``alias``, premises, and
+  for a reject or revoke the value it retracts). A state of schema 4 or 5 has no ``retracts``: each
+  applied retraction is read as retracting the value of the version it acted on (see
+  :func:`retracted_before_6`).
 - ``edges``: the edges that are not columns of ``versions``: supported-by edges added after a version
   was created (a repeated value, a noop, a resolve) and revokes edges (one per tombstone). The
   supported-by edge of a version's creating evidence, supersedes and alternative-of are ``versions``
@@ -40,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pmem.graph._codes import ACTIVE, EDGE_KINDS, LOG_OPS, STATUSES, SUPERSEDED
+from pmem.graph._codes import ACTIVE, EDGE_KINDS, ERASED, LOG_OPS, NONE, REJECT, REVOKE, STATUSES, SUPERSEDED
 from pmem.graph._texts import TextColumn
 from pmem.graph._validate import valid_instant
 
@@ -118,6 +122,8 @@ SCHEMAS: dict[str, pa.Schema] = {
             _optional("undoes", _I64),
             _optional("alias", _STR),
             _optional("premise_keys", _IDS),
+            _optional("retracts", _LSTR),
+            _required("retracts_erased", _BOOL),
         ]
     ),
     "edges": pa.schema(
@@ -247,10 +253,16 @@ def versions_table(graph: ProvenanceGraph) -> pa.Table:
     return _versions(graph, keys, _pa.array(graph.storage.v_value, type=_LSTR))
 
 
+def _flags(n: int, rows: set[int]) -> NDArray[np.bool_]:
+    """``n`` booleans, true at ``rows``."""
+    out = np.zeros(n, np.bool_)
+    out[np.fromiter(rows, np.int64, len(rows))] = True
+    return out
+
+
 def _evidence(graph: ProvenanceGraph) -> pa.Table:
     n = len(graph.storage.ev_seq)
-    erased = np.zeros(n, np.bool_)
-    erased[list(graph.storage.erased)] = True
+    erased = _flags(n, graph.storage.erased)
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
         _pa.array(_np(graph.storage.ev_seq)),
@@ -337,6 +349,8 @@ def _operations(graph: ProvenanceGraph, keys: pa.Array[Any], versions: pa.Array[
         _sparse(n, graph.storage.undo_of, _I64),
         _sparse(n, graph.storage.op_alias, _STR),
         _id_lists(n, graph.storage.op_deps),
+        _sparse(n, graph.storage.op_retracts, _LSTR),
+        _pa.array(_flags(n, graph.storage.retracts_erased)),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["operations"])
 
@@ -479,6 +493,9 @@ def build_graph(
     Raises ``ValueError`` (or ``KeyError``/``IndexError``) for tables that do not make a graph; the file
     layer turns it into a ``StateFileError`` naming the file.
     """
+    before_6 = int(meta.get("schema_version", SCHEMA_WITH_RETRACTS)) < SCHEMA_WITH_RETRACTS
+    if before_6:
+        tables = {**tables, "operations": _without_retracts(tables["operations"])}
     _check_schemas(tables)
     graph = cls(registry=registry)
     _load_evidence(graph, tables["evidence"])
@@ -486,6 +503,8 @@ def build_graph(
     _load_versions(graph, tables["versions"])
     _load_edges(graph, tables["edges"])
     _load_operations(graph, tables["operations"], tables["versions"])
+    if before_6:
+        graph.storage.op_retracts = retracted_before_6(graph)
     graph.storage.seq = int(meta["seq"])
     _load_authority(graph, json.loads(meta["authority"]))
     identity = tables["identity"].to_pylist()
@@ -604,6 +623,49 @@ def _load_operations(graph: ProvenanceGraph, table: pa.Table, versions: pa.Table
     graph.storage.op_alias = dict(zip(*_present(table, "alias"), strict=True))
     rows, deps = _present(table, "premise_keys")
     graph.storage.op_deps = {n: tuple(k) for n, k in zip(rows, deps, strict=True)}
+    graph.storage.op_retracts = dict(zip(*_present(table, "retracts"), strict=True))
+    inert = table.column("retracts_erased").to_numpy(zero_copy_only=False)
+    graph.storage.retracts_erased = set(np.flatnonzero(inert).tolist())
+
+
+#: The schema whose operations table records what each retraction retracts.
+SCHEMA_WITH_RETRACTS = 6
+
+
+def _without_retracts(table: pa.Table) -> pa.Table:
+    """An operations table of schema 4 or 5 with the columns schema 6 added (none retracts anything
+    yet: :func:`retracted_before_6` reads that from the graph)."""
+    n = table.num_rows
+    if "retracts" in table.schema.names:  # not what schema 4 or 5 wrote: the schema check refuses it
+        return table
+    table = table.append_column(SCHEMAS["operations"].field("retracts"), _pa.nulls(n, type=_LSTR))
+    return table.append_column(
+        SCHEMAS["operations"].field("retracts_erased"), _pa.array(np.zeros(n, np.bool_))
+    )
+
+
+def retracted_before_6(graph: ProvenanceGraph) -> dict[int, str]:
+    """What each retraction of a schema 4 or 5 state retracts, as it records it: a revoke's named value;
+    else, for one applied, the value of the version it acted on (a revoke's or a reject's retracted
+    head; for a reject with a replacement, the version that replacement supersedes). One that acted on
+    nothing, or on a version erased since, retracts nothing recorded: it replays as it always did."""
+    store = graph.storage
+    out: dict[int, str] = {}
+    requested = np.frombuffer(store.op_code, np.int64) & 7 if len(store.op_code) else np.zeros(0, np.int64)
+    for i in np.flatnonzero((requested == REJECT) | (requested == REVOKE)).tolist():
+        code, req = store.op_code[i], store.op_code[i] & 7
+        extra = store.op_extra.get(i)
+        if req == REVOKE and extra is not None and extra[3] is not None:
+            out[i] = extra[3]
+            continue
+        target = store.op_target[i]
+        if not code >> 6 or target == NONE:
+            continue
+        if extra is None:  # a reject that created its replacement: it retracted what that supersedes
+            target = store.v_prev[target]
+        if target != NONE and store.v_status[target] != ERASED:
+            out[i] = store.v_value[target]
+    return out
 
 
 def _load_authority(graph: ProvenanceGraph, authority: dict[str, Any]) -> None:

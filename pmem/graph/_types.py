@@ -68,7 +68,11 @@ class Evidence:
 
 @dataclass(frozen=True, slots=True)
 class Operation:
-    """One entry of the operation log (failed preconditions included, as noops with their reason)."""
+    """One entry of the operation log (failed preconditions included, as noops with their reason).
+
+    ``retracts``: for a reject or revoke, the value it retracts (the one it named, else the head's when
+    it arrived); None when the key had no head, or the value was erased (see ``reason``).
+    """
 
     seq: int
     requested: str
@@ -79,3 +83,4 @@ class Operation:
     applied: bool
     reason: str | None
     version: str | None
+    retracts: str | None = None

@@ -205,9 +205,11 @@ class PartitionGraph(ProvenanceGraph):
         *,
         depends_on: Iterable[str] | None = None,
         alias: str | None = None,
+        retracts: str | None = None,
     ) -> OpResult:
-        if depends_on is not None or alias is not None:
-            msg = "an ingest partition records no premises or aliases (the merge would not carry them)"
+        if depends_on is not None or alias is not None or retracts is not None:
+            # (a revoke names what it retracts by its value, which the write log carries)
+            msg = "an ingest partition records no premises, aliases or retracts (the merge would not carry them)"
             raise ValueError(msg)
         cited = evidence if evidence is not None and evidence in self._dated else None
         result = super().apply(op, key, value, cited)

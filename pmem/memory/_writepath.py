@@ -281,13 +281,17 @@ class WritePath:
     ) -> None:
         premises: tuple[str, ...] = ()
         alias = None
+        named = False
         if self.provenance and self._store is None:
             op, value = self._repeat_as_accept(op, key, value, fact.value)
+            op, value, named = self._retraction_named(op, value, fact)
             premises = self._premises(fact, key)
             if fact.key != key:
                 alias = fact.key
                 self._aliases[fact.key] = key
-        r = self._apply(op, key, None if op == "revoke" else value, evidence, premises, alias)
+        # a revoke retracts the head unless it names what it retracts: a withdrawn fact's value does,
+        # a value the model gave for another fact is not trusted to
+        r = self._apply(op, key, None if op == "revoke" and not named else value, evidence, premises, alias)
         self._attribute(key, fact.event)
         self._w.record(
             r.op,
@@ -315,6 +319,22 @@ class WritePath:
         if self._graph.head_value(key) == stated:
             return "accept", stated
         return op, value
+
+    @staticmethod
+    def _retraction_named(op: str, value: str | None, fact: Fact) -> tuple[str, str | None, bool]:
+        """(op, value, whether the value names what a revoke retracts) for a withdrawn fact ("the
+        report that X was an error"): a retraction of X, whatever the head is now. The noop, revoke or
+        reject without a value the model (or the controller) chose is requested as ``revoke X``, so
+        the log says what the statement retracted, in a form every log carries (an ingest's write log
+        too): where X is not the head the core records a noop with the reason, and a replay without
+        some earlier statement (an undo, an erasure) retracts X exactly where feeding the texts again
+        would (issue 41). A noop would count the statement as support of the head, and a retraction
+        naming nothing would retract whatever the replay's head is."""
+        if fact.status != "withdrawn" or not fact.value:
+            return op, value, False
+        if op in ("noop", "revoke") or (op == "reject" and value is None):
+            return "revoke", fact.value, True
+        return op, value, False
 
     def _premises(self, fact: Fact, key: str) -> tuple[str, ...]:
         """The fact's premises as canonical keys that hold a value now (others cannot be depended on)."""

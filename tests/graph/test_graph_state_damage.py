@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _current(tmp_path: Path, layout: str = "file") -> Path:
-    """The schema-2 fixture's graph saved by this code (schema 5)."""
-    path = tmp_path / ("state-schema-5.arrow" if layout == "file" else "state-schema-5")
+    """The schema-2 fixture's graph saved by this code (the current schema)."""
+    path = tmp_path / ("state-current.arrow" if layout == "file" else "state-current")
     ProvenanceGraph.load(FIXTURES / "state-schema-2.arrow").save(path, layout=layout)
     return path
 
@@ -35,7 +35,8 @@ def _states(tmp_path: Path) -> dict[str, Path]:
         "schema 2": FIXTURES / "state-schema-2.arrow",
         "schema 3": FIXTURES / "state-schema-3.arrow",
         "schema 4": FIXTURES / "state-schema-4.arrow",
-        "schema 5": _current(tmp_path),
+        "schema 5": FIXTURES / "state-schema-5.arrow",
+        "schema 6": _current(tmp_path),
     }
 
 
@@ -56,7 +57,7 @@ def test_a_sample_of_bit_flips_of_each_schema(tmp_path: Path) -> None:
     for name, path in _states(tmp_path).items():
         results = trials(path, _sample(path.stat().st_size, 97))
         _assert_only_refused_or_same(name, results)
-        if name in ("schema 3", "schema 4", "schema 5"):  # every byte is under the file digest
+        if name in ("schema 3", "schema 4", "schema 5", "schema 6"):  # every byte is under the file digest
             assert set(results.values()) == {"refused"}, summary(results)
 
 
@@ -190,14 +191,15 @@ def _resealed(data: bytes, algorithm: Any, version: int) -> bytes:
 
 
 def test_a_state_sealed_with_another_schemas_digest_is_refused(tmp_path: Path) -> None:
-    """Schema 5 is sealed with XXH3-128 and schemas 3 and 4 with SHA-256: a file whose digest checks
-    out but is not its schema's was not written by P-Mem and is refused."""
-    from pmem.graph._state import SHA256, XXH3_128
+    """Schemas 5 on are sealed with XXH3-128 and schemas 3 and 4 with SHA-256: a file whose digest
+    checks out but is not its schema's was not written by P-Mem and is refused."""
+    from pmem.graph._state import SCHEMA_VERSION, SHA256, XXH3_128
 
     current = _current(tmp_path).read_bytes()
-    assert ProvenanceGraph.from_bytes(_resealed(current, XXH3_128, 5)).to_bytes() == current  # the helper
+    now = SCHEMA_VERSION
+    assert ProvenanceGraph.from_bytes(_resealed(current, XXH3_128, now)).to_bytes() == current  # the helper
     old = (FIXTURES / "state-schema-4.arrow").read_bytes()
-    for data, algorithm, version in ((current, SHA256, 5), (old, XXH3_128, 4), (old, XXH3_128, 3)):
+    for data, algorithm, version in ((current, SHA256, now), (old, XXH3_128, 4), (old, XXH3_128, 3)):
         with pytest.raises(StateFileError, match=f"schema version {version} sealed with {algorithm.key}"):
             ProvenanceGraph.from_bytes(_resealed(data, algorithm, version))
 

@@ -3,7 +3,9 @@
 The reference never calls ``undo``, ``erase`` or ``unmerge``: it keeps the calls made, decides from the
 definition which operations are left out (undone by an undo in effect, or citing erased evidence) and
 which key each operation is on (its alias, once that alias was split off), and replays the rest into a
-fresh graph. The graph must agree on the frontier and on every key's live versions.
+fresh graph; a retraction retracts what the head was when it was made (a revoke's value names it), so
+where that value is not the head in the replay it is skipped (issue 41). The graph must agree on the
+frontier and on every key's live versions.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class Run:
         self.g = ProvenanceGraph(authority=authority)
         self.log: list[
             tuple
-        ] = []  # ("observe", source, day) | ("op", op, key, value, ev) | ("authority", ...)
+        ] = []  # ("observe", source, day) | ("op", op, key, value, ev, alias, retracts) | ("authority", ...)
         self.op_entry: list[int] = []  # log position of each operation call, in call order
         self.seq_of: dict[int, int] = {}  # log position of an operation -> its seq in the graph
         self.erased: set[int] = set()
@@ -103,8 +105,13 @@ class Run:
                 with pytest.raises(ValueError, match="was erased"):
                     g.apply(op, key, value, evidence=f"e{ev}", alias=alias)
                 return
+            retracts = None
+            if op == "revoke" and value is not None:
+                retracts = value
+            elif op in ("reject", "revoke"):
+                retracts = g.head_value(key)  # what it retracts: the head as the call finds it
             g.apply(op, key, value, evidence=None if ev is None else f"e{ev}", alias=alias)
-            self.log.append(("op", op, key, value, ev, alias))
+            self.log.append(("op", op, key, value, ev, alias, retracts))
             self.seq_of[len(self.log) - 1] = g.seq
             self.op_entry.append(len(self.log) - 1)
 
@@ -147,8 +154,11 @@ class Run:
             elif entry[0] == "authority":
                 g.set_authority(entry[1], entry[2])
             elif entry[0] == "op" and i not in out:
-                _, op, key, value, ev, alias = entry
+                _, op, key, value, ev, alias, retracts = entry
                 key = alias if alias in split else key
+                if retracts is not None and g.head_value(key) != retracts:
+                    applied[i] = False  # what it retracted was not said here: a noop
+                    continue
                 applied[i] = g.apply(op, key, value, evidence=None if ev is None else f"e{ev}").applied
         return g, applied
 
