@@ -247,12 +247,6 @@ def iter_graph_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
     yield from _registry_tables(graph._registry).items()
 
 
-def versions_table(graph: ProvenanceGraph) -> pa.Table:
-    """The graph's ``versions`` table alone (as :func:`iter_graph_tables` makes it)."""
-    keys = _pa.array(graph.storage.key_names, type=_STR)
-    return _versions(graph, keys, _pa.array(graph.storage.v_value, type=_LSTR))
-
-
 def _flags(n: int, rows: set[int]) -> NDArray[np.bool_]:
     """``n`` booleans, true at ``rows``."""
     out = np.zeros(n, np.bool_)

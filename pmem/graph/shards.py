@@ -571,57 +571,49 @@ def _check_stats(root: Path, graph: ProvenanceGraph, entries: dict[str, str]) ->
 
 
 def _check_parts(root: Path, graph: ProvenanceGraph, versions: list[pa.Table]) -> None:
-    """Refuse parts whose versions are not the union's versions of their keys: each key in the part that
-    owns it, and there its versions' value, status, openness and support, in the order the union has
-    them (both number a key's versions in arrival order)."""
-    from pmem.graph._tables import versions_table
+    """Refuse parts whose versions are not the union's versions of the keys they own: each part's rows,
+    in id order, are the union's versions of its keys in id order (both create a key's versions in
+    arrival order, and a part's keys arrive in the union's order), with the same key, value, status,
+    openness and support. Linear: no sort, one pass per part."""
+    from pmem.graph._tables import _materialized
 
-    union = versions_table(graph)  # as the union's state would hold it (statuses materialized)
-    names = pa.array(graph.storage.key_names, pa.string())
-    owner = partitions_of(names, len(versions))
-    expected = _version_rows(union, union.column("key_id").to_numpy(), root)
-    found: list[dict[str, Any]] = []
+    store = graph.storage
+    status, valid_to = _materialized(graph)  # as the union's state would hold them (lazy heads closed)
+    kid = np.frombuffer(store.v_key, np.int64) if len(store.v_key) else np.zeros(0, np.int64)
+    support = np.ones(len(kid), np.int64)
+    if store.v_extra_support:
+        more = np.fromiter(store.v_extra_support, np.int64, len(store.v_extra_support))
+        support[more] += np.fromiter(store.v_extra_support.values(), np.int64, len(more))
+    values = pa.array(store.v_value, pa.large_string())
+    names = pa.array(store.key_names, pa.string())
+    owner = partitions_of(names, len(versions))[kid]
     for p, table in enumerate(versions):
         where = root / part_name(p) / "versions.arrow"
-        kid = _union_key_ids(table.column("key"), names, where)
-        if len(kid) and (owner[kid] != p).any():
-            stray = graph.storage.key_names[int(kid[owner[kid] != p][0])]
+        rows = np.flatnonzero(owner == p)
+        theirs = _union_key_ids(table.column("key"), names, where)
+        if len(theirs) != len(rows):
             raise _refuse(
-                where, f"it holds key {stray!r}, which part {partition_of(stray, len(versions))} owns"
+                where, f"it holds {len(theirs)} versions, the union {len(rows)} of the keys it owns"
             )
-        found.append(_version_rows(table, kid, where))
-    merged: dict[str, Any] = {
-        name: np.concatenate([f[name] for f in found]) for name in ("key", "status", "open", "support")
-    }
-    merged["value"] = pa.concat_arrays([f["value"] for f in found])
-    for rows in (expected, merged):  # a key's versions together, in id order: its arrival order
-        order = np.argsort(rows["key"], kind="stable")
-        for name in ("key", "status", "open", "support"):
-            rows[name] = rows[name][order]
-        rows["value"] = rows["value"].take(pa.array(order, pa.int64()))
-    if len(merged["key"]) != len(expected["key"]) or not np.array_equal(merged["key"], expected["key"]):
-        raise _refuse(root, "its parts do not hold the union's versions, key by key (a part was altered)")
-    for name in ("status", "open", "support"):
-        apart = np.flatnonzero(merged[name] != expected[name])
-        if len(apart):
-            key = graph.storage.key_names[int(expected["key"][apart[0]])]
-            raise _refuse(
-                root, f"a part's {name} of a version of {key!r} is not the union's (a part was altered)"
-            )
-    if not merged["value"].equals(expected["value"]):
-        raise _refuse(root, "a part's value of a version is not the union's (a part was altered)")
-
-
-def _version_rows(table: pa.Table, kid: NDArray[np.int64], where: Path) -> dict[str, Any]:
-    """What a part and the union must agree on, per version of ``table``: the (union's) key id, status
-    code, whether it is open, support, value."""
-    return {
-        "key": np.asarray(kid, np.int64),
-        "status": _status_codes(table.column("status"), where),
-        "open": table.column("valid_to").is_null().to_numpy(zero_copy_only=False),
-        "support": table.column("support").to_numpy(),
-        "value": table.column("value").combine_chunks().cast(pa.large_string()),
-    }
+        mine = {
+            "key": (theirs, kid[rows]),
+            "status": (_status_codes(table.column("status"), where), status[rows]),
+            "openness": (
+                table.column("valid_to").is_null().to_numpy(zero_copy_only=False),
+                valid_to[rows] < 0,
+            ),
+            "support": (table.column("support").to_numpy(), support[rows]),
+        }
+        for name, (found, expected) in mine.items():
+            apart = np.flatnonzero(found != expected)
+            if len(apart):
+                key = store.key_names[int(kid[rows[apart[0]]])]
+                raise _refuse(
+                    where,
+                    f"the {name} of its version {int(apart[0])} (key {key!r}) is not the union's (a part was altered)",
+                )
+        if not table.column("value").combine_chunks().cast(pa.large_string()).equals(values.take(rows)):
+            raise _refuse(where, "a value of its versions is not the union's (a part was altered)")
 
 
 def _union_key_ids(column: Any, names: pa.Array[Any], where: Path) -> NDArray[np.int64]:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from statefuzz import digest_of, entries, reseal
 
 from pmem.graph import WRITE_LOG_SCHEMA, ProvenanceGraph, StateFileError, apply_log, partitions_of
+from pmem.graph._state import _write_sealed
 from pmem.graph.shards import (
     INDEX,
     LOG,
@@ -246,7 +247,23 @@ def test_a_sharded_state_loads_only_whole(tmp_path: Path) -> None:
         shutil.copyfile(table, root / "part-0" / table.name)
     refused(r"part-0/metadata\.arrow: .*its digest is not the one the sharded state.s index lists")
     reseal(root / INDEX, {"file:part-0/metadata.arrow": digest_of(root / "part-0" / "metadata.arrow")})
-    refused("a part's .* differs from the union's|do not hold the union's versions")  # and the index resealed
+    refused(r"part-0/versions\.arrow: .*(versions, the union|is not the union's)")  # the index resealed too
+    restore()
+    # one value of part-1's versions edited, and every digest above it written anew: only the union
+    # (replayed from the logs) can tell
+    versions = pa.ipc.open_file(pa.memory_map(str(root / "part-1" / "versions.arrow"))).read_all()
+    values = versions.column("value").to_pylist()
+    values[-1] = "forged"
+    forged = versions.set_column(
+        versions.schema.get_field_index("value"), "value", pa.array(values, pa.large_string())
+    )
+    (root / "part-1" / "versions.arrow").unlink()
+    digest = _write_sealed(
+        root / "part-1" / "versions.arrow", forged.replace_schema_metadata(None), {"table": "versions"}
+    )
+    reseal(root / "part-1" / "metadata.arrow", {"file_xxh3_128.versions": digest})
+    reseal(root / INDEX, {"file:part-1/metadata.arrow": digest_of(root / "part-1" / "metadata.arrow")})
+    refused(r"part-1/versions\.arrow: .*a value of its versions is not the union's")
     restore()
     (root / "part-1" / "versions.arrow").write_bytes((root / "part-1" / "versions.arrow").read_bytes()[:-100])
     refused(r"part-1/versions\.arrow")
