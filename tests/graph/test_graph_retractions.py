@@ -131,14 +131,14 @@ def check_every_erasure_and_undo(script_: list[tuple[str, str, str | None, bool]
         assert views(undone.as_of()) == want, f"as_of after undo of call {i}"
 
 
-@settings(max_examples=25, deadline=None)  # a few seconds; the slow variant below runs 2,000
+@settings(max_examples=25, deadline=None)  # a few seconds; the slow variant below runs 500
 @given(script)
 def test_erasing_or_undoing_any_statement_equals_never_having_made_it(script_) -> None:
     check_every_erasure_and_undo(script_)
 
 
 @pytest.mark.slow
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(script)
 def test_erasing_or_undoing_any_statement_equals_never_having_made_it_at_length(script_) -> None:
     check_every_erasure_and_undo(script_)
