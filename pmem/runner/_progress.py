@@ -84,7 +84,8 @@ def terminal_width(stream: TextIO | None = None) -> int:
 
 def wrap_lines(lines: Iterable[str], width: int) -> list[str]:
     """``lines`` wrapped (not cut) to ``width``, continuations indented: what a note or a detail says is
-    read whole, and no line of it is wider than the terminal.
+    read whole, and no line of it is wider than the terminal but one holding a word longer than the
+    width (a path is never split).
 
     >>> wrap_lines(["[pmem sweep] not run: mem0 (12 histories): needs a model"], 40)
     ['[pmem sweep] not run: mem0 (12', '    histories): needs a model']
@@ -93,7 +94,10 @@ def wrap_lines(lines: Iterable[str], width: int) -> list[str]:
     return [
         part
         for line in lines
-        for part in textwrap.wrap(line, width, subsequent_indent="    ", break_on_hyphens=False) or [""]
+        for part in textwrap.wrap(
+            line, width, subsequent_indent="    ", break_on_hyphens=False, break_long_words=False
+        )
+        or [""]
     ]
 
 

@@ -181,7 +181,8 @@ def test_damaged_batch_resumes_in_one_rerun(ray_cluster, tmp_path: Path) -> None
         ray_cluster.get_runtime_context().gcs_address,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"{victim}: checksum mismatch" in proc.stderr
+    said = proc.stderr.replace("\n    ", " ")  # a message wrapped to the terminal, read whole
+    assert f"{victim}: checksum mismatch" in said
     assert sorted(result_keys(first.run_dir)) == keys
     hist = read(first.run_dir, "histories")
     assert sorted(Counter(hist.column("unit_id").to_pylist()).values()) == [1, 1, 1]

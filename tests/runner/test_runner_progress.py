@@ -221,3 +221,7 @@ def test_wrap_lines_keeps_words_and_empty_lines() -> None:
     parts = wrap_lines([text, ""], 40)
     assert all(len(p) <= 40 for p in parts) and parts[-1] == ""
     assert " ".join(p.strip() for p in parts[:-1]) == text
+    # a path longer than the width keeps its line whole: split, it could not be copied back
+    path = "/tmp/pytest-of-root/pytest-104/test_damaged_batch_resumes_in_0/runs/damaged/states/x.arrow"
+    parts = wrap_lines([f"[pmem sweep] damaged batch dropped: {path}: checksum mismatch"], 40)
+    assert f"    {path}:" in parts and all(len(p) <= 40 for p in parts if path not in p)
