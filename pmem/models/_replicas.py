@@ -489,7 +489,9 @@ class ReplicaActor:
         if rss <= limit * 2**30:
             return False
         with open(self._log_path, "ab") as log:
-            line = f"pmem: server resident memory {rss / 2**30:.2f} GiB > max_rss_gib {limit:g}: restarting it\n"
+            line = (
+                f"pmem: server resident memory {rss / 2**30:.2f} GiB > max_rss_gib {limit:g}: restarting it\n"
+            )
             log.write(line.encode())
         return True
 

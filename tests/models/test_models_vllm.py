@@ -430,11 +430,11 @@ def test_a_server_past_its_memory_limit_is_restarted_and_says_why() -> None:
     try:
         roomy.start()
         tight.start()
-        first = tight.proc.pid
-        deadline = time.monotonic() + 60
+        # (no pid comparison: the monitor may restart it before the test reads the first pid)
+        deadline = time.monotonic() + 120
         while tight.restarts == 0 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert tight.restarts >= 1 and tight.proc.pid != first
+        assert tight.restarts >= 1
         assert b"> max_rss_gib 0.001: restarting it" in tight.read_log()
         assert roomy.restarts == 0 and b"max_rss_gib" not in roomy.read_log()
     finally:

@@ -43,7 +43,10 @@ def test_a_folder_without_weights_or_config_is_named(tmp_path: Path) -> None:
     (folder / "config.json").unlink()
     with pytest.raises(WeightsError, match=r"has no config\.json"):
         check_folder(folder)
-    with pytest.raises(WeightsError, match="neither a model folder nor one of all-minilm-l6-v2, qwen2.5-coder-0.5b-instruct, smollm2"):
+    with pytest.raises(
+        WeightsError,
+        match=r"neither a model folder nor one of all-minilm-l6-v2, qwen2\.5-coder-0\.5b-instruct, smollm2",
+    ):
         check_folder(tmp_path / "nowhere")
 
 

@@ -300,7 +300,7 @@ def test_benchmarks_come_from_the_benchmark_registry(tmp_path: Path, monkeypatch
             load_config(_write(tmp_path, BASE + f"\n[[benchmarks]]\nname = 'chains-again'\n{extra}\n"))
     with pytest.raises(
         ConfigError,
-        match=r"name: unknown benchmark \(known: alfworld-revision, factconsolidation, "
+        match=r"name: unknown benchmark \(known: alfworld-revision, factconsolidation, locomo, "
         r"longmemeval, provenance-probes, chains-again; or module:function\)",
     ):
         load_config(_write(tmp_path, BASE + "\n[[benchmarks]]\nname = 'chains-agian'\nsubset = 'chains'\n"))
