@@ -69,8 +69,9 @@ def build(chosen: list[tuple], authority: dict | None = None) -> ProvenanceGraph
 
 
 def resolved(chosen: list[tuple], authority: dict | None = None) -> list[tuple]:
-    """The calls as ``build`` made them (citations, values and premises made absolute), so that a
-    subset replays the same requests."""
+    """The calls as ``build`` made them (citations, values and premises made absolute, and what each
+    reject or revoke retracts: the head it found, or a revoke's value), so that a subset replays the
+    same requests: a retraction whose value is not the head there retracts nothing (issue 41)."""
     out: list[tuple] = []
     evidence: list[int] = []
     for i, call in enumerate(chosen):
@@ -87,7 +88,10 @@ def resolved(chosen: list[tuple], authority: dict | None = None) -> list[tuple]:
             cited = evidence[-1 - back] if back is not None and back < len(evidence) else None
             before = build(chosen[:i], authority)  # the premises build() could name at this call
             held = [p for p in premises if p != key and before.head_value(p) is not None]
-            out.append((op, key, value, cited, i, held))
+            target = None
+            if op in ("reject", "revoke"):
+                target = value if op == "revoke" and value is not None else before.head_value(key)
+            out.append((op, key, value, cited, i, held, target))
     return out
 
 
@@ -101,9 +105,10 @@ def build_resolved(chosen: list[tuple], authority: dict | None = None) -> Proven
             _, text, source, seen, valid, i = call
             ids[i] = g.observe(text, source, day(seen), day(valid))
         else:
-            op, key, value, cited, _, premises = call
+            op, key, value, cited, _, premises, target = call
             held = [p for p in premises if p != key and g.head_value(p) is not None] or None
-            g.apply(op, key, value, evidence=None if cited is None else ids[cited], depends_on=held)
+            evidence = None if cited is None else ids[cited]
+            g.apply(op, key, value, evidence=evidence, depends_on=held, retracts=target)
     return g
 
 
