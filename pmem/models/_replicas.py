@@ -461,11 +461,7 @@ class ReplicaActor:
         with self._lock:
             if not self._stop.is_set():
                 if self.proc is not None and self.proc.poll() is None and self._over_memory():
-                    self._kill_group(signal.SIGTERM)  # its in-flight request fails over to another replica
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        self.proc.wait(30)
-                    self._kill_group(signal.SIGKILL)
-                    self.proc.wait()
+                    self._terminate()  # its in-flight request fails over to another replica
                 if self.proc is None or self.proc.poll() is not None:
                     self.restarts += 1
                     self._launch()
@@ -534,15 +530,21 @@ class ReplicaActor:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, sig)
 
+    def _terminate(self) -> None:
+        """SIGTERM the server's process group, SIGKILL it after 30 s (called with the lock held)."""
+        assert self.proc is not None
+        self._kill_group(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self._kill_group(signal.SIGKILL)
+            self.proc.wait()
+
     def stop(self) -> None:
         self._stop.set()
         with self._lock:
             if self.proc is not None and self.proc.poll() is None:
-                self._kill_group(signal.SIGTERM)
-                try:
-                    self.proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    self._kill_group(signal.SIGKILL)
+                self._terminate()
             shutil.rmtree(self._log_dir, ignore_errors=True)
         self._stopped.set()
 

@@ -45,15 +45,21 @@ def server_log_table(m: Metrics) -> Table:
         "A history a stop interrupted is redone whole on resume, and its first attempt's requests belong "
         "to no committed history: they appear as received, not recorded.",
     ]
-    table = Table("server_requests", "Requests the model servers received", pl.DataFrame(), None, notes)
-    table.section = "replies"
-    table.keys = ("http_status",)
-    table.values = ("received", "recorded", "estimated_tokens")
+    table = Table(
+        "server_requests",
+        "Requests the model servers received",
+        pl.DataFrame(),
+        None,
+        notes,
+        keys=("http_status",),
+        values=("received", "recorded", "estimated_tokens"),
+        section="replies",
+    )
     received, logs = server_statuses(m)
-    req = m.run.frame("requests")
     if not logs:
         notes.append("No server log in logs/ (no hosted model, or a run that predates kept logs).")
         return table
+    req = m.run.frame("requests")
     have = set(m.run.columns("requests")) if req is not None else set()
     if req is None or C.HTTP_STATUS not in have:
         notes.append("requests/ is missing or has no http_status column: recorded cannot be counted.")
