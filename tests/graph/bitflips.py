@@ -12,13 +12,13 @@ Run as a script it is the child: ``python bitflips.py STATE BITS_FILE`` (bit ind
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+
+from child_trials import run_trials
 
 HERE = Path(__file__).resolve().parent
 
@@ -55,40 +55,10 @@ def _child(state: Path, bits_file: Path) -> int:
 
 def trials(state: Path, bits: Iterable[int]) -> dict[int, str]:
     """Each bit's outcome (see the module docstring); crashed children are replaced."""
-    todo = list(bits)
-    results: dict[int, str] = {}
-    env = {**os.environ, "PYTHONFAULTHANDLER": ""}
     work = Path(tempfile.mkdtemp(prefix="flip-bits-"))
-    while todo:
-        bits_file = work / "bits"
-        bits_file.write_text("\n".join(map(str, todo)))
-        proc = subprocess.Popen(
-            [sys.executable, str(HERE / "bitflips.py"), str(state), str(bits_file)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env=env,
-        )
-        assert proc.stdout is not None
-        started: int | None = None
-        for line in proc.stdout:
-            bit_text, outcome = line.rstrip("\n").split(" ", 1)
-            if outcome == "start":
-                started = int(bit_text)
-            else:
-                results[int(bit_text)] = outcome
-                started = None
-        code = proc.wait()
-        if started is not None:  # the child died loading this bit
-            name = signal.Signals(-code).name if code < 0 else f"exit {code}"
-            results[started] = f"crash:{name}"
-        elif code != 0:
-            msg = f"the flip child failed before any trial (exit {code})"
-            raise RuntimeError(msg)
-        todo = [b for b in todo if b not in results]
-    (work / "bits").unlink(missing_ok=True)
+    found = run_trials(HERE / "bitflips.py", state, [str(b) for b in bits], work)
     work.rmdir()
-    return results
+    return {int(bit): outcome for bit, outcome in found.items()}
 
 
 def summary(results: dict[int, str]) -> Counter[str]:

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pyarrow as pa
+from child_trials import run_trials
 
 HERE = Path(__file__).resolve().parent
 
@@ -284,38 +282,8 @@ def trials(original: Path, chosen: list[Case]) -> dict[str, str]:
             shutil.copytree(original, copy)
             damage(copy)
             names[str(copy)] = name
-        results: dict[str, str] = {}
-        todo = list(names)
-        env = {**os.environ, "PYTHONFAULTHANDLER": ""}
-        while todo:
-            list_file = work / "list"
-            list_file.write_text("\n".join(todo))
-            proc = subprocess.Popen(
-                [sys.executable, str(HERE / "statefuzz.py"), str(original), str(list_file)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-                env=env,
-            )
-            assert proc.stdout is not None
-            started: str | None = None
-            for line in proc.stdout:
-                path, outcome = line.rstrip("\n").split(" ", 1)
-                if outcome == "start":
-                    started = path
-                else:
-                    results[names[path]] = outcome
-                    started = None
-            code = proc.wait()
-            if started is not None:
-                results[names[started]] = (
-                    f"crash:{signal.Signals(-code).name if code < 0 else f'exit {code}'}"
-                )
-            elif code != 0:
-                msg = f"the fuzz child failed before any trial (exit {code})"
-                raise RuntimeError(msg)
-            todo = [p for p in todo if names[p] not in results]
-        return results
+        found = run_trials(HERE / "statefuzz.py", original, list(names), work)
+        return {names[path]: outcome for path, outcome in found.items()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
