@@ -159,7 +159,11 @@ def test_two_processes_assembling_at_once_write_one_whole_file(site: Path, tmp_p
     assert Path(outs[0]).read_bytes() == b"".join(PARTS)
 
 
-def test_qwen_names_resolve_through_the_split_and_say_which_extra_installs_them() -> None:
+def test_qwen_names_resolve_through_the_split_and_say_which_extra_installs_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An empty cache: a file assembled earlier on this machine must not stand in for the parts.
+    monkeypatch.setenv("PMEM_WEIGHTS_CACHE", str(tmp_path / "cache"))
     assert model_label("qwen2.5-coder-1.5b-instruct") == "Qwen2.5-Coder-1.5B-Instruct"
     big, small = KNOWN_SPLITS["qwen2.5-coder-1.5b-instruct"], KNOWN_SPLITS["qwen2.5-coder-0.5b-instruct"]
     assert KNOWN_MODELS["qwen2.5-coder-1.5b-instruct"].split is big
@@ -188,8 +192,12 @@ def test_the_real_part_wheels_assemble_to_the_pinned_file_without_importing_them
     assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == split.sha256
 
 
-def test_the_small_qwen_reaches_vllm_through_the_split_and_names_its_extra_when_missing() -> None:
+def test_the_small_qwen_reaches_vllm_through_the_split_and_names_its_extra_when_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pmem.models._weights import PACKAGED_FOLDERS, resolve_model
+
+    monkeypatch.setenv("PMEM_WEIGHTS_CACHE", str(tmp_path / "cache"))
 
     entry = PACKAGED_FOLDERS["qwen2.5-coder-0.5b-instruct"]
     assert entry.gguf == "qwen2.5-coder-0.5b-instruct" and entry.package == ""
