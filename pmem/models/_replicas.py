@@ -44,12 +44,6 @@ STRUCTURED_OUTPUTS_CONFIG = '{"backend": "xgrammar", "disable_any_whitespace": t
 #: the variable by which vLLM's CPU backend sizes its KV cache (GiB), and the size given unless configured
 VLLM_CPU_KVCACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 DEFAULT_CPU_KV_CACHE_GIB = 1
-#: glibc's allocator settings for a llama.cpp server. It answers each request in one of uvicorn's pool
-#: threads, and glibc gives each thread its own arena (up to 8 per core); the per-token buffers of a
-#: 151,936-token vocabulary (0.6-1.8 MB each) fragmented those arenas until two Qwen servers passed 6 and 8
-#: GB in 13 minutes (2026-12-04). Two arenas, and buffers from 128 KiB up mapped on their own (returned to
-#: the system when freed), keep the server near its starting size. The model's ``env`` table overrides.
-LLAMACPP_MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
 def vllm_installed() -> bool:
@@ -130,13 +124,9 @@ class ReplicaConfig:
         return self.tensor_parallel
 
     def engine_env(self) -> dict[str, str]:
-        """The environment the engine needs beyond the key (vLLM's CPU backend: its KV cache size; a
-        llama.cpp server: :data:`LLAMACPP_MALLOC_ENV`)."""
-        launcher = self.resolved_launcher()
-        if launcher == "vllm" and self.device == "cpu":
+        """The environment the engine needs beyond the key (vLLM's CPU backend: its KV cache size)."""
+        if self.resolved_launcher() == "vllm" and self.device == "cpu":
             return {VLLM_CPU_KVCACHE_ENV: str(self.kv_cache_gib or DEFAULT_CPU_KV_CACHE_GIB)}
-        if launcher == "llamacpp":
-            return dict(LLAMACPP_MALLOC_ENV)
         return {}
 
     @property
@@ -162,6 +152,12 @@ class ReplicaConfig:
                 "--n_ctx",
                 str(self.max_model_len or 0),  # 0: the model's own trained context
                 "--verbose",
+                "false",
+                # the server's default (true) keeps every prompt token's logits: an n_ctx x vocabulary
+                # float matrix that fills as prompts grow (10 GB for Qwen's 151,936 tokens at n_ctx 16384:
+                # two servers passed 6 and 8 GB in 13 minutes, 2026-12-04), and an output-layer product
+                # per prompt token. Only the last token's are needed: no request asks for logprobs.
+                "--logits_all",
                 "false",
             ]
             if self.n_threads:

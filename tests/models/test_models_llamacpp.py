@@ -53,8 +53,8 @@ def test_llamacpp_command_line_and_key_variable(tmp_path: Path) -> None:
     assert LAUNCHERS["llamacpp"].health_path == "/v1/models" and LAUNCHERS["llamacpp"].health_needs_key
     embed = ReplicaConfig(model=str(gguf), served_name="e", kind="embed", launcher="llamacpp")
     assert "--embedding" in embed.command(1, "127.0.0.1")
-    # two malloc arenas and large buffers mapped on their own: the server's memory grew without bound
-    assert cfg.engine_env() == {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
+    # the last token's logits only: with every token's, the server's memory grew with its prompts
+    assert pairs["--logits_all"] == "false" and cfg.engine_env() == {}
 
 
 def test_llamacpp_spec_gives_a_json_object_dialect_one_request_at_a_time_and_the_window(
