@@ -13,7 +13,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -154,14 +154,16 @@ def test_backend_defaults_and_required_options() -> None:
         smoke.parse_args(["--backend", "vllm", "--agent", "/a"])  # no --embedder
 
 
-def test_vllm_hosting_path_with_the_standin_launcher(private_ray_tmpdir: str) -> None:
+def test_vllm_hosting_path_with_the_standin_launcher(ray_cluster: Any, private_ray_tmpdir: str) -> None:
+    # on the session's cluster (4 logical GPUs), as a job joins the cluster it is submitted to: an embedded
+    # cluster of its own would cost seconds, and test_runner_interrupt covers that mode
     proc = _smoke(
         "--backend",
         "vllm",
         "--launcher",
         "standin",
-        "--gpus",
-        "2",
+        "--address",
+        ray_cluster.get_runtime_context().gcs_address,
         "--agent",
         "heuristic",
         "--embedder",

@@ -206,9 +206,7 @@ def test_a_long_mixed_stream_over_many_keys_equals_the_loop() -> None:
     assert hidden(bulk_graph) == hidden(seq_graph)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.data())
-def test_batches_equal_the_loop(data: st.DataObject) -> None:
+def check_batches_equal_the_loop(data: st.DataObject) -> None:
     prefix = data.draw(rows(max_size=30), label="prefix")
     # with source authority an accept may be lowered to a contest: the batch must lower it too
     authority = data.draw(st.sampled_from([None, {"user": 2, "doc": 0, "tool": 1}]), label="authority")
@@ -238,9 +236,20 @@ def test_batches_equal_the_loop(data: st.DataObject) -> None:
         assert bulk_graph.to_bytes() == seq_graph.to_bytes()
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=75, deadline=None)  # a few seconds; the slow variant below runs 300
 @given(st.data())
-def test_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> None:
+def test_batches_equal_the_loop(data: st.DataObject) -> None:
+    check_batches_equal_the_loop(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_batches_equal_the_loop_at_length(data: st.DataObject) -> None:
+    check_batches_equal_the_loop(data)
+
+
+def check_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> None:
     """Rollback chains, several alternatives, resolves, noops, supports, on keys new to a batch and keys
     with prior state (open alternatives, rollbacks; built by the loop or by a batch), batch after batch."""
     prefix = data.draw(scripts(max_size=40), label="prefix")
@@ -261,6 +270,19 @@ def test_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> Non
     suffix = data.draw(scripts(evidence_before=len(seq_graph.storage.ev_seq), max_size=20), label="suffix")
     assert loop(bulk_graph, suffix) == loop(seq_graph, suffix)
     assert_same(bulk_graph, seq_graph)
+
+
+@settings(max_examples=100, deadline=None)  # a few seconds; the slow variant below runs 400
+@given(st.data())
+def test_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> None:
+    check_every_operation_column_wise_equals_the_loop(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_every_operation_column_wise_equals_the_loop_at_length(data: st.DataObject) -> None:
+    check_every_operation_column_wise_equals_the_loop(data)
 
 
 def test_rollback_chains_walk_down_to_the_empty_cell_and_start_again() -> None:
@@ -388,9 +410,7 @@ def test_a_hot_key_with_thousands_of_mixed_operations_in_one_batch(
     check(stream[:1000], stream[1000:])
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.data())
-def test_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject) -> None:
+def check_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject) -> None:
     """Batches around per-call operations, undos and erasures (which move heads and blank values
     behind the batches' backs): what a batch keeps between batches must never go stale."""
     seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
@@ -413,6 +433,19 @@ def test_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject) 
             if evidence_ok(seq_graph, evidence):
                 assert bulk_graph.erase(evidence) == seq_graph.erase(evidence)
         assert_same(bulk_graph, seq_graph)
+
+
+@settings(max_examples=30, deadline=None)  # a few seconds; the slow variant below runs 100
+@given(st.data())
+def test_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject) -> None:
+    check_batches_after_calls_undo_and_erase_equal_the_loop(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=100, deadline=None)
+@given(st.data())
+def test_batches_after_calls_undo_and_erase_equal_the_loop_at_length(data: st.DataObject) -> None:
+    check_batches_after_calls_undo_and_erase_equal_the_loop(data)
 
 
 def evidence_ok(graph: ProvenanceGraph, evidence: str) -> bool:

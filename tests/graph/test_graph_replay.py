@@ -139,18 +139,27 @@ def up_to(chosen: list[tuple], cut: int) -> list[tuple]:
     return chosen if cut >= len(arrivals) else chosen[: arrivals[cut]]
 
 
-@settings(max_examples=300, deadline=None)
-@given(calls, st.integers(0, 60), configured)
-def test_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority):
+def check_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority) -> None:
     g = build(chosen, authority)
     assert g.seq == sum(call[0] != "authority" for call in chosen)
     assert g.as_of(cut).to_bytes() == build(up_to(chosen, cut), authority).to_bytes()
     assert g.as_of().to_bytes() == g.to_bytes()
 
 
+@settings(max_examples=100, deadline=None)  # a few seconds; the slow variant below runs 300
+@given(calls, st.integers(0, 60), configured)
+def test_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority) -> None:
+    check_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority)
+
+
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
-@given(calls, st.integers(0, 30), configured)
-def test_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority):
+@given(calls, st.integers(0, 60), configured)
+def test_as_of_a_seq_is_the_graph_of_the_first_arrivals_at_length(chosen, cut, authority) -> None:
+    check_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority)
+
+
+def check_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority) -> None:
     g = build(chosen, authority)
     when = (DAY0 + timedelta(days=cutoff)).isoformat()
     want = build_resolved(observed_by(resolved(chosen, authority), cutoff), authority)
@@ -158,6 +167,19 @@ def test_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, 
     half = g.seq // 2
     both = build_resolved(observed_by(resolved(up_to(chosen, half), authority), cutoff), authority)
     assert g.as_of(half, time=when).to_bytes() == both.to_bytes()
+
+
+@settings(max_examples=100, deadline=None)  # a few seconds; the slow variant below runs 300
+@given(calls, st.integers(0, 30), configured)
+def test_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority) -> None:
+    check_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None)
+@given(calls, st.integers(0, 30), configured)
+def test_as_of_a_time_is_the_graph_of_what_was_observed_by_then_at_length(chosen, cutoff, authority) -> None:
+    check_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority)
 
 
 def test_a_replayed_graph_reads_but_refuses_writes_and_leaves_the_original_alone() -> None:

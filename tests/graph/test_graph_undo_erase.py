@@ -177,9 +177,7 @@ def cells(g: ProvenanceGraph) -> dict:
     return out
 
 
-@settings(max_examples=500, deadline=None)
-@given(st.lists(call, max_size=40), configured)
-def test_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls, authority):
+def check_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls, authority) -> None:
     tmp = tmp_path_factory.mktemp("state")
     run = Run(authority)
     for c in calls:
@@ -193,6 +191,19 @@ def test_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls,
     if not run.erased and not run.unmerged:  # undo is an arrival: replaying the log gives the same graph
         assert run.g.as_of().to_bytes() == run.g.to_bytes()
     assert cells(run.g.as_of()) == cells(want)  # erased operations never happened in a replay either
+
+
+@settings(max_examples=120, deadline=None)  # a few seconds; the slow variant below runs 500
+@given(st.lists(call, max_size=40), configured)
+def test_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls, authority) -> None:
+    check_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls, authority)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None)
+@given(st.lists(call, max_size=40), configured)
+def test_undo_and_erase_agree_with_the_reference_replay_at_length(tmp_path_factory, calls, authority) -> None:
+    check_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls, authority)
 
 
 def test_undo_restores_what_the_log_without_the_operation_gives() -> None:

@@ -111,7 +111,10 @@ def test_an_ingest_that_extracts_nothing_says_why_and_exits_1(
     assert code == 1 and "every row of the stream was rejected (2" in err
 
 
-def test_an_output_that_would_destroy_an_input_is_refused(tmp_path: Path) -> None:
+def test_an_output_that_would_destroy_an_input_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # refused before any cluster starts: run in this process (a subprocess costs most of a second)
     stream = _write(tmp_path / "same.jsonl", [{"text": "Earlier observation: cup 1 was in countertop 2."}])
     before = stream.read_bytes()
     os.symlink(stream, tmp_path / "link.arrow")
@@ -122,20 +125,20 @@ def test_an_output_that_would_destroy_an_input_is_refused(tmp_path: Path) -> Non
         "dir": (str(tmp_path / "dir"), "is a directory; give the state file's path"),
     }
     for out, needle in cases.values():
-        done = pmem_ingest(str(stream), "--out", out)
-        assert done.returncode == 2 and needle in done.stderr and "Traceback" not in done.stderr, done.stderr
-        assert len(done.stderr.strip().splitlines()) == 1
+        code, err = ingest_here(capsys, str(stream), "--out", out)
+        assert code == 2 and needle in err, err
+        assert len(err.strip().splitlines()) == 1
     inside = workdir_of(tmp_path / "x.arrow")
     inside.mkdir()
     (inside / "s.jsonl").write_bytes(before)
-    done = pmem_ingest(str(inside / "s.jsonl"), "--out", str(tmp_path / "x.arrow"))
-    assert done.returncode == 2 and "inside its working folder" in done.stderr
-    as_stream = pmem_ingest(str(tmp_path / "dir"), "--out", str(tmp_path / "y.arrow"))
-    assert as_stream.returncode == 2 and "is a directory, not a stream file" in as_stream.stderr
+    code, err = ingest_here(capsys, str(inside / "s.jsonl"), "--out", str(tmp_path / "x.arrow"))
+    assert code == 2 and "inside its working folder" in err
+    code, err = ingest_here(capsys, str(tmp_path / "dir"), "--out", str(tmp_path / "y.arrow"))
+    assert code == 2 and "is a directory, not a stream file" in err
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    as_fifo = pmem_ingest(str(fifo), "--out", str(tmp_path / "y.arrow"))
-    assert as_fifo.returncode == 2 and "not a regular file" in as_fifo.stderr
+    code, err = ingest_here(capsys, str(fifo), "--out", str(tmp_path / "y.arrow"))
+    assert code == 2 and "not a regular file" in err
     assert stream.read_bytes() == before
 
 
@@ -298,18 +301,20 @@ def test_a_rows_fate_does_not_depend_on_its_neighbours(tmp_path: Path) -> None:
     assert verdicts[0] == verdicts[1] == verdicts[2]
 
 
-def test_a_full_disk_is_one_line_naming_the_file(tmp_path: Path, tmpfs) -> None:
+def test_a_full_disk_is_one_line_naming_the_file(
+    ray_cluster, tmp_path: Path, tmpfs, capsys: pytest.CaptureFixture[str]
+) -> None:
     """SQLite's own 'database or disk is full' reaches the user (a second ROLLBACK used to hide it
     behind 'cannot rollback - no transaction is active'), in one line, and the stream is untouched."""
     rows = [{"text": f"Earlier observation: cup {i} was in countertop {i % 40}."} for i in range(3000)]
     stream = _write(tmp_path / "s.jsonl", rows)
     before = stream.read_bytes()
     full = tmpfs(300)
-    done = pmem_ingest(str(stream), "--out", str(full / "s.arrow"))
-    assert done.returncode == 2, done.stderr
-    (line,) = done.stderr.strip().splitlines()
+    code, err = ingest_here(capsys, str(stream), "--out", str(full / "s.arrow"))
+    assert code == 2, err
+    (line,) = err.strip().splitlines()
     assert "database or disk is full" in line or "No space left on device" in line, line
-    assert str(full) in line and "Traceback" not in done.stderr
+    assert str(full) in line and "Traceback" not in err
     assert stream.read_bytes() == before
 
 
