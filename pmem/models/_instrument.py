@@ -29,6 +29,8 @@ from pmem.models._types import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pmem.models._log import RequestLog
     from pmem.models._types import CallOptions
 
@@ -50,6 +52,9 @@ class _Wrapper(InnerLimits, Model):
 
     def stop(self) -> None:
         self.inner.stop()
+
+    def save_logs(self, folder: Path, prefix: str) -> list[Path]:
+        return list(self.inner.save_logs(folder, prefix))
 
     async def aclose(self) -> None:
         await self.inner.aclose()

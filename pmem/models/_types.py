@@ -30,6 +30,7 @@ from pmem.models._errors import ModelCallError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     import numpy as np
 
@@ -198,6 +199,12 @@ class Model:
 
     def stop(self) -> None:
         """Release what :meth:`start` took (replica processes, GPUs). Idempotent."""
+
+    def save_logs(self, folder: Path, prefix: str) -> list[Path]:
+        """Copy the logs of what :meth:`start` launched (each replica server's) into ``folder`` as
+        ``<prefix>-replica-<i>.log``, before :meth:`stop` removes them; the files written, or [] when
+        the model launched nothing."""
+        return []
 
     async def aclose(self) -> None:
         """Close this event loop's connections (idle keep-alive sockets)."""

@@ -237,6 +237,9 @@ class PooledModel(_Replicated):
     def stop(self) -> None:
         self.pool.stop()
 
+    def save_logs(self, folder: Path, prefix: str) -> list[Path]:
+        return self.pool.save_logs(folder, prefix)
+
 
 class VLLMChatModel(PooledModel, RoutedChatModel):
     """Chat over vLLM replicas hosted by Ray actors; same interface as every chat model."""

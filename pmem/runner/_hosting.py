@@ -26,7 +26,7 @@ from pmem.rundir import safe_name
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pmem.models import PooledModel
+    from pmem.models import ChatModel, Embedder, PooledModel
     from pmem.runner._config import RoleSpec
 
 
@@ -48,6 +48,15 @@ class Hosted:
         """One `openai` client per replica."""
         kind = "embed" if self.role == "embedder" else "chat"
         return openai_replicas(kind, self.urls, self.model_id, dict(self.client), self.api_key)
+
+
+def keep_server_logs(model: ChatModel | Embedder | PooledModel, folder: Path, key: str) -> None:
+    """Keep the server logs of ``model``'s replicas, if it launched any, in ``folder`` (the run's
+    ``logs/``), named after its role ``key``, before the model is stopped (which removes them). The
+    report counts their access lines against ``requests/``: the sweep's hosts and the judging pass's
+    judge alike."""
+    with contextlib.suppress(Exception):  # logs are kept where they can be; a replica that is gone is not
+        model.save_logs(folder, safe_name(key))
 
 
 class HostedModels:
@@ -105,8 +114,7 @@ class HostedModels:
     def save_logs(self, folder: Path) -> None:
         """Keep every replica's server log in ``folder`` (the run's ``logs/``) before they are stopped."""
         for key, model in self.keyed:
-            with contextlib.suppress(Exception):
-                model.pool.save_logs(folder, safe_name(key))
+            keep_server_logs(model, folder, key)
 
     def stop(self) -> None:
         for m in self.models:

@@ -21,6 +21,7 @@ from pmem._atomic import file_sha256
 from pmem.rundir import (
     CACHE,
     JUDGMENTS,
+    LOGS,
     REQUESTS,
     RESPONSE_CACHE,
     RESULTS,
@@ -33,6 +34,7 @@ from pmem.rundir import (
 )
 from pmem.rundir import columns as C
 from pmem.runner import _bindings as B
+from pmem.runner._hosting import keep_server_logs
 from pmem.runner._store import write_table
 
 if TYPE_CHECKING:
@@ -182,6 +184,8 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
     # judge is None exactly when nothing is left to ask
     new_rows, reqs = asyncio.run(run_all(judge)) if judge is not None else ([], [])
     if judge is not None:
+        # a hosted judge's replicas were started for this pass: their logs join the sweep's in logs/
+        keep_server_logs(judge, root / LOGS, f"judge:{judge_model}")
         judge.stop()  # a vllm judge's replicas: the GPUs are not needed any more
     if new_rows:
         tag = uuid.uuid4().hex[:12]

@@ -9,8 +9,8 @@ from runner_helpers import config, read
 
 from pmem.bench import iter_histories, score_question
 from pmem.report import compute, open_run
+from pmem.rundir import LOGS, verify_commits
 from pmem.rundir import columns as C
-from pmem.rundir import verify_commits
 from pmem.runner import load_config, run_sweep
 
 BODY = """
@@ -22,8 +22,12 @@ name = "locomo"
 sessions = 1
 conversations = "conv-26,conv-30"
 arms = ["long-context", "pmem"]
+# a hosted judge (the stand-in server): the judging pass starts its replicas, and keeps their logs
 [models.judge]
-backend = "heuristic"
+backend = "vllm"
+model = "heuristic"
+launcher = "standin"
+health_timeout_s = 60
 """
 
 
@@ -51,6 +55,9 @@ def test_a_locomo_sweep_writes_ids_f1_bleu1_and_judge_verdicts(ray_cluster, tmp_
     # adversarial questions are scored by the official abstention rule, never judged
     assert all(r[C.F1] is None and r[C.JUDGE_MODEL] is None and r[C.CORRECT] is not None for r in adversarial)
     assert read(res.run_dir, "judgments").num_rows == len(judged)
+    # the judge's replica log is kept with the run's (the report counts its requests against requests/)
+    (judge_log,) = (res.run_dir / LOGS).glob("judge*-replica-0.log")
+    assert b"serving" in judge_log.read_bytes()
     # the judge rewrote results parts in place: their new digests are in the commit records
     assert verify_commits(res.run_dir) == []
     m = compute(open_run(res.run_dir))
