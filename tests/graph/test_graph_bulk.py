@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
+from lengths import short_and_long
 
 from pmem.graph import OPS, WRITE_BATCH_SCHEMA, OpResult, ProvenanceGraph, _bulk
 from pmem.graph._texts import TextColumn
@@ -236,17 +236,9 @@ def check_batches_equal_the_loop(data: st.DataObject) -> None:
         assert bulk_graph.to_bytes() == seq_graph.to_bytes()
 
 
-@settings(max_examples=75, deadline=None)  # a few seconds; the slow variant below runs 300
-@given(st.data())
-def test_batches_equal_the_loop(data: st.DataObject) -> None:
-    check_batches_equal_the_loop(data)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None)
-@given(st.data())
-def test_batches_equal_the_loop_at_length(data: st.DataObject) -> None:
-    check_batches_equal_the_loop(data)
+test_batches_equal_the_loop, test_batches_equal_the_loop_at_length = short_and_long(
+    check_batches_equal_the_loop, st.data(), short=75, full=300
+)
 
 
 def check_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> None:
@@ -272,17 +264,10 @@ def check_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> No
     assert_same(bulk_graph, seq_graph)
 
 
-@settings(max_examples=100, deadline=None)  # a few seconds; the slow variant below runs 400
-@given(st.data())
-def test_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> None:
-    check_every_operation_column_wise_equals_the_loop(data)
-
-
-@pytest.mark.slow
-@settings(max_examples=400, deadline=None)
-@given(st.data())
-def test_every_operation_column_wise_equals_the_loop_at_length(data: st.DataObject) -> None:
-    check_every_operation_column_wise_equals_the_loop(data)
+(
+    test_every_operation_column_wise_equals_the_loop,
+    test_every_operation_column_wise_equals_the_loop_at_length,
+) = short_and_long(check_every_operation_column_wise_equals_the_loop, st.data(), short=100, full=400)
 
 
 def test_rollback_chains_walk_down_to_the_empty_cell_and_start_again() -> None:
@@ -435,17 +420,10 @@ def check_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject)
         assert_same(bulk_graph, seq_graph)
 
 
-@settings(max_examples=30, deadline=None)  # a few seconds; the slow variant below runs 100
-@given(st.data())
-def test_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject) -> None:
-    check_batches_after_calls_undo_and_erase_equal_the_loop(data)
-
-
-@pytest.mark.slow
-@settings(max_examples=100, deadline=None)
-@given(st.data())
-def test_batches_after_calls_undo_and_erase_equal_the_loop_at_length(data: st.DataObject) -> None:
-    check_batches_after_calls_undo_and_erase_equal_the_loop(data)
+(
+    test_batches_after_calls_undo_and_erase_equal_the_loop,
+    test_batches_after_calls_undo_and_erase_equal_the_loop_at_length,
+) = short_and_long(check_batches_after_calls_undo_and_erase_equal_the_loop, st.data(), short=30, full=100)
 
 
 def evidence_ok(graph: ProvenanceGraph, evidence: str) -> bool:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
+from lengths import short_and_long
 
 from pmem.graph import OPS, ProvenanceGraph
 
@@ -146,17 +146,17 @@ def check_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority)
     assert g.as_of().to_bytes() == g.to_bytes()
 
 
-@settings(max_examples=100, deadline=None)  # a few seconds; the slow variant below runs 300
-@given(calls, st.integers(0, 60), configured)
-def test_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority) -> None:
-    check_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None)
-@given(calls, st.integers(0, 60), configured)
-def test_as_of_a_seq_is_the_graph_of_the_first_arrivals_at_length(chosen, cut, authority) -> None:
-    check_as_of_a_seq_is_the_graph_of_the_first_arrivals(chosen, cut, authority)
+(
+    test_as_of_a_seq_is_the_graph_of_the_first_arrivals,
+    test_as_of_a_seq_is_the_graph_of_the_first_arrivals_at_length,
+) = short_and_long(
+    check_as_of_a_seq_is_the_graph_of_the_first_arrivals,
+    calls,
+    st.integers(0, 60),
+    configured,
+    short=100,
+    full=300,
+)
 
 
 def check_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority) -> None:
@@ -169,17 +169,17 @@ def check_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff,
     assert g.as_of(half, time=when).to_bytes() == both.to_bytes()
 
 
-@settings(max_examples=100, deadline=None)  # a few seconds; the slow variant below runs 300
-@given(calls, st.integers(0, 30), configured)
-def test_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority) -> None:
-    check_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority)
-
-
-@pytest.mark.slow
-@settings(max_examples=300, deadline=None)
-@given(calls, st.integers(0, 30), configured)
-def test_as_of_a_time_is_the_graph_of_what_was_observed_by_then_at_length(chosen, cutoff, authority) -> None:
-    check_as_of_a_time_is_the_graph_of_what_was_observed_by_then(chosen, cutoff, authority)
+(
+    test_as_of_a_time_is_the_graph_of_what_was_observed_by_then,
+    test_as_of_a_time_is_the_graph_of_what_was_observed_by_then_at_length,
+) = short_and_long(
+    check_as_of_a_time_is_the_graph_of_what_was_observed_by_then,
+    calls,
+    st.integers(0, 30),
+    configured,
+    short=100,
+    full=300,
+)
 
 
 def test_a_replayed_graph_reads_but_refuses_writes_and_leaves_the_original_alone() -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
+from lengths import short_and_long
 
 from pmem.graph import OPS, ProvenanceGraph
 
@@ -193,17 +193,16 @@ def check_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls
     assert cells(run.g.as_of()) == cells(want)  # erased operations never happened in a replay either
 
 
-@settings(max_examples=120, deadline=None)  # a few seconds; the slow variant below runs 500
-@given(st.lists(call, max_size=40), configured)
-def test_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls, authority) -> None:
-    check_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls, authority)
-
-
-@pytest.mark.slow
-@settings(max_examples=500, deadline=None)
-@given(st.lists(call, max_size=40), configured)
-def test_undo_and_erase_agree_with_the_reference_replay_at_length(tmp_path_factory, calls, authority) -> None:
-    check_undo_and_erase_agree_with_the_reference_replay(tmp_path_factory, calls, authority)
+(
+    test_undo_and_erase_agree_with_the_reference_replay,
+    test_undo_and_erase_agree_with_the_reference_replay_at_length,
+) = short_and_long(
+    check_undo_and_erase_agree_with_the_reference_replay,
+    st.lists(call, max_size=40),
+    configured,
+    short=120,
+    full=500,
+)
 
 
 def test_undo_restores_what_the_log_without_the_operation_gives() -> None:
