@@ -50,17 +50,25 @@ def entries(path: Path) -> tuple[dict[str, str], dict[str, str]]:
 def reseal(path: Path, changed: Mapping[str, str | None]) -> None:
     """Rewrite the sealed (name, value) file at ``path`` with ``changed`` entries (None: dropped), sealed
     with a digest that checks out, as P-Mem writes one."""
-    from pmem.graph._state import _META_SCHEMA, _write_sealed
+    from pmem.graph._state import _write_sealed
 
     found, meta = entries(path)
-    for name, value in changed.items():
-        if value is None:
-            found.pop(name, None)
-        else:
-            found[name] = value
-    table = pa.table([pa.array(list(found)), pa.array(list(found.values()))], schema=_META_SCHEMA)
+    table = edited_entries(found, changed)
     path.unlink()
     _write_sealed(path, table, meta)
+
+
+def edited_entries(found: Mapping[str, str], changed: Mapping[str, str | None]) -> pa.Table:
+    """The (name, value) metadata table of ``found`` with ``changed`` entries (None: dropped)."""
+    from pmem.graph._state import _META_SCHEMA
+
+    entries_ = dict(found)
+    for name, value in changed.items():
+        if value is None:
+            entries_.pop(name, None)
+        else:
+            entries_[name] = value
+    return pa.table([pa.array(list(entries_)), pa.array(list(entries_.values()))], schema=_META_SCHEMA)
 
 
 def digest_of(path: Path) -> str:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from statefuzz import reseal
+from statefuzz import edited_entries, reseal
 
 from pmem.graph import ProvenanceGraph, StateFileError
-from pmem.graph._state import _META_SCHEMA, _file_digest, _find_digest
+from pmem.graph._state import _file_digest, _find_digest
 
 
 def _graph() -> ProvenanceGraph:
@@ -37,12 +37,7 @@ def _resealed_file(data: bytes, changed: dict[str, str | None]) -> bytes:
     at = names.index("metadata")
     meta = pa.ipc.open_stream(payloads[at]).read_all()
     found = dict(zip(meta.column("name").to_pylist(), meta.column("value").to_pylist(), strict=True))
-    for name, value in changed.items():
-        if value is None:
-            found.pop(name, None)
-        else:
-            found[name] = value
-    table = pa.table([pa.array(list(found)), pa.array(list(found.values()))], schema=_META_SCHEMA)
+    table = edited_entries(found, changed)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
