@@ -95,9 +95,9 @@ class ReplicaConfig:
     server_args: tuple[str, ...] = ()  # llamacpp: extra `python -m llama_cpp.server` flags
     num_cpus: float = 0.0  # CPUs each replica's actor reserves in Ray
     health_timeout_s: float | None = None
-    # the server process's resident memory, in GiB, past which its actor restarts it (None: never). A
-    # llama.cpp server's memory grew without bound under the Qwen tier's load (two servers past 6 and 8
-    # GB in 13 minutes, 2026-12-04) until Ray's memory monitor killed the sweep's runner
+    # the server process's resident memory, in GiB, past which its actor restarts it (None: never): a
+    # guard for the runner's node. A llama.cpp server's own prompt cache counts only its entries' KV
+    # bytes, not the logits copy each keeps, so with the cache on a Qwen server passed 7 GB (2026-12-04)
     max_rss_gib: float | None = None
     latency_ms: float = 0.0
     host: str = "auto"  # "auto": loopback when the replica shares the driver's node, else all interfaces
