@@ -154,7 +154,7 @@ def test_backend_defaults_and_required_options() -> None:
         smoke.parse_args(["--backend", "vllm", "--agent", "/a"])  # no --embedder
 
 
-def test_vllm_hosting_path_with_the_standin_launcher(ray_cluster: Any, private_ray_tmpdir: str) -> None:
+def test_vllm_hosting_path_with_the_standin_launcher(ray_cluster: Any) -> None:
     # on the session's cluster (4 logical GPUs), as a job joins the cluster it is submitted to: an embedded
     # cluster of its own would cost seconds, and test_runner_interrupt covers that mode
     proc = _smoke(
@@ -170,7 +170,7 @@ def test_vllm_hosting_path_with_the_standin_launcher(ray_cluster: Any, private_r
         "hashing",
         "-n",
         "8",
-        env=_env(RAY_TMPDIR=private_ray_tmpdir),
+        env=_env(),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
