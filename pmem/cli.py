@@ -67,6 +67,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pmem.report._screenshot",
         "render a run's report.html in headless Chromium to a PNG",
     ),
+    "mcp": (
+        "pmem.server._cli",
+        "serve memories over MCP (stdio, or --http on 127.0.0.1): add, search, history, as_of, why, undo, erase",
+    ),
     "serve": (
         "pmem.models.server",
         "an OpenAI-compatible server on 127.0.0.1 (deterministic heuristic agent, hashing embedder)",

@@ -14,7 +14,20 @@ import pytest
 import pmem
 
 #: bottom to top: a package may import the ones before it
-LAYERS = ("graph", "rundir", "models", "bench", "memory", "arms", "peers", "runner", "ingest", "report")
+LAYERS = (
+    "graph",
+    "rundir",
+    "models",
+    "bench",
+    "memory",
+    "server",
+    "integrations",
+    "arms",
+    "peers",
+    "runner",
+    "ingest",
+    "report",
+)
 ROOT = Path(pmem.__file__).parent
 
 

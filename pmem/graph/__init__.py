@@ -18,6 +18,8 @@ from pmem.graph._identity import (
     KeyRegistry,
     rule_confirm,
 )
+from pmem.graph._journal import journal_path
+from pmem.graph._journaled import JournaledGraph
 from pmem.graph._patch import Lowering, Patch, PatchController
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._state import StateFileError, read_key_versions
@@ -39,6 +41,7 @@ __all__ = [
     "Evidence",
     "HashingKeyEmbedding",
     "IdentityDecision",
+    "JournaledGraph",
     "KeyRegistry",
     "Lowering",
     "MergeReceipt",
@@ -54,6 +57,7 @@ __all__ = [
     "check_text",
     "hash_char_ngrams",
     "is_sharded",
+    "journal_path",
     "key_problem",
     "partition_of",
     "partitions_of",

@@ -41,9 +41,20 @@ import contextlib
 import os
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pmem.graph._state import check_save_target, load_state, save_graph, state_version
+from filelock import FileLock, Timeout
+
+from pmem.graph import _journal
+from pmem.graph._journal import journal_path
+from pmem.graph._state import (
+    StateFileError,
+    check_save_target,
+    load_state,
+    save_graph,
+    save_state_bytes,
+    state_version,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -54,6 +65,10 @@ if TYPE_CHECKING:
 
 #: How long a save waits for another process's save of the same state to end.
 LOCK_TIMEOUT_S = 600.0
+#: A journal is folded into its state once it outweighs the state file and this many bytes: a fold
+#: rewrites the state, so folding in proportion to the state's size keeps a write's cost, averaged over
+#: the writes between two folds, independent of the state's size.
+FOLD_MIN_BYTES = 8 << 20
 
 
 class StateChangedError(RuntimeError):
@@ -68,6 +83,8 @@ class StateChangedError(RuntimeError):
 # Each graph's record: absolute path -> the version it loaded or saved there. Kept beside the graph, not
 # in it: the record is no part of the graph (not saved, not copied by as_of), and goes with it.
 _recorded: weakref.WeakKeyDictionary[ProvenanceGraph, dict[str, str]] = weakref.WeakKeyDictionary()
+# And for a state with a journal: the number of the journal's last record this graph holds.
+_records: weakref.WeakKeyDictionary[ProvenanceGraph, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 def _where(path: Path) -> str:
@@ -80,13 +97,54 @@ def lock_path(path: str | Path) -> Path:
     return path.with_name(f".{path.name}.lock")
 
 
+def current_version(path: str | Path) -> str | None:
+    """The version of the state at ``path`` now (:func:`~pmem.graph._state.state_version`), and of its
+    journal when one is beside it (its inode, size and modification time: an append or a fold changes
+    it); None when nothing is there."""
+    version = state_version(path)
+    try:
+        st = os.stat(journal_path(path))
+    except FileNotFoundError:
+        return version
+    return f"{version}+journal:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
 def load_recorded(
     cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None
 ) -> ProvenanceGraph:
-    """The graph of the state at ``path`` (either layout), its version recorded for later saves."""
-    graph, version = load_state(cls, path, registry)
-    _recorded.setdefault(graph, {})[_where(Path(path))] = version
+    """The graph of the state at ``path`` (either layout) with its journal's records replayed, its
+    version recorded for later saves."""
+    path = Path(path)
+    if not journal_path(path).exists():
+        graph, version = load_state(cls, path, registry)
+    else:
+        with _locked(lock_path(path), path, "load"):  # no write lands between the state and its journal
+            graph, version = _load_journaled(cls, path, registry)
+    _recorded.setdefault(graph, {})[_where(path)] = version
     return graph
+
+
+def _load_journaled(
+    cls: type[ProvenanceGraph], path: Path, registry: KeyRegistry | None
+) -> tuple[ProvenanceGraph, str]:
+    """The state at ``path`` and its journal (the lock held), and the version read."""
+    if not path.exists():
+        msg = f"{path}: the state file is missing, but its journal {journal_path(path).name} is there"
+        raise StateFileError(msg)
+    graph, digest = load_state(cls, path, registry)
+    journal = _journal.read_journal(path, digest)
+    if journal is not None:
+        with contextlib.suppress(OSError):  # a reader on a read-only copy leaves the file as it is
+            if _journal.spent(journal, digest):
+                _journal.remove_journal(path)
+            else:
+                _journal.cut_torn_tail(journal)
+        if not _journal.spent(journal, digest):
+            _journal.replay(graph, journal.records)
+            _records.setdefault(graph, {})[_where(path)] = journal.last
+    version = current_version(path)
+    assert version is not None  # the state file is there
+    return graph, version
 
 
 def save_checked(graph: ProvenanceGraph, path: str | Path, layout: Layout, *, new: bool = False) -> None:
@@ -107,40 +165,97 @@ def save_checked(graph: ProvenanceGraph, path: str | Path, layout: Layout, *, ne
     else:
         with _locked(lock, path):
             if checked:
-                found = state_version(path)
-                expected = None if new else record.get(where)
-                if found is not None and found != expected:
-                    raise StateChangedError(_changed(path, expected, found), path, expected, found)
+                _check_version(path, None if new else record.get(where))
             # unchecked, the lock is still taken when others check here: never between their check
             # and their rename
-            version = save_graph(graph, path, layout)
+            version = _fold(graph, path, layout)
     _recorded.setdefault(graph, {})[where] = version
+    _records.get(graph, {}).pop(where, None)
+
+
+def _check_version(path: Path, expected: str | None) -> None:
+    """Raise :class:`StateChangedError` unless the state at ``path`` is version ``expected`` (None:
+    nothing is there, or a state this graph did not load, which it then replaces)."""
+    found = current_version(path)
+    if found is not None and found != expected:
+        raise StateChangedError(_changed(path, expected, found), path, expected, found)
+
+
+def _fold(graph: ProvenanceGraph, path: Path, layout: Layout) -> str:
+    """Save ``graph`` to ``path`` (the lock held); a journal there is folded into the new state: the
+    fold is noted in it first, so that a kill before its removal leaves it spent, never replayed twice."""
+    if layout == "directory" or not journal_path(path).exists():
+        return save_graph(graph, path, layout)
+    journal = _journal.read_journal(path, state_version(path))
+    if journal is not None:
+        _journal.cut_torn_tail(journal)  # a note after a torn line would make that line a damaged one
+    version = save_graph(graph, path, layout, before_replace=lambda d: _journal.mark_compacting(path, d))
+    _journal.remove_journal(path)
+    return version
+
+
+def commit_journal(graph: ProvenanceGraph, path: str | Path, calls: list[list[Any]], base: bytes) -> None:
+    """Append ``calls`` (what ``graph`` did since it loaded ``path`` or last committed there) to the
+    state's journal as one record, durably; or, when the calls erase evidence (whose text must leave
+    every byte on disk) or the journal has outgrown the state, save ``graph`` there instead, folding the
+    journal. ``base``: the state file to start from when ``path`` holds none (``graph`` before the calls).
+
+    Raises:
+        StateChangedError: the state at ``path`` is not the version ``graph`` holds (another process
+            wrote it since): nothing was written.
+    """
+    path = Path(path)
+    where = _where(path)
+    expected = _recorded.get(graph, {}).get(where)
+    with _locked(lock_path(path), path, "commit"):
+        _check_version(path, expected)  # expected None: nothing may be there (no state arrived since)
+        if any(call[0] == "erase" for call in calls) or _outgrown(path):
+            version = _fold(graph, path, "file")
+            _records.get(graph, {}).pop(where, None)
+        else:
+            if not path.exists():
+                _journal.start_journal(path, save_state_bytes(path, base))
+            elif not journal_path(path).exists():
+                _journal.start_journal(path, state_version(path))
+            n = _records.get(graph, {}).get(where, 0) + 1
+            _journal.append_record(path, n, calls)
+            _records.setdefault(graph, {})[where] = n
+            version = str(current_version(path))
+    _recorded.setdefault(graph, {})[where] = version
+
+
+def _outgrown(path: Path) -> bool:
+    """Whether the journal of ``path`` outweighs its state file and :data:`FOLD_MIN_BYTES`."""
+    try:
+        journal = os.stat(journal_path(path)).st_size
+        state = os.stat(path).st_size
+    except FileNotFoundError:
+        return False
+    return journal > max(FOLD_MIN_BYTES, state)
 
 
 def _changed(path: Path, expected: str | None, found: str) -> str:
     if expected is None:
         return (
-            f"save: {path} holds a state (version {found}) that was not there when this memory started "
+            f"{path} holds a state (version {found}) that was not there when this memory started "
             "(new=True: nothing expected there): another process or graph saved it; nothing was written "
             "(load it, redo the changes, save again)"
         )
     return (
-        f"save: {path} changed since this graph loaded or saved it (version {expected}): it is now "
+        f"{path} changed since this graph loaded or saved it (version {expected}): it is now "
         f"version {found}, written since by another process or graph; nothing was written (load it "
         "again, redo the changes, save again)"
     )
 
 
 @contextlib.contextmanager
-def _locked(lock: Path, path: Path) -> Iterator[None]:
+def _locked(lock: Path, path: Path, what: str = "save") -> Iterator[None]:
     """Hold the lock of ``path``'s saves (``lock``) for a ``with`` block."""
-    from filelock import FileLock, Timeout  # a core dependency, imported by the saves that lock only
-
     held = FileLock(str(lock), timeout=LOCK_TIMEOUT_S, thread_local=False)
     try:
         held.acquire()
     except Timeout:
-        msg = f"save: {path} has been locked by another save for {LOCK_TIMEOUT_S:.0f} s (lock {lock}); nothing was written"
+        msg = f"{what}: {path} has been locked by another save for {LOCK_TIMEOUT_S:.0f} s (lock {lock}); nothing was written"
         raise TimeoutError(msg) from None
     try:
         yield

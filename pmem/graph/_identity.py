@@ -24,6 +24,7 @@ same/different call instead; async callers use :meth:`KeyRegistry.shortlist` and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import re
@@ -355,14 +356,50 @@ class KeyRegistry:
         self._keys = list(keys)
         self._index = {k: i for i, k in enumerate(self._keys)}
         self._store = _VectorStore()
-        self._decisions = restored
+        self._decisions = []
         self._aliases, self._splits = {}, set()
-        for d in restored:  # in order: a split undoes the merge before it
+        self._follow(restored)
+
+    def _follow(self, decisions: list[IdentityDecision]) -> None:
+        """Record ``decisions`` and the aliases and splits they make, in order (a split undoes the merge
+        before it)."""
+        for d in decisions:
             if d.verdict == "same":
                 self._aliases[d.candidate] = d.canonical
             elif d.verdict == "split" and d.shortlisted is not None:
                 self._aliases.pop(d.candidate, None)
                 self._splits.add((d.candidate, d.shortlisted))
+        self._decisions.extend(decisions)
+
+    def counts(self) -> tuple[int, int]:
+        """(registered keys, decisions) so far: where :meth:`since` starts."""
+        return len(self._keys), len(self._decisions)
+
+    def since(self, keys: int, decisions: int) -> tuple[list[str], list[dict[str, Any]]]:
+        """The keys registered and the decisions recorded after the first ``keys`` and ``decisions``
+        (what :meth:`extend` takes to repeat them: a state's journal records them so)."""
+        return self._keys[keys:], [dataclasses.asdict(d) for d in self._decisions[decisions:]]
+
+    def extend(self, keys: list[str], decisions: list[dict[str, Any]]) -> None:
+        """Register ``keys`` and record ``decisions`` (as :meth:`since` gives them) after the registry's
+        own, as :meth:`restore` reinstates a saved registry: vectors are recomputed lazily. Everything is
+        checked first: a refused call changes nothing."""
+        where = "KeyRegistry.extend"
+        if not isinstance(keys, (list, tuple)) or any(type(k) is not str for k in keys):
+            msg = f"{where}: keys must be a list of strings, got {preview(keys)}"
+            raise ValueError(msg)
+        try:
+            added = [IdentityDecision(**d) for d in decisions]
+        except TypeError as exc:
+            msg = f"{where}: decisions must be a list of IdentityDecision fields ({exc})"
+            raise ValueError(msg) from None
+        fresh = [k for k in dict.fromkeys(keys) if k not in self._index]
+        for key in fresh:
+            check_key(key, where)
+        for key in fresh:
+            self._index[key] = len(self._keys)
+            self._keys.append(key)
+        self._follow(added)  # the new keys' vectors come with the next lookup (_ensure_vectors)
 
     def split(self, alias: str, key: str) -> None:
         """Record that ``alias`` names another thing than ``key``: it becomes a key of its own (registered,

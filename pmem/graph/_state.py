@@ -568,18 +568,51 @@ def check_save_target(path: str | Path, layout: Layout = "file") -> Path:
     return path
 
 
-def save_graph(graph: ProvenanceGraph, path: str | Path, layout: Layout = "file") -> str:
+def save_graph(
+    graph: ProvenanceGraph,
+    path: str | Path,
+    layout: Layout = "file",
+    *,
+    before_replace: Callable[[str], None] | None = None,
+) -> str:
     """Write ``graph``'s state to ``path`` in ``layout``, atomically (written aside, then renamed); the
-    version written (:func:`state_version` of ``path`` now)."""
+    version written (:func:`state_version` of ``path`` now). ``before_replace`` (file layout) is called
+    with that version once the file is written aside and synced, before it replaces what is at ``path``."""
     path = check_save_target(path, layout)
     if layout == "directory":
         return _save_directory(graph, path)
+    return _save_file(path, lambda sealing: _write_container(graph, sealing.write), before_replace)
+
+
+def save_state_bytes(path: Path, data: bytes) -> str:
+    """Write a state file's bytes (:func:`graph_to_bytes`: sealed already) to ``path``, atomically; its
+    version."""
+    fd, tmp = _create_aside(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+    return version_of(data)
+
+
+def _save_file(
+    path: Path, write: Callable[[_Sealing], object], before_replace: Callable[[str], None] | None
+) -> str:
+    """Write a sealed state file aside with ``write``, then rename it onto ``path``; its digest."""
     fd, tmp = _create_aside(path)
     try:
         with os.fdopen(fd, "w+b") as f:
             sealing = _Sealing(f)
-            _write_container(graph, sealing.write)  # straight to the file, a table at a time
+            write(sealing)  # straight to the file, a table at a time
             digest = sealing.seal()  # the digest of every byte, written into its two slots; fsync
+        if before_replace is not None:
+            before_replace(digest)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

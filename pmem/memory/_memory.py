@@ -19,7 +19,15 @@ from typing import TYPE_CHECKING, Any
 from pmem.graph import Cell
 
 if TYPE_CHECKING:
-    from pmem.graph import ErasureReceipt, OpResult, ProvenanceGraph, Version
+    from pmem.graph import (
+        ErasureReceipt,
+        Evidence,
+        JournaledGraph,
+        Operation,
+        OpResult,
+        ProvenanceGraph,
+        Version,
+    )
     from pmem.models import ChatModel, Embedder, RequestLog, RequestRecord
 
 #: what ``add`` takes: a text, or chat messages (``[{"role": ..., "content": ...}]``) as one unit
@@ -57,6 +65,20 @@ class AppliedOp:
     reason: str | None = None
     requested: str | None = None  # the operation asked for, when it differs from ``op``
     source_key: str | None = None  # the key as extracted, when soft identity mapped it onto ``key``
+
+
+@dataclass(frozen=True)
+class Why:
+    """What :meth:`AsyncMemory.why` found behind a key's current value: the value and its status, the
+    head version's id, the evidence that stated or supported it (and that of the last operation that
+    changed the cell: a retraction that reinstated it), and every operation on the key, in order."""
+
+    key: str
+    value: str | None
+    status: str
+    version: str | None
+    evidence: list[Evidence]
+    operations: list[Operation]
 
 
 @dataclass(frozen=True)
@@ -135,7 +157,11 @@ class AsyncMemory:
             model object of :mod:`pmem.models`; None: the deterministic ``heuristic`` agent.
         embedder: the embedder of soft key identity and search (a ``[models.embedder]`` table or an
             object); None: the ``hashing`` embedder.
-        path: a state file: loaded when it exists, and where :meth:`save` writes by default.
+        path: a state file: loaded when it exists, and where :meth:`save` writes by default. Every
+            write (``add``, ``undo``, ``erase``) is on disk when it returns: appended to the journal
+            beside the state file (``<path>.journal``), which :meth:`save` folds into it (and which
+            grows no larger than the state before it is folded). A directory or sharded state is read,
+            not journaled.
         authority: source ranks (``{"user": 2, "web": 0}``): a lower-ranked source contests what a
             higher-ranked one stated instead of displacing it.
         options: the write path's options (:data:`~pmem.memory.writepath.WRITE_OPTIONS`: ``identity``,
@@ -175,20 +201,50 @@ class AsyncMemory:
         self._writepath.track_attribution = False  # nothing audits a builder's memory: no per-event record
         self._file = None if path is None else Path(path)
         self._events = 0  # texts added so far: the next one's event index
-        self._loaded = self._file is not None and (self._file.is_file() or _is_sharded(self._file))
+        self._opened = self._file is None  # whether the state at path was read (the first use reads it)
         # a memory made on a path that holds no state yet: its first save there must find none still
         # (another process may have saved one meanwhile, which a plain save would replace)
-        self._new_file = self._file is not None and not self._loaded
+        self._new_file = self._file is not None and not (self._file.exists() or _is_sharded(self._file))
+        # the graph whose writes are committed to path's journal (None: no path, or a state read only)
+        self._journaled: JournaledGraph | None = None
 
     async def _ready(self) -> None:
-        if self._loaded:
-            from pmem.graph import ProvenanceGraph
+        if self._opened:
+            return
+        from pmem.graph import JournaledGraph, ProvenanceGraph
 
-            assert self._file is not None
-            self._loaded = False
-            graph = ProvenanceGraph.load(self._file, registry=self._writepath.graph.registry)
-            await self._writepath.resume(graph)
-            self._events = graph.stats()["evidence"]
+        assert self._file is not None
+        self._opened = True
+        wp = self._writepath
+        registry = wp.graph.registry
+        if not wp.retention or self._file.is_dir() or _is_sharded(self._file):
+            # a directory or sharded state is read, not journaled; so is a memory that keeps no history
+            # (its graph holds the evidence only: its values live in the write path's store)
+            if not self._new_file:
+                graph = ProvenanceGraph.load(self._file, registry=registry)
+                await wp.resume(graph)
+                self._events = graph.stats()["evidence"]
+            return
+        journaled = JournaledGraph.open(
+            self._file,
+            registry,
+            authority=wp.authority,
+            default_authority=wp.default_authority,
+            new=self._new_file,  # a state that appeared since this memory was made is not replaced
+        )
+        self._journaled = journaled
+        if self._new_file:
+            wp.adopt_graph(journaled)
+        else:
+            await wp.resume(journaled)
+            self._events = journaled.stats()["evidence"]
+
+    def _commit(self) -> None:
+        """Make the writes made since the last commit durable (a memory with a file state)."""
+        if self._journaled is not None:
+            self._journaled.commit()
+            if self._journaled.path is not None and self._journaled.path.exists():
+                self._new_file = False  # the state is there now: later saves check its version
 
     def _observed(self, evidence_id: str) -> bool:
         try:
@@ -248,6 +304,7 @@ class AsyncMemory:
         finally:
             if self._observed(evidence):  # also when a model call failed after the text was admitted
                 self._events += 1
+                self._commit()  # what was applied is on disk before the call returns or raises
         records = self._writer.take_write_log()  # this unit's records (the memory keeps no log of its own)
         ops = [
             AppliedOp(r.op, r.key, r.value, r.applied, r.reason, r.requested, r.source_key) for r in records
@@ -300,6 +357,59 @@ class AsyncMemory:
         await self._ready()
         return self.graph.versions(key)
 
+    async def why(self, key: str) -> Why | None:
+        """Why ``key`` holds what it holds (None when the memory never held it): the evidence behind
+        its current value (texts, sources, times) and the operations on the key.
+
+        >>> m = Memory()
+        >>> _ = m.add("The city of Alice is Paris.")
+        >>> w = m.why("alice.city")
+        >>> w.value, [e.text for e in w.evidence], [op.op for op in w.operations]
+        ('Paris', ['The city of Alice is Paris.'], ['accept'])
+        """
+        await self._ready()
+        graph = self.graph
+        cell = graph.cell(key)
+        if cell is None:
+            return None
+        head = next(
+            (v for v in graph.versions(key) if v.valid_to is None and v.status in ("active", "contested")),
+            None,
+        )
+        operations = list(graph.operations(key))
+        cited = [
+            op.evidence for op in operations if head is not None and op.version == head.id and op.applied
+        ]
+        applied = [op for op in operations if op.applied]
+        if applied:  # the last change: a retraction that reinstated the head cites the retracting text
+            cited.append(applied[-1].evidence)
+        evidence = [graph.evidence(e) for e in dict.fromkeys(e for e in cited if e is not None)]
+        return Why(key, cell.value, cell.status, None if head is None else head.id, evidence, operations)
+
+    async def conflicts(self) -> list[Cell]:
+        """The open contests: every cell whose head is contested, with its alternatives, by key."""
+        await self._ready()
+        return [c for c in self.graph.frontier().values() if c.status == "contested"]
+
+    async def resolve(
+        self, key: str, value: str, *, source: str = "user", note: str | None = None
+    ) -> OpResult:
+        """Settle ``key``'s contest on ``value`` (the head's or an alternative's): that version becomes
+        the head and every other competitor is contradicted. The resolution is evidence of its own
+        (``note``, else a sentence saying it), by ``source``; the result says whether it applied, and
+        why not (no contest, a value that is not a competitor, a source ranked too low)."""
+        await self._ready()
+        text = note if note is not None else f"{key} resolved to {value}"
+        graph = self.graph
+        evidence = graph.observe(text, source=source)
+        self._events += 1
+        try:
+            result = graph.apply("resolve", key, value, evidence=evidence)
+        finally:
+            self._writepath.cells_changed([key])
+            self._commit()
+        return result
+
     async def render(
         self, query: str | None = None, *, k: int = 12, disclose: Sequence[str] = ("support", "alternatives")
     ) -> str:
@@ -314,6 +424,7 @@ class AsyncMemory:
         await self._ready()
         result = self.graph.undo(op_seq)
         self._writepath.cells_changed(self.graph)  # which key is the log's business: every cell is re-read
+        self._commit()
         return result
 
     async def erase(self, evidence_id: str) -> ErasureReceipt:
@@ -321,6 +432,7 @@ class AsyncMemory:
         await self._ready()
         receipt = self.graph.erase(evidence_id)
         self._writepath.cells_changed(receipt.changed)
+        self._commit()  # an erasure rewrites the state file: its text leaves the disk too
         return receipt
 
     async def as_of(self, seq: int | None = None, *, time: str | None = None) -> ProvenanceGraph:
@@ -344,7 +456,9 @@ class AsyncMemory:
         if _is_sharded(target):
             msg = f"save: {target} is a sharded state (pmem ingest --shards), which this memory reads but does not rewrite: give save() a file path"
             raise ValueError(msg)
-        self.graph.save(target, new=self._new_file and target == self._file)
+        if target == self._file:
+            self._commit()
+        self.graph.save(target, new=self._new_file and target == self._file)  # folds a journal there
         if target == self._file:
             self._new_file = False
         return target
@@ -416,6 +530,15 @@ class Memory:
 
     def history(self, key: str) -> list[Version]:
         return self._run(self._async.history(key))  # type: ignore[no-any-return]
+
+    def why(self, key: str) -> Why | None:
+        return self._run(self._async.why(key))  # type: ignore[no-any-return]
+
+    def conflicts(self) -> list[Cell]:
+        return self._run(self._async.conflicts())  # type: ignore[no-any-return]
+
+    def resolve(self, key: str, value: str, **kwargs: Any) -> OpResult:
+        return self._run(self._async.resolve(key, value, **kwargs))  # type: ignore[no-any-return]
 
     def render(self, query: str | None = None, **kwargs: Any) -> str:
         return self._run(self._async.render(query, **kwargs))  # type: ignore[no-any-return]

@@ -154,7 +154,7 @@ class WritePath:
         # an event's own valid time is admitted with it (default: with provenance); ``pmem ingest`` turns
         # it on without the rest of replayable provenance, which its partitions cannot carry
         self.valid_time = bool(o.get("valid_time", self.provenance))
-        default_authority = int(o.get("default_authority", 1))
+        self.default_authority = default_authority = int(o.get("default_authority", 1))
         #: the stream kind being written (``facts``, ``dialogue``, ``events``): annotation's default
         self.stream = "events"
         registry = KeyRegistry(threshold=float(o.get("identity_threshold", 0.72)))

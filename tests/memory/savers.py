@@ -2,8 +2,9 @@
 
 Run as ``python savers.py STATE BARRIER NAME FACTS``: loads STATE, says so (``BARRIER/NAME.loaded``),
 waits for ``BARRIER/go`` (so that every process of a round has loaded the same version before any
-saves), adds FACTS sentences each stating one new fact, saves, and prints one JSON line: ``saved``,
-``keys`` (the facts' keys), and the error a refused save raised.
+writes), adds FACTS sentences each stating one new fact (each add is committed to the state's journal as
+it returns), saves, and prints one JSON line: ``saved``, ``keys`` (the keys of the adds that returned),
+and the error a refused add or save raised.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ def main(state: Path, barrier: Path, name: str, facts: int) -> int:
         if time.monotonic() > deadline:
             return 3
         time.sleep(0.01)
-    keys = []
-    for i in range(facts):
-        result = memory.add(f"The city of {name}x{i} is Paris.")
-        keys += [op.key for op in result.operations if op.applied]
+    keys = []  # the facts of the adds that returned: each is on disk (a write that returned is durable)
     try:
+        for i in range(facts):
+            result = memory.add(f"The city of {name}x{i} is Paris.")
+            keys += [op.key for op in result.operations if op.applied]
         memory.save()
     except pmem.StateChangedError as exc:
         print(json.dumps({"saved": False, "keys": keys, "error": str(exc)}))

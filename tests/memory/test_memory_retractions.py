@@ -11,6 +11,7 @@ and each undo with a memory fed the same texts less the one erased (or undone).
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 import pmem
 from pmem import cli
+from pmem.graph import journal_path
 
 README = [
     "The budget of the project is $30k.",
@@ -138,12 +140,21 @@ def check_every_erasure_and_undo(said: list[str], tmp_path: Path) -> None:
     ids = [f"e{i}" for i in range(len(said))]  # one statement, one evidence
     state = tmp_path / f"memory-{len(list(tmp_path.iterdir()))}.arrow"
     m.save(state)
+
+    def fresh() -> pmem.Memory:
+        """The saved memory, from a copy of its file: an erase or undo is committed to the file it
+        was loaded from, and each case starts from the saved state."""
+        copy = state.with_name("case.arrow")
+        shutil.copyfile(state, copy)
+        journal_path(copy).unlink(missing_ok=True)
+        return pmem.Memory.load(copy)
+
     for i, evidence in enumerate(ids):
-        erased = pmem.Memory.load(state)
+        erased = fresh()
         erased.erase(evidence)
         assert views(erased) == views(memory_of(said[:i] + said[i + 1 :])), f"erase {evidence}: {said[i]}"
     for op in m.graph.operations():
-        undone = pmem.Memory.load(state)
+        undone = fresh()
         if not undone.undo(op.seq).applied:
             assert views(undone) == views(m)
             continue

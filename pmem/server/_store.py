@@ -1,0 +1,153 @@
+"""A store: a directory of namespaces, each its own journaled memory, served by one process at a time.
+
+::
+
+    STORE/.lock                          held by the process serving the store (pmem mcp)
+    STORE/namespaces/<sha256>/namespace.json   the namespace's ids
+    STORE/namespaces/<sha256>/state.arrow      its state, and state.arrow.journal: its writes since
+
+A namespace's memory is a :class:`pmem.AsyncMemory` on its own state file (every write durable when it
+returns, see ``pmem.graph._journal``), made on first use and kept open. Calls on one namespace take
+turns (one lock each), so that concurrent clients lose no update; calls on different namespaces do not
+wait for each other.
+
+>>> import asyncio, tempfile
+>>> async def demo():
+...     store = Store.open(tempfile.mkdtemp())
+...     try:
+...         async with store.using(Namespace.of("alice"), write=True) as memory:
+...             await memory.add("The city of Alice is Paris.")
+...         async with store.using(Namespace.of("bob")) as memory:
+...             return await memory.get("alice.city"), [ns.label for ns in store.namespaces()]
+...     finally:
+...         await store.aclose()
+>>> asyncio.run(demo())
+(None, ['alice'])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from filelock import BaseFileLock
+
+from pmem._atomic import atomic_write_bytes
+from pmem._lock import hold_exclusive
+from pmem.memory import AsyncMemory
+from pmem.models import make_chat_model, make_embedder
+from pmem.server._namespace import Namespace
+
+#: Where the namespaces live inside a store, and each one's files.
+NAMESPACES = "namespaces"
+NAMESPACE_RECORD = "namespace.json"
+STATE_FILE = "state.arrow"
+
+
+class Store:
+    """The namespaces of one store directory, each a journaled :class:`~pmem.AsyncMemory`.
+
+    Args:
+        root: the store directory (made when missing).
+        model: the chat model of every namespace: a ``[models.agent]`` table as :class:`pmem.Memory`
+            takes it, or a model object (None: ``heuristic``).
+        embedder: the embedder of every namespace (None: ``hashing``).
+        options: the memories' write options (``pmem.Memory``'s keyword arguments).
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        model: Any = None,
+        embedder: Any = None,
+        lock: BaseFileLock | None = None,
+        **options: Any,
+    ) -> None:
+        self.root = Path(root)
+        # one model and one embedder for every namespace (a hosted model is started once, not per user)
+        self._agent = make_chat_model({"backend": "heuristic"} if model is None else model)
+        self._embedder = make_embedder({"backend": "hashing"} if embedder is None else embedder)
+        self._options = dict(options)
+        self._lock = lock  # the store's exclusive lock, held while serving (None: not taken)
+        self._memories: dict[Namespace, AsyncMemory] = {}  # the namespaces opened so far
+        self._turns: dict[Namespace, asyncio.Lock] = {}  # one lock per namespace: its calls take turns
+
+    @classmethod
+    def open(cls, root: str | Path, model: Any = None, embedder: Any = None, **options: Any) -> Store:
+        """The store at ``root`` (made when missing), held by this process until :meth:`aclose`.
+
+        Raises:
+            LockHeldError: another process serves this store; the message names it.
+            NotADirectoryError: ``root`` is a file.
+        """
+        root = Path(root)
+        if root.exists() and not root.is_dir():
+            msg = f"{root}: a store is a directory, and this is a file"
+            raise NotADirectoryError(msg)
+        (root / NAMESPACES).mkdir(parents=True, exist_ok=True)
+        lock = hold_exclusive(
+            root / ".lock", f"store {root}", hint="one server per store: stop the other first"
+        )
+        return cls(root, model, embedder, lock=lock, **options)
+
+    def folder(self, namespace: Namespace) -> Path:
+        """The folder of ``namespace``'s state (it may not exist yet)."""
+        return self.root / NAMESPACES / namespace.folder
+
+    def namespaces(self) -> list[Namespace]:
+        """Every namespace written to so far, by label."""
+        found = []
+        for record in sorted((self.root / NAMESPACES).glob(f"*/{NAMESPACE_RECORD}")):
+            ids = json.loads(record.read_text())
+            found.append(Namespace.of(ids["user_id"], ids.get("agent_id"), ids.get("run_id")))
+        return sorted(found, key=lambda ns: ns.label)
+
+    def _memory(self, namespace: Namespace) -> AsyncMemory:
+        memory = self._memories.get(namespace)
+        if memory is None:
+            path = self.folder(namespace) / STATE_FILE
+            memory = AsyncMemory(self._agent, self._embedder, path=path, **self._options)
+            self._memories[namespace] = memory
+        return memory
+
+    def _create(self, namespace: Namespace) -> None:
+        """Make ``namespace``'s folder and record, once."""
+        folder = self.folder(namespace)
+        record = folder / NAMESPACE_RECORD
+        if not record.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(record, json.dumps(namespace.ids(), sort_keys=True).encode())
+
+    @contextlib.asynccontextmanager
+    async def using(self, namespace: Namespace, *, write: bool = False) -> AsyncIterator[AsyncMemory]:
+        """``namespace``'s memory, for one call: calls on the namespace take turns.
+
+        Args:
+            namespace: whose memory.
+            write: the call may write (its folder is made first; a read of a namespace never written
+                makes nothing).
+        """
+        turn = self._turns.setdefault(namespace, asyncio.Lock())
+        async with turn:
+            if write:
+                self._create(namespace)
+            memory = self._memory(namespace)
+            try:
+                yield memory
+            finally:
+                memory.requests(drain=True)  # a server lives long: its memories keep no per-call rows
+
+    async def aclose(self) -> None:
+        """Close the model clients and release the store (every write is on disk already)."""
+        self._memories = {}
+        for model in (self._agent, self._embedder):
+            close = getattr(model, "aclose", None)
+            if close is not None:
+                await close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
