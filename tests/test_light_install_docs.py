@@ -67,6 +67,16 @@ rows = {
 }
 g.apply_batch(pa.table(rows, schema=WRITE_BATCH_SCHEMA))
 assert g.head_value("budget") == "30k" and g.as_of(4).head_value("budget") == "50k"
+import os
+import tempfile
+
+state = os.path.join(tempfile.mkdtemp(), "memory.arrow")
+durable = pmem.Memory(path=state)  # every write journaled beside the state as it returns
+durable.add("The city of Alice is Paris.")
+durable.close()
+assert pmem.Memory.load(state).get("alice.city").value == "Paris"
+for name in ("mcp", "langgraph", "ray", "polars", "pydantic"):  # the server's and integrations' extras
+    assert sys.modules.get(name) is None, f"the core imported {name}"
 print("calls: ok")
 """
 
@@ -122,6 +132,13 @@ def _core_distributions() -> list[metadata.Distribution]:
         found[name] = dist = metadata.distribution(req.name)
         todo += dist.requires or []
     return list(found.values())
+
+
+def test_the_core_install_is_at_most_15_packages() -> None:
+    """``pip install pmem`` brings the core's dependencies and nothing else: at most 15 (issue 42)."""
+    names = sorted(d.metadata["Name"] for d in _core_distributions())
+    assert len(names) <= 15, names
+    assert not {"mcp", "langgraph", "ray", "pydantic", "polars"} & {canonicalize_name(n) for n in names}
 
 
 @pytest.mark.slow

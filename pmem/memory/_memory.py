@@ -418,6 +418,57 @@ class AsyncMemory:
         keys = None if query is None else await self._writepath.search_keys(query, k)
         return self.graph.render(keys=keys, disclose=tuple(disclose))
 
+    async def put(
+        self,
+        key: str,
+        value: str | None,
+        *,
+        source: str = "user",
+        time: str | None = None,
+        text: str | None = None,
+    ) -> AddResult:
+        """Commit a fact already extracted, without the model: ``value`` becomes ``key``'s current value
+        (a changed value supersedes the old one, which the history keeps; the same value counts as
+        support), or with ``value`` None the key is withdrawn: each of its values in turn is revoked,
+        until none is current. The statement is one evidence (``text``, else ``key = value``).
+
+        >>> m = Memory()
+        >>> _ = m.put("budget", "$30k"); _ = m.put("budget", "$50k")
+        >>> m.get("budget").value, [v.value for v in m.history("budget")]
+        ('$50k', ['$30k', '$50k'])
+        >>> [op.op for op in m.put("budget", None).operations], m.get("budget").value
+        (['revoke', 'revoke'], None)
+        """
+        await self._ready()
+        graph = self.graph
+        stated = (
+            text if text is not None else (f"{key} = {value}" if value is not None else f"{key} withdrawn")
+        )
+        evidence = graph.observe(stated, source=source, time=time)
+        self._events += 1
+        ops: list[AppliedOp] = []
+        try:
+            if value is not None:
+                r = graph.apply("accept", key, value, evidence=evidence)
+                ops.append(AppliedOp(r.op, key, value, r.applied, r.reason))
+            else:
+                # a revoke reinstates the value before the one it retracts: withdrawing the key revokes
+                # until none is current (at most once per version it ever had)
+                for _ in range(len(graph.versions(key))):
+                    current = graph.head_value(key)
+                    if current is None:
+                        break
+                    r = graph.apply("revoke", key, current, evidence=evidence)
+                    ops.append(AppliedOp(r.op, key, current, r.applied, r.reason))
+                    if not r.applied:
+                        break
+        finally:
+            self._writepath.cells_changed([key])
+            self._commit()
+        if not ops:
+            ops.append(AppliedOp("noop", key, None, False, "put: the key holds no value to withdraw"))
+        return AddResult(evidence, [(key, value)], ops)
+
     async def undo(self, op_seq: int) -> OpResult:
         """Undo one operation (by its seq): its key becomes what the log without it gives. The result
         says whether it applied, and why not."""
@@ -539,6 +590,9 @@ class Memory:
 
     def resolve(self, key: str, value: str, **kwargs: Any) -> OpResult:
         return self._run(self._async.resolve(key, value, **kwargs))  # type: ignore[no-any-return]
+
+    def put(self, key: str, value: str | None, **kwargs: Any) -> AddResult:
+        return self._run(self._async.put(key, value, **kwargs))  # type: ignore[no-any-return]
 
     def render(self, query: str | None = None, **kwargs: Any) -> str:
         return self._run(self._async.render(query, **kwargs))  # type: ignore[no-any-return]
