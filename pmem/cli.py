@@ -93,6 +93,10 @@ PERF: dict[str, tuple[str, str]] = {
         "benchmarks.memory",
         "pmem.Memory's add and search per call vs the pmem arm's own path, over 10,000 cells",
     ),
+    "server": (
+        "benchmarks.server",
+        "pmem mcp's durable add and search at 1k, 100k and 1M facts in a namespace; in-process search",
+    ),
     "llm": (
         "benchmarks.llm",
         "SmolLM2-135M on Ray-hosted llama.cpp or vLLM (CPU) replicas: harness vs bare loop; engine vs engine",

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pmem.arms._base import ModelSet, ReadResult
     from pmem.bench import Event, Question
     from pmem.graph import ProvenanceGraph
+    from pmem.memory.writepath import WriteStats
 
 
 class PMemArm(ArmBase):
@@ -171,6 +172,12 @@ class PMemArm(ArmBase):
         )
 
     # ------------------------------------------------------------------ reporting
+
+    def write_stats(self) -> WriteStats:
+        """The totals, with the cells the memory holds now (turn reads keep none)."""
+        stats = super().write_stats()
+        stats.cells = 0 if self.read_mode == "turns" else self.path.cell_count()
+        return stats
 
     def graph(self) -> ProvenanceGraph | None:
         if self.read_mode == "turns":

@@ -156,7 +156,19 @@ def _register(server: Any, tools: MemoryTools) -> None:
     """The ten tools, each a thin wrapper whose docstring and argument descriptions the client's model
     reads; a refused call raises the SDK's ``ToolError`` (an error result with the one-line reason)."""
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
     from pydantic import Field
+
+    # what a client may assume of each tool: reads change nothing; erase removes for good
+    read = ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    )
+    write = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
+    destroy = ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    )
 
     UserId = Annotated[str, Field(description="whose memory: 1-128 of A-Z a-z 0-9 . _ @ + -")]
     AgentId = Annotated[str | None, Field(description="an agent's own memory within the user's (optional)")]
@@ -169,7 +181,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         except ToolCallError as exc:
             raise ToolError(str(exc)) from None
 
-    @server.tool()
+    @server.tool(annotations=write)
     async def add(
         user_id: UserId,
         text: Annotated[str, Field(description="what was said or observed, in plain words")],
@@ -187,7 +199,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         )
         return reply
 
-    @server.tool()
+    @server.tool(annotations=read)
     async def search(
         user_id: UserId,
         query: Annotated[str, Field(description="a question or topic")],
@@ -205,7 +217,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         )
         return reply
 
-    @server.tool()
+    @server.tool(annotations=read)
     async def get(
         user_id: UserId, key: Key, agent_id: AgentId = None, run_id: RunId = None
     ) -> dict[str, Any] | None:
@@ -214,7 +226,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         reply: dict[str, Any] | None = await run(tools.get(user_id, key, agent_id, run_id))
         return reply
 
-    @server.tool()
+    @server.tool(annotations=read)
     async def history(
         user_id: UserId, key: Key, agent_id: AgentId = None, run_id: RunId = None
     ) -> list[dict[str, Any]]:
@@ -223,7 +235,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         reply: list[dict[str, Any]] = await run(tools.history(user_id, key, agent_id, run_id))
         return reply
 
-    @server.tool()
+    @server.tool(annotations=read)
     async def as_of(
         user_id: UserId,
         agent_id: AgentId = None,
@@ -240,7 +252,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         reply: dict[str, Any] = await run(tools.as_of(user_id, agent_id, run_id, seq, time, key, limit))
         return reply
 
-    @server.tool()
+    @server.tool(annotations=read)
     async def why(
         user_id: UserId, key: Key, agent_id: AgentId = None, run_id: RunId = None
     ) -> dict[str, Any] | None:
@@ -249,7 +261,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         reply: dict[str, Any] | None = await run(tools.why(user_id, key, agent_id, run_id))
         return reply
 
-    @server.tool()
+    @server.tool(annotations=write)
     async def undo(
         user_id: UserId,
         op_seq: Annotated[int, Field(description="the seq of the operation to undo (from why or history)")],
@@ -261,7 +273,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         reply: dict[str, Any] = await run(tools.undo(user_id, op_seq, agent_id, run_id))
         return reply
 
-    @server.tool()
+    @server.tool(annotations=destroy)
     async def erase(
         user_id: UserId,
         evidence_id: Annotated[str, Field(description="the evidence to erase (e.g. e3, from add or why)")],
@@ -274,7 +286,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         reply: dict[str, Any] = await run(tools.erase(user_id, evidence_id, agent_id, run_id))
         return reply
 
-    @server.tool()
+    @server.tool(annotations=read)
     async def conflicts(
         user_id: UserId, agent_id: AgentId = None, run_id: RunId = None
     ) -> list[dict[str, Any] | None]:
@@ -282,7 +294,7 @@ def _register(server: Any, tools: MemoryTools) -> None:
         reply: list[dict[str, Any] | None] = await run(tools.conflicts(user_id, agent_id, run_id))
         return reply
 
-    @server.tool()
+    @server.tool(annotations=write)
     async def resolve(
         user_id: UserId,
         key: Key,

@@ -207,6 +207,10 @@ def test_tools_list_every_tool_with_a_schema_and_a_description(store: Path) -> N
         "conflicts",
         "resolve",
     }
+    assert tools["erase"].annotations.destructive_hint and not tools["add"].annotations.read_only_hint
+    assert all(
+        tools[t].annotations.read_only_hint for t in ("search", "get", "history", "as_of", "why", "conflicts")
+    )
     for tool in tools.values():
         assert len(tool.description or "") > 60, tool.name
         assert "user_id" in tool.input_schema["required"], tool.name
