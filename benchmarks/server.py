@@ -242,3 +242,9 @@ def run(args: argparse.Namespace) -> int:
 
         shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+if __name__ == "__main__":
+    from benchmarks import run_as_script
+
+    raise SystemExit(run_as_script("server", __doc__, add_arguments, run))

@@ -3,7 +3,8 @@ every copy the project keeps of it.
 
 Writes the erased graph to ``--out`` (atomically; never over STATE itself, which still holds the text:
 replace STATE with it when you have checked it) and scrubs what P-Mem wrote beside STATE: an ingest's
-working folder ``STATE.ingest/`` (:mod:`pmem.ingest._erase`). Prints the receipt as JSON: the evidence,
+working folder ``STATE.ingest/`` (:mod:`pmem.ingest._erase`), and the journal of a memory's writes
+(``STATE.journal``), which is folded into STATE so that no second copy of the text lies beside it. Prints the receipt as JSON: the evidence,
 the keys whose value changed (before, after), the versions erased, and ``cleaned``, every place cleaned.
 Errors go to stderr with exit status 2: an unreadable state file, an unknown evidence id, an ``--out``
 that is STATE or whose directory does not exist, a working folder an ingest is writing now, and a
@@ -91,7 +92,7 @@ def _run_directory(args: argparse.Namespace) -> int:
 
 
 def _state_file(args: argparse.Namespace) -> int:
-    from pmem.graph import ProvenanceGraph, StateFileError
+    from pmem.graph import ProvenanceGraph, StateChangedError, StateFileError, journal_path
 
     state, out = Path(args.state), args.out
     if out.resolve() == state.resolve():
@@ -121,7 +122,11 @@ def _state_file(args: argparse.Namespace) -> int:
         return 2
     try:
         cleaned = [f"{out} (the erased graph)", *erase_in_workdir(state, args.evidence, needles)]
-    except (LockHeldError, StateFileError, OSError) as exc:
+        journal = journal_path(state)
+        if journal.exists():  # a second copy of the text beside STATE: folded into STATE, then gone
+            before.save(state)
+            cleaned.append(f"{journal} (folded into {state}, which holds the text until you replace it)")
+    except (LockHeldError, StateFileError, StateChangedError, OSError) as exc:
         print(
             f"error: {out} is written, but the copies beside {state} are not scrubbed: {exc}", file=sys.stderr
         )

@@ -46,10 +46,10 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock, Timeout
 
 from pmem.graph import _journal
-from pmem.graph._journal import journal_path
 from pmem.graph._state import (
     StateFileError,
     check_save_target,
+    journal_path,
     load_state,
     save_graph,
     save_state_bytes,

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import xxhash
 
-from pmem.graph._state import StateFileError, _fsync_directory
+from pmem.graph._state import StateFileError, _fsync_directory, journal_path
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -72,12 +72,6 @@ CALLS: dict[str, tuple[str, ...]] = {
     "registry": ("keys", "decisions"),
 }
 _DIGEST_CHARS = 32
-
-
-def journal_path(state: str | Path) -> Path:
-    """The journal of the state file at ``state``: ``<state>.journal`` beside it."""
-    state = Path(state)
-    return state.with_name(state.name + ".journal")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.graph._graph import ProvenanceGraph, _format_time
 from pmem.graph._guard import commit_journal
-from pmem.graph._journal import journal_path
+from pmem.graph._state import journal_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping

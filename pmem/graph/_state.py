@@ -942,6 +942,12 @@ def _registry_empty(tables: dict[str, pa.Table]) -> bool:
 # --- one key, without loading the graph ------------------------------------------------------------------
 
 
+def journal_path(state: str | Path) -> Path:
+    """The journal of the state file at ``state`` (``pmem.graph._journal``): ``<state>.journal`` beside it."""
+    state = Path(state)
+    return state.with_name(state.name + ".journal")
+
+
 def read_key_versions(path: str | Path, key: str) -> list[Version]:
     """The versions of ``key`` in a saved state (either layout), read from the memory-mapped tables.
 
@@ -951,7 +957,8 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     trusted whole is read with ``ProvenanceGraph.load``. An unknown key gives an empty list.
 
     A sharded state (``pmem ingest --shards``) is refused, naming the part that holds the key: that part
-    reads the same way, with the part's own ids (``ProvenanceGraph.load`` gives the union's).
+    reads the same way, with the part's own ids (``ProvenanceGraph.load`` gives the union's). So is a state
+    with a journal of later writes beside it (``pmem.graph._journal``): the saved file alone is not it.
 
     >>> import tempfile
     >>> from pmem.graph import ProvenanceGraph
@@ -971,6 +978,12 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
             f"{path}: a sharded state, whose parts number their versions and evidence their own way: "
             f"read_key_versions({str(part)!r}, {key!r}) reads the part that holds the key, with its ids; "
             f"ProvenanceGraph.load({str(path)!r}) gives the union's"
+        )
+        raise StateFileError(msg)
+    if journal_path(path).exists():
+        msg = (
+            f"{path}: writes made since it was saved are in {journal_path(path).name}, which this read of "
+            "the saved file alone would miss; ProvenanceGraph.load replays them (a save folds them in)"
         )
         raise StateFileError(msg)
     keys, versions = _mapped_tables(path, ("keys", "versions"))

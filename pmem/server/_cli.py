@@ -1,8 +1,9 @@
 """``pmem mcp --store DIR``: serve a store's memories over MCP (stdio, or ``--http`` on 127.0.0.1).
 
 The memories' model comes from ``--config FILE.toml``, with the tables a sweep config uses:
-``[models.agent]`` and ``[models.embedder]`` (absent: the heuristic agent and the hashing embedder), and
-``[memory]``: the write options ``pmem.Memory`` takes (``identity``, ``authority``, ...).
+``[models.agent]`` and ``[models.embedder]`` (absent: the heuristic agent and the hashing embedder),
+``[memory]``: the write options ``pmem.Memory`` takes (``identity``, ``authority``, ...), and ``cache``:
+a response cache file (a prompt asked before is answered from it).
 """
 
 from __future__ import annotations
@@ -53,15 +54,16 @@ def read_config(path: Path | None) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         msg = f"{path}: not TOML ({exc})"
         raise ValueError(msg) from None
-    unknown = sorted(set(config) - {"models", "memory"})
+    unknown = sorted(set(config) - {"models", "memory", "cache"})
     models = config.get("models", {})
     unknown += sorted(f"models.{name}" for name in set(models) - {"agent", "embedder"})
     if unknown:
-        msg = (
-            f"{path}: unknown table(s) {unknown}; pmem mcp reads [models.agent], [models.embedder], [memory]"
-        )
+        msg = f"{path}: unknown key(s) {unknown}; pmem mcp reads [models.agent], [models.embedder], [memory], cache"
         raise ValueError(msg)
-    return {"model": models.get("agent"), "embedder": models.get("embedder"), **config.get("memory", {})}
+    options = {"model": models.get("agent"), "embedder": models.get("embedder"), **config.get("memory", {})}
+    if "cache" in config:
+        options["cache"] = config["cache"]
+    return options
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,7 +2,7 @@
 
 ::
 
-    STORE/.lock                          held by the process serving the store (pmem mcp)
+    STORE/store.lock                     held by the process serving the store (pmem mcp)
     STORE/namespaces/<sha256>/namespace.json   the namespace's ids
     STORE/namespaces/<sha256>/state.arrow      its state, and state.arrow.journal: its writes since
 
@@ -39,10 +39,11 @@ from filelock import BaseFileLock
 from pmem._atomic import atomic_write_bytes
 from pmem._lock import hold_exclusive
 from pmem.memory import AsyncMemory
-from pmem.models import make_chat_model, make_embedder
+from pmem.models import ResponseCache, make_chat_model, make_embedder
 from pmem.server._namespace import Namespace
 
-#: Where the namespaces live inside a store, and each one's files.
+#: The lock the process serving a store holds, where the namespaces live, and each one's files.
+STORE_LOCK = "store.lock"
 NAMESPACES = "namespaces"
 NAMESPACE_RECORD = "namespace.json"
 STATE_FILE = "state.arrow"
@@ -56,6 +57,8 @@ class Store:
         model: the chat model of every namespace: a ``[models.agent]`` table as :class:`pmem.Memory`
             takes it, or a model object (None: ``heuristic``).
         embedder: the embedder of every namespace (None: ``hashing``).
+        cache: a response cache file (SQLite, :class:`pmem.models.ResponseCache`): a prompt asked before is
+            answered from it (None: none).
         options: the memories' write options (``pmem.Memory``'s keyword arguments).
     """
 
@@ -65,19 +68,34 @@ class Store:
         model: Any = None,
         embedder: Any = None,
         lock: BaseFileLock | None = None,
+        cache: str | Path | None = None,
         **options: Any,
     ) -> None:
         self.root = Path(root)
-        # one model and one embedder for every namespace (a hosted model is started once, not per user)
-        self._agent = make_chat_model({"backend": "heuristic"} if model is None else model)
-        self._embedder = make_embedder({"backend": "hashing"} if embedder is None else embedder)
+        # one model and one embedder for every namespace (a hosted model is started once, not per user);
+        # with a response cache, a prompt asked before is answered from it
+        replies = None if cache is None else ResponseCache(cache)
+        self._agent = make_chat_model({"backend": "heuristic"} if model is None else model, cache=replies)
+        self._embedder = make_embedder(
+            {"backend": "hashing"} if embedder is None else embedder, cache=replies
+        )
         self._options = dict(options)
+        AsyncMemory(
+            self._agent, self._embedder, **self._options
+        )  # options it refuses fail here, not per user
         self._lock = lock  # the store's exclusive lock, held while serving (None: not taken)
         self._memories: dict[Namespace, AsyncMemory] = {}  # the namespaces opened so far
         self._turns: dict[Namespace, asyncio.Lock] = {}  # one lock per namespace: its calls take turns
 
     @classmethod
-    def open(cls, root: str | Path, model: Any = None, embedder: Any = None, **options: Any) -> Store:
+    def open(
+        cls,
+        root: str | Path,
+        model: Any = None,
+        embedder: Any = None,
+        cache: str | Path | None = None,
+        **options: Any,
+    ) -> Store:
         """The store at ``root`` (made when missing), held by this process until :meth:`aclose`.
 
         Raises:
@@ -90,9 +108,13 @@ class Store:
             raise NotADirectoryError(msg)
         (root / NAMESPACES).mkdir(parents=True, exist_ok=True)
         lock = hold_exclusive(
-            root / ".lock", f"store {root}", hint="one server per store: stop the other first"
+            root / STORE_LOCK, f"store {root}", hint="one server per store: stop the other first"
         )
-        return cls(root, model, embedder, lock=lock, **options)
+        try:
+            return cls(root, model, embedder, lock=lock, cache=cache, **options)
+        except BaseException:
+            lock.release()  # a refused model or option leaves the store free
+            raise
 
     def folder(self, namespace: Namespace) -> Path:
         """The folder of ``namespace``'s state (it may not exist yet)."""

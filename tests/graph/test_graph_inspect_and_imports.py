@@ -124,6 +124,30 @@ def test_erase_writes_a_new_state_and_prints_the_receipt(tmp_path, capsys):
     assert "is the input state" in capsys.readouterr().err
 
 
+def test_erase_folds_a_journal_beside_the_state_so_no_copy_of_the_text_stays(tmp_path, capsys):
+    import json
+
+    from pmem.graph import JournaledGraph, journal_path
+
+    state = tmp_path / "s.arrow"
+    g = JournaledGraph.open(state)
+    g.apply("accept", "user.city", "Lisbon", evidence=g.observe("I live in Lisbon"))
+    g.commit()
+    g.apply("accept", "user.city", "Oslo", evidence=g.observe("Moved to Oslo, said Xylophon"))
+    g.commit()  # the second statement is in the journal only
+    assert b"Xylophon" in journal_path(state).read_bytes()
+    out = tmp_path / "erased.arrow"
+    assert main(["erase", str(state), "e1", "--out", str(out)]) == 0
+    receipt = json.loads(capsys.readouterr().out)
+    assert any("folded into" in c for c in receipt["cleaned"]) and not journal_path(state).exists()
+    assert ProvenanceGraph.load(state).to_bytes() == g.to_bytes()  # STATE as it was, journal and all
+    assert (
+        b"Xylophon" not in out.read_bytes() and ProvenanceGraph.load(out).head_value("user.city") == "Lisbon"
+    )
+    out.replace(state)  # the user's last step: the erased state in STATE's place loads
+    assert ProvenanceGraph.load(state).head_value("user.city") == "Lisbon"
+
+
 def test_inspect_ops_names_each_operations_evidence(tmp_path, capsys):
     g = ProvenanceGraph()
     g.apply("accept", "cup_1.location", "shelf 2", evidence=g.observe("The cup is on shelf 2.", source="cam"))

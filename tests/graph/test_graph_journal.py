@@ -254,3 +254,15 @@ def test_a_journal_that_outgrows_its_state_is_folded(tmp_path, monkeypatch) -> N
 def test_a_graph_made_without_open_commits_nothing(tmp_path) -> None:
     with pytest.raises(ValueError, match="bound to no state file"):
         JournaledGraph().commit()
+
+
+def test_a_per_key_read_of_the_saved_file_alone_is_refused_while_a_journal_holds_later_writes(
+    tmp_path,
+) -> None:
+    from pmem.graph import read_key_versions
+
+    g, path = _journaled(tmp_path)
+    with pytest.raises(StateFileError, match=r"state\.arrow\.journal, which this read"):
+        read_key_versions(path, "budget")
+    g.save(path)  # folded: the file is the whole state again
+    assert [v.value for v in read_key_versions(path, "budget")] == ["$0k", "$1k", "$2k"]

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from mcp_client import http_server, http_session, reply
 
+from pmem.server._store import STORE_LOCK
+
 ALICE_TOKEN = "tok-alice-91c2"
 OPS_TOKEN = "tok-ops-5d10"
 TOKENS = json.dumps({ALICE_TOKEN: ["alice"], OPS_TOKEN: ["*"]})
@@ -59,7 +61,7 @@ def _files(store: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(store)): p.read_bytes()
         for p in sorted(store.rglob("*"))
-        if p.is_file() and p.name != ".lock.holder"
+        if p.is_file() and p.name != f"{STORE_LOCK}.holder"
     }
 
 
@@ -181,7 +183,7 @@ def test_no_call_from_elsewhere_reads_or_changes_bobs_memory(served) -> None:
     assert refused >= 30, refused
     assert _bob_files(store) == bob_before  # bob's state and journal untouched, byte for byte
     # nothing was written outside the store's namespaces, whatever the names
-    assert all(k.startswith("namespaces/") or k == ".lock" for k in _files(store)), sorted(_files(store))
+    assert all(k.startswith("namespaces/") or k == STORE_LOCK for k in _files(store)), sorted(_files(store))
 
 
 def test_a_request_without_a_known_token_is_refused(served) -> None:
