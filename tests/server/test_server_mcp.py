@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_client import http_server, http_session, reply, stdio_session
+from mcp_client import TOOLS, http_server, http_session, reply, stdio_session
 
 import pmem
 from pmem.server import Namespace
@@ -132,18 +132,7 @@ def test_the_script_exercises_every_tool_and_what_each_is_for() -> None:
     """The reference replies show the behaviours the conversation is meant to reach (else it would
     compare empty answers)."""
     tools = {tool for tool, _ in SCRIPT}
-    assert tools == {
-        "add",
-        "search",
-        "get",
-        "history",
-        "as_of",
-        "why",
-        "undo",
-        "erase",
-        "conflicts",
-        "resolve",
-    }
+    assert tools == set(TOOLS)
     assert len(SCRIPT) == 30
     r = expected_replies()
     assert r[8]["operations"][0]["op"] == "contest"  # the web source contests
@@ -195,18 +184,7 @@ def test_tools_list_every_tool_with_a_schema_and_a_description(store: Path) -> N
             return list((await session.list_tools()).tools)
 
     tools = {t.name: t for t in asyncio.run(run())}
-    assert set(tools) == {
-        "add",
-        "search",
-        "get",
-        "history",
-        "as_of",
-        "why",
-        "undo",
-        "erase",
-        "conflicts",
-        "resolve",
-    }
+    assert set(tools) == set(TOOLS)
     assert tools["erase"].annotations.destructive_hint and not tools["add"].annotations.read_only_hint
     assert all(
         tools[t].annotations.read_only_hint for t in ("search", "get", "history", "as_of", "why", "conflicts")
