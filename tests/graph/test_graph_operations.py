@@ -282,3 +282,34 @@ def test_noop_naming_an_alternative_is_not_support_for_the_head(g):
     r = g.apply("noop", "k", "b")
     assert not r.applied and r.op == "noop"
     assert g.cell("k").support == 1 and g.versions("k")[1].support == 1
+
+
+def test_one_keys_operations_are_the_logs_entries_on_that_key_in_order() -> None:
+    """``operations(key)`` (found column-wise) lists exactly the whole log's entries on the key, in log
+    order: applied and failed operations, noops, undos and what an erasure left."""
+    import random
+
+    rng = random.Random(11)
+    g = ProvenanceGraph(authority={"user": 2, "web": 0})
+    keys = ["a", "b", "c", "a.b"]
+    for _ in range(400):
+        roll = rng.random()
+        if roll < 0.05 and g.stats()["evidence"]:
+            g.erase(f"e{rng.randrange(g.stats()['evidence'])}")
+            continue
+        if roll < 0.1 and g.stats()["operations"]:
+            seq = rng.choice([op.seq for op in g.operations()])
+            g.undo(seq)
+            continue
+        e = g.observe("said", rng.choice(["user", "web"]))
+        op = rng.choice(["accept", "accept", "contest", "reject", "revoke", "resolve", "noop"])
+        value = (
+            rng.choice([None, "x", "y", "z"])
+            if op not in ("accept", "contest", "resolve")
+            else rng.choice("xyz")
+        )
+        g.apply(op, rng.choice(keys), value, evidence=e)
+    log = list(g.operations())
+    assert {op.op for op in log} >= {"accept", "contest", "noop", "undo"}
+    for key in [*keys, "never"]:
+        assert list(g.operations(key)) == [op for op in log if op.key == key], key
