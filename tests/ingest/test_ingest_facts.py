@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
+from streams import FACT_FIELDS, as_table, read_events, write_arrow, write_jsonl, write_parquet
 
 import pmem.ingest._stream as stream_module
 from pmem.bench.alfworld_templates import CONFLICT_REPORT, STALE_RECORD
@@ -60,32 +60,13 @@ EVIDENCE = [
     "reject budget: 30k",
     "noop budget",
 ]
-_FIELDS = ("text", "source", "time", "valid_time", "id", "key", "op", "value")
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def as_table(rows: list[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(
-        [{f: r.get(f) for f in _FIELDS} for r in rows], schema=pa.schema([(f, pa.string()) for f in _FIELDS])
-    )
 
 
 def write_columnar(path: Path, table: pa.Table) -> Path:
+    """``table`` as Parquet or an Arrow file (by ``path``'s suffix), three rows a batch."""
     if path.suffix == ".parquet":
-        pq.write_table(table, path, row_group_size=3)
-        return path
-    with ipc.new_file(str(path), table.schema) as writer:
-        for batch in table.to_batches(max_chunksize=3):
-            writer.write_batch(batch)
-    return path
-
-
-def events_of(path: Path, **options: Any) -> list[dict[str, Any]]:
-    return [row for batch in read_stream(path, **options) for row in batch.events.to_pylist()]
+        return write_parquet(path, table, row_group_size=3)
+    return write_arrow(path, table, chunk=3)
 
 
 # ---------------------------------------------------------------------------------------- the stream
@@ -97,8 +78,8 @@ def test_fact_rows_read_alike_in_every_format_with_their_evidence_text(tmp_path:
     if suffix == ".jsonl":
         write_jsonl(path, FACTS)
     else:
-        write_columnar(path, as_table(FACTS))
-    events = events_of(path)
+        write_columnar(path, as_table(FACTS, FACT_FIELDS))
+    events = read_events(path)
     assert [e["text"] for e in events] == EVIDENCE
     assert [(e["key"], e["op"], e["value"]) for e in events] == [
         (f.get("key"), f.get("op", "accept") if "key" in f else None, f.get("value")) for f in FACTS
@@ -117,14 +98,14 @@ def test_a_values_number_keeps_its_spelling(tmp_path: Path) -> None:
     path.write_text(
         '{"key": "age", "value": 42}\n{"key": "pi", "value": -1.5e3}\n{"key": "s", "value": "7"}\n'
     )
-    assert [(e["value"], e["text"]) for e in events_of(path)] == [
+    assert [(e["value"], e["text"]) for e in read_events(path)] == [
         ("42", "age: 42"),
         ("-1.5e3", "pi: -1.5e3"),
         ("7", "s: 7"),
     ]
     table = pa.table({"key": ["a", "b"], "value": pa.array([42, None], pa.int64())})
     table = table.append_column("op", pa.array([None, "revoke"]))
-    assert [e["value"] for e in events_of(write_columnar(tmp_path / "s.parquet", table))] == ["42", None]
+    assert [e["value"] for e in read_events(write_columnar(tmp_path / "s.parquet", table))] == ["42", None]
 
 
 BAD_FACT_LINES: list[tuple[bytes, str]] = [
@@ -229,7 +210,7 @@ def test_clean_fact_blocks_take_the_fast_path(tmp_path: Path, monkeypatch: pytes
         raise AssertionError("a clean block was parsed line by line")
 
     monkeypatch.setattr(stream_module, "_parse_line", no_line_parsing)
-    assert [e["text"] for e in events_of(path, batch_rows=3)] == EVIDENCE
+    assert [e["text"] for e in read_events(path, batch_rows=3)] == EVIDENCE
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
@@ -237,7 +218,7 @@ def test_batches_of_fact_rows_grow_and_a_text_row_starts_them_again(tmp_path: Pa
     rows = [{"key": f"k{i}", "value": "v"} for i in range(100)]
     rows += [{"text": "a text row"}] + [{"key": "k", "value": "v"} for _ in range(60)]
     path = tmp_path / f"s{suffix}"
-    write_jsonl(path, rows) if suffix == ".jsonl" else write_columnar(path, as_table(rows))
+    write_jsonl(path, rows) if suffix == ".jsonl" else write_columnar(path, as_table(rows, FACT_FIELDS))
 
     def covered(**options: Any) -> list[int]:
         ends = [0] + [b.end.row for b in read_stream(path, batch_rows=4, **options)]
@@ -246,7 +227,7 @@ def test_batches_of_fact_rows_grow_and_a_text_row_starts_them_again(tmp_path: Pa
     # 100 fact rows: 4, 8, 16, 32, 32; the batch of rows 93-124 holds the text row: back to 4
     assert covered(fact_batch_rows=32) == [4, 8, 16, 32, 32, 32, 4, 8, 16, 9]
     assert covered() == [4] * 40 + [1]
-    assert [e["row"] for e in events_of(path, batch_rows=4, fact_batch_rows=32)] == list(range(1, 162))
+    assert [e["row"] for e in read_events(path, batch_rows=4, fact_batch_rows=32)] == list(range(1, 162))
 
 
 # ---------------------------------------------------------------------------------------- partitions
@@ -287,7 +268,7 @@ def test_each_partition_gets_the_fact_rows_of_its_keys_in_arrival_order(tmp_path
 def _loop_graph(path: Path) -> tuple[ProvenanceGraph, list[bool]]:
     graph = ProvenanceGraph()
     applied = []
-    for event in events_of(path):
+    for event in read_events(path):
         evidence = graph.observe(event["text"], event["source"], event["time"], event["valid_time"])
         applied.append(graph.apply(event["op"], event["key"], event["value"], evidence=evidence).applied)
     return graph, applied
@@ -443,7 +424,7 @@ def _loop_applied(stream: Path) -> list[bool]:
     graph = ProvenanceGraph()
     return [
         graph.apply(e["op"], e["key"], e["value"], graph.observe(e["text"], e["source"], e["time"])).applied
-        for e in events_of(stream)
+        for e in read_events(stream)
     ]
 
 

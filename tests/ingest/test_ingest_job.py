@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
+from ports import free_port
 
 from pmem.ingest import ingest_sequential
 from pmem.ingest._synthetic import write_synthetic_stream
@@ -15,18 +15,12 @@ from pmem.ingest._synthetic import write_synthetic_stream
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.slow
 def test_ray_job_submit_ingest(tmp_path: Path) -> None:
     stream = write_synthetic_stream(tmp_path / "events.jsonl", 1500, keys=150, seed=9)
     out = tmp_path / "state.arrow"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(DASHBOARD_PORT=str(_free_port()), NUM_CPUS="2")
+    env.update(DASHBOARD_PORT=str(free_port()), NUM_CPUS="2")
     proc = subprocess.run(
         [
             str(REPO / "cluster" / "local_job.sh"),

@@ -10,7 +10,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 import pytest
-from test_ingest_facts import CONFIG, _key_of, mixed_rows, write_jsonl
+from streams import write_jsonl
+from test_ingest_facts import CONFIG, _key_of, mixed_rows
 
 from pmem import Memory
 from pmem.graph import ProvenanceGraph, StateFileError, is_sharded, partition_of

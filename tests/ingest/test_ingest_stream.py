@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 import pytest
+from streams import as_table, events_of, write_arrow, write_jsonl, write_parquet
 
 import pmem.ingest._stream as stream
 from pmem.ingest._stream import (
@@ -54,30 +54,6 @@ def expected_events(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
-def as_table(records: list[dict[str, Any]]) -> pa.Table:
-    fields = ("text", "source", "time", "valid_time", "id")
-    rows = [{f: r.get(f) for f in fields} for r in records]
-    return pa.Table.from_pylist(rows, schema=pa.schema([(f, pa.string()) for f in fields]))
-
-
-def write_parquet(path: Path, table: pa.Table, row_group_size: int = 4) -> Path:
-    pq.write_table(table, path, row_group_size=row_group_size)
-    return path
-
-
-def write_arrow(path: Path, table: pa.Table, chunk: int = 4, *, stream_format: bool = False) -> Path:
-    opener = ipc.new_stream if stream_format else ipc.new_file
-    with opener(str(path), table.schema) as writer:
-        for batch in table.to_batches(max_chunksize=chunk):
-            writer.write_batch(batch)
-    return path
-
-
 @pytest.fixture(params=["jsonl", "parquet", "arrow-file", "arrow-stream"])
 def stream_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     kind = request.param
@@ -86,10 +62,6 @@ def stream_path(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     if kind == "parquet":
         return write_parquet(tmp_path / "s.parquet", as_table(RECORDS))
     return write_arrow(tmp_path / "s.arrow", as_table(RECORDS), stream_format=kind == "arrow-stream")
-
-
-def events_of(batches: list[stream.StreamBatch]) -> list[dict[str, Any]]:
-    return [row for b in batches for row in b.events.to_pylist()]
 
 
 def test_every_format_gives_the_same_normalized_events(stream_path: Path) -> None:

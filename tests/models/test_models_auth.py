@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,20 +13,15 @@ import urllib.request
 
 import pytest
 from auth_helpers import CHAT, KEY, MSG, check_auth, cmdlines, http
+from ports import free_port
 
 from pmem.models import ModelCallError, make_chat_model, make_embedder
 from pmem.models._spec import ModelSpec
 from pmem.models.server import ServerThread
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _serve(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
-    port = _port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pmem.models.server", "--port", str(port), *args],
         stdout=subprocess.PIPE,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import socket
+from asyncio import run
 from typing import Any
 
 import numpy as np
@@ -86,10 +87,6 @@ class Vectors(Embedder):
 
 register_chat_backend("test-recorder", f"{__name__}:Recorder")
 register_embedder_backend("test-vectors", f"{__name__}:Vectors")
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def test_complete_passes_one_options_value_to_the_backend() -> None:

@@ -10,9 +10,9 @@ import json
 import logging
 import re
 import shutil
-import socket
 import ssl
 import subprocess
+from asyncio import run
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import aiohttp
 import numpy as np
 import pytest
 from aiohttp import web
+from ports import closed_port_url
 
 from pmem.models import ModelCallError
 from pmem.models._openai import OpenAIClient
@@ -99,10 +100,6 @@ def chunked(body: bytes, size: int = 7, trailer: bytes = b"") -> bytes:
         out.append(f"{len(part):x};ext=1\r\n".encode() + part + b"\r\n")
     out.append(b"0\r\n" + trailer + b"\r\n")
     return b"".join(out)
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def client(url: str, **kw) -> OpenAIClient:
@@ -213,13 +210,11 @@ def test_timeout_then_a_fresh_connection() -> None:
 
 
 def test_connection_refused_names_the_endpoint() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # bound, not listening: connections are refused
-        with pytest.raises(ModelCallError, match=f"cannot connect to http://127.0.0.1:{port}") as info:
-            run(client(f"http://127.0.0.1:{port}/v1").post_json("/x", {}))
-        assert f"POST http://127.0.0.1:{port}/v1/x failed after 1 attempt(s)" in str(info.value)
-        assert info.value.failover
+    url = closed_port_url()  # nothing listens: connections are refused
+    with pytest.raises(ModelCallError, match=f"cannot connect to {url[:-3]}") as info:
+        run(client(url).post_json("/x", {}))
+    assert f"POST {url}/x failed after 1 attempt(s)" in str(info.value)
+    assert info.value.failover
 
 
 def test_bad_urls_are_refused_up_front() -> None:

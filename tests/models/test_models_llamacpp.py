@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +58,18 @@ def test_llamacpp_command_line_and_key_variable(tmp_path: Path) -> None:
     assert pairs["--logits_all"] == "false" and cfg.engine_env() == {}
 
 
+def test_llamacpp_without_llama_cpp_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where llama-cpp-python is not installed (here: made unimportable), the backend says which extra
+    brings it, whether or not this environment has it."""
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)
+    with pytest.raises(MissingDependencyError, match=r"pmem\[cpu-llm\]"):
+        make_chat_model({"backend": "llamacpp", "model": "x.gguf"})
+
+
 def test_llamacpp_spec_gives_a_json_object_dialect_one_request_at_a_time_and_the_window(
     tmp_path: Path,
 ) -> None:
-    if importlib.util.find_spec("llama_cpp") is None:
-        with pytest.raises(MissingDependencyError, match=r"pmem\[cpu-llm\]"):
-            make_chat_model({"backend": "llamacpp", "model": "x.gguf"})
-        return
+    pytest.importorskip("llama_cpp")
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
     model = make_chat_model({"backend": "llamacpp", "model": str(gguf), "n_ctx": 2048})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from asyncio import run
 
 import numpy as np
 import pytest
@@ -55,10 +56,6 @@ def model(srv, **opts):
         **opts,
     }
     return make_chat_model(spec)
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def test_structured_output_and_usage(srv) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
+from asyncio import run
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from ports import closed_port_url
 
 from pmem.arms import ModelSet, make_arm
 from pmem.arms._baselines import LongContextArm
@@ -151,21 +152,9 @@ class ChatServer:
         await self._runner.cleanup()
 
 
-def run(coro):
-    return asyncio.run(coro)
-
-
 def chat(url: str, structured: str = "json_schema", **client: Any) -> OpenAIChatModel:
     opts = {"max_retries": 0, "backoff_s": 0.001, "timeout_s": 10.0, **client}
     return OpenAIChatModel(OpenAIClient(url, **opts), "m", structured=structured)
-
-
-def closed_port_url() -> str:
-    """A URL on 127.0.0.1 where nothing listens (a port just bound and released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
 
 
 async def until(cond: Callable[[], bool], what: str, limit_s: float = 20.0) -> None:

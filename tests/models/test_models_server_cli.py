@@ -3,25 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from ports import free_port
+
 from pmem.models import make_chat_model
 from pmem.models.sections import format_sections
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _serve(*args: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = _port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pmem.models.server", "--port", str(port), *args], stdout=subprocess.DEVNULL
     )

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from runner_helpers import config, read, result_keys, sweep_argv, tiny_chains_body
 
 from pmem.runner import load_config, run_sweep
@@ -52,12 +53,6 @@ def _one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> st
     for n in needles:
         assert n in lines[0], lines[0]
     return lines[0]
-
-
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.parametrize("runners", ["0", "-1"])
@@ -106,7 +101,7 @@ def test_out_that_is_a_file_or_under_one(tmp_path: Path) -> None:
 
 def test_dead_address_fails_fast_with_one_line(tmp_path: Path) -> None:
     cfg = config(tmp_path, SMALL)
-    address = f"127.0.0.1:{_dead_port()}"
+    address = f"127.0.0.1:{free_port()}"
     t0 = time.monotonic()
     proc = _pmem("sweep", str(cfg), "--out", str(tmp_path / "out"), "--address", address, timeout=90)
     assert time.monotonic() - t0 < 60
@@ -143,7 +138,7 @@ def test_silent_address_times_out_within_the_configured_bound(tmp_path: Path) ->
 def test_embedded_mode_ignores_a_stale_cluster_file(tmp_path: Path, private_ray_tmpdir: str) -> None:
     """`ray.init()` without an address joins the cluster named in ray_current_cluster: a dead one hangs."""
     (Path(private_ray_tmpdir) / "ray").mkdir()
-    (Path(private_ray_tmpdir) / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{_dead_port()}")
+    (Path(private_ray_tmpdir) / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{free_port()}")
     cfg = config(tmp_path, SMALL, name="stale")
     proc = _pmem(
         "sweep",
