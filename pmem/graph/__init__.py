@@ -23,7 +23,7 @@ from pmem.graph._patch import Lowering, Patch, PatchController
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._state import StateFileError, journal_path, read_key_versions
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
-from pmem.graph._validate import check_text, key_problem, valid_instant
+from pmem.graph._validate import check_text, key_problem, key_problems, valid_instant
 from pmem.graph.shards import WRITE_LOG_SCHEMA, apply_log, is_sharded, partition_of, partitions_of
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "is_sharded",
     "journal_path",
     "key_problem",
+    "key_problems",
     "partition_of",
     "partitions_of",
     "read_key_versions",

@@ -113,7 +113,7 @@ from pmem.graph._codes import (
 )
 from pmem.graph._graph import _ACCEPT_APPLIED, _CONTEST_REPEATS_ALT, _CONTEST_REPEATS_HEAD, _SUPPORT_RESULT
 from pmem.graph._keyindex import index_of, key_ids, name_hashes
-from pmem.graph._validate import key_problem, preview
+from pmem.graph._validate import key_problems, preview
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -302,28 +302,7 @@ def _key_ids(
     kid = found if valid is None else np.full(len(keys), -1, _I64)
     if valid is not None:
         kid[valid] = found
-    return kid, new_keys, new_hashes, _key_problems(new_keys)
-
-
-#: ASCII names ``key_problem`` may refuse: a control character, or blank (spaces only)
-_SUSPECT_ASCII = r"[\x00-\x1f\x7f]|^ +$"
-
-
-def _key_problems(names: Any) -> dict[int, str]:
-    """Why each refused name is no valid key (by index). A known key was valid when admitted, so only
-    new names are checked: ASCII ones by one pattern (a control character, or only spaces), the others
-    by ``key_problem`` itself."""
-    if not len(names):
-        return {}
-    simple = pc.and_(pc.string_is_ascii(names), pc.greater(pc.binary_length(names), pa.scalar(0)))
-    control = pc.match_substring_regex(names, _SUSPECT_ASCII)
-    suspect = np.flatnonzero(~_np(pc.and_not(simple, control)))
-    out = {}
-    for i, name in zip(suspect.tolist(), names.take(pa.array(suspect, pa.int64())).to_pylist(), strict=True):
-        why = key_problem(name)
-        if why is not None:
-            out[i] = why
-    return out
+    return kid, new_keys, new_hashes, key_problems(new_keys)
 
 
 def _detail(field: str, op: str, key: str | None, problem: str, ev: int, seen: int, erased: bool) -> str:

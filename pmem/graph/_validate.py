@@ -19,6 +19,11 @@ from __future__ import annotations
 
 import unicodedata
 from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 #: Line-breaking characters outside category Cc (which covers \n \r \t \x00 \x1c-\x1f \x7f \x85 ...).
 _SEPARATORS = frozenset("\u2028\u2029")
@@ -84,6 +89,34 @@ def key_problem(key: object) -> str | None:
         return "contains a lone surrogate and cannot be stored as UTF-8"
     # other non-printables (no-break spaces, zero-width joiners, ...) are harmless beside other text
     return _BLANK if key.isspace() else None
+
+
+#: ASCII names ``key_problem`` may refuse: a control character, or blank (spaces only)
+_SUSPECT_ASCII = r"[\x00-\x1f\x7f]|^ +$"
+
+
+def key_problems(names: Any) -> dict[int, str]:
+    """:func:`key_problem` of a column of names (an Arrow string array), column-wise: why each refused name is no valid key, by
+    position (nulls are left to the caller). A non-empty ASCII name without a control character that is
+    not blank is a valid key, so only the other names are asked one by one, whatever the column's size.
+
+    >>> sorted(key_problems(pa.array(["budget", "", "a\\nb", None, "caf\u00e9", "  "])).items())[0]
+    (1, 'must be a non-empty string')
+    >>> sorted(key_problems(pa.array(["budget", "", "a\\nb", None, "caf\u00e9", "  "])))
+    [1, 2, 5]
+    """
+    if not len(names):
+        return {}
+    simple = pc.and_(pc.string_is_ascii(names), pc.greater(pc.binary_length(names), pa.scalar(0)))
+    admitted = pc.and_not(simple, pc.match_substring_regex(names, _SUSPECT_ASCII))
+    suspect: Any = pc.fill_null(pc.and_(pc.invert(admitted), pc.is_valid(names)), False)
+    at = np.flatnonzero(suspect.to_numpy(zero_copy_only=False))
+    out = {}
+    for i, name in zip(at.tolist(), names.take(pa.array(at, pa.int64())).to_pylist(), strict=True):
+        why = key_problem(name)
+        if why is not None:
+            out[i] = why
+    return out
 
 
 def check_key(key: object, where: str, name: str = "key") -> None:

@@ -62,7 +62,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 
-from pmem.graph import OPS, check_text, key_problem, valid_instant
+from pmem.graph import OPS, check_text, key_problem, key_problems, valid_instant
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -988,26 +988,14 @@ def _per_row(mask: pa.Array, column: pa.Array, reason: Any) -> pa.Array:
 
 
 def _refused_keys(keys: Any) -> tuple[pa.Array, pa.Array] | None:
-    """The keys the graph refuses (:func:`pmem.graph.key_problem`) with their reasons; None when none is.
-
-    An ASCII key without a control character that is not blank is admitted (``key_problem``'s answer
-    for every such key), so only the others are asked, one by one: column-wise, whatever the stream's
-    size."""
-    suspect: Any = pc.or_(
-        pc.invert(pc.string_is_ascii(keys)),
-        pc.or_(
-            pc.match_substring_regex(keys, "[\\x00-\\x1f\\x7f]|^ +$"),
-            pc.equal(pc.binary_length(keys), pa.scalar(0)),
-        ),
-    )
-    suspect = pc.fill_null(suspect, False)
-    if not pc.any(suspect).as_py():
+    """The keys the graph refuses (:func:`pmem.graph.key_problems`, column-wise) with their reasons;
+    None when none is."""
+    problems = key_problems(keys)
+    if not problems:
         return None
     reasons: list[str | None] = [None] * len(keys)
-    at = np.flatnonzero(suspect.to_numpy(zero_copy_only=False))
-    for i, key in zip(at.tolist(), keys.take(pa.array(at, pa.int64())).to_pylist(), strict=True):
-        problem = key_problem(key)
-        reasons[i] = None if problem is None else f"field 'key' {problem}"
+    for i, problem in problems.items():
+        reasons[i] = f"field 'key' {problem}"
     refused = pa.array(reasons, pa.string())
     return pc.is_valid(refused), refused
 

@@ -456,6 +456,8 @@ def test_a_batch_citing_erased_evidence_is_refused_whole() -> None:
         (("accept", "", "x", None), "key"),
         (("accept", "a\nb", "x", None), "key"),
         (("noop", "a\u2028b", None, None), "key"),
+        (("accept", "   ", "x", None), "key"),  # blank: ASCII without a control character, still refused
+        (("accept", "caf\u00e9\t", "x", None), "key"),
         (("accept", None, "x", None), "key"),
         (("accept", "a", None, None), "value"),
         (("resolve", "a", None, None), "value"),
