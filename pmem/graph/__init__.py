@@ -19,7 +19,7 @@ from pmem.graph._identity import (
     rule_confirm,
 )
 from pmem.graph._journaled import JournaledGraph
-from pmem.graph._patch import Lowering, Patch, PatchController
+from pmem.graph._patch import Lowering, Patch, PatchController, lower_patch
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._state import StateFileError, journal_path, read_key_versions
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
@@ -59,6 +59,7 @@ __all__ = [
     "journal_path",
     "key_problem",
     "key_problems",
+    "lower_patch",
     "partition_of",
     "partitions_of",
     "read_key_versions",

@@ -41,6 +41,8 @@ from pmem.graph._codes import OP_CODES, OPS
 from pmem.graph._validate import check_flag, check_key, check_text, preview
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pmem.graph._graph import ProvenanceGraph
     from pmem.graph._types import OpResult
 
@@ -79,36 +81,52 @@ class PatchController:
 
     def lower(self, graph: ProvenanceGraph, patch: Patch) -> Lowering:
         _check_arguments(graph, patch, "PatchController.lower")
-        key, new = patch.key, patch.new_value
-        cell = graph.cell(key)
-        head = cell.value if cell is not None else None
-        status = cell.status if cell is not None else "empty"
-        if patch.op is not None:
-            ok, why = _precondition(patch.op, new, head, status, cell.alternatives if cell else [])
-            if ok or not patch.hard_commit:
-                return Lowering(patch.op, key, _value_for(patch.op, new), "explicit op" if ok else why)
-        stale = patch.old_value is not None and head is not None and patch.old_value != head
-        if stale and not patch.hard_commit:
-            return Lowering(
-                "noop", key, new, f"stale patch: old value {patch.old_value!r} is not the head {head!r}"
-            )
-        if head is None:
-            if new is None:
-                return Lowering("noop", key, None, "nothing to retract: the key has no head")
-            return Lowering("accept", key, new, "create")
-        if new is not None and new == head:
-            return Lowering("noop", key, new, "same value as the head: support")
-        if patch.marks_old_wrong:
-            return Lowering("reject", key, new, "revision: the old value is marked wrong")
-        if new is None:
-            return Lowering("revoke", key, None, "retraction")
-        return Lowering("accept", key, new, "supersession")
+        cell = graph.cell(patch.key)
+        if cell is None:
+            return lower_patch(patch, None)
+        return lower_patch(patch, cell.value, cell.status, cell.alternatives)
 
     def apply(self, graph: ProvenanceGraph, patch: Patch, evidence: str | None = None) -> OpResult:
         _check_arguments(graph, patch, "PatchController.apply")
         low = self.lower(graph, patch)
         # graph.apply checks evidence before it writes anything
         return graph.apply(low.op, low.key, low.value, evidence=evidence)
+
+
+def lower_patch(
+    patch: Patch, head: str | None, status: str = "empty", alternatives: Sequence[str] = ()
+) -> Lowering:
+    """The one typed operation ``patch`` lowers to against a key whose head value is ``head`` (None: no
+    head), of ``status``, with open ``alternatives``: the one definition of patch lowering, which
+    :meth:`PatchController.lower` applies to a graph's cell and the write path to a store without
+    history.
+
+    >>> lower_patch(Patch("budget", "$50k"), "$30k", "active").op
+    'accept'
+    >>> lower_patch(Patch("budget", None, old_value="$20k"), "$30k", "active").reason
+    "stale patch: old value '$20k' is not the head '$30k'"
+    """
+    key, new = patch.key, patch.new_value
+    if patch.op is not None:
+        ok, why = _precondition(patch.op, new, head, status, list(alternatives))
+        if ok or not patch.hard_commit:
+            return Lowering(patch.op, key, _value_for(patch.op, new), "explicit op" if ok else why)
+    stale = patch.old_value is not None and head is not None and patch.old_value != head
+    if stale and not patch.hard_commit:
+        return Lowering(
+            "noop", key, new, f"stale patch: old value {patch.old_value!r} is not the head {head!r}"
+        )
+    if head is None:
+        if new is None:
+            return Lowering("noop", key, None, "nothing to retract: the key has no head")
+        return Lowering("accept", key, new, "create")
+    if new is not None and new == head:
+        return Lowering("noop", key, new, "same value as the head: support")
+    if patch.marks_old_wrong:
+        return Lowering("reject", key, new, "revision: the old value is marked wrong")
+    if new is None:
+        return Lowering("revoke", key, None, "retraction")
+    return Lowering("accept", key, new, "supersession")
 
 
 def _check_arguments(graph: object, patch: object, where: str) -> None:

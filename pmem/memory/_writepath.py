@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pmem.graph import KeyRegistry, Patch, PatchController, ProvenanceGraph, valid_instant
+from pmem.graph import KeyRegistry, Patch, PatchController, ProvenanceGraph, lower_patch, valid_instant
 from pmem.memory._extract import Extraction, Fact, extract_units, normalize_key, template_extraction
 from pmem.memory._retrieval import VectorIndex
 from pmem.memory._writer import completion_json, first_word, pause
@@ -578,12 +578,11 @@ class WritePath:
             patch = Patch(fact.key, fact.value, op="resolve")
         else:
             patch = Patch(fact.key, fact.value)
-        low = self._controller.lower(self._graph, patch) if self._store is None else None
-        if low is not None:
-            op, value, reason = low.op, low.value, low.reason
-        else:
-            op, value, reason = _lower_plain(patch, head)
-        self._commit(fact, fact.key, op, value, evidence, patch.op, reason, first_event)
+        if self._store is None:
+            low = self._controller.lower(self._graph, patch)
+        else:  # no history: the store's head, lowered by the same rules
+            low = lower_patch(patch, *(head or (None,)))
+        self._commit(fact, fact.key, low.op, low.value, evidence, patch.op, low.reason, first_event)
 
     def _use_model_annotation(self) -> bool:
         if self.annotate_mode == "auto":
@@ -600,10 +599,9 @@ class WritePath:
                 patch = Patch(key, fact.value)
             if self._store is None:
                 low = self._controller.lower(self._graph, patch)
-                op, value, reason = low.op, low.value, low.reason
-            else:
-                op, value, reason = _lower_plain(patch, head)
-            self._commit(fact, key, op, value, evidence, None, reason, first_event)
+            else:  # no history: the store's head, lowered by the same rules
+                low = lower_patch(patch, *(head or (None,)))
+            self._commit(fact, key, low.op, low.value, evidence, None, low.reason, first_event)
             return
         if head is None:
             head_text = "none"
@@ -684,24 +682,6 @@ class WritePath:
             return None
         instant = question_instant(question)
         return None if instant is None else self._graph.as_of(time=instant)
-
-
-def _lower_plain(patch: Patch, head: tuple[str, str, list[str]] | None) -> tuple[str, str | None, str]:
-    """Patch lowering against a retention-off store (same rules as the controller's default lowering)."""
-    cur = head[0] if head else None
-    if patch.op is not None:
-        return patch.op, patch.new_value, "explicit op"
-    if patch.old_value is not None and cur is not None and patch.old_value != cur:
-        return "noop", patch.new_value, f"stale patch: old value {patch.old_value!r} is not the head {cur!r}"
-    if cur is None:
-        if patch.new_value is None:
-            return "noop", None, "nothing to retract: the key has no head"
-        return "accept", patch.new_value, "create"
-    if patch.new_value is not None and patch.new_value == cur:
-        return "noop", patch.new_value, "same value as the head: support"
-    if patch.new_value is None:
-        return "revoke", None, "retraction"
-    return "accept", patch.new_value, "supersession"
 
 
 def validate_annotation(
