@@ -34,9 +34,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pmem.graph import KeyRegistry, Patch, PatchController, ProvenanceGraph, lower_patch, valid_instant
+from pmem.graph import (
+    KeyRegistry,
+    OpResult,
+    Patch,
+    PatchController,
+    ProvenanceGraph,
+    lower_patch,
+    valid_instant,
+)
 from pmem.memory._extract import Extraction, Fact, extract_units, normalize_key, template_extraction
 from pmem.memory._retrieval import VectorIndex
 from pmem.memory._writer import completion_json, first_word, pause
@@ -65,11 +73,13 @@ WRITE_OPTIONS = (
 )
 
 
-class _Result:
-    __slots__ = ("applied", "op", "reason")
+class Head(NamedTuple):
+    """A key's current value as the write path decides against it: the value, its status (``active``
+    or ``contested``) and the open alternatives."""
 
-    def __init__(self, applied: bool, op: str, reason: str | None) -> None:
-        self.applied, self.op, self.reason = applied, op, reason
+    value: str
+    status: str
+    alternatives: list[str]
 
 
 class OverwriteStore:
@@ -79,28 +89,28 @@ class OverwriteStore:
     def __init__(self) -> None:
         self.values: dict[str, str] = {}
 
-    def head(self, key: str) -> tuple[str, str, list[str]] | None:
+    def head(self, key: str) -> Head | None:
         v = self.values.get(key)
-        return None if v is None else (v, "active", [])
+        return None if v is None else Head(v, "active", [])
 
-    def apply(self, op: str, key: str, value: str | None) -> _Result:
+    def apply(self, op: str, key: str, value: str | None) -> OpResult:
         cur = self.values.get(key)
         if op == "noop":
-            return _Result(True, "noop", None)
+            return OpResult(True, "noop", None)
         if op in ("accept",) or (
             op in ("contest", "resolve", "reject") and value is not None and cur is not None
         ):
             if value is None:
-                return _Result(False, "noop", f"{op} needs a value")
+                return OpResult(False, "noop", f"{op} needs a value")
             if cur == value:
-                return _Result(True, "noop", "value equals the current value: support")
+                return OpResult(True, "noop", "value equals the current value: support")
             self.values[key] = value
-            return _Result(True, op, None)
+            return OpResult(True, op, None)
         if cur is None:
-            return _Result(False, "noop", f"{op}: the key has no value")
+            return OpResult(False, "noop", f"{op}: the key has no value")
         # revoke, or reject without a value: no retained predecessor, the cell is deleted
         del self.values[key]
-        return _Result(True, op, "retention off: the cell is deleted")
+        return OpResult(True, op, "retention off: the cell is deleted")
 
     def to_graph(self) -> ProvenanceGraph:
         g = ProvenanceGraph()
@@ -229,13 +239,13 @@ class WritePath:
             "merged": sum(1 for d in decisions if d.verdict == "same"),
         }
 
-    def _head(self, key: str) -> tuple[str, str, list[str]] | None:
+    def _head(self, key: str) -> Head | None:
         if self._store is not None:
             return self._store.head(key)
         cell = self._graph.cell(key)
         if cell is None or cell.value is None:
             return None
-        return cell.value, cell.status, list(cell.alternatives)
+        return Head(cell.value, cell.status, list(cell.alternatives))
 
     def _apply(
         self,
@@ -245,7 +255,7 @@ class WritePath:
         evidence: str | None,
         depends_on: tuple[str, ...] = (),
         alias: str | None = None,
-    ) -> _Result:
+    ) -> OpResult:
         if self._store is not None:
             r = self._store.apply(op, key, value)
         else:
@@ -259,8 +269,8 @@ class WritePath:
             except ValueError as exc:
                 # An annotation the core refuses becomes a noop with its reason, as the design says, never
                 # a failed history; the core checks every argument before it changes anything.
-                return _Result(False, "noop", f"invalid annotation: {exc}")
-            r = _Result(res.applied, res.op, res.reason)
+                return OpResult(False, "noop", f"invalid annotation: {exc}")
+            r = res
         self._dirty.add(key)
         return r
 
@@ -572,9 +582,14 @@ class WritePath:
         kind = fact.kind
         if kind == "retraction":
             patch = Patch(fact.key, None, old_value=fact.value)
-        elif kind == "conflict_report" and head is not None and head[1] == "active" and head[0] != fact.value:
+        elif (
+            kind == "conflict_report"
+            and head is not None
+            and head.status == "active"
+            and head.value != fact.value
+        ):
             patch = Patch(fact.key, fact.value, op="contest")
-        elif kind == "confirmation" and head is not None and head[1] == "contested":
+        elif kind == "confirmation" and head is not None and head.status == "contested":
             patch = Patch(fact.key, fact.value, op="resolve")
         else:
             patch = Patch(fact.key, fact.value)
@@ -606,9 +621,9 @@ class WritePath:
         if head is None:
             head_text = "none"
         else:
-            head_text = f"{head[0]} ({head[1]})"
-            if head[2]:
-                head_text += "\nalternatives: " + "; ".join(head[2])
+            head_text = f"{head.value} ({head.status})"
+            if head.alternatives:
+                head_text += "\nalternatives: " + "; ".join(head.alternatives)
         fact_text = f"{key}: {fact.value}\nstatus: {fact.status}"
         c = await self._w.call("annotate", FACT=fact_text, HEAD=head_text, TEXT=text)
         op, value, reason = validate_annotation(completion_json(c), fact, head)
@@ -685,7 +700,7 @@ class WritePath:
 
 
 def validate_annotation(
-    payload: dict[str, Any] | None, fact: Fact, head: tuple[str, str, list[str]] | None
+    payload: dict[str, Any] | None, fact: Fact, head: Head | None
 ) -> tuple[str, str | None, str | None]:
     """(op, value, reason): reason is None for a valid annotation, else why it became a noop."""
     if payload is None:
@@ -699,9 +714,9 @@ def validate_annotation(
     )
     if op in ("accept", "contest", "resolve") and value is None:
         value = fact.value
-    if op == "contest" and (head is None or head[1] != "active"):
+    if op == "contest" and (head is None or head.status != "active"):
         return "noop", value, "annotation: contest needs an active incumbent"
-    if op == "resolve" and (head is None or head[1] != "contested"):
+    if op == "resolve" and (head is None or head.status != "contested"):
         return "noop", value, "annotation: resolve needs a contested cell"
     if op in ("reject", "revoke") and head is None:
         return "noop", value, f"annotation: {op} needs a current value"

@@ -27,6 +27,7 @@ from pmem.memory._retrieval import VectorIndex, count_tokens
 from pmem.memory._writepath import (
     DISCLOSURE_DEFAULT,
     WRITE_OPTIONS,
+    Head,
     WritePath,
     question_instant,
     validate_annotation,
@@ -52,6 +53,7 @@ __all__ = [
     "WRITE_PURPOSES",
     "Extraction",
     "Fact",
+    "Head",
     "VectorIndex",
     "WritePath",
     "WriteRecord",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pmem.bench import Event
 from pmem.memory.writepath import (
     Fact,
+    Head,
     normalize_key,
     parse_extraction,
     parse_json_object,
@@ -47,7 +48,7 @@ def test_lenient_json():
 
 def test_annotation_preconditions_become_noops_with_reasons():
     fact = Fact("k", "v2")
-    active, contested = ("v1", "active", []), ("v1", "contested", ["v3"])
+    active, contested = Head("v1", "active", []), Head("v1", "contested", ["v3"])
     assert validate_annotation({"op": "accept", "value": None}, fact, active) == ("accept", "v2", None)
     assert validate_annotation({"op": "contest", "value": "v2"}, fact, active) == ("contest", "v2", None)
     assert validate_annotation({"op": "contest", "value": "v2"}, fact, contested)[2] == (
