@@ -14,21 +14,34 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pmem.graph import Cell
-
-if TYPE_CHECKING:
-    from pmem.graph import (
-        ErasureReceipt,
-        Evidence,
-        JournaledGraph,
-        Operation,
-        OpResult,
-        ProvenanceGraph,
-        Version,
-    )
-    from pmem.models import ChatModel, Embedder, RequestLog, RequestRecord
+from pmem.bench import Event
+from pmem.graph import (
+    Cell,
+    ErasureReceipt,
+    Evidence,
+    JournaledGraph,
+    Operation,
+    OpResult,
+    ProvenanceGraph,
+    Version,
+    is_sharded,
+)
+from pmem.memory._extract import no_fact_reason
+from pmem.memory._writepath import WRITE_OPTIONS, WritePath
+from pmem.memory._writer import Writer
+from pmem.models import (
+    ChatModel,
+    Embedder,
+    HeuristicChatModel,
+    InstrumentedChatModel,
+    InstrumentedEmbedder,
+    RequestLog,
+    RequestRecord,
+    make_chat_model,
+    make_embedder,
+)
 
 #: what ``add`` takes: a text, or chat messages (``[{"role": ..., "content": ...}]``) as one unit
 Text = str | Sequence[Mapping[str, str]]
@@ -106,8 +119,6 @@ def _unit_text(text: Text) -> str:
 
 def _chat(model: Any, log: RequestLog) -> ChatModel:
     """The chat model, every call recorded in ``log`` (the model layer's request rows)."""
-    from pmem.models import ChatModel, InstrumentedChatModel, make_chat_model
-
     if isinstance(model, ChatModel):
         return InstrumentedChatModel(model, log=log)
     return make_chat_model({"backend": "heuristic"} if model is None else model, log=log)
@@ -119,15 +130,11 @@ def _backend(model: Any) -> str:
         return "heuristic"
     if isinstance(model, Mapping):
         return str(model.get("backend", ""))
-    from pmem.models import HeuristicChatModel
-
     return "heuristic" if isinstance(model, HeuristicChatModel) else type(model).__name__
 
 
 def _embedder(embedder: Any, log: RequestLog) -> Embedder:
     """The embedder, every call recorded in ``log``."""
-    from pmem.models import Embedder, InstrumentedEmbedder, make_embedder
-
     if isinstance(embedder, Embedder):
         return InstrumentedEmbedder(embedder, log=log)
     return make_embedder({"backend": "hashing"} if embedder is None else embedder, log=log)
@@ -143,8 +150,6 @@ def _existing(path: str | Path) -> Path:
 
 
 def _is_sharded(path: Path) -> bool:
-    from pmem.graph import is_sharded
-
     return is_sharded(path)
 
 
@@ -177,10 +182,6 @@ class AsyncMemory:
         authority: Mapping[str, int] | None = None,
         **options: Any,
     ) -> None:
-        from pmem.memory._writepath import WRITE_OPTIONS, WritePath
-        from pmem.memory._writer import Writer
-        from pmem.models import RequestLog
-
         unknown = sorted(set(options) - {*WRITE_OPTIONS, "concurrency"})
         if unknown:
             msg = f"Memory: unknown option(s) {unknown}; known: {sorted({*WRITE_OPTIONS, 'concurrency'})}"
@@ -211,8 +212,6 @@ class AsyncMemory:
     async def _ready(self) -> None:
         if self._opened:
             return
-        from pmem.graph import JournaledGraph, ProvenanceGraph
-
         assert self._file is not None
         self._opened = True
         wp = self._writepath
@@ -294,8 +293,6 @@ class AsyncMemory:
                 the retries). A failed extraction has written nothing; a failed later call stops the
                 unit there, with the operations before it applied.
         """
-        from pmem.bench import Event
-
         await self._ready()
         event = Event(self._events, _unit_text(text), time=time, source=source, valid_time=valid_time)
         evidence = f"e{self._events}"  # one unit, one evidence: the texts added so far number them
@@ -314,8 +311,6 @@ class AsyncMemory:
         return AddResult(evidence, [(f.key, f.value) for f in extraction.facts], ops)
 
     def _nothing_found(self) -> str:
-        from pmem.memory._extract import no_fact_reason
-
         return "extract: no fact found in the text: " + no_fact_reason(
             self._agent_backend, "m.requests()", MODEL_REMEDY
         )

@@ -15,6 +15,10 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pmem._lock import LockHeldError
+from pmem.server._mcp import StaticTokens, build_server, serve_http
+from pmem.server._store import Store
+
 if TYPE_CHECKING:
     import argparse
 
@@ -67,10 +71,6 @@ def read_config(path: Path | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pmem._lock import LockHeldError
-    from pmem.server._mcp import StaticTokens, build_server, serve_http
-    from pmem.server._store import Store
-
     try:
         options = read_config(args.config)
         tokens = StaticTokens.from_environment() if args.http else None
