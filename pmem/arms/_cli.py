@@ -19,7 +19,14 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pmem.models import ChatModel, Embedder
+from pmem.arms import ARM_NAMES, ModelSet, arm_names, make_arm, resolve_arm
+from pmem.arms._common import ArmBase
+from pmem.arms._harness import mean, run_history, run_many, store_values
+from pmem.bench import SOURCE_AUTHORITY, benchmark_info, iter_histories
+from pmem.bench.alfworld_templates import QUERY_PATTERN, location_key
+from pmem.memory.prompts import prompt_hashes, prompt_templates_hash
+from pmem.models import CallContext, ChatModel, Embedder, RequestLog, make_chat_model, make_embedder
+from pmem.models.server import ServerThread
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -65,8 +72,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _models() -> Callable[[], ModelSet]:
-    from pmem.arms import ModelSet
-    from pmem.models import make_chat_model, make_embedder
 
     agent, emb = make_chat_model("heuristic"), make_embedder("hashing")
     return lambda: ModelSet(agent, emb)
@@ -79,7 +84,6 @@ def _pct(x: float | None) -> str:
 def _query_key(text: str) -> str:
     """The location key an ALFWorld-Revision query asks about (refused for any other text, whose
     store check would silently look up nothing)."""
-    from pmem.bench.alfworld_templates import QUERY_PATTERN, location_key
 
     m = QUERY_PATTERN.match(text.strip())
     if m is None:
@@ -89,8 +93,6 @@ def _query_key(text: str) -> str:
 
 
 async def _chains(cases: int, conc: int) -> None:
-    from pmem.arms._harness import mean, run_many
-    from pmem.bench import iter_histories
 
     models = _models()
     print("== 1. ALFWorld-Revision chains (current-value accuracy, mean read chars per query)")
@@ -108,8 +110,6 @@ async def _chains(cases: int, conc: int) -> None:
 
 
 async def _retraction(cases: int, conc: int) -> None:
-    from pmem.arms._harness import mean, run_many, store_values
-    from pmem.bench import iter_histories
 
     models = _models()
     print(
@@ -140,8 +140,6 @@ async def _retraction(cases: int, conc: int) -> None:
 
 
 async def _conflict(cases: int, conc: int) -> None:
-    from pmem.arms._harness import mean, run_many, store_values
-    from pmem.bench import iter_histories
 
     models = _models()
     print(
@@ -171,7 +169,6 @@ async def _conflict(cases: int, conc: int) -> None:
 
 async def _flag_rate(arm_name: str, histories: list[Any], models: Any) -> float | None:
     """Share of pre-settle reads that mark the queried value as contested."""
-    from pmem.arms import make_arm
 
     hits = []
     for h in histories:
@@ -184,10 +181,6 @@ async def _flag_rate(arm_name: str, histories: list[Any], models: Any) -> float 
 
 
 async def _factconsolidation(conc: int) -> None:
-    from pmem.arms import ARM_NAMES, make_arm
-    from pmem.arms._common import ArmBase
-    from pmem.arms._harness import mean, run_history
-    from pmem.bench import iter_histories
 
     models = _models()
     print(
@@ -233,8 +226,6 @@ async def _factconsolidation(conc: int) -> None:
 
 
 def _list() -> int:
-    from pmem.arms import arm_names, resolve_arm
-    from pmem.memory.prompts import prompt_hashes, prompt_templates_hash
 
     for name in arm_names():
         entry = resolve_arm(name)
@@ -247,7 +238,6 @@ def _list() -> int:
 
 
 def _plumbing_options(arm: str, options: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any] | None:
-    from pmem.bench import SOURCE_AUTHORITY
 
     if options is not None:
         return dict(options.get(arm, {}))
@@ -255,7 +245,6 @@ def _plumbing_options(arm: str, options: Mapping[str, Mapping[str, Any]] | None)
 
 
 def _plumbing_histories(longmemeval: str | None = None) -> list[Any]:
-    from pmem.bench import benchmark_info, iter_histories
 
     hs = [
         next(iter_histories("alfworld-revision", "chains", L=2, cases=1)),
@@ -285,9 +274,6 @@ async def plumbing(
 
     ``options``: arm -> its options (``[arm_options.ARM]``); by default every P-Mem arm ranks sources
     as the provenance probes' job does (``pmem.bench._probes.SOURCE_AUTHORITY``)."""
-    from pmem.arms import ARM_NAMES, ModelSet
-    from pmem.arms._harness import run_history
-    from pmem.models import CallContext, RequestLog, make_chat_model, make_embedder
 
     out = out or sys.stdout
     log = RequestLog()
@@ -298,7 +284,6 @@ async def plumbing(
         for name in arms or ARM_NAMES:
             ctx = CallContext(history_id=h.id, arm=name)
             models = ModelSet(_BoundChat(agent, ctx), _BoundEmbedder(emb, ctx))
-            from pmem.arms import make_arm
 
             arm = make_arm(name, models, _plumbing_options(name, options))
             rows = await run_history(arm, h)
@@ -363,7 +348,6 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             return 0
-        from pmem.models.server import ServerThread
 
         with ServerThread() as srv:
             print(f"stand-in OpenAI-compatible server at {srv.url}")
