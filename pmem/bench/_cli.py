@@ -13,6 +13,12 @@ import argparse
 import sys
 from pathlib import Path
 
+from pmem.bench._data import DataError, datasets_root, verify_all
+from pmem.bench._factconsolidation import SUBSETS, analyze_subset, build_history, gold_not_final, load_raw
+from pmem.bench._locomo import load_locomo
+from pmem.bench._longmemeval import load_longmemeval, subset_for
+from pmem.bench._registry import iter_histories, list_benchmarks
+
 COVERAGE_TARGET = 0.99
 
 
@@ -23,8 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("verify", help="check every vendored file against datasets/MANIFEST.json")
     p.add_argument("--longmemeval", type=Path, default=None, help="also check this LongMemEval file")
     p = sub.add_parser("coverage", help="template-parser coverage, overwritten keys, stale denominators")
-    from pmem.bench._factconsolidation import SUBSETS
-
     p.add_argument(
         "--subset",
         action="append",
@@ -36,9 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from pmem.bench._data import DataError
-    from pmem.bench._registry import iter_histories, list_benchmarks
-
     rows: list[tuple[str, str, str, str, str]] = []
     sources: list[tuple[str, str]] = []
     for info in list_benchmarks():
@@ -49,7 +50,6 @@ def _list(args: argparse.Namespace) -> int:
                 if args.longmemeval is None:
                     rows.append((info.name, subset, "-", "-", "not run: data not provided"))
                     continue
-                from pmem.bench._longmemeval import subset_for
 
                 try:
                     if subset_for(args.longmemeval) != subset:
@@ -94,15 +94,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from pmem.bench._data import DataError, datasets_root, verify_all
-
     root = datasets_root()
     print(f"datasets: {root}")
     ok = True
     for rel, good, message in verify_all(root):
         ok &= good
         print(f"  {'ok  ' if good else 'FAIL'} {rel}" + ("" if good else f": {message}"))
-    from pmem.bench._factconsolidation import SUBSETS, build_history
 
     for subset in SUBSETS:
         try:
@@ -111,7 +108,6 @@ def _verify(args: argparse.Namespace) -> int:
         except DataError as exc:
             ok = False
             print(f"  FAIL factconsolidation/{subset}: {exc}")
-    from pmem.bench._locomo import load_locomo
 
     try:
         convs = load_locomo()
@@ -123,8 +119,6 @@ def _verify(args: argparse.Namespace) -> int:
         ok = False
         print(f"  FAIL locomo: {exc}")
     if args.longmemeval is not None:
-        from pmem.bench._longmemeval import load_longmemeval
-
         try:
             data = load_longmemeval(args.longmemeval)
             print(f"  ok   longmemeval/{data.subset}: {len(data.records)} questions, official sha256")
@@ -138,8 +132,6 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _coverage(args: argparse.Namespace) -> int:
-    from pmem.bench._factconsolidation import SUBSETS, analyze_subset, build_history, gold_not_final, load_raw
-
     subsets = args.subset or list(SUBSETS)
     worst = 1.0
     print(
@@ -189,8 +181,6 @@ def _coverage(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pmem.bench._data import DataError
-
     action = getattr(args, "bench_command", None)
     actions = {"list": _list, "verify": _verify, "coverage": _coverage}
     if action not in actions:

@@ -17,6 +17,12 @@ import sys
 import time
 from pathlib import Path
 
+from pmem.models._assembled import AssemblyError
+from pmem.models._errors import MissingDependencyError
+from pmem.models._llamacpp import KNOWN_MODELS, resolve_gguf
+from pmem.models._vllm_setup import explain_install_failure, problems, remove_mismatched
+from pmem.models._weights import PACKAGED_FOLDERS, WeightsError, resolve_model
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="models_command", metavar="ACTION")
@@ -39,10 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _prepare_gguf(names: list[str]) -> int:
-    from pmem.models._assembled import AssemblyError
-    from pmem.models._errors import MissingDependencyError
-    from pmem.models._llamacpp import KNOWN_MODELS, resolve_gguf
-
     for name in names or sorted(KNOWN_MODELS):
         if name.lower() not in KNOWN_MODELS:
             known = ", ".join(sorted(KNOWN_MODELS))
@@ -59,9 +61,6 @@ def _prepare_gguf(names: list[str]) -> int:
 
 
 def _prepare(names: list[str]) -> int:
-    from pmem.models._errors import MissingDependencyError
-    from pmem.models._weights import PACKAGED_FOLDERS, WeightsError, resolve_model
-
     # by default the models of the vllm-cpu extra; a split one (the qwen extras) only when named
     for name in names or sorted(n for n, e in PACKAGED_FOLDERS.items() if e.package):
         if name.lower() not in PACKAGED_FOLDERS:
@@ -81,8 +80,6 @@ def _prepare(names: list[str]) -> int:
 
 
 def _check() -> int:
-    from pmem.models._vllm_setup import problems
-
     found = problems()
     for line in found:
         print(f"error: {line}", file=sys.stderr)
@@ -98,15 +95,11 @@ def run(args: argparse.Namespace) -> int:
     if action == "check-vllm":
         return _check()
     if action == "setup-vllm":
-        from pmem.models._vllm_setup import remove_mismatched
-
         removed = remove_mismatched()
         if removed:
             print(f"removed {', '.join(removed)} (PyPI builds that do not match the CPU torch)")
         return _check()
     if action == "install-failed":
-        from pmem.models._vllm_setup import explain_install_failure
-
         try:
             log = args.log.read_text(errors="replace")
         except OSError as exc:
