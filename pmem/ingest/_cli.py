@@ -8,6 +8,15 @@ import signal
 import sys
 from pathlib import Path
 
+from pmem._exit import EXIT_INTERRUPTED
+from pmem._lock import LockHeldError
+from pmem.ingest import ingest
+from pmem.ingest._driver import nothing_ingested
+from pmem.ingest._stream import StreamError
+from pmem.ingest._workdir import ResumeError, Workdir, workdir_of
+from pmem.models import ModelCallError, one_line
+from pmem.runner import ConfigError
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
@@ -44,15 +53,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pmem._exit import EXIT_INTERRUPTED
-    from pmem._lock import LockHeldError
-    from pmem.ingest import ingest
-    from pmem.ingest._driver import nothing_ingested
-    from pmem.ingest._stream import StreamError
-    from pmem.ingest._workdir import ResumeError
-    from pmem.models import ModelCallError, one_line
-    from pmem.runner import ConfigError
-
     try:
         report = ingest(
             args.stream,
@@ -94,7 +94,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _interrupted(out: Path) -> str:
     """What a Ctrl-C kept: the last checkpoint's events, and how to resume."""
-    from pmem.ingest._workdir import Workdir, workdir_of
 
     work = Workdir(workdir_of(out))
     try:

@@ -12,11 +12,15 @@ import sys
 from typing import Any
 
 from pmem._exit import EXIT_INTERRUPTED
+from pmem.memory.writepath import no_fact_reason
+from pmem.models import MissingDependencyError, one_line
+from pmem.rundir import PROGRESS_LOG
+from pmem.runner._config import ConfigError, load_config
+from pmem.runner._driver import SweepInterrupted, check_runners, run_sweep
+from pmem.runner._summary import arms_without_facts, print_result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from pmem.rundir import PROGRESS_LOG
-
     parser.add_argument("config", help="sweep config (TOML), e.g. jobs/quickstart.toml")
     parser.add_argument(
         "--out", default=None, help="parent folder of runs/<run-id>/ (default: [run] out, or $PMEM_OUT)"
@@ -66,11 +70,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pmem.models import MissingDependencyError, one_line
-    from pmem.runner._config import ConfigError, load_config
-    from pmem.runner._driver import SweepInterrupted, check_runners, run_sweep
-    from pmem.runner._summary import print_result
-
     try:
         spec = load_config(args.config)
         if args.limit is not None and args.limit < 1:
@@ -112,8 +111,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def _nothing_written(run_dir: Any, agent_backend: str) -> str | None:
     """Why arms whose extraction ran wrote no fact in the whole run (None when every such arm wrote)."""
-    from pmem.memory.writepath import no_fact_reason
-    from pmem.runner._summary import arms_without_facts
 
     silent = arms_without_facts(run_dir)
     if not silent:
