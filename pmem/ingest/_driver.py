@@ -53,9 +53,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pmem._atomic import file_sha256
+from pmem._atomic import atomic_write_bytes, file_sha256
 from pmem._lock import hold_exclusive
-from pmem.graph import StateFileError, apply_log, is_sharded
+from pmem.bench import Event
+from pmem.graph import ProvenanceGraph, StateFileError, apply_log, is_sharded
 from pmem.graph.shards import REGISTRY, index_digest, part_name, split_log, write_index
 from pmem.ingest._calls import build_models, for_row, open_ingest_cache
 from pmem.ingest._merge import FACT_ROW, batch_log, fact_log, fact_row_operations
@@ -88,7 +89,9 @@ from pmem.ingest._worker import (
     peak_rss_mb,
     reset_peak_rss,
 )
-from pmem.models import RequestLog, records_to_table
+from pmem.memory.writepath import event_line, no_fact_reason
+from pmem.models import HOSTED_BACKENDS, RequestLog, records_to_table
+from pmem.runner import HostedModels, connect, embedded
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -192,7 +195,6 @@ class IngestReport:
         >>> print(r.no_fact_line())
         text rows that gave no fact: 1 of 3 (line 2 "Bob left."): the agent's replies held no fact (see ...)
         """
-        from pmem.memory.writepath import no_fact_reason
 
         word = row_word(Path(self.stream))
         quoted = "; ".join(
@@ -221,7 +223,6 @@ def nothing_ingested(report: IngestReport, agent_backend: str) -> str | None:
         return f"every row of the stream was rejected ({report.rejects:,}; see {workdir_of(Path(report.out)) / 'rejects'})"
     if report.events == 0:
         return None
-    from pmem.memory.writepath import no_fact_reason
 
     why = no_fact_reason(agent_backend, "the state's .ingest/requests/")
     return f"extracted no fact from {report.events:,} events: {why}"
@@ -297,8 +298,6 @@ def ingest(
         msg = f"partitions must be at least 1, got {partitions}"
         raise ValueError(msg)
     import ray  # before anything is written: Ray is the eval extra's, maybe not installed
-
-    from pmem.runner import connect, embedded
 
     stream, out = Path(stream), Path(out)
     check_paths(stream, out, sharded=shards)
@@ -555,8 +554,6 @@ class _Ingest:
     async def _run(self, hosted: dict[str, Any], position: Position) -> None:
         import ray
 
-        from pmem.graph import ProvenanceGraph
-
         cache = str(self.work.cache_path) if self.spec.cache else None
         self.cache = open_ingest_cache(cache)  # the driver's own calls: soft identity
         agent = build_models(
@@ -607,8 +604,6 @@ class _Ingest:
         return bool(doc["stream_check"]["bytes"] == self.stream.stat().st_size)
 
     def _host_models(self) -> dict[str, Any]:
-        from pmem.models import HOSTED_BACKENDS
-        from pmem.runner import HostedModels
 
         specs = {f"agent:{self.spec.agent.model_id}": self.spec.agent, "embedder": self.spec.embedder}
         if not any(s.backend in HOSTED_BACKENDS for s in specs.values()):
@@ -1049,8 +1044,6 @@ class _Ingest:
         """Save the state, then mark the manifest done (a kill in between leaves a resumable ingest)."""
         import json
 
-        from pmem._atomic import atomic_write_bytes
-
         # the loop ends with a checkpoint of the finished graph: the state is that file (its bytes are
         # not held in memory, which at ten million events is gigabytes)
         checkpoint, sha256 = self.last_checkpoint
@@ -1076,7 +1069,5 @@ class _Ingest:
 
 def _unit_texts(texts: list[str], times: list[str | None]) -> list[str]:
     """Each row's unit text, as the write path renders a one-event unit."""
-    from pmem.bench import Event
-    from pmem.memory.writepath import event_line
 
     return [event_line(Event(0, text, time=t)) for text, t in zip(texts, times, strict=True)]
