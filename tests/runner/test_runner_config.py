@@ -227,14 +227,13 @@ def test_model_tables_hold_the_model_layers_spec() -> None:
 
 def test_a_roles_client_is_built_from_its_model_spec_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     """Config -> RoleSpec -> the model layer's factory: the pmem.models.ModelSpec object travels, no dict."""
-    import pmem.models
-    from pmem.runner import model_client
+    from pmem.runner import _bindings, model_client
 
     seen: list[object] = []
-    for name in ("make_chat_model", "make_embedder"):
-        real = getattr(pmem.models, name)
+    for name in ("make_chat_model", "make_embedder"):  # the model layer's factories, as the runner binds them
+        real = getattr(_bindings, name)
         monkeypatch.setattr(
-            pmem.models, name, lambda spec, real=real, **kw: seen.append(spec) or real(spec, **kw)
+            _bindings, name, lambda spec, real=real, **kw: seen.append(spec) or real(spec, **kw)
         )
     spec = parse_config(
         {
