@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pmem._atomic import file_sha256
+from pmem.bench import Question, StaleValues, is_stale_prediction, parse_stale_values, stale_extraction_prompt
+from pmem.models import CallContext
 from pmem.rundir import (
     CACHE,
     JUDGMENTS,
@@ -34,6 +36,7 @@ from pmem.rundir import (
 )
 from pmem.rundir import columns as C
 from pmem.runner import _bindings as B
+from pmem.runner._execute import CallRecorder, RecordingChatModel
 from pmem.runner._hosting import keep_server_logs
 from pmem.runner._store import write_table
 
@@ -43,8 +46,6 @@ if TYPE_CHECKING:
 
 
 def _question_from_row(row: dict[str, Any]) -> Any:
-    from pmem.bench import Question
-
     return Question(
         id=row["question_id"],
         text=row["question"] or "",
@@ -125,13 +126,11 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
     if spec.run.cache:
         cache_path = spec.run.cache_path or str(root / CACHE / RESPONSE_CACHE)
     judge = B.build_chat(spec.judge, B.open_cache(cache_path)) if ask else None
-    from pmem.runner._execute import CallRecorder, RecordingChatModel
 
     async def run_all(judge: ChatModel) -> tuple[list[JudgmentRow], list[RequestRow]]:
         sem = asyncio.Semaphore(spec.run.judge_concurrency)
         rows: list[JudgmentRow] = []
         reqs: list[RequestRow] = []
-        from pmem.models import CallContext
 
         async def one(r: dict[str, Any]) -> None:
             keys = RowKeys.from_row(r)
@@ -150,8 +149,6 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
                     raw, verdict = c.text, B.judge_verdict(c.text)
                     ev = evidence.get((r["history_id"], r["question_id"]))
                     if ev is not None:
-                        from pmem.bench import parse_stale_values, stale_extraction_prompt
-
                         prompt = stale_extraction_prompt(q.text, " | ".join(q.gold), ev)
                         c2 = await model.complete(
                             [{"role": "user", "content": prompt}],
@@ -212,8 +209,6 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
             correct = None if j is None else j[0]
             stale = None
             if j is not None and (j[1] or j[2]):
-                from pmem.bench import StaleValues, is_stale_prediction
-
                 stale = is_stale_prediction(r["prediction"] or "", j[0], StaleValues(j[1], j[2]))
             model = judge_model if j is not None else None
             if (r["correct"], r["stale"], r["judge_model"]) != (correct, stale, model):
