@@ -134,19 +134,17 @@ def read_journal(state: str | Path, state_digest: str | None) -> Journal | None:
     except FileNotFoundError:
         return None
     lines = data.split(b"\n")
-    torn = lines.pop()  # after the last newline: empty, or a line a crash cut short
+    cut_short = lines.pop() != b""  # bytes after the last newline: a line a crash cut short
     entries: list[dict[str, Any]] = []
     end = 0
     for i, line in enumerate(lines):
         entry = _parse(line)
         if entry is None:
-            if i == len(lines) - 1 and not torn:  # the last line: a write that never returned
-                torn = line
+            if i == len(lines) - 1 and not cut_short:  # the last line: a write that never returned
                 break
             raise _refuse(path, f"line {i + 1} does not verify (damaged)")
         entries.append(entry)
         end += len(line) + 1
-    del torn  # a torn last line is left out (the next writer cuts it off)
     if not entries:  # empty, or a header cut short: the journal was being started, it holds no record
         return Journal(path, state_digest, [], None, 0)
     header = entries[0]
