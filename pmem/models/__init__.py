@@ -35,6 +35,7 @@ from pmem.models._routing import RoutedChatModel, RoutedEmbedder, openai_replica
 from pmem.models._spec import SECRET_OPTIONS, ModelKind, ModelSpec, ModelSpecError, redacted, thaw
 from pmem.models._tokens import chars_that_fit, estimate_prompt_tokens, estimate_tokens
 from pmem.models._types import (
+    ANY_JSON_OBJECT,
     PURPOSES,
     CallContext,
     CallOptions,
@@ -60,6 +61,7 @@ _LAZY: dict[str, str] = {"HeuristicChatModel": "_heuristic", "PooledModel": "_vl
 HEURISTIC_LABEL = "heuristic (no LLM)"
 
 __all__ = [
+    "ANY_JSON_OBJECT",
     "EMBED_PURPOSE",
     "HEURISTIC_LABEL",
     "HOSTED_BACKENDS",

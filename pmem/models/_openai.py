@@ -49,6 +49,7 @@ from yarl import URL
 from pmem.models._errors import ModelCallError
 from pmem.models._spec import thaw
 from pmem.models._types import (
+    ANY_JSON_OBJECT,
     Attempt,
     ChatModel,
     Completion,
@@ -381,7 +382,10 @@ class OpenAIChatModel(ChatModel):
         if self.enable_thinking != "omit":
             payload["chat_template_kwargs"] = {"enable_thinking": bool(self.enable_thinking)}
         schema = options.schema
-        if schema is not None:
+        if schema == ANY_JSON_OBJECT and self.structured != "none":
+            # every dialect's servers have a plain JSON mode, and only it leaves the object's fields free
+            payload["response_format"] = {"type": "json_object"}
+        elif schema is not None:
             if self.structured in ("json_schema", "both"):
                 payload["response_format"] = {
                     "type": "json_schema",

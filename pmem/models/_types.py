@@ -37,6 +37,13 @@ if TYPE_CHECKING:
 #: Purpose tags a call may carry; free-form strings are allowed, these are the ones the project uses.
 PURPOSES = ("extract", "annotate", "identity", "answer", "lookup", "prune", "gate", "crud", "dedupe", "judge")
 
+#: The schema of a call that wants a JSON object and says nothing of its fields (an OpenAI request's
+#: ``response_format: {"type": "json_object"}``). Backends send it as their plain JSON mode, not as a
+#: schema: llama-cpp-python compiles ``{"type": "object"}`` into a grammar under which Qwen2.5-1.5B
+#: answers Mem0's extraction prompt with ``{"memory": []}`` (5 tokens) where its JSON mode gives the
+#: 17 facts of the unit (518 tokens), same prompt, greedy decoding.
+ANY_JSON_OBJECT: dict[str, Any] = {"type": "object"}
+
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 
 

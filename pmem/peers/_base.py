@@ -59,11 +59,23 @@ class PeerArm(ArmBase):
     #: the library's loggers: quiet below CRITICAL, since what fails a history is in its row, and a sweep's
     #: output is its progress line (Mem0 and Graphiti log every retry and a notice per store)
     LOGGERS: tuple[str, ...] = ()
+    #: ``reply_tokens``: the longest reply the library gets (default :data:`REPLY_TOKENS`, the ceiling of
+    #: our own extraction call)
+    OPTIONS = (*ArmBase.OPTIONS, "reply_tokens")
 
     def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(name, models, options)
+        reply_tokens = self.options.get("reply_tokens", REPLY_TOKENS)
+        if isinstance(reply_tokens, bool) or not isinstance(reply_tokens, int) or reply_tokens < 1:
+            msg = (
+                f"arm {name!r}: reply_tokens must be a positive whole number of tokens, got {reply_tokens!r}"
+            )
+            raise ValueError(msg)
+        self.reply_tokens = reply_tokens  # the ceiling of every reply the library asks for
         # the library's only way out; its calls enter the write accounting as our write path's do
-        self.proxy = MeteringProxy(models.agent, models.embedder, on_reply=self.count_call)
+        self.proxy = MeteringProxy(
+            models.agent, models.embedder, reply_tokens=reply_tokens, on_reply=self.count_call
+        )
         self.folder = Path(tempfile.mkdtemp(prefix=f"pmem-{self.LIBRARY.lower()}-"))  # its store
         self.units = 0  # write units given to the library
         self._client: Any = None  # the library's memory object, once built (:meth:`client`)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pmem.memory.writepath import event_line
-from pmem.peers._base import REPLY_TOKENS, PeerArm
+from pmem.peers._base import PeerArm
 from pmem.peers._proxy import PEER_READ, PEER_WRITE
 
 if TYPE_CHECKING:
@@ -34,7 +34,8 @@ _EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 class GraphitiArm(PeerArm):
     """Graphiti behind the harness's models. Options: ``top_k`` (facts searched, 12), ``stream`` and
-    ``chunk_chars`` (write units, as every arm)."""
+    ``chunk_chars`` (write units, as every arm), ``reply_tokens`` (its replies' ceiling: its edge
+    replies restate facts of the episodes it is shown as context, past 2,048 tokens on 16-19 facts)."""
 
     LIBRARY = "graphiti"
     LABEL = "Graphiti"
@@ -66,7 +67,7 @@ class GraphitiArm(PeerArm):
             small_model="agent",
             base_url=url,
             temperature=0.0,
-            max_tokens=REPLY_TOKENS,
+            max_tokens=self.reply_tokens,
         )
         try:
             with warnings.catch_warnings():  # the deprecation is said once, in this module's docstring
@@ -74,7 +75,7 @@ class GraphitiArm(PeerArm):
                 driver = KuzuDriver(db=str(self.folder / "graph.kuzu"))
             graphiti = Graphiti(
                 graph_driver=driver,
-                llm_client=OpenAIGenericClient(config=llm, max_tokens=REPLY_TOKENS),
+                llm_client=OpenAIGenericClient(config=llm, max_tokens=self.reply_tokens),
                 embedder=OpenAIEmbedder(
                     OpenAIEmbedderConfig(
                         api_key="local", base_url=url, embedding_model="embedder", embedding_dim=dims

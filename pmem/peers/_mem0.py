@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pmem.memory.writepath import event_line
-from pmem.peers._base import REPLY_TOKENS, PeerArm
+from pmem.peers._base import PeerArm
 from pmem.peers._proxy import PEER_READ, PEER_WRITE
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 class Mem0Arm(PeerArm):
     """Mem0 behind the harness's models. Options: ``top_k`` (search hits, 12), ``stream`` and
-    ``chunk_chars`` (write units, as every arm)."""
+    ``chunk_chars`` (write units, as every arm), ``reply_tokens`` (its replies' ceiling)."""
 
     LIBRARY = "mem0"
     LABEL = "Mem0"
@@ -43,7 +43,7 @@ class Mem0Arm(PeerArm):
         config = {
             "llm": {
                 "provider": "openai",
-                "config": {"model": "agent", "temperature": 0.0, "max_tokens": REPLY_TOKENS, **local},
+                "config": {"model": "agent", "temperature": 0.0, "max_tokens": self.reply_tokens, **local},
             },
             "embedder": {
                 "provider": "openai",

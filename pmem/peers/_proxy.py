@@ -22,7 +22,7 @@ from aiohttp import web
 
 from pmem.memory.prompts import template
 from pmem.memory.writepath import PEER_READ, PEER_WRITE
-from pmem.models import ModelCallError
+from pmem.models import ANY_JSON_OBJECT, ModelCallError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,8 +35,6 @@ __all__ = ["PEER_READ", "PEER_WRITE", "REPLY_TOKENS", "MeteringProxy"]  # the pu
 #: request to it, whatever the library asks (Graphiti asks for 16,384 by default, which a small model fills
 #: by looping inside its JSON; without ``max_tokens`` a server may reply up to its context).
 REPLY_TOKENS = template("extract").max_tokens
-#: a JSON-object reply asked for without a schema (``response_format: {"type": "json_object"}``)
-_ANY_OBJECT: dict[str, Any] = {"type": "object"}
 
 
 class MeteringProxy:
@@ -133,7 +131,7 @@ class MeteringProxy:
         messages = [
             {"role": str(m.get("role", "user")), "content": _text(m.get("content"))} for m in body["messages"]
         ]
-        asked = body.get("max_tokens") or body.get("max_completion_tokens") or REPLY_TOKENS
+        asked = body.get("max_tokens") or body.get("max_completion_tokens") or self.reply_tokens
         try:
             c = await self.agent.complete(
                 messages,
@@ -226,7 +224,7 @@ def _schema(response_format: Any) -> dict[str, Any] | None:
     kind = response_format.get("type")
     if kind == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema")
-        return schema if isinstance(schema, dict) else _ANY_OBJECT
+        return schema if isinstance(schema, dict) else ANY_JSON_OBJECT
     if kind == "json_object":
-        return _ANY_OBJECT
+        return ANY_JSON_OBJECT
     return None

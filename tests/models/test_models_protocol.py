@@ -6,7 +6,6 @@ count the client's queue, and the long-context arm's budget from the agent's win
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from asyncio import run
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,13 +14,14 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from chat_server import ChatServer, Step, chat_body, serve_locally
 from ports import closed_port_url
 
 from pmem.arms import ModelSet, make_arm
 from pmem.arms._baselines import LongContextArm
 from pmem.bench import Event, Question
 from pmem.memory.prompts import build_messages, template
-from pmem.models import ModelCallError, RequestLog, estimate_tokens, make_embedder
+from pmem.models import ANY_JSON_OBJECT, ModelCallError, RequestLog, estimate_tokens, make_embedder
 from pmem.models._cache import ResponseCache
 from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
 from pmem.models._llamacpp import _CLIENT_DEFAULTS
@@ -71,85 +71,6 @@ LLAMA_OVERFLOW = {
         "code": "context_length_exceeded",
     }
 }
-
-
-def chat_body(
-    text: str = "ok", *, finish: str | None = "stop", usage: tuple[int, int] | None = (11, 3)
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-    }
-    if usage is not None:
-        body["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1]}
-    return body
-
-
-@dataclass
-class Step:
-    """How the server answers one request: after ``delay`` seconds, ``status`` with ``body``."""
-
-    status: int = 200
-    body: dict[str, Any] | None = None  # None: a chat reply echoing the prompt
-    delay: float = 0.0
-
-
-async def serve_locally(app: web.Application) -> tuple[web.AppRunner, str]:
-    """Serve ``app`` on a free port of 127.0.0.1: its runner (to clean up) and its ``/v1`` base URL."""
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-
-
-@dataclass
-class ChatServer:
-    """An aiohttp server on 127.0.0.1 answering ``/v1/chat/completions`` with the next scripted step
-    (``default`` once the script is used up), recording every request's JSON payload.
-
-    ``serial_s`` makes it serve one request at a time, holding a lock that long per request (as
-    llama-cpp-python's server does)."""
-
-    script: list[Step] = field(default_factory=list)
-    default: Step = field(default_factory=Step)
-    serial_s: float | None = None
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    url: str = ""
-    _runner: web.AppRunner | None = None
-    _release: asyncio.Event | None = None
-    _lock: asyncio.Lock | None = None
-
-    async def _chat(self, request: web.Request) -> web.Response:
-        payload = await request.json()
-        self.requests.append(payload)
-        step = self.script.pop(0) if self.script else self.default
-        if self.serial_s is not None:
-            assert self._lock is not None
-            async with self._lock:
-                await asyncio.sleep(self.serial_s)
-        elif step.delay:
-            assert self._release is not None
-            # a long delay ends when the server closes, so that cleanup does not wait for it
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._release.wait(), step.delay)
-        body = (
-            step.body
-            if step.body is not None
-            else chat_body(f"reply to {payload['messages'][-1]['content']}")
-        )
-        return web.json_response(body, status=step.status)
-
-    async def __aenter__(self) -> ChatServer:
-        self._release, self._lock = asyncio.Event(), asyncio.Lock()
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        self._runner, self.url = await serve_locally(app)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._runner is not None and self._release is not None
-        self._release.set()
-        await self._runner.cleanup()
 
 
 def chat(url: str, structured: str = "json_schema", **client: Any) -> OpenAIChatModel:
@@ -287,6 +208,15 @@ def test_each_dialect_sends_its_field(
     assert sent.get("structured_outputs") == structured_outputs
     plain = _sent(structured, None)  # a call without a schema asks for no structure in any dialect
     assert "response_format" not in plain and "structured_outputs" not in plain
+
+
+@pytest.mark.parametrize("structured", ["json_schema", "structured_outputs", "both", "json_object"])
+def test_a_call_for_any_json_object_goes_out_as_the_plain_json_mode(structured: str) -> None:
+    # not as the schema {"type": "object"}: llama-cpp-python's grammar of it starves the reply
+    sent = _sent(structured, ANY_JSON_OBJECT)
+    assert sent.get("response_format") == {"type": "json_object"}
+    assert "structured_outputs" not in sent
+    assert "response_format" not in _sent("none", ANY_JSON_OBJECT)
 
 
 def test_dialect_names_and_unknown_ones() -> None:

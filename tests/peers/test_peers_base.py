@@ -7,9 +7,11 @@ import io
 import os
 import tarfile
 
+import pytest
+
 from pmem.arms import ModelSet
 from pmem.models import make_chat_model, make_embedder
-from pmem.peers._base import PeerArm
+from pmem.peers._base import REPLY_TOKENS, PeerArm
 
 
 def _arm() -> PeerArm:
@@ -33,3 +35,14 @@ def test_the_same_store_gives_the_same_archive_whatever_order_and_time_its_files
     for arm in (a, b):
         asyncio.run(arm.aclose())
         assert not arm.folder.exists()
+
+
+def test_reply_tokens_sets_the_proxys_ceiling_and_a_bad_value_is_refused_naming_the_arm() -> None:
+    models = ModelSet(make_chat_model("heuristic"), make_embedder("hashing"))
+    default, raised = PeerArm("peer", models), PeerArm("peer", models, {"reply_tokens": 4096})
+    assert default.proxy.reply_tokens == REPLY_TOKENS and raised.proxy.reply_tokens == 4096
+    for bad in (0, -1, "4096", 4096.0, True):
+        with pytest.raises(ValueError, match=r"arm 'peer': reply_tokens must be a positive"):
+            PeerArm("peer", models, {"reply_tokens": bad})
+    for arm in (default, raised):
+        asyncio.run(arm.aclose())

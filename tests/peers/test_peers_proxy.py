@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import aiohttp
+from chat_server import ChatServer, Step, chat_body
 
 from pmem.models import RequestLog, make_chat_model, make_embedder
 from pmem.peers import PEER_READ, PEER_WRITE, REPLY_TOKENS, MeteringProxy
@@ -73,9 +74,9 @@ def test_no_reply_may_be_longer_than_the_ceiling_whatever_the_library_asks() -> 
 
     chat = {"messages": [{"role": "user", "content": "hello"}]}
 
-    async def go(server: ServerThread, asked: dict[str, Any]) -> int:
+    async def go(server: ServerThread, asked: dict[str, Any], ceiling: int = REPLY_TOKENS) -> int:
         agent = make_chat_model({"backend": "openai", "url": server.url, "model": "m", "max_retries": 0})
-        async with MeteringProxy(agent, make_embedder("hashing")) as proxy:
+        async with MeteringProxy(agent, make_embedder("hashing"), reply_tokens=ceiling) as proxy:
             status, _ = await _post(proxy.url + "/chat/completions", {**chat, **asked})
         assert status == 200
         return server.server.largest_reply_asked
@@ -88,3 +89,32 @@ def test_no_reply_may_be_longer_than_the_ceiling_whatever_the_library_asks() -> 
     ]:
         with ServerThread() as server:
             assert asyncio.run(go(server, asked)) == sent, asked
+    # a raised ceiling (an arm's reply_tokens) is the limit when the library asks for none or for more
+    for asked, sent in [({}, 3 * REPLY_TOKENS), ({"max_tokens": 16_384}, 3 * REPLY_TOKENS)]:
+        with ServerThread() as server:
+            assert asyncio.run(go(server, asked, 3 * REPLY_TOKENS)) == sent, asked
+
+
+def test_a_library_asking_for_any_json_object_reaches_llama_cpp_as_its_json_mode() -> None:
+    # Mem0 asks for json_object; sent on as the schema {"type": "object"}, llama.cpp's grammar of it made
+    # Qwen2.5-1.5B answer every extraction with an empty list, so Mem0 stored nothing
+    schema = {"type": "object", "properties": {"edges": {"type": "array"}}}
+    asked = [{"type": "json_object"}, {"type": "json_schema", "json_schema": {"name": "e", "schema": schema}}]
+
+    async def go() -> list[dict[str, Any]]:
+        async with ChatServer(default=Step(200, chat_body('{"memory": []}'))) as server:
+            agent = make_chat_model(
+                {"backend": "openai", "url": server.url, "model": "m", "structured": "json_object"}
+            )
+            async with MeteringProxy(agent, make_embedder("hashing")) as proxy:
+                chat = {"messages": [{"role": "user", "content": "Alice moved to Paris."}]}
+                for response_format in asked:
+                    status, _ = await _post(
+                        proxy.url + "/chat/completions", {**chat, "response_format": response_format}
+                    )
+                    assert status == 200
+            return server.requests
+
+    plain, with_schema = (r["response_format"] for r in asyncio.run(go()))
+    assert plain == {"type": "json_object"}
+    assert with_schema == {"type": "json_object", "schema": schema}  # a real schema still constrains
