@@ -10,10 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from pmem._bundle import bundled
+from pmem._exit import EXIT_INTERRUPTED
+from pmem.report import RunError, build_report
+from pmem.runner import ConfigError, SweepInterrupted, load_config, print_summary, run_sweep
+
 
 def _quickstart() -> Path:
     """The quickstart config: the working directory's, the repository's, else the installed copy."""
-    from pmem._bundle import bundled
 
     for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
         p = base / "jobs" / "quickstart.toml"
@@ -42,8 +46,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pmem._exit import EXIT_INTERRUPTED
-    from pmem.runner import ConfigError, SweepInterrupted, load_config, print_summary, run_sweep
 
     path = Path(args.config) if args.config else _quickstart()
     try:
@@ -61,8 +63,6 @@ def run(args: argparse.Namespace) -> int:
     print_summary(res)
     status = 0 if res.failed == 0 else 1
     if not args.no_report:
-        from pmem.report import RunError, build_report
-
         try:
             paths = build_report(res.run_dir)
         except RunError as exc:  # e.g. every history failed: the summary above says which and why

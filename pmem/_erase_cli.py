@@ -20,6 +20,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pmem._lock import LockHeldError
+from pmem._scrub import stated_only_by
+from pmem.graph import ProvenanceGraph, StateChangedError, StateFileError, is_sharded, journal_path
+from pmem.ingest import erase_in_workdir, sharded_copies
+from pmem.rundir import RUN_TOML
+from pmem.runner import RunErasureError, erase_in_run
+
 if TYPE_CHECKING:
     import argparse
 
@@ -58,7 +65,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pmem.graph import is_sharded
 
     if Path(args.state).is_dir() and not is_sharded(args.state):  # a sharded state is erased as a file is
         return _run_directory(args)
@@ -69,9 +75,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_directory(args: argparse.Namespace) -> int:
-    from pmem._lock import LockHeldError
-    from pmem.rundir import RUN_TOML
-    from pmem.runner import RunErasureError, erase_in_run
 
     if not args.history:
         print(
@@ -92,7 +95,6 @@ def _run_directory(args: argparse.Namespace) -> int:
 
 
 def _state_file(args: argparse.Namespace) -> int:
-    from pmem.graph import ProvenanceGraph, StateChangedError, StateFileError, journal_path
 
     state, out = Path(args.state), args.out
     if out.resolve() == state.resolve():
@@ -101,10 +103,6 @@ def _state_file(args: argparse.Namespace) -> int:
     if out.is_dir():
         print(f"error: --out {out} is a directory: give the new state file's path", file=sys.stderr)
         return 2
-    from pmem._lock import LockHeldError
-    from pmem._scrub import stated_only_by
-    from pmem.graph import is_sharded
-    from pmem.ingest import erase_in_workdir
 
     try:
         graph = ProvenanceGraph.load(state)
@@ -140,7 +138,6 @@ def _refuse_sharded(state: Path, evidence: str, needles: list[str]) -> int:
     the statement: its parts keep their evidence in write-log segments (the union is their replay), and
     a write log cannot record an erasure, so no erased state could be sharded, and the segments in the
     state and in its ingest folder (hard links of the same files) cannot be scrubbed."""
-    from pmem.ingest import sharded_copies
 
     files = ", ".join(str(p) for p in sharded_copies(state, needles)) or "none found byte for byte"
     convert = f"pmem.ProvenanceGraph.load({str(state)!r}).save({str(state) + '.arrow'!r})"

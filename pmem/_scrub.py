@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pmem._atomic import atomic_write_bytes, atomic_write_parquet
+from pmem.models import ResponseCache
 
 if TYPE_CHECKING:
     from pmem.graph import ErasureReceipt, ProvenanceGraph
@@ -108,7 +109,6 @@ def holds(path: Path, needles: list[str]) -> bool:
 def erase_from_cache(path: Path, needles: list[str]) -> str:
     """Delete the response cache entries at ``path`` whose replies hold one of ``needles``; the line a
     receipt lists."""
-    from pmem.models import ResponseCache
 
     responses = ResponseCache(path)
     try:

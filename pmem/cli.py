@@ -13,6 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from pmem import __version__
 from pmem._exit import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
@@ -105,7 +106,6 @@ PERF: dict[str, tuple[str, str]] = {
 
 
 def _version() -> str:
-    from pmem import __version__
 
     return __version__
 

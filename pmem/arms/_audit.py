@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from pmem.bench import fact_key, normalize_answer, parse_fact
+
 if TYPE_CHECKING:
     from pmem.bench import Event, Question
 
@@ -31,7 +33,6 @@ class Gold:
 
 @lru_cache(maxsize=8)
 def _gold_cached(lines: tuple[tuple[int, str], ...]) -> Gold:
-    from pmem.bench import fact_key, parse_fact
 
     seqs: dict[str, list[str]] = defaultdict(list)
     event_key: dict[int, str] = {}
@@ -50,7 +51,6 @@ def gold_of(events: Sequence[Event]) -> Gold:
 
 
 def _norm(text: str) -> str:
-    from pmem.bench import normalize_answer
 
     return normalize_answer(text)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pmem.arms._common import ArmBase
+from pmem.bench import chunk_events
 from pmem.memory.prompts import CRUD_EVENTS, build_messages, template
 from pmem.memory.writepath import Fact, VectorIndex, completion_json, event_line, extract_units, unit_text
 from pmem.models import chars_that_fit
@@ -214,7 +215,6 @@ class ChunksArm(_ItemStore):
     DEFAULT_TOP_K = 5
 
     async def _ingest_units(self, units: list[list[Event]]) -> None:
-        from pmem.bench import chunk_events
 
         if self.stream == "dialogue":
             groups = units

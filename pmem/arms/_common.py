@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pmem.arms._audit import AuditIndex, audit_store
 from pmem.arms._base import Answer, ReadResult
+from pmem.bench import chunk_events
 from pmem.memory.writepath import Writer, count_tokens, pause
 
 if TYPE_CHECKING:
@@ -40,8 +42,6 @@ def split_units(events: Sequence[Event], kind: str, chunk_chars: int = 1000) -> 
     if not events:
         return []
     if kind == "facts":
-        from pmem.bench import chunk_events
-
         return chunk_events(events, chunk_chars)
     if kind == "dialogue":
         units: list[list[Event]] = []
@@ -147,7 +147,6 @@ class ArmBase(Writer):
 
     def audit(self, history: History | None = None) -> dict[str, Any]:
         """FactConsolidation write-path audit over the ingested stream (empty when undefined)."""
-        from pmem.arms._audit import audit_store
 
         facts = self.active_facts()
         if facts is None:
@@ -158,7 +157,6 @@ class ArmBase(Writer):
     def note_question_audit(self, question: Question) -> None:
         if self.stream != "facts":
             return
-        from pmem.arms._audit import AuditIndex
 
         version = (len(self._log), len(self._events), self._stats.facts)
         cached = getattr(self, "_audit_cache", None)

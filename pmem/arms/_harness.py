@@ -11,6 +11,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pmem.arms import make_arm
+from pmem.bench import Event, score_question
+from pmem.memory.writepath import template_facts
+
 if TYPE_CHECKING:
     from pmem.arms._base import Arm, ModelSet
     from pmem.bench import History, Question
@@ -19,7 +23,6 @@ Probe = Callable[[Any, Any], dict[str, Any]]
 
 
 async def run_history(arm: Arm, history: History, probe: Probe | None = None) -> list[dict[str, Any]]:
-    from pmem.bench import score_question
 
     events = list(history.events)
     asked: dict[int, list[Question]] = {}
@@ -64,7 +67,6 @@ async def run_many(
     after: Callable[[Any, History], Awaitable[None] | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every history through a fresh arm, ``concurrency`` histories at a time on one event loop."""
-    from pmem.arms import make_arm
 
     sem = asyncio.Semaphore(concurrency)
 
@@ -101,8 +103,6 @@ def store_values(arm: Any, key: str) -> tuple[set[str], set[str]]:
         cell = g.cell(key)
         current = set() if cell is None or cell.value is None else {cell.value, *cell.alternatives}
         return current, {v.value for v in g.versions(key)}
-    from pmem.bench import Event
-    from pmem.memory.writepath import template_facts
 
     current, ever = set(), set()
     for slot, it in enumerate(items):

@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pmem.arms._common import ArmBase
+from pmem.arms._gate import QuestionGate
 from pmem.memory.writepath import WRITE_OPTIONS, VectorIndex, WritePath, event_line, first_word
 
 if TYPE_CHECKING:
@@ -57,8 +58,6 @@ class PMemArm(ArmBase):
             raise ValueError(msg)
         self._classifier = None
         if self.gate == "classifier":
-            from pmem.arms._gate import QuestionGate
-
             path = o.get("gate_examples")
             self._classifier = QuestionGate.from_file(path) if path else QuestionGate.default()
         self._explicit_top_k = "top_k" in o

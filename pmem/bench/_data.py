@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pmem._atomic import file_sha256
+from pmem._bundle import bundled
 
 ENV_VAR = "PMEM_DATASETS"
 
@@ -24,7 +25,6 @@ class DataError(RuntimeError):
 def datasets_root() -> Path:
     """``$PMEM_DATASETS`` if set, else the repository's ``datasets/`` (found next to the package), else
     the copy an installed wheel carries (:mod:`pmem._bundle`)."""
-    from pmem._bundle import bundled
 
     env = os.environ.get(ENV_VAR)
     if env:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pmem.bench._scoring import normalize_answer, substring_exact_match
 from pmem.models.sections import format_sections
 
 JUDGE_PURPOSE = "judge"
@@ -164,7 +165,6 @@ class StaleValues:
     @property
     def scoreable(self) -> bool:
         """Stale-scoreable: both values known and different (questions where they coincide are excluded)."""
-        from pmem.bench._scoring import normalize_answer
 
         return bool(self.superseded and self.current) and normalize_answer(
             self.superseded or ""
@@ -187,7 +187,6 @@ def parse_stale_values(reply: str) -> StaleValues:
 
 def is_stale_prediction(prediction: str, correct: bool, values: StaleValues) -> bool | None:
     """Stale when incorrect and matching the superseded value; None when not stale-scoreable."""
-    from pmem.bench._scoring import substring_exact_match
 
     if not values.scoreable:
         return None

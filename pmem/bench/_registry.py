@@ -30,6 +30,12 @@ from types import MappingProxyType
 from typing import Any
 
 from pmem._plugins import Registry
+from pmem.bench import _alfworld, _factconsolidation, _locomo, _longmemeval, _probes
+from pmem.bench._alfworld import iter_alfworld
+from pmem.bench._factconsolidation import build_history, cut_history
+from pmem.bench._locomo import iter_locomo
+from pmem.bench._longmemeval import iter_longmemeval
+from pmem.bench._probes import iter_probes
 from pmem.bench._scoring import Score, score_question
 from pmem.bench._types import History, Question
 
@@ -69,13 +75,11 @@ class BenchmarkInfo:
 
 
 def _alfworld_iter(subset: str, **params: Any) -> Iterator[History]:
-    from pmem.bench._alfworld import iter_alfworld
 
     return iter_alfworld(subset, **params)
 
 
 def _fc_iter(subset: str, **params: Any) -> Iterator[History]:
-    from pmem.bench._factconsolidation import build_history, cut_history
 
     unknown = sorted(set(params) - {"events", "questions"})
     if unknown:
@@ -90,19 +94,16 @@ def _fc_iter(subset: str, **params: Any) -> Iterator[History]:
 
 
 def _probes_iter(subset: str, **params: Any) -> Iterator[History]:
-    from pmem.bench._probes import iter_probes
 
     return iter_probes(subset, **params)
 
 
 def _locomo_iter(subset: str, **params: Any) -> Iterator[History]:
-    from pmem.bench._locomo import iter_locomo
 
     return iter_locomo(subset, **params)
 
 
 def _lme_iter(subset: str, **params: Any) -> Iterator[History]:
-    from pmem.bench._longmemeval import iter_longmemeval
 
     if subset.endswith("-ku"):
         subset, params = subset.removesuffix("-ku"), {**params, "ku": True}
@@ -112,7 +113,6 @@ def _lme_iter(subset: str, **params: Any) -> Iterator[History]:
 @functools.cache
 def _builtin() -> dict[str, BenchmarkInfo]:
     # built on first use: the subset lists live next to each benchmark's loader
-    from pmem.bench import _alfworld, _factconsolidation, _locomo, _longmemeval, _probes
 
     infos = (
         BenchmarkInfo(

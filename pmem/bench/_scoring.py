@@ -21,6 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pmem.bench._locomo import LOCOMO_CATEGORIES
+from pmem.bench._locomo_eval import abstained, bleu1, locomo_score
+
 if TYPE_CHECKING:
     from pmem.bench._types import Question
 
@@ -196,8 +199,6 @@ def score_locomo(question: Question, prediction: str) -> Score:
     >>> s.correct, s.f1
     (True, 0.5)
     """
-    from pmem.bench._locomo import LOCOMO_CATEGORIES
-    from pmem.bench._locomo_eval import abstained, bleu1, locomo_score
 
     category = {name: n for n, name in LOCOMO_CATEGORIES.items()}.get(question.qtype)
     if category is None:

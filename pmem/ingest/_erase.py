@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem._scrub import ERASED, erase_from_cache, holds, scrub_parquet, scrub_table
+from pmem.graph import ProvenanceGraph
 from pmem.ingest._workdir import Workdir, workdir_of
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str
     Raises:
         LockHeldError: an ingest is writing the folder now.
     """
-    from pmem.graph import ProvenanceGraph
 
     work = Workdir(workdir_of(state))
     if not work.root.is_dir():

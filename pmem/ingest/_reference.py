@@ -17,8 +17,10 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pmem.bench import Event
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import read_stream
+from pmem.models import make_chat_model, make_embedder
 
 if TYPE_CHECKING:
     from pmem.graph import ProvenanceGraph
@@ -35,8 +37,6 @@ def ingest_sequential(
 
 
 async def _run(stream: Path, spec: IngestSpec, skip_bad: bool) -> ProvenanceGraph:
-    from pmem.bench import Event
-    from pmem.models import make_chat_model, make_embedder
 
     path = spec.write_path(make_chat_model(spec.agent.spec), make_embedder(spec.embedder.spec))
     position = 0

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pmem.memory.writepath import WritePath, Writer
 from pmem.runner import RoleSpec, check_keys, config_error, parse_role, read_toml
 
 if TYPE_CHECKING:
@@ -71,7 +72,6 @@ class IngestSpec:
         Replayable provenance is off: a partition cannot record aliases or premises, nor erase evidence
         that lives on the driver, so the merged state would not be the sequential one. A row's own
         ``valid_time`` is kept: its evidence's valid time, which partitions carry with the facts."""
-        from pmem.memory.writepath import WritePath, Writer
 
         options = dict(self.write)
         writer = Writer(agent, embedder, concurrency=options.pop("concurrency", 16))

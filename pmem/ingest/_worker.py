@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pmem.bench import Event
 from pmem.graph import (
     WRITE_BATCH_SCHEMA,
     OpResult,
@@ -43,6 +44,7 @@ from pmem.graph import (
 from pmem.graph.shards import LOG, LogSegment, apply_log, localize, part_name, read_segment
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
 from pmem.ingest._stream import Position, is_fact_row, read_stream
+from pmem.memory.writepath import Fact
 from pmem.models import RequestLog, records_to_table
 
 if TYPE_CHECKING:
@@ -302,7 +304,6 @@ class IngestWorker:
     async def extract(self, rows: list[Row]) -> list[Extracted]:
         """Extraction of each row: its facts ``(key, value, status, event)``, any error, and its
         evidence's valid time (the write path's choice: :meth:`WritePath.evidence_valid_time`)."""
-        from pmem.bench import Event
 
         sem = asyncio.Semaphore(self.concurrency)
 
@@ -357,7 +358,6 @@ class IngestWorker:
         return await self._commits.take(turn, apply)
 
     async def _commit(self, items: list[Item], facts: pa.Table | None) -> list[Applied]:
-        from pmem.memory.writepath import Fact
 
         graph = self.path.graph
         assert isinstance(graph, PartitionGraph)

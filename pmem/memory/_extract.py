@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pmem.bench import fact_key, parse_fact
+from pmem.bench import probe_templates as P
+from pmem.bench.alfworld_templates import location_key, parse_event
 from pmem.graph import key_problem
 from pmem.memory._writer import completion_json
 from pmem.memory.prompts import ASSERTION_STATUSES
@@ -215,9 +218,6 @@ def template_facts(unit: list[Event]) -> list[Fact]:
 
 def template_extraction(unit: list[Event]) -> Extraction:
     """:func:`template_facts`, and the provenance probes' forget and different-entity requests."""
-    from pmem.bench import fact_key, parse_fact
-    from pmem.bench import probe_templates as P
-    from pmem.bench.alfworld_templates import location_key, parse_event
 
     out: list[Fact] = []
     forget: list[str] = []

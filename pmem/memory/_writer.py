@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pmem.memory.prompts import build_messages, template
+from pmem.models import ModelCallError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -153,8 +154,6 @@ class Writer:
         )
         self.count_call(t.purpose, c)
         if self.raise_failed_calls and c.error is not None and not c.overflow:
-            from pmem.models import ModelCallError
-
             msg = f"{t.purpose} call failed: {c.error}"
             raise ModelCallError(msg, attempts=c.attempts)
         return c

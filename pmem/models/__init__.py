@@ -31,7 +31,7 @@ from pmem.models._registry import (
     register_chat_backend,
     register_embedder_backend,
 )
-from pmem.models._routing import RoutedChatModel, RoutedEmbedder, openai_replicas
+from pmem.models._routing import RoutedChatModel, RoutedEmbedder
 from pmem.models._spec import SECRET_OPTIONS, ModelKind, ModelSpec, ModelSpecError, redacted, thaw
 from pmem.models._tokens import chars_that_fit, estimate_prompt_tokens, estimate_tokens
 from pmem.models._types import (
@@ -51,11 +51,16 @@ from pmem.models.sections import format_sections, parse_sections
 
 if TYPE_CHECKING:
     from pmem.models._heuristic import HeuristicChatModel
-    from pmem.models._vllm import PooledModel
+    from pmem.models._hosted import PooledModel
+    from pmem.models._openai import openai_replicas
 
 # name -> module: imported on first use, so that `import pmem.models` stays cheap (no aiohttp, no regexes
 # of the heuristic agent until needed)
-_LAZY: dict[str, str] = {"HeuristicChatModel": "_heuristic", "PooledModel": "_vllm"}
+_LAZY: dict[str, str] = {
+    "HeuristicChatModel": "_heuristic",
+    "PooledModel": "_hosted",
+    "openai_replicas": "_openai",
+}
 
 #: How reports label the heuristic backend.
 HEURISTIC_LABEL = "heuristic (no LLM)"

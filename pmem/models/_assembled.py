@@ -35,7 +35,7 @@ from filelock import FileLock
 
 from pmem._atomic import file_sha256
 from pmem.models._errors import MissingDependencyError
-from pmem.models._weights import weights_cache
+from pmem.models._weights_dir import weights_cache
 
 
 class AssemblyError(ValueError):

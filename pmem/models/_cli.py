@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pmem.models._assembled import AssemblyError
 from pmem.models._errors import MissingDependencyError
-from pmem.models._llamacpp import KNOWN_MODELS, resolve_gguf
+from pmem.models._gguf import KNOWN_MODELS, resolve_gguf
 from pmem.models._vllm_setup import explain_install_failure, problems, remove_mismatched
 from pmem.models._weights import PACKAGED_FOLDERS, WeightsError, resolve_model
 

@@ -37,7 +37,7 @@ import json
 import random
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import SplitResult, urlsplit
 
@@ -47,7 +47,7 @@ from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
 
 from pmem.models._errors import ModelCallError
-from pmem.models._spec import thaw
+from pmem.models._spec import STRUCTURED_DIALECTS, ModelSpec, structured_dialect, thaw
 from pmem.models._types import (
     ANY_JSON_OBJECT,
     Attempt,
@@ -60,7 +60,6 @@ from pmem.models._types import (
 )
 
 if TYPE_CHECKING:
-    from pmem.models._spec import ModelSpec
     from pmem.models._types import CallContext, CallOptions
 
 #: The `openai` options that shape a client (the rest of a model table names the model or the backend).
@@ -295,17 +294,6 @@ def _model_name(spec: ModelSpec, what: str) -> str:
     return spec.model
 
 
-#: How a structured (JSON) reply is asked for, per server family; ``structured`` in a model table picks one.
-STRUCTURED_DIALECTS = {
-    "json_schema": "response_format: {type: json_schema, json_schema: {schema}} (OpenAI, vLLM)",
-    "structured_outputs": "structured_outputs: {json: schema} (vLLM's own field)",
-    "both": "json_schema and structured_outputs together (servers that read either)",
-    "json_object": "response_format: {type: json_object, schema} (llama.cpp's server)",
-    "none": "no constraint: the prompt alone asks for JSON",
-}
-#: older spelling of ``json_schema``
-_DIALECT_ALIASES = {"response_format": "json_schema"}
-
 #: what a server says when a prompt does not fit its context (vLLM, llama.cpp, OpenAI)
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
@@ -315,19 +303,6 @@ _OVERFLOW_MARKERS = (
     "context window",
     "max_model_len",
 )
-
-
-def structured_dialect(name: str) -> str:
-    """The canonical dialect name, or ValueError listing the known ones.
-
-    >>> structured_dialect("response_format"), structured_dialect("json_object")
-    ('json_schema', 'json_object')
-    """
-    name = _DIALECT_ALIASES.get(name, name)
-    if name not in STRUCTURED_DIALECTS:
-        msg = f"structured must be one of {', '.join(STRUCTURED_DIALECTS)}, not {name!r}"
-        raise ValueError(msg)
-    return name
 
 
 def _overflow(status: int, body: str) -> bool:
@@ -573,3 +548,19 @@ def _embedding_matrix(embeddings: list[Any], n_inputs: int, endpoint: str) -> np
         msg = f"{where} returned embeddings with NaN or infinite values"
         raise ModelCallError(msg, endpoint=endpoint)
     return vectors
+
+
+def openai_replicas(
+    kind: str, urls: Sequence[str], model_id: str, options: Mapping[str, Any], api_key: str | None
+) -> list[Any]:
+    """One `openai` client per replica URL (``kind``: ``chat`` or ``embed``), configured by
+    ``options`` (keys of :data:`pmem.models._openai.CLIENT_OPTIONS`) and carrying the replicas' key."""
+    make = OpenAIEmbedder if kind == "embed" else OpenAIChatModel
+    return [
+        make.from_spec(
+            ModelSpec.from_mapping(
+                {**options, "backend": "openai", "url": url, "model": model_id, "api_key": api_key}
+            )
+        )
+        for url in urls
+    ]

@@ -15,8 +15,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pmem._plugins import Lazy, Registry
+from pmem.models._gguf import model_label
+from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
 from pmem.models._spec import ModelKind, ModelSpec, as_spec
 from pmem.models._types import ChatModel, Embedder, Model
+from pmem.models._weights import packaged_label
 
 if TYPE_CHECKING:
     from pmem.models._cache import ResponseCache
@@ -82,12 +85,8 @@ def hosted_model_label(backend: str, model: str) -> str | None:
     """How reports name ``model`` of a hosted backend, from the model layer's tables of the models it
     knows (llama.cpp's GGUF files, the folders it prepares for vLLM); None where it knows no name."""
     if backend == "llamacpp":
-        from pmem.models._llamacpp import model_label
-
         return model_label(model)
     if backend == "vllm":
-        from pmem.models._weights import packaged_label
-
         return packaged_label(model)
     return None
 
@@ -119,8 +118,6 @@ def make_chat_model(
     model = _resolve(_CHAT, spec, ChatModel).from_spec(spec)
     if cache is None and log is None:
         return model
-    from pmem.models._instrument import InstrumentedChatModel
-
     return InstrumentedChatModel(model, cache=cache, log=log)
 
 
@@ -135,6 +132,4 @@ def make_embedder(
     model = _resolve(_EMBED, spec, Embedder).from_spec(spec)
     if cache is None and log is None:
         return model
-    from pmem.models._instrument import InstrumentedEmbedder
-
     return InstrumentedEmbedder(model, cache=cache, log=log)

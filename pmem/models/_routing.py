@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from pmem.models._errors import ModelCallError
@@ -195,17 +195,3 @@ class RoutedEmbedder(_Replicated, Embedder):
             return embedding
         before = tuple(EmbedRequest(a.status, a.latency_s, error=a.error) for a in tried)
         return embedding._replace(requests=(*before, *embedding.requests))
-
-
-def openai_replicas(
-    kind: str, urls: Sequence[str], model_id: str, options: Mapping[str, Any], api_key: str | None
-) -> list[Any]:
-    """One `openai` client per replica URL (``kind``: ``chat`` or ``embed``), configured by
-    ``options`` (keys of :data:`pmem.models._openai.CLIENT_OPTIONS`) and carrying the replicas' key."""
-    from pmem.models._registry import make_chat_model, make_embedder
-
-    make = make_embedder if kind == "embed" else make_chat_model
-    return [
-        make({**options, "backend": "openai", "url": url, "model": model_id, "api_key": api_key})
-        for url in urls
-    ]

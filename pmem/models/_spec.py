@@ -52,6 +52,31 @@ def _check_openai(spec: ModelSpec, kind: ModelKind) -> None:
 _BACKEND_CHECKS: dict[str, Callable[[ModelSpec, ModelKind], None]] = {"openai": _check_openai}
 
 
+#: How a structured (JSON) reply is asked for, per server family; ``structured`` in a model table picks one.
+STRUCTURED_DIALECTS = {
+    "json_schema": "response_format: {type: json_schema, json_schema: {schema}} (OpenAI, vLLM)",
+    "structured_outputs": "structured_outputs: {json: schema} (vLLM's own field)",
+    "both": "json_schema and structured_outputs together (servers that read either)",
+    "json_object": "response_format: {type: json_object, schema} (llama.cpp's server)",
+    "none": "no constraint: the prompt alone asks for JSON",
+}
+#: older spelling of ``json_schema``
+_DIALECT_ALIASES = {"response_format": "json_schema"}
+
+
+def structured_dialect(name: str) -> str:
+    """The canonical dialect name, or ValueError listing the known ones.
+
+    >>> structured_dialect("response_format"), structured_dialect("json_object")
+    ('json_schema', 'json_object')
+    """
+    name = _DIALECT_ALIASES.get(name, name)
+    if name not in STRUCTURED_DIALECTS:
+        msg = f"structured must be one of {', '.join(STRUCTURED_DIALECTS)}, not {name!r}"
+        raise ValueError(msg)
+    return name
+
+
 def _freeze(value: Any) -> Any:
     if isinstance(value, Mapping):
         return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
@@ -133,8 +158,6 @@ class ModelSpec:
         if check is not None:
             check(self, kind)
         if self.option("structured") is not None:
-            from pmem.models._openai import structured_dialect
-
             try:
                 structured_dialect(str(self.option("structured")))
             except ValueError as exc:

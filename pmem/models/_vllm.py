@@ -32,15 +32,14 @@ dead replica should fail over quickly, and it is restarted).
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pmem.models._errors import MissingDependencyError
-from pmem.models._openai import CLIENT_OPTIONS
-from pmem.models._replicas import ReplicaConfig, ReplicaPool, vllm_installed
-from pmem.models._routing import ReplicaRouter, RoutedChatModel, RoutedEmbedder, _Replicated, openai_replicas
+from pmem.models._hosted import PooledModel
+from pmem.models._replicas import ReplicaConfig, vllm_installed
+from pmem.models._routing import RoutedChatModel, RoutedEmbedder
 from pmem.models._weights import check_window, resolve_model
 
 if TYPE_CHECKING:
@@ -50,9 +49,6 @@ if TYPE_CHECKING:
 DEVICES = ("gpu", "cpu")
 #: the CPUs a CPU replica's actor reserves in Ray unless ``num_cpus`` says otherwise
 DEFAULT_CPU_REPLICA_CPUS = 1.0
-
-#: client options of the pool's own replica clients, unless the model table sets them
-_REPLICA_CLIENT_DEFAULTS = {"max_retries": 1, "timeout_s": 300.0, "backoff_s": 0.05}
 
 
 def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
@@ -119,135 +115,30 @@ def prepare_weights(config: ReplicaConfig) -> ReplicaConfig:
     return replace(config, model=str(folder))
 
 
-class PooledModel(_Replicated):
-    """Replicas this model launches itself (on first use), routed to, restarted when they fail.
-
-    Engines differ in :meth:`replica_config` (their options and command line), :attr:`client_defaults`
-    and :meth:`default_structured`; hosting, routing and restarts are this class's, for every engine.
-    """
-
-    kind = "chat"
-    #: client options of the pool's own replica clients, unless the model table sets them
-    client_defaults: dict[str, Any] = _REPLICA_CLIENT_DEFAULTS
-
-    #: how calls pick a replica (:data:`pmem.models._routing.ROUTING_POLICIES`)
-    routing = "affinity"
-
-    def __init__(self, config: ReplicaConfig, replicas: int = 1, spec: ModelSpec | None = None) -> None:
-        super().__init__(config.served_name, routing=self.routing)
-        self.config = config
-        self.spec = spec
-        self.pool = ReplicaPool(config, replicas)
-        self._start_lock: asyncio.Lock | None = None
-        self._retired: list[Any] = []  # clients of replicas that moved (see _revive)
-        self.context_tokens = config.max_model_len
+class _VllmPooled(PooledModel):
+    """A pool of vLLM's servers (or of the stand-in): its replicas' configuration, weights and dialect."""
 
     @classmethod
     def replica_config(cls, spec: ModelSpec) -> tuple[ReplicaConfig, int]:
-        """The replicas' configuration and how many to run."""
         return _config_from_spec(spec, cls.kind)
 
-    @classmethod
-    def from_spec(cls, spec: ModelSpec) -> Any:
-        config, replicas = cls.replica_config(spec)
-        return cls(config, replicas, spec)
-
     def default_structured(self) -> str:
-        """The structured-output dialect of this engine (vLLM's own field; the stand-in reads either)."""
+        """vLLM's own field; the stand-in reads either."""
         return "structured_outputs" if self.config.resolved_launcher() == "vllm" else "both"
-
-    @property
-    def structured(self) -> str:
-        """How replicas are asked for structured output: the spec's ``structured``, else the engine's."""
-        default = self.default_structured()
-        return str(self.spec.option("structured", default)) if self.spec is not None else default
-
-    @property
-    def api_key(self) -> str | None:
-        """The key the replicas require (hand it only to clients of these replicas)."""
-        return self.pool.api_key
-
-    def client_options(self, *, restarts_replicas: bool = True) -> dict[str, Any]:
-        """The `openai` options of this model's replica clients (the model table's, over the defaults).
-
-        ``restarts_replicas=False``: for clients that cannot restart a failed replica (a sweep's runners),
-        which keep the `openai` client's own retries so that they ride out a restart (the pool's clients
-        retry once and fail over quickly, as the pool restarts the replica)."""
-        configured = {} if self.spec is None else {k: self.spec.option(k) for k in CLIENT_OPTIONS}
-        derived: dict[str, Any] = {"context_tokens": self.context_tokens}
-        if self.kind == "chat":
-            derived["structured"] = self.structured
-        defaults = self.client_defaults
-        if not restarts_replicas:
-            defaults = {k: v for k, v in defaults.items() if k not in ("max_retries", "backoff_s")}
-        return {
-            **defaults,
-            **{k: v for k, v in derived.items() if v is not None},
-            **{k: v for k, v in configured.items() if v is not None},
-        }
-
-    async def _ready(self) -> ReplicaRouter:
-        if self.router is None:
-            if self._start_lock is None:
-                self._start_lock = asyncio.Lock()
-            async with self._start_lock:
-                if self.router is None:
-                    await asyncio.to_thread(self.prepare)
-                    try:
-                        urls = await asyncio.to_thread(self.pool.start)
-                    except asyncio.CancelledError:
-                        # Ctrl-C (asyncio.run cancels its task): the thread would wait out its start,
-                        # and the loop's executor waits for the thread; cancel() ends it at once
-                        self.pool.cancel()
-                        raise
-                    clients = openai_replicas(
-                        self.kind, urls, self.model_id, self.client_options(), self.api_key
-                    )
-                    self._attach(clients, self._revive)
-        assert self.router is not None
-        return self.router
 
     def prepare(self) -> None:
         """Resolve and check the weights before any replica starts (a packaged model is converted
         once here, in the caller's process; a bad folder fails now, not minutes into vLLM's start)."""
         self.pool.config = prepare_weights(self.pool.config)
 
-    async def _revive(self, index: int) -> None:
-        """Restart replica ``index``'s server. When Ray restarted the replica's actor (its process
-        died), the server comes back on another port, maybe on another node: the replica's client is
-        then replaced by one for the new URL (the old one is closed with the model)."""
-        url = await self.pool.ensure(index)
-        if url != self.pool.urls[index]:
-            self.pool.urls[index] = url
-            (client,) = openai_replicas(self.kind, [url], self.model_id, self.client_options(), self.api_key)
-            self._retired.append(self.replicas[index])  # calls in flight may still hold it
-            self.replicas[index] = client
 
-    async def aclose(self) -> None:
-        await super().aclose()
-        retired, self._retired = self._retired, []
-        for client in retired:
-            await client.aclose()
-
-    async def start(self) -> list[str]:
-        """Launch the replicas (once) and return their base URLs, in ring order."""
-        await self._ready()
-        return list(self.pool.urls)
-
-    def stop(self) -> None:
-        self.pool.stop()
-
-    def save_logs(self, folder: Path, prefix: str) -> list[Path]:
-        return self.pool.save_logs(folder, prefix)
-
-
-class VLLMChatModel(PooledModel, RoutedChatModel):
+class VLLMChatModel(_VllmPooled, RoutedChatModel):
     """Chat over vLLM replicas hosted by Ray actors; same interface as every chat model."""
 
     kind = "chat"
 
 
-class VLLMEmbedder(PooledModel, RoutedEmbedder):
+class VLLMEmbedder(_VllmPooled, RoutedEmbedder):
     """Embeddings over vLLM pooling replicas (``--runner pooling``) hosted by Ray actors."""
 
     kind = "embed"

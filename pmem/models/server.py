@@ -54,6 +54,7 @@ from aiohttp import web
 
 from pmem.models._hashing import HashingEmbedder
 from pmem.models._heuristic import MODEL_ID, respond
+from pmem.models._loop import run as run_loop
 from pmem.models._tokens import estimate_prompt_tokens, estimate_tokens
 
 _MAX_BODY = 256 * 1024 * 1024  # long-context prompts are large
@@ -525,8 +526,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"serving {args.model} on http://{args.host}:{args.port}/v1{auth}", flush=True)
         await stop.wait()
         await server.stop(runner)
-
-    from pmem.models._loop import run as run_loop
 
     try:
         run_loop(serve())

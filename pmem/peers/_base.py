@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pmem.arms import ArmBase
+from pmem.arms import NEEDS_A_MODEL, ArmBase
+from pmem.models import HeuristicChatModel
 from pmem.peers._proxy import REPLY_TOKENS, MeteringProxy
 
 if TYPE_CHECKING:
@@ -38,8 +39,6 @@ def _innermost(model: Any) -> Any:
 def needs_a_model(models: ModelSet, library: str) -> None:
     """Refuse the deterministic heuristic agent: it reads our prompts' sections, not a library's prompts.
     (A sweep plans such an arm as not run; this guards an arm made by hand.)"""
-    from pmem.arms import NEEDS_A_MODEL
-    from pmem.models import HeuristicChatModel
 
     if isinstance(_innermost(models.agent), HeuristicChatModel):
         raise PeerNotRunnable(f"not run: {library} {NEEDS_A_MODEL}")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from pmem.arms import sort_arms
 from pmem.report._load import Run
 from pmem.report._table import Table
 from pmem.rundir import columns as C
@@ -36,7 +37,6 @@ def group_keys(params: Sequence[str]) -> list[str]:
 
 def order_arms(arms: Iterable[str]) -> list[str]:
     """``arms`` in the arm registry's display order (the order of every table's rows and columns)."""
-    from pmem.arms import sort_arms  # the arm registry's display order
 
     return sort_arms(arms)
 

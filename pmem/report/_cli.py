@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pmem.report._build import build_compare, build_report
+from pmem.report._load import RunError, one_line
 from pmem.rundir import HISTORIES, RESULTS, RUN_TOML
 
 #: where a bare ``--out`` collects reports: ``reports/<run name>/`` under the current directory
@@ -82,8 +84,6 @@ def copy_data(run_dir: Path, report_dir: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pmem.report._build import build_compare, build_report
-    from pmem.report._load import RunError, one_line
 
     t0 = time.perf_counter()
     run_dir, compare = args.run_dir, args.compare

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import polars as pl
 
-from pmem.models import HEURISTIC_LABEL
+from pmem.models import HEURISTIC_LABEL, hosted_model_label
 from pmem.rundir import (
     HISTORIES,
     PLAN,
@@ -264,8 +264,6 @@ def _model_name(spec: Mapping[str, Any]) -> str | None:
         return None
     name = str(raw)
     if spec.get("backend") in ("llamacpp", "vllm"):
-        from pmem.models import hosted_model_label
-
         # the model layer names the GGUF files and the vLLM folders it knows (one table of each)
         known = hosted_model_label(str(spec["backend"]), name)
         if known is not None:

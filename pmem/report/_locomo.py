@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from pmem.bench import LOCOMO_CATEGORIES
 from pmem.report._base import Metrics, order_arms
 from pmem.report._stats import wilson
 from pmem.report._table import Table, ci, pct
@@ -105,7 +106,6 @@ def _category_stats(rows: pl.DataFrame) -> pl.DataFrame:
 
 def category_name(category: str) -> str:
     """A published cell's category ("1".."5", "1-4", "1-5") as this report names it."""
-    from pmem.bench import LOCOMO_CATEGORIES
 
     if category == "1-4":
         return OVERALL

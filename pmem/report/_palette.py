@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pmem.arms import arm_names, resolve_arm
 from pmem.report._load import AGENT_SEP
 
 
@@ -92,7 +93,6 @@ def arm_family(arm: str) -> str:
     """The family of a registered arm (``pmem@model`` counts as ``pmem``); ``other`` for an unknown name.
 
     Only names this process has registered are looked up: a report never imports a plugin's module."""
-    from pmem.arms import arm_names, resolve_arm
 
     base = base_arm(arm)
     if base not in arm_names():
@@ -104,7 +104,6 @@ def arm_family(arm: str) -> str:
 def soft_identity(arm: str) -> bool:
     """Whether an arm matches entity keys by similarity (P-Mem's soft identity, unless its fixed options
     turn it off, as ``pmem-no-identity``'s do)."""
-    from pmem.arms import resolve_arm
 
     if arm_family(arm) != PMEM:
         return False
@@ -136,7 +135,6 @@ class ArmStyle:
 
 def arm_styles(arms: list[str]) -> dict[str, ArmStyle]:
     """One style per arm: its family's colour, marker and line style, fixed by the registry's order."""
-    from pmem.arms import arm_names
 
     registered = arm_names()
     slot: dict[str, int] = {}

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
+from pmem.report._base import length_order, order_arms
+from pmem.report._probes import LABELS, PROBE_TYPES, post_event, table_name
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
@@ -120,7 +123,6 @@ def _title(m: Metrics, text: str) -> str:
 def plot_all(m: Metrics) -> dict[str, bytes]:
     """Every figure of the report as PNG bytes, by name."""
     figs: dict[str, bytes] = {}
-    from pmem.report._base import order_arms
 
     t6 = m.tables["table6_chains"].data
     if t6.height:
@@ -180,8 +182,6 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
 
     t7 = m.tables["table7_factconsolidation"].data
     if t7.height:
-        from pmem.report._base import length_order
-
         arms = order_arms(t7[C.ARM].to_list())
         style = _arm_style(arms)
         lengths = sorted(t7[C.LENGTH].unique().to_list(), key=length_order)
@@ -294,8 +294,6 @@ def plot_all(m: Metrics) -> dict[str, bytes]:
 
 def _probe_figure(m: Metrics) -> bytes | None:
     """One panel per provenance-probes subset: each arm's pass rate on the post-event probes, Wilson bars."""
-    from pmem.report._base import order_arms
-    from pmem.report._probes import LABELS, PROBE_TYPES, post_event, table_name
 
     panels = []
     for subset, types in PROBE_TYPES.items():

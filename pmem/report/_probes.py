@@ -17,6 +17,7 @@ import polars as pl
 from pmem.report._accounting import cost_requests, history_index, history_status, request_sums
 from pmem.report._base import Metrics, order_arms
 from pmem.report._load import AGENT_SEP
+from pmem.report._palette import soft_identity
 from pmem.report._stats import mcnemar_exact, wilson
 from pmem.report._table import Table, ci, num, pct
 from pmem.rundir import columns as C
@@ -119,7 +120,6 @@ def merge_premise(data: pl.DataFrame) -> str | None:
     the two near-identical names, so such an arm answers the other person's value before the correction:
     the false merge the probe sets up for the correction to undo. Said only when the run's numbers show it:
     such an arm's before-correction pass rate is below one half with its whole Wilson 95% interval."""
-    from pmem.report._palette import soft_identity
 
     index = {(r[C.ARM], r["metric"]): r for r in data.iter_rows(named=True)}
     merged = [

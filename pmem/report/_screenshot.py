@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pmem._atomic import atomic_write_bytes
+from pmem.report._build import build_report
 from pmem.rundir import REPORT, RESULTS
 
 FLAGS = (
@@ -147,7 +148,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pmem.report._build import build_report
 
     if args.html and not Path(args.html).is_file():  # the user's input first, then the tool
         print(f"pmem report-screenshot: {args.html}: no such file", file=sys.stderr)

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from pmem.arms import ModelSet
 from pmem.models import CallContext, InstrumentedChatModel, InstrumentedEmbedder
 from pmem.rundir import (
     GRAPH_STATE,
@@ -37,6 +38,7 @@ from pmem.runner._execute import (
     UnitOutput,
     run_unit,
 )
+from pmem.runner._hosting import RoutedChat, RoutedEmbedder
 from pmem.runner._store import RunStore, write_table
 
 if TYPE_CHECKING:
@@ -124,7 +126,6 @@ class Runner:
                 self._lag_total += lag
 
     def _models(self, unit: Unit, recorder: CallRecorder) -> Any:
-        from pmem.arms import ModelSet
 
         ctx = CallContext(history_id=unit.history_id, arm=unit.arm)
         return ModelSet(
@@ -260,7 +261,6 @@ def model_client(spec: RoleSpec, key: str, hosted: dict[str, Any], cache: Any) -
     h = hosted.get(key)
     if h is None:
         return B.build_embedder(spec, cache) if spec.role == "embedder" else B.build_chat(spec, cache)
-    from pmem.runner._hosting import RoutedChat, RoutedEmbedder
 
     model = RoutedEmbedder(h) if spec.role == "embedder" else RoutedChat(h)
     if cache is None:

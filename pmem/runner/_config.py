@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pmem.arms import ARM_NAMES, PEER_ARM_NAMES, arm_names, resolve_arm
+from pmem.bench import benchmark_info, benchmark_names
 from pmem.models import SECRET_OPTIONS, ModelKind, ModelSpec, ModelSpecError, redacted, thaw
 
 MODEL_ROLES = ("agent", "embedder", "judge")
@@ -269,7 +271,6 @@ def _arm_list(source: str, where: str, value: Any) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
         raise config_error(source, where, f"must be a non-empty list of arm names, got {value!r}")
-    from pmem.arms import ARM_NAMES, PEER_ARM_NAMES, arm_names, resolve_arm
 
     if value == ["all"]:
         return ARM_NAMES
@@ -353,7 +354,6 @@ def _benchmark(
     where = f"[[benchmarks]] #{i + 1}"
     if not isinstance(table, dict):
         raise config_error(source, where, "must be a table")
-    from pmem.bench import benchmark_info, benchmark_names
 
     name = table.get("name")
     if not isinstance(name, str) or not name:

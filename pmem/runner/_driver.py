@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from pmem._atomic import atomic_write_bytes
 from pmem._lock import hold_exclusive
+from pmem.arms import NEEDS_A_MODEL, resolve_arm
+from pmem.models import HOSTED_BACKENDS
 from pmem.rundir import (
     CACHE,
     LOCK,
@@ -36,8 +38,12 @@ from pmem.rundir import (
     failed_history_file,
 )
 from pmem.runner import _bindings as B
-from pmem.runner._execute import Unit
+from pmem.runner._actor import Runner
+from pmem.runner._connect import connect
+from pmem.runner._execute import Unit, failure_row
+from pmem.runner._hosting import HostedModels
 from pmem.runner._identity import config_hash, run_id_for, run_toml, unit_id, write_run_toml
+from pmem.runner._judge import judge_pass
 from pmem.runner._progress import LogFile, Progress, terminal_width, wrap_lines
 from pmem.runner._store import RunStore
 
@@ -103,11 +109,9 @@ def plan_sweep(
     limit = limit or spec.run.limit
     run_id = run_id_for(spec, digest, limit)
     store = RunStore(resolve_out(spec, out) / run_id)
-    from pmem.arms import resolve_arm
 
     for arm in sorted({a for t in spec.targets() for a in t.arms}):
         resolve_arm(arm)  # an arm that does not resolve (a plugin that does not import) fails the sweep now
-    from pmem.arms import NEEDS_A_MODEL
 
     not_run: dict[tuple[str, str, str, str], tuple[int, str]] = {}
     units: list[Unit] = []
@@ -185,14 +189,11 @@ class _Runners:
         self.actors: list[Any] = [None] * n
         self.tokens: list[str] = [""] * n
         self.store = plan.store
-        from pmem.runner._actor import Runner
 
         self.cls = ray.remote(Runner)
-        from pmem.runner._hosting import HostedModels
 
         self.hosts = HostedModels()
         specs = {f"agent:{a.model_id}": a for a in spec.agents} | {"embedder": spec.embedder}
-        from pmem.models import HOSTED_BACKENDS
 
         hosted = sorted({m.backend for m in specs.values() if m.backend in HOSTED_BACKENDS})
         if hosted:
@@ -465,7 +466,6 @@ def _replace_dead_runner(
 
 
 def _record_failure(store: RunStore, plan: Plan, u: Unit, error: str) -> None:
-    from pmem.runner._execute import failure_row
 
     store.write_failure(u.uid, failure_row(plan.run_id, u, plan.histories[plan.unit_history[u.uid]], error))
 
@@ -551,7 +551,6 @@ def run_sweep(
     is false; ``verbose`` adds the details (counts per subset and arm, runner stats). Both, and every
     note, are also appended to the run's progress log (:data:`pmem.rundir.PROGRESS_LOG`).
     """
-    from pmem.runner._connect import connect
 
     t0 = time.monotonic()
     stream = stream or sys.stderr
@@ -657,7 +656,6 @@ def _run_planned(
         store.root / PLAN,
         json.dumps({"run_id": plan.run_id, "cells": planned_cells(plan)}, indent=1).encode(),
     )
-    from pmem.arms import NEEDS_A_MODEL
 
     skipped = progress.n_done  # nothing ran yet: the histories earlier invocations committed
     progress.note(
@@ -677,8 +675,6 @@ def _run_planned(
         progress.close()
     judged = 0
     if not (spec.run.predict_only if predict_only is None else predict_only) and spec.judge is not None:
-        from pmem.runner._judge import judge_pass
-
         judged = judge_pass(plan, log=log)
     failures = []
     failed_now = store.failed()

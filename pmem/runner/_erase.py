@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem._scrub import erase_from_cache, holds, scrub_parquet, scrub_table, scrub_text_file, stated_only_by
+from pmem.graph import ProvenanceGraph
 from pmem.rundir import CACHE, DATASETS, LOCK, LOGS, REPORT, STATES, record_digests, states_of
 from pmem.rundir import columns as C
 
@@ -66,7 +67,6 @@ def erase_in_run(run_dir: str | Path, history_id: str, evidence: str, arm: str |
 
         receipt = erase_in_run("runs/quickstart-f34884bd0388", "provenance-probes/erasure/case000", "e3")
     """
-    from pmem.graph import ProvenanceGraph
 
     run_dir = Path(run_dir)
     lock = hold_exclusive(

@@ -16,7 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pmem.bench import ERASED_PARAMS, artifact_bytes
+from pmem.bench import (
+    ERASED_PARAMS,
+    Score,
+    UnknownBenchmarkError,
+    artifact_bytes,
+    normalize_answer,
+    score_question,
+)
 from pmem.graph import OPS
 from pmem.models import (
     EMBED_PURPOSE,
@@ -198,20 +205,11 @@ class RecordingEmbedder(_UnitView, Embedder):
         return embedding
 
 
-def _norm(text: str) -> str:
-    try:
-        from pmem.bench import normalize_answer
-    except ImportError:  # pragma: no cover
-        return " ".join(text.lower().split())
-    return normalize_answer(text)
-
-
 def score(benchmark: str, question: Question, prediction: str) -> Score:
     """The verdict by the benchmark's rules and its own string metrics (``f1``, LoCoMo's ``bleu1``).
 
     ``correct`` is None when a judge must decide and the benchmark gives no verdict of its own
     (LongMemEval); LoCoMo's F1-based verdict stands until a configured judge replaces it."""
-    from pmem.bench import Score, UnknownBenchmarkError, score_question
 
     try:
         return score_question(benchmark, question, prediction)
@@ -220,9 +218,13 @@ def score(benchmark: str, question: Question, prediction: str) -> Score:
     # Plugin benchmarks: SubEM against the gold list, stale when wrong and an old value appears.
     if question.needs_judge:
         return Score(correct=None, stale=None)
-    p = _norm(prediction)
-    correct = any(_norm(g) in p for g in question.gold if g)
-    stale = None if not question.stale else (not correct and any(_norm(v) in p for v in question.stale if v))
+    p = normalize_answer(prediction)
+    correct = any(normalize_answer(g) in p for g in question.gold if g)
+    stale = (
+        None
+        if not question.stale
+        else (not correct and any(normalize_answer(v) in p for v in question.stale if v))
+    )
     return Score(correct=correct, stale=stale)
 
 
@@ -295,7 +297,7 @@ def _frontier_values(graph: Any) -> set[str] | None:
     vals = set()
     for cell in cells.values():
         if getattr(cell, "status", "active") in ("active", "contested") and cell.value is not None:
-            vals.add(_norm(str(cell.value)))
+            vals.add(normalize_answer(str(cell.value)))
     return vals
 
 
@@ -358,8 +360,8 @@ async def run_unit(
                 n_correct += int(bool(correct))
                 gold_in = stale_in = None
                 if state_values is not None:
-                    gold_in = any(_norm(g) in state_values for g in q.gold)
-                    stale_in = any(_norm(v) in state_values for v in q.stale) if q.stale else None
+                    gold_in = any(normalize_answer(g) in state_values for g in q.gold)
+                    stale_in = any(normalize_answer(v) in state_values for v in q.stale) if q.stale else None
                 results.append(
                     ResultRow(
                         **keys,

@@ -19,7 +19,14 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pmem.models import RoutedChatModel, openai_replicas
+from pmem.models import (
+    HOSTED_BACKENDS,
+    PooledModel,
+    RoutedChatModel,
+    make_chat_model,
+    make_embedder,
+    openai_replicas,
+)
 from pmem.models import RoutedEmbedder as _RoutedEmbedder
 from pmem.rundir import safe_name
 
@@ -75,7 +82,6 @@ class HostedModels:
             raise
 
     def _start(self, specs: dict[str, RoleSpec]) -> dict[str, Hosted]:
-        from pmem.models import HOSTED_BACKENDS, PooledModel, make_chat_model, make_embedder
 
         # roles whose tables are the same (an agent that also judges) share one pool of replicas
         pools: dict[tuple[str, Any], PooledModel] = {}

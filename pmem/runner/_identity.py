@@ -16,6 +16,7 @@ import platform
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pmem._atomic import atomic_write_bytes
 from pmem.runner._config import canonical_json
 
 if TYPE_CHECKING:
@@ -128,6 +129,5 @@ def run_toml(
 
 
 def write_run_toml(path: Path, text: str) -> None:
-    from pmem._atomic import atomic_write_bytes
 
     atomic_write_bytes(path, text.encode("utf-8"))

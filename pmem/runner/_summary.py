@@ -6,8 +6,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from pmem.rundir import HISTORIES, RESULTS
+from pmem.memory.prompts import template
+from pmem.rundir import HISTORIES, REQUESTS, RESULTS, WRITES
 from pmem.rundir import columns as C
+from pmem.runner._progress import terminal_width, wrap_lines
 
 if TYPE_CHECKING:
     from pmem.runner._driver import SweepResult
@@ -62,9 +64,6 @@ def arms_without_facts(run_dir: Path) -> dict[str, int]:
     (long context, retrieval over raw text, template write paths) never appear."""
     import polars as pl
 
-    from pmem.memory.prompts import template
-    from pmem.rundir import REQUESTS, WRITES
-
     requests = sorted((run_dir / REQUESTS.name).glob("*.parquet"))
     if not requests:
         return {}
@@ -109,8 +108,6 @@ def print_summary(res: SweepResult, stream: TextIO | None = None) -> None:
         file=out,
     )
     if "heuristic" in res.agents:
-        from pmem.runner._progress import terminal_width, wrap_lines
-
         for line in wrap_lines([HEURISTIC_NOTICE], terminal_width(out)):
             print(line, file=out)
     if True:
@@ -159,7 +156,6 @@ def print_result(
     failure cut to ``width`` (default: the terminal's, since a traceback's last line can be kilobytes of a
     server's reply); then how to get the report. No line is wider than ``width``: the counts wrap, and
     the report's hint goes below its command when both do not fit (a path is never cut)."""
-    from pmem.runner._progress import terminal_width, wrap_lines
 
     out = stream or sys.stdout
     width = width or terminal_width(out)

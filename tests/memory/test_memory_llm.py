@@ -39,7 +39,7 @@ TEXTS = (
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama.cpp's server on a free local port: its /v1 URL."""
-    from pmem.models._llamacpp import resolve_gguf
+    from pmem.models._gguf import resolve_gguf
     from pmem.models._replicas import ReplicaConfig, _free_port
 
     port = _free_port("127.0.0.1")

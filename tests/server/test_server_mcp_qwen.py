@@ -43,7 +43,7 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
 
 
 def _llama_server(tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:
-    from pmem.models._llamacpp import resolve_gguf
+    from pmem.models._gguf import resolve_gguf
 
     gguf = resolve_gguf("qwen2.5-coder-1.5b-instruct")
     log = tmp_path / "llama.log"
