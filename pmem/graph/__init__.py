@@ -19,9 +19,10 @@ from pmem.graph._identity import (
     rule_confirm,
 )
 from pmem.graph._journaled import JournaledGraph
+from pmem.graph._keyread import read_key_versions
 from pmem.graph._patch import Lowering, Patch, PatchController, lower_patch
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
-from pmem.graph._state import StateFileError, journal_path, read_key_versions
+from pmem.graph._state import StateFileError, journal_path
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
 from pmem.graph._validate import check_text, key_problem, key_problems, valid_instant
 from pmem.graph.shards import WRITE_LOG_SCHEMA, apply_log, is_sharded, partition_of, partitions_of

@@ -97,6 +97,7 @@ import pyarrow.compute as pc
 
 from pmem.graph._codes import (
     ACCEPT,
+    ACCEPT_APPLIED,
     ACTIVE,
     ALTERNATIVE,
     CONTEST,
@@ -111,8 +112,8 @@ from pmem.graph._codes import (
     REVOKED,
     SUPERSEDED,
 )
-from pmem.graph._graph import _ACCEPT_APPLIED, _CONTEST_REPEATS_ALT, _CONTEST_REPEATS_HEAD, _SUPPORT_RESULT
 from pmem.graph._keyindex import index_of, key_ids, name_hashes
+from pmem.graph._types import CONTEST_REPEATS_ALT, CONTEST_REPEATS_HEAD, SUPPORT_RESULT
 from pmem.graph._validate import key_problems, preview
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ WRITE_BATCH_SCHEMA: pa.Schema = pa.schema(
 
 _OP_NAMES = pa.array(OPS, type=pa.string())
 _SUPPORT_CODE = ACCEPT | NOOP << 3 | 1 << 6  # an accept that repeated the head's value
-_SUPPORT_REASON = _SUPPORT_RESULT.reason
+_SUPPORT_REASON = SUPPORT_RESULT.reason
 _I64 = np.int64
 _OP_CODE = {name: code for code, name in enumerate(OPS)}
 # The evidence id _loop passes to apply() while _last_ev holds the row's evidence index: apply's
@@ -446,8 +447,8 @@ _NOHEAD = {op: f"{OPS[op]}: the key has no current head" for op in (CONTEST, REJ
 _REASONS: tuple[str | None, ...] = (
     None,
     _SUPPORT_REASON,
-    _CONTEST_REPEATS_HEAD.reason,
-    _CONTEST_REPEATS_ALT.reason,
+    CONTEST_REPEATS_HEAD.reason,
+    CONTEST_REPEATS_ALT.reason,
     "resolve: the cell is not contested",
     *_NOHEAD.values(),
 )
@@ -751,7 +752,7 @@ class _Writer:
         jc = j[c]
         self.created[jc] = True
         self.target[jc] = v0 + jc
-        self.code[jc] = _ACCEPT_APPLIED
+        self.code[jc] = ACCEPT_APPLIED
         self.pv[v0 + jc] = hb[c]
         s = np.flatnonzero(is_acc & ~creates)  # repeats the head's value: support
         self._supports(j[s], hb[s], _SUPPORT_CODE, _R_SUPPORT)

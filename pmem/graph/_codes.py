@@ -26,6 +26,8 @@ OP_CODES: dict[str, int] = {name: code for code, name in enumerate(OPS)}
 #: Names in the operation log: the six, and ``undo`` (``ProvenanceGraph.undo``).
 LOG_OPS: tuple[str, ...] = (*OPS, "undo")
 UNDO = 6
+#: An applied accept as the operation log stores it: requested | effective << 3 | applied << 6.
+ACCEPT_APPLIED = ACCEPT | ACCEPT << 3 | 1 << 6
 
 EDGE_KINDS: tuple[str, ...] = ("supported-by", "supersedes", "alternative-of", "revokes")
 

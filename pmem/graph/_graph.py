@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
+from pmem.graph._bulk import apply_batch as apply_write_batch
 from pmem.graph._codes import (
     ACCEPT,
+    ACCEPT_APPLIED,
     ACTIVE,
     ALTERNATIVE,
     CONTEST,
@@ -35,9 +37,27 @@ from pmem.graph._codes import (
     SUPERSEDED,
     UNDONE,
 )
+from pmem.graph._guard import load_recorded, save_checked
+from pmem.graph._identity import KeyRegistry
+from pmem.graph._rederive import erase as erase_evidence
+from pmem.graph._rederive import undo as undo_operation
+from pmem.graph._rederive import unmerge as split_alias
+from pmem.graph._render import render_cells
+from pmem.graph._replay import as_of as replay_as_of
+from pmem.graph._state import build_graph, decode_tables, graph_to_bytes
 from pmem.graph._store import GraphStore
-from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
+from pmem.graph._types import (
+    CONTEST_REPEATS_ALT,
+    CONTEST_REPEATS_HEAD,
+    SUPPORT_RESULT,
+    Cell,
+    Evidence,
+    Operation,
+    OpResult,
+    Version,
+)
 from pmem.graph._validate import check_key, check_text, preview, valid_instant
+from pmem.graph.shards import is_sharded, load_sharded
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -46,7 +66,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from pmem.graph._bulk import BatchResult
-    from pmem.graph._identity import KeyRegistry
     from pmem.graph._keyindex import KeyIndex
     from pmem.graph._rederive import ErasureReceipt, MergeReceipt, OpIndex
     from pmem.graph._state import Layout
@@ -58,11 +77,7 @@ if TYPE_CHECKING:
 # Applied results carry no per-call data, so one frozen instance per op serves every call.
 _APPLIED = {name: OpResult(True, name, None) for name in OPS}
 _APPLIED_ACCEPT = _APPLIED["accept"]
-_ACCEPT_APPLIED = ACCEPT | ACCEPT << 3 | 1 << 6
-_SUPPORT_RESULT = OpResult(True, "noop", "value equals the current head: counted as support")
 _INSUFFICIENT = "insufficient authority"
-_CONTEST_REPEATS_HEAD = OpResult(True, "noop", "contest repeats the current head's value: counted as support")
-_CONTEST_REPEATS_ALT = OpResult(True, "noop", "contest repeats an open alternative: counted as its support")
 
 
 class ProvenanceGraph:
@@ -233,7 +248,7 @@ class ProvenanceGraph:
         store.seq = seq = store.seq + 1
         if current is not None:
             if current == value:
-                return self._support(ACCEPT, kid, head, value, ev, seq, _SUPPORT_RESULT)
+                return self._support(ACCEPT, kid, head, value, ev, seq, SUPPORT_RESULT)
             # The displaced head is closed lazily: a version stored as active that is no longer its
             # key's head *is* superseded, closed when its newest superseder arrived. This saves two
             # random writes per accept; reads and save() materialize it (see _closing).
@@ -254,7 +269,7 @@ class ProvenanceGraph:
         store.v_to.append(NONE)
         store.v_ev.append(ev)
         store.v_prev.append(head)
-        store.op_code.append(_ACCEPT_APPLIED)
+        store.op_code.append(ACCEPT_APPLIED)
         store.op_target.append(vid)
         return _APPLIED_ACCEPT
 
@@ -351,9 +366,7 @@ class ProvenanceGraph:
         The graph ends exactly as after observing or applying its rows one by one (see
         ``pmem.graph._bulk``); an invalid row raises ``ValueError`` naming it, and then nothing is written.
         """
-        from pmem.graph._bulk import apply_batch
-
-        return apply_batch(self, batch)
+        return apply_write_batch(self, batch)
 
     def as_of(self, seq: int | None = None, *, time: str | None = None) -> ProvenanceGraph:
         """A read-only graph equal to replaying what arrived up to ``seq`` and was observed up to ``time``.
@@ -362,9 +375,24 @@ class ProvenanceGraph:
         is; an arrival without a time takes the latest time before it (see ``pmem.graph._replay``). The
         identity registry's decisions carry no seq and are copied whole.
         """
-        from pmem.graph._replay import as_of
+        replayed = replay_as_of(self, seq, time)
+        replayed.__class__ = ReadOnlyGraph  # built by the writers, then frozen
+        return replayed
 
-        return as_of(self, seq, time)
+    def empty(
+        self,
+        registry: KeyRegistry | None = None,
+        *,
+        authority: Mapping[str, int] | None = None,
+        default_authority: int = 1,
+    ) -> ProvenanceGraph:
+        """A new, empty, writable in-memory :class:`ProvenanceGraph` (never a subclass: no journal, not
+        read-only), as replays build into. Nothing of this graph is copied.
+
+        >>> ProvenanceGraph().as_of().empty().apply("accept", "k", "v").applied
+        True
+        """
+        return ProvenanceGraph(registry, authority=authority, default_authority=default_authority)
 
     def _evidence_index(self, evidence: object, op: str, key: str) -> int:
         store = self._store
@@ -514,11 +542,11 @@ class ProvenanceGraph:
         head = store.k_head[kid]
         store.seq = seq = store.seq + 1
         if store.v_value[head] == value:
-            return self._support(req, kid, head, value, ev, seq, _CONTEST_REPEATS_HEAD)
+            return self._support(req, kid, head, value, ev, seq, CONTEST_REPEATS_HEAD)
         alts = store.open_alts.get(kid, [])
         for a in alts:
             if store.v_value[a] == value:
-                return self._support(req, kid, a, value, ev, seq, _CONTEST_REPEATS_ALT)
+                return self._support(req, kid, a, value, ev, seq, CONTEST_REPEATS_ALT)
         assert value is not None  # apply() refuses contest without a value
         vid = store.append_version(kid, value, ALTERNATIVE, seq, ev, NONE)
         store.v_alt[vid] = head
@@ -588,9 +616,7 @@ class ProvenanceGraph:
         undone: the undo is logged, not applied, with the reason. Versions that only the undone
         operation created keep their place with status ``undone``.
         """
-        from pmem.graph._rederive import undo
-
-        return undo(self, op_seq, evidence)
+        return undo_operation(self, op_seq, evidence)
 
     def unmerge(self, alias: str) -> MergeReceipt:
         """Split a soft-identity merge: every operation recorded with ``alias`` moves to key ``alias``.
@@ -599,9 +625,7 @@ class ProvenanceGraph:
         moved operation move with it); the registry records the split and never merges the pair again.
         An alias no operation was recorded with raises ``ValueError``.
         """
-        from pmem.graph._rederive import unmerge
-
-        return unmerge(self, alias)
+        return split_alias(self, alias)
 
     def erase(self, evidence_id: str) -> ErasureReceipt:
         """Erase evidence: its text is gone from the graph and from every byte saved afterwards.
@@ -612,9 +636,7 @@ class ProvenanceGraph:
         receipt names the evidence, the keys whose value changed (before, after) and the versions
         erased; it holds no erased text.
         """
-        from pmem.graph._rederive import erase
-
-        return erase(self, evidence_id)
+        return erase_evidence(self, evidence_id)
 
     # ------------------------------------------------------------------ source authority
 
@@ -664,8 +686,6 @@ class ProvenanceGraph:
     def registry(self) -> KeyRegistry:
         """The soft key-identity registry whose decisions are saved with this graph."""
         if self._registry is None:
-            from pmem.graph._identity import KeyRegistry
-
             self._registry = KeyRegistry()
         return self._registry
 
@@ -918,8 +938,6 @@ class ProvenanceGraph:
 
     def render(self, keys: Iterable[str] | None = None, disclose: Iterable[str] = ()) -> str:
         """Deterministic text of the frontier (or of ``keys``, in the order given), one line per cell."""
-        from pmem.graph._render import render_cells
-
         return render_cells(self, keys, disclose)
 
     # ------------------------------------------------------------------ state
@@ -944,8 +962,6 @@ class ProvenanceGraph:
         >>> polars.read_ipc(f"{state}/versions.arrow").select("key", "value", "status").row(0)
         ('budget', '$30k', 'active')
         """
-        from pmem.graph._guard import save_checked
-
         save_checked(self, path, layout, new=new)
 
     @classmethod
@@ -954,24 +970,17 @@ class ProvenanceGraph:
         of a sharded state (``pmem ingest --shards``: see ``pmem.graph.shards``); a damaged or truncated
         state raises ``StateFileError``. The version loaded is recorded: a later :meth:`save` over it
         checks that it has not changed."""
-        from pmem.graph._guard import load_recorded
-        from pmem.graph.shards import is_sharded, load_sharded
-
         if is_sharded(path):
             return load_sharded(cls, path, registry)
         return load_recorded(cls, path, registry)
 
     def to_bytes(self) -> bytes:
         """The exact bytes :meth:`save` writes."""
-        from pmem.graph._state import graph_to_bytes
-
         return graph_to_bytes(self)
 
     @classmethod
     def from_bytes(cls, data: bytes, registry: KeyRegistry | None = None) -> ProvenanceGraph:
         """Inverse of :meth:`to_bytes` (for states kept in object stores or Arrow columns)."""
-        from pmem.graph._state import build_graph, decode_tables
-
         return build_graph(cls, *decode_tables(data), registry)
 
 
@@ -998,3 +1007,45 @@ def _format_time(time: object) -> str:
         msg = f"observe: time must be a string or a datetime, got {type(time).__name__} {preview(time)}"
         raise ValueError(msg)
     return text
+
+
+def _refuse_write(name: str) -> NoReturn:
+    msg = f"{name}: this graph is a read-only replay (as_of); write to the graph it was read from"
+    raise PermissionError(msg)
+
+
+class ReadOnlyGraph(ProvenanceGraph):
+    """A graph rebuilt by replay (:meth:`ProvenanceGraph.as_of`): every read works, every write refuses."""
+
+    def observe(
+        self, text: str, source: str = "user", time: str | None = None, valid_time: str | None = None
+    ) -> NoReturn:
+        _refuse_write("observe")
+
+    def apply(
+        self,
+        op: str,
+        key: str,
+        value: str | None = None,
+        evidence: str | None = None,
+        *,
+        depends_on: Iterable[str] | None = None,
+        alias: str | None = None,
+        retracts: str | None = None,
+    ) -> NoReturn:
+        _refuse_write("apply")
+
+    def undo(self, op_seq: int, evidence: str | None = None) -> NoReturn:
+        _refuse_write("undo")
+
+    def erase(self, evidence_id: str) -> NoReturn:
+        _refuse_write("erase")
+
+    def unmerge(self, alias: str) -> NoReturn:
+        _refuse_write("unmerge")
+
+    def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> NoReturn:
+        _refuse_write("apply_batch")
+
+    def set_authority(self, source: str, level: int) -> NoReturn:
+        _refuse_write("set_authority")

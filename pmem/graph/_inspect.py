@@ -15,12 +15,12 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._render import escape
+from pmem.graph._state import StateFileError
 
 if TYPE_CHECKING:
     import argparse
-
-    from pmem.graph._graph import ProvenanceGraph
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,9 +136,6 @@ def _cells_json(graph: ProvenanceGraph, with_empty: bool) -> list[dict[str, Any]
 
 
 def run(args: argparse.Namespace) -> int:
-    from pmem.graph._graph import ProvenanceGraph
-    from pmem.graph._state import StateFileError
-
     try:
         graph = ProvenanceGraph.load(args.state)
     except StateFileError as exc:

@@ -38,12 +38,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pmem.graph._codes import OP_CODES, OPS
+from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._validate import check_flag, check_key, check_text, preview
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pmem.graph._graph import ProvenanceGraph
     from pmem.graph._types import OpResult
 
 
@@ -130,8 +130,6 @@ def lower_patch(
 
 
 def _check_arguments(graph: object, patch: object, where: str) -> None:
-    from pmem.graph._graph import ProvenanceGraph
-
     if not isinstance(graph, ProvenanceGraph):
         msg = f"{where}: graph must be a ProvenanceGraph, got {type(graph).__name__}"
         raise ValueError(msg)

@@ -346,12 +346,10 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
 
     ``adopted``: versions just moved to this key (by :func:`unmerge`), not yet on its chain.
     """
-    from pmem.graph._graph import ProvenanceGraph
-
     ops = idx.by_key(kid)
     skipped = left_out(g, ops)
     key = g.storage.key_names[kid]
-    s = ProvenanceGraph()
+    s = g.empty()
     # the scratch graph reads this graph's evidence (sources for authority, valid times)
     s.storage.ev_text, s.storage.ev_source, s.storage.ev_seq = (
         g.storage.ev_text,

@@ -28,22 +28,22 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from pmem.graph._bulk import WRITE_BATCH_SCHEMA, apply_batch
-from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._identity import KeyRegistry
 from pmem.graph._validate import preview, valid_instant
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from pmem.graph._graph import ProvenanceGraph
 
 
 def as_of(graph: ProvenanceGraph, seq: int | None = None, time: object = None) -> ProvenanceGraph:
-    """The read-only graph replaying ``graph``'s arrivals up to ``seq`` and observed up to ``time``."""
+    """A new graph replaying ``graph``'s arrivals up to ``seq`` and observed up to ``time`` (the caller,
+    :meth:`ProvenanceGraph.as_of`, makes it read-only)."""
     if seq is not None and (not isinstance(seq, numbers.Integral) or isinstance(seq, bool) or seq < 0):
         msg = f"as_of: seq must be a non-negative integer, got {preview(seq)}"
         raise ValueError(msg)
@@ -55,14 +55,13 @@ def as_of(graph: ProvenanceGraph, seq: int | None = None, time: object = None) -
     if cutoff is not None:
         keep &= _observed_by(graph, log, cutoff)
     initial = {source: level for after, source, level in graph.storage.authority_log if after < 0}
-    replayed = ProvenanceGraph(
+    replayed = graph.empty(
         registry=_registry_copy(graph),
         authority=initial if graph.storage.authority_from_start else None,
         default_authority=graph.storage.default_authority,
     )
     bound = graph.seq if seq is None else int(seq)
     _replay_into(replayed, graph, log, keep, bound)
-    replayed.__class__ = ReadOnlyGraph  # built by the writers, then frozen
     return replayed
 
 
@@ -220,45 +219,3 @@ def _registry_copy(graph: ProvenanceGraph) -> KeyRegistry | None:
     copy = KeyRegistry(threshold=source.threshold)
     copy.restore(source.keys, [dataclasses.asdict(d) for d in source.decisions], source.config())
     return copy
-
-
-def _refuse(name: str) -> NoReturn:
-    msg = f"{name}: this graph is a read-only replay (as_of); write to the graph it was read from"
-    raise PermissionError(msg)
-
-
-class ReadOnlyGraph(ProvenanceGraph):
-    """A graph rebuilt by replay (:meth:`ProvenanceGraph.as_of`): every read works, every write refuses."""
-
-    def observe(
-        self, text: str, source: str = "user", time: str | None = None, valid_time: str | None = None
-    ) -> NoReturn:
-        _refuse("observe")
-
-    def apply(
-        self,
-        op: str,
-        key: str,
-        value: str | None = None,
-        evidence: str | None = None,
-        *,
-        depends_on: Iterable[str] | None = None,
-        alias: str | None = None,
-        retracts: str | None = None,
-    ) -> NoReturn:
-        _refuse("apply")
-
-    def undo(self, op_seq: int, evidence: str | None = None) -> NoReturn:
-        _refuse("undo")
-
-    def erase(self, evidence_id: str) -> NoReturn:
-        _refuse("erase")
-
-    def unmerge(self, alias: str) -> NoReturn:
-        _refuse("unmerge")
-
-    def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> NoReturn:
-        _refuse("apply_batch")
-
-    def set_authority(self, source: str, level: int) -> NoReturn:
-        _refuse("set_authority")

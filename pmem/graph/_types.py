@@ -18,6 +18,16 @@ class OpResult:
     reason: str | None = None
 
 
+# The applied no-ops that count as support, one frozen result each (the per-call and the column-wise
+# writers give the same reasons).
+#: an accept whose value equals the head's
+SUPPORT_RESULT = OpResult(True, "noop", "value equals the current head: counted as support")
+#: a contest whose value is the head's
+CONTEST_REPEATS_HEAD = OpResult(True, "noop", "contest repeats the current head's value: counted as support")
+#: a contest whose value is an open alternative's
+CONTEST_REPEATS_ALT = OpResult(True, "noop", "contest repeats an open alternative: counted as its support")
+
+
 @dataclass(frozen=True, slots=True)
 class Version:
     """One value a key has held. ``valid_from``/``valid_to`` are arrival seqs; ``valid_to`` None = open."""

@@ -56,7 +56,11 @@ from pmem.graph._state import (
     _sealed_schema,
     _Sealing,
     _write_sealed,
+    check_agreement,
+    load_state,
+    read_state,
 )
+from pmem.graph._tables import _materialized
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -505,8 +509,6 @@ def load_sharded(
         StateFileError: a file is missing, damaged or foreign, the union is not whole, or a part or the
             index contradicts the union.
     """
-    from pmem.graph._state import check_agreement, load_state, read_state
-
     root = Path(path)
     entries = read_index(root)
     partitions = int(entries["partitions"])
@@ -575,8 +577,6 @@ def _check_parts(root: Path, graph: ProvenanceGraph, versions: list[pa.Table]) -
     in id order, are the union's versions of its keys in id order (both create a key's versions in
     arrival order, and a part's keys arrive in the union's order), with the same key, value, status,
     openness and support. Linear: no sort, one pass per part."""
-    from pmem.graph._tables import _materialized
-
     store = graph.storage
     status, valid_to = _materialized(graph)  # as the union's state would hold them (lazy heads closed)
     kid = np.frombuffer(store.v_key, np.int64) if len(store.v_key) else np.zeros(0, np.int64)
