@@ -48,6 +48,11 @@ def _toml(where: Path, text: str) -> Path:
     return where / "c.toml"
 
 
+def _ingest_with_config(where: Path, config: Path) -> list[str]:
+    """``pmem ingest`` of a good stream into ``where`` with the config file ``config``."""
+    return ["ingest", str(_stream(where)), "--out", str(where / "o.arrow"), "--config", str(config)]
+
+
 def _dir(where: Path, name: str = "adir") -> Path:
     (where / name).mkdir(exist_ok=True)
     return where / name
@@ -205,44 +210,23 @@ CASES: dict[str, tuple[Case, str]] = {
         "is not writable",
     ),
     "ingest/config-missing": (
-        lambda t, m: ["ingest", str(_stream(t)), "--out", str(t / "o.arrow"), "--config", str(t / "c.toml")],
+        lambda t, m: _ingest_with_config(t, t / "c.toml"),
         "config file not found",
     ),
     "ingest/config-directory": (
-        lambda t, m: ["ingest", str(_stream(t)), "--out", str(t / "o.arrow"), "--config", str(_dir(t))],
+        lambda t, m: _ingest_with_config(t, _dir(t)),
         "is a directory",
     ),
     "ingest/config-not-toml": (
-        lambda t, m: [
-            "ingest",
-            str(_stream(t)),
-            "--out",
-            str(t / "o.arrow"),
-            "--config",
-            str(_garbage(t, "c.toml")),
-        ],
+        lambda t, m: _ingest_with_config(t, _garbage(t, "c.toml")),
         "not valid TOML",
     ),
     "ingest/config-models-not-a-table": (
-        lambda t, m: [
-            "ingest",
-            str(_stream(t)),
-            "--out",
-            str(t / "o.arrow"),
-            "--config",
-            str(_toml(t, 'models = "x"')),
-        ],
+        lambda t, m: _ingest_with_config(t, _toml(t, 'models = "x"')),
         "[models]: must be a table",
     ),
     "ingest/config-half-models": (
-        lambda t, m: [
-            "ingest",
-            str(_stream(t)),
-            "--out",
-            str(t / "o.arrow"),
-            "--config",
-            str(_toml(t, '[models.agent]\nbackend = "heuristic"')),
-        ],
+        lambda t, m: _ingest_with_config(t, _toml(t, '[models.agent]\nbackend = "heuristic"')),
         "[models.embedder]: is required",
     ),
     # sweep (refused before Ray starts)

@@ -34,17 +34,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from pmem.graph import (
-    KeyRegistry,
-    OpResult,
-    Patch,
-    PatchController,
-    ProvenanceGraph,
-    lower_patch,
-    valid_instant,
-)
+from pmem.graph import KeyRegistry, OpResult, Patch, ProvenanceGraph, valid_instant
+from pmem.memory._cells import Cells, GraphCells, Head, OverwriteCells
 from pmem.memory._extract import Extraction, Fact, extract_units, normalize_key, template_extraction
 from pmem.memory._retrieval import VectorIndex
 from pmem.memory._writer import completion_json, first_word, pause
@@ -71,52 +64,6 @@ WRITE_OPTIONS = (
     "authority",
     "default_authority",
 )
-
-
-class Head(NamedTuple):
-    """A key's current value as the write path decides against it: the value, its status (``active``
-    or ``contested``) and the open alternatives."""
-
-    value: str
-    status: str
-    alternatives: list[str]
-
-
-class OverwriteStore:
-    """Retention off: one value per key, nothing else. Accept/reject/contest/resolve overwrite; a
-    retraction (revoke, reject without a value) deletes the cell, so there is nothing to roll back to."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-
-    def head(self, key: str) -> Head | None:
-        v = self.values.get(key)
-        return None if v is None else Head(v, "active", [])
-
-    def apply(self, op: str, key: str, value: str | None) -> OpResult:
-        cur = self.values.get(key)
-        if op == "noop":
-            return OpResult(True, "noop", None)
-        if op in ("accept",) or (
-            op in ("contest", "resolve", "reject") and value is not None and cur is not None
-        ):
-            if value is None:
-                return OpResult(False, "noop", f"{op} needs a value")
-            if cur == value:
-                return OpResult(True, "noop", "value equals the current value: support")
-            self.values[key] = value
-            return OpResult(True, op, None)
-        if cur is None:
-            return OpResult(False, "noop", f"{op}: the key has no value")
-        # revoke, or reject without a value: no retained predecessor, the cell is deleted
-        del self.values[key]
-        return OpResult(True, op, "retention off: the cell is deleted")
-
-    def to_graph(self) -> ProvenanceGraph:
-        g = ProvenanceGraph()
-        for key, value in sorted(self.values.items()):
-            g.apply("accept", key, value)
-        return g
 
 
 class WritePath:
@@ -171,9 +118,10 @@ class WritePath:
         self._graph = ProvenanceGraph(
             registry=registry, authority=self.authority, default_authority=default_authority
         )
-        self._store = None if self.retention else OverwriteStore()
+        # the cells decided against and written: the graph itself, or with retention off a store of one
+        # value per key (the graph then holds the evidence alone)
+        self._cells: Cells = GraphCells(self._graph) if self.retention else OverwriteCells()
         self._registry = registry
-        self._controller = PatchController()
         # the cells' vectors: key -> row of the index, and back; keys written since the last read
         self._slots: dict[str, int] = {}
         self._slot_keys: list[str] = []
@@ -202,19 +150,17 @@ class WritePath:
 
     def state(self) -> ProvenanceGraph:
         """What the memory holds as a graph: the graph, or with retention off the store's values."""
-        return self._graph if self._store is None else self._store.to_graph()
+        return self._cells.as_graph()
 
     def cell_count(self) -> int:
-        if self._store is not None:
-            return len(self._store.values)
-        return int(self._graph.stats()["cells"])
+        return self._cells.count()
 
     def active_items(self) -> list[tuple[str, str, frozenset[int]]]:
         """(key, current value, the stream events behind its writes) of every cell with a value."""
         if not self.track_attribution:
             msg = f"{self.name}: active_facts needs event attribution, which is off (track_attribution)"
             raise RuntimeError(msg)
-        items = self._store.values.items() if self._store is not None else self._graph.frontier_items()
+        items = self._cells.items()
         return [(k, v, frozenset(self._key_events.get(k, ()))) for k, v in items]
 
     def config(self) -> dict[str, Any]:
@@ -239,14 +185,6 @@ class WritePath:
             "merged": sum(1 for d in decisions if d.verdict == "same"),
         }
 
-    def _head(self, key: str) -> Head | None:
-        if self._store is not None:
-            return self._store.head(key)
-        cell = self._graph.cell(key)
-        if cell is None or cell.value is None:
-            return None
-        return Head(cell.value, cell.status, list(cell.alternatives))
-
     def _apply(
         self,
         op: str,
@@ -256,23 +194,14 @@ class WritePath:
         depends_on: tuple[str, ...] = (),
         alias: str | None = None,
     ) -> OpResult:
-        if self._store is not None:
-            r = self._store.apply(op, key, value)
-        else:
-            try:
-                if depends_on or alias is not None:
-                    res = self._graph.apply(
-                        op, key, value, evidence=evidence, depends_on=depends_on or None, alias=alias
-                    )
-                else:
-                    res = self._graph.apply(op, key, value, evidence=evidence)
-            except ValueError as exc:
-                # An annotation the core refuses becomes a noop with its reason, as the design says, never
-                # a failed history; the core checks every argument before it changes anything.
-                return OpResult(False, "noop", f"invalid annotation: {exc}")
-            r = res
+        try:
+            result = self._cells.apply(op, key, value, evidence, depends_on, alias)
+        except ValueError as exc:
+            # An annotation the core refuses becomes a noop with its reason, as the design says, never a
+            # failed history; the core checks every argument before it changes anything.
+            return OpResult(False, "noop", f"invalid annotation: {exc}")
         self._dirty.add(key)
-        return r
+        return result
 
     def _attribute(self, key: str, event: int) -> None:
         if event >= 0 and self.track_attribution:
@@ -292,7 +221,7 @@ class WritePath:
         premises: tuple[str, ...] = ()
         alias = None
         named = False
-        if self.provenance and self._store is None:
+        if self.provenance and self._cells.retains:
             op, value = self._repeat_as_accept(op, key, value, fact.value)
             op, value, named = self._retraction_named(op, value, fact)
             premises = self._premises(fact, key)
@@ -421,7 +350,7 @@ class WritePath:
 
         Both undo writes, so a model's output is checked against the text first: a request whose
         subject (or a pair whose names) the unit's text does not mention is dropped, with its reason."""
-        if not self.provenance or self._store is not None:
+        if not self.provenance or not self._cells.retains:
             return
         source, first = ex.unit[0].source or "user", ex.unit[0].index
         words = set(_WORDS.findall(ex.text.lower()))
@@ -473,30 +402,24 @@ class WritePath:
         Returns:
             each unit's extraction (its facts as extracted, before identity routed their keys)."""
         stats = self._w.stats
-        if self.write_mode == "oracle":
-            extractions = []
-            for i, unit in enumerate(units):
-                await pause(i)
-                ex = template_extraction(unit)
-                extractions.append(ex)
-                evidence = [self.observe(e, ex.facts) for e in unit]
-                by_event = {e.index: ev for e, ev in zip(unit, evidence, strict=True)}
-                for fact in ex.facts:
-                    stats.facts += 1
-                    self._oracle_commit(fact, by_event.get(fact.event, evidence[0]), unit[0].index)
-                self._requests(ex)
-            return extractions
-        extractions = await extract_units(self._w, units, self.extract_template)
+        oracle = self.write_mode == "oracle"
+        if oracle:
+            extractions = [template_extraction(unit) for unit in units]
+        else:
+            extractions = await extract_units(self._w, units, self.extract_template)
         for i, ex in enumerate(extractions):
             await pause(i)
             evidence = [self.observe(e, ex.facts) for e in ex.unit]
             by_event = {e.index: ev for e, ev in zip(ex.unit, evidence, strict=True)}
-            keys = await self.route_keys([f.key for f in ex.facts])
+            # the templates' keys are the benchmark's own: soft identity routes only what a model named
+            keys = [f.key for f in ex.facts] if oracle else await self.route_keys([f.key for f in ex.facts])
             for fact, key in zip(ex.facts, keys, strict=True):
                 stats.facts += 1
-                await self._write_fact(
-                    fact, key, ex.text, by_event.get(fact.event, evidence[0]), ex.unit[0].index
-                )
+                cited = by_event.get(fact.event, evidence[0])
+                if oracle:
+                    self._oracle_commit(fact, cited, ex.unit[0].index)
+                else:
+                    await self._write_fact(fact, key, ex.text, cited, ex.unit[0].index)
             self._requests(ex)
         # the cells are counted where the totals are read (the arm's write_stats): counting them here
         # scanned every key after every write, the largest cost of an add to a large memory
@@ -514,6 +437,8 @@ class WritePath:
         """Write into ``graph`` (and route keys with its registry) from now on."""
         self._graph = graph
         self._registry = graph.registry
+        if self._cells.retains:
+            self._cells = GraphCells(graph)
 
     async def resume(self, graph: ProvenanceGraph) -> None:
         """Go on from a saved ``graph``: write into it, route with its registry (the registered keys'
@@ -578,7 +503,7 @@ class WritePath:
         await self._write_fact(fact, key, text, evidence, first_event)
 
     def _oracle_commit(self, fact: Fact, evidence: str, first_event: int) -> None:
-        head = self._head(fact.key)
+        head = self._cells.head(fact.key)
         kind = fact.kind
         if kind == "retraction":
             patch = Patch(fact.key, None, old_value=fact.value)
@@ -593,10 +518,7 @@ class WritePath:
             patch = Patch(fact.key, fact.value, op="resolve")
         else:
             patch = Patch(fact.key, fact.value)
-        if self._store is None:
-            low = self._controller.lower(self._graph, patch)
-        else:  # no history: the store's head, lowered by the same rules
-            low = lower_patch(patch, *(head or (None,)))
+        low = self._cells.lower(patch, head)
         self._commit(fact, fact.key, low.op, low.value, evidence, patch.op, low.reason, first_event)
 
     def _use_model_annotation(self) -> bool:
@@ -605,17 +527,14 @@ class WritePath:
         return self.annotate_mode == "model"
 
     async def _write_fact(self, fact: Fact, key: str, text: str, evidence: str, first_event: int) -> None:
-        head = self._head(key)
+        head = self._cells.head(key)
         reason: str | None  # the controller always gives a reason; a valid model annotation gives none
         if not self._use_model_annotation():
             if fact.status == "withdrawn":
                 patch = Patch(key, None, old_value=fact.value)
             else:
                 patch = Patch(key, fact.value)
-            if self._store is None:
-                low = self._controller.lower(self._graph, patch)
-            else:  # no history: the store's head, lowered by the same rules
-                low = lower_patch(patch, *(head or (None,)))
+            low = self._cells.lower(patch, head)
             self._commit(fact, key, low.op, low.value, evidence, None, low.reason, first_event)
             return
         if head is None:
@@ -657,7 +576,7 @@ class WritePath:
         keys = sorted(self._dirty)
         self._dirty.clear()
         live, texts = [], []
-        current = self._store.values.get if self._store is not None else self._graph.head_value
+        current = self._cells.current
         for key in keys:
             value = current(key)
             slot = self._slot(key)
@@ -686,14 +605,11 @@ class WritePath:
     def render(self, keys: Sequence[str], graph: ProvenanceGraph | None = None) -> list[str]:
         """The cells of ``keys`` as lines, current value first, with the configured disclosure
         (from ``graph`` when given: a graph as of a date)."""
-        if self._store is not None:
-            return [f"{k} = {self._store.values[k]}" for k in keys if k in self._store.values]
-        text = (graph or self._graph).render(keys=list(keys), disclose=self.disclose)
-        return text.split("\n") if text else []
+        return self._cells.render(keys, self.disclose, graph)
 
     def past(self, question: str) -> ProvenanceGraph | None:
         """The graph as of the date a question names, when it names one and facts carry valid times."""
-        if not (self.provenance and self._valid_times and self._store is None):
+        if not (self.provenance and self._valid_times and self._cells.retains):
             return None
         instant = question_instant(question)
         return None if instant is None else self._graph.as_of(time=instant)

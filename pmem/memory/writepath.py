@@ -11,6 +11,7 @@ none of them: :class:`pmem.Memory` holds them together.
 
 from __future__ import annotations
 
+from pmem.memory._cells import Head
 from pmem.memory._extract import (
     Extraction,
     Fact,
@@ -27,7 +28,6 @@ from pmem.memory._retrieval import VectorIndex, count_tokens
 from pmem.memory._writepath import (
     DISCLOSURE_DEFAULT,
     WRITE_OPTIONS,
-    Head,
     WritePath,
     question_instant,
     validate_annotation,

@@ -16,19 +16,17 @@ def _events(*texts):
 
 
 Q = Question("q", "Where is the apple 1 now?", ("fridge 1",), "current", 0)
+#: a move, then its retraction: the apple is back in the fridge
+MOVED_THEN_RETRACTED = (
+    "Earlier observation: apple 1 was in fridge 1.",
+    "Update: apple 1 has been moved to table 2.",
+    "Correction: the report that apple 1 was moved to table 2 was an error.",
+)
 
 
 def test_crud_overwrites_and_deletes():
     arm = make_arm("crud", models())
-    asyncio.run(
-        arm.ingest(
-            _events(
-                "Earlier observation: apple 1 was in fridge 1.",
-                "Update: apple 1 has been moved to table 2.",
-                "Correction: the report that apple 1 was moved to table 2 was an error.",
-            )
-        )
-    )
+    asyncio.run(arm.ingest(_events(*MOVED_THEN_RETRACTED)))
     current, ever = store_values(arm, "apple_1.location")
     assert current == set() and ever == set()  # v1 overwritten, v2 deleted: nothing to return to
     assert [w.op for w in arm.write_log()] == ["add", "update", "delete"]
@@ -54,15 +52,7 @@ def test_add_only_keeps_contradictions_and_dedupes_by_hash():
 
 def test_bitemporal_invalidates_and_never_reopens():
     arm = make_arm("bitemporal", models())
-    asyncio.run(
-        arm.ingest(
-            _events(
-                "Earlier observation: apple 1 was in fridge 1.",
-                "Update: apple 1 has been moved to table 2.",
-                "Correction: the report that apple 1 was moved to table 2 was an error.",
-            )
-        )
-    )
+    asyncio.run(arm.ingest(_events(*MOVED_THEN_RETRACTED)))
     current, ever = store_values(arm, "apple_1.location")
     assert ever == {"fridge 1", "table 2"}  # retained as an invalidated edge ...
     assert current == {"table 2"}  # ... but no operation reopens it

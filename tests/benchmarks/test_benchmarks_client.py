@@ -26,11 +26,15 @@ def _figures(out: str) -> None:
         assert re.search(rf"openai client, {point}: best .* median .*; {target}", out), out
 
 
+def _run(module_and_args: list[str]) -> str:
+    """What ``python -m <module> <args>`` prints, run from the repository's root."""
+    command = [sys.executable, "-m", *module_and_args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, check=True, cwd=ROOT).stdout
+
+
 def test_client_benchmark_reports_both_points_and_the_baseline() -> None:
-    out = subprocess.run(
+    out = _run(
         [
-            sys.executable,
-            "-m",
             "benchmarks.client",
             "--requests",
             "320",
@@ -38,13 +42,8 @@ def test_client_benchmark_reports_both_points_and_the_baseline() -> None:
             "1",
             "--heuristic-calls",
             "300",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-        cwd=ROOT,
-    ).stdout
+        ]
+    )
     _figures(out)
 
 
@@ -53,10 +52,8 @@ def test_pmem_perf_client_runs_the_benchmark() -> None:
     from pmem.cli import PERF
 
     assert PERF["client"][0] == "benchmarks.client"
-    out = subprocess.run(
+    out = _run(
         [
-            sys.executable,
-            "-m",
             "pmem.cli",
             "perf",
             "client",
@@ -71,13 +68,8 @@ def test_pmem_perf_client_runs_the_benchmark() -> None:
             "--concurrency",
             "64",
             "--no-aiohttp",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-        cwd=ROOT,
-    ).stdout
+        ]
+    )
     assert re.search(r"openai client, 20 ms x 64 workers, run 1: [\d,]+ req/s; ideal 3,200 req/s", out), out
     assert "baseline" not in out and "200 ms" not in out
 
