@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.models._gguf import KNOWN_MODELS, resolve_gguf
 from pmem.models._hosted import PooledModel
-from pmem.models._replicas import ReplicaConfig
+from pmem.models._replicas import LlamaCppOptions, ReplicaConfig
 from pmem.models._routing import RoutedChatModel, RoutedEmbedder
 
 if TYPE_CHECKING:
@@ -61,14 +61,15 @@ def _replica_config(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
         kind=kind,
         launcher="llamacpp",
         max_model_len=int(spec.option("n_ctx", DEFAULT_N_CTX)),
-        n_threads=None if threads is None else int(threads),
-        server_args=tuple(extra),
         num_cpus=float(spec.option("num_cpus", 0)),
         health_timeout_s=spec.option("health_timeout_s"),
         max_rss_gib=None if spec.option("max_rss_gib") is None else float(spec.option("max_rss_gib")),
         host=str(spec.option("host", "auto")),
         env=env,
         api_key=str(spec.option("api_key")) if spec.option("api_key") else None,
+        llamacpp=LlamaCppOptions(
+            n_threads=None if threads is None else int(threads), server_args=tuple(extra)
+        ),
     )
     return config, int(spec.option("replicas", 1))
 

@@ -59,6 +59,30 @@ STANDIN_API_KEY_ENV = "PMEM_API_KEY"
 
 
 @dataclass(frozen=True)
+class LlamaCppOptions:
+    """llama.cpp's own settings of a replica (read by :class:`LlamaCppLauncher` alone)."""
+
+    n_threads: int | None = None  # CPU threads per replica (default: its actor's CPUs)
+    server_args: tuple[str, ...] = ()  # extra `python -m llama_cpp.server` flags
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    """vLLM's own settings of a replica (read by :class:`VllmLauncher` alone)."""
+
+    gpu_memory_utilization: float = 0.9  # on GPUs (the CPU backend sizes its KV cache by kv_cache_gib)
+    vllm_args: tuple[str, ...] = ()  # extra `vllm serve` flags
+    kv_cache_gib: int | None = None  # on CPU: VLLM_CPU_KVCACHE_SPACE (the KV cache, whole GiB)
+
+
+@dataclass(frozen=True)
+class StandinOptions:
+    """The stand-in server's own settings of a replica (read by :class:`StandinLauncher` alone)."""
+
+    latency_ms: float = 0.0  # added to every reply
+
+
+@dataclass(frozen=True)
 class Launcher:
     """What differs between engines: the server's command line, how the server learns its key, how it
     says it is up, and how long it may take to start. One subclass per engine owns its command."""
@@ -71,6 +95,10 @@ class Launcher:
     def command(self, cfg: ReplicaConfig, port: int, host: str) -> list[str]:
         """The server's argv for replica config ``cfg`` on ``host:port`` (documented flags only)."""
         raise NotImplementedError
+
+    def env(self, cfg: ReplicaConfig) -> dict[str, str]:
+        """The environment the engine needs beyond the key (none unless the engine says)."""
+        return {}
 
 
 @dataclass(frozen=True)
@@ -101,11 +129,12 @@ class LlamaCppLauncher(Launcher):
             "--logits_all",
             "false",
         ]
-        if cfg.n_threads:
-            cmd += ["--n_threads", str(cfg.n_threads), "--n_threads_batch", str(cfg.n_threads)]
+        own = cfg.llamacpp
+        if own.n_threads:
+            cmd += ["--n_threads", str(own.n_threads), "--n_threads_batch", str(own.n_threads)]
         if cfg.kind == "embed":
             cmd += ["--embedding", "true"]
-        return [*cmd, *cfg.server_args]
+        return [*cmd, *own.server_args]
 
 
 @dataclass(frozen=True)
@@ -132,7 +161,7 @@ class VllmLauncher(Launcher):
             str(cfg.tensor_parallel),
         ]
         if cfg.device != "cpu":  # the CPU backend sizes its KV cache by VLLM_CPU_KVCACHE_SPACE
-            cmd += ["--gpu-memory-utilization", str(cfg.gpu_memory_utilization)]
+            cmd += ["--gpu-memory-utilization", str(cfg.vllm.gpu_memory_utilization)]
         if cfg.max_model_len:
             cmd += ["--max-model-len", str(cfg.max_model_len)]
         if cfg.kind == "embed":
@@ -143,7 +172,13 @@ class VllmLauncher(Launcher):
             # extraction replies pretty-printed and cut at their limit). A server setting: the
             # xgrammar and guidance backends ignore the per-request field.
             cmd += ["--enable-prefix-caching", "--structured-outputs-config", STRUCTURED_OUTPUTS_CONFIG]
-        return [*cmd, *cfg.vllm_args]
+        return [*cmd, *cfg.vllm.vllm_args]
+
+    def env(self, cfg: ReplicaConfig) -> dict[str, str]:
+        """vLLM's CPU backend: its KV cache size."""
+        if cfg.device == "cpu":
+            return {VLLM_CPU_KVCACHE_ENV: str(cfg.vllm.kv_cache_gib or DEFAULT_CPU_KV_CACHE_GIB)}
+        return {}
 
 
 @dataclass(frozen=True)
@@ -162,7 +197,7 @@ class StandinLauncher(Launcher):
             str(port),
             *name,
             "--latency-ms",
-            str(cfg.latency_ms),
+            str(cfg.standin.latency_ms),
         ]
 
 
@@ -181,26 +216,24 @@ class ReplicaConfig:
     served_name: str
     kind: str = "chat"  # chat | embed
     launcher: str = "auto"
-    tensor_parallel: int = 1
-    gpu_memory_utilization: float = 0.9
+    tensor_parallel: int = 1  # GPUs per replica
     max_model_len: int | None = None
-    vllm_args: tuple[str, ...] = ()
-    device: str = "gpu"  # vllm: "gpu" (CUDA) or "cpu" (vLLM's CPU backend: CPUs reserved, no GPU)
-    kv_cache_gib: int | None = None  # vllm on CPU: VLLM_CPU_KVCACHE_SPACE (the KV cache, whole GiB)
+    device: str = "gpu"  # "gpu" (CUDA) or "cpu" (vLLM's CPU backend, llama.cpp: CPUs reserved, no GPU)
     port: int | None = None  # a fixed port for replica 0 (replica i: port + i); None: a free one
-    n_threads: int | None = None  # llamacpp: CPU threads per replica (default: its actor's CPUs)
-    server_args: tuple[str, ...] = ()  # llamacpp: extra `python -m llama_cpp.server` flags
     num_cpus: float = 0.0  # CPUs each replica's actor reserves in Ray
     health_timeout_s: float | None = None
     # the server process's resident memory, in GiB, past which its actor restarts it (None: never): a
     # guard for the runner's node. A llama.cpp server's own prompt cache counts only its entries' KV
     # bytes, not the logits copy each keeps, so with the cache on a Qwen server passed 7 GB (2026-12-04)
     max_rss_gib: float | None = None
-    latency_ms: float = 0.0
     host: str = "auto"  # "auto": loopback when the replica shares the driver's node, else all interfaces
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may carry tokens: kept out of reprs
     # the bearer token every request must carry (set by the pool); never printed, never on a command line
     api_key: str | None = field(default=None, repr=False)
+    # each engine's own settings, read by its launcher alone
+    llamacpp: LlamaCppOptions = LlamaCppOptions()
+    vllm: VllmOptions = VllmOptions()
+    standin: StandinOptions = StandinOptions()
 
     def resolved_launcher(self) -> str:
         """The engine this replica runs. ``auto``: vLLM where it can serve (``device = "cpu"`` asks
@@ -221,10 +254,8 @@ class ReplicaConfig:
         return self.tensor_parallel
 
     def engine_env(self) -> dict[str, str]:
-        """The environment the engine needs beyond the key (vLLM's CPU backend: its KV cache size)."""
-        if self.resolved_launcher() == "vllm" and self.device == "cpu":
-            return {VLLM_CPU_KVCACHE_ENV: str(self.kv_cache_gib or DEFAULT_CPU_KV_CACHE_GIB)}
-        return {}
+        """The environment the engine needs beyond the key (its launcher's :meth:`Launcher.env`)."""
+        return self.engine.env(self)
 
     @property
     def engine(self) -> Launcher:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from pmem.models._errors import MissingDependencyError
 from pmem.models._hosted import PooledModel
-from pmem.models._replicas import ReplicaConfig, vllm_installed
+from pmem.models._replicas import ReplicaConfig, StandinOptions, VllmOptions, vllm_installed
 from pmem.models._routing import RoutedChatModel, RoutedEmbedder
 from pmem.models._weights import check_window, resolve_model
 
@@ -78,20 +78,22 @@ def _config_from_spec(spec: ModelSpec, kind: str) -> tuple[ReplicaConfig, int]:
         kind=kind,
         launcher=str(spec.option("launcher", "auto")),
         tensor_parallel=int(spec.option("tensor_parallel", 1)),
-        gpu_memory_utilization=float(spec.option("gpu_memory_utilization", 0.9)),
         max_model_len=spec.option("max_model_len"),
-        vllm_args=tuple(extra),
         health_timeout_s=spec.option("health_timeout_s"),
         max_rss_gib=None if spec.option("max_rss_gib") is None else float(spec.option("max_rss_gib")),
-        latency_ms=float(spec.option("latency_ms", 0.0)),
         host=str(spec.option("host", "auto")),
         env=env,
         api_key=str(spec.option("api_key")) if spec.option("api_key") else None,
         device=device,
-        kv_cache_gib=None if kv_cache is None else int(kv_cache),
         port=None if port is None else int(port),
         # a GPU engine's threads run outside Ray's accounting; a CPU engine's replica holds its cores
         num_cpus=float(spec.option("num_cpus", DEFAULT_CPU_REPLICA_CPUS if device == "cpu" else 0)),
+        vllm=VllmOptions(
+            gpu_memory_utilization=float(spec.option("gpu_memory_utilization", 0.9)),
+            vllm_args=tuple(extra),
+            kv_cache_gib=None if kv_cache is None else int(kv_cache),
+        ),
+        standin=StandinOptions(latency_ms=float(spec.option("latency_ms", 0.0))),
     )
     if config.resolved_launcher() == "vllm" and not vllm_installed():
         hint = (

@@ -19,7 +19,7 @@ from pmem.models._gguf import KNOWN_MODELS, model_label, resolve_gguf
 from pmem.models._instrument import InstrumentedChatModel
 from pmem.models._llamacpp import LlamaCppChatModel
 from pmem.models._openai import OpenAIChatModel, OpenAIClient
-from pmem.models._replicas import LAUNCHERS, ReplicaConfig
+from pmem.models._replicas import LAUNCHERS, LlamaCppOptions, ReplicaConfig
 from pmem.models._types import CallContext
 
 HAS_LLAMA = (
@@ -40,8 +40,7 @@ def test_llamacpp_command_line_and_key_variable(tmp_path: Path) -> None:
         served_name="m",
         launcher="llamacpp",
         max_model_len=4096,
-        n_threads=2,
-        server_args=("--n_batch", "256"),
+        llamacpp=LlamaCppOptions(n_threads=2, server_args=("--n_batch", "256")),
         api_key="k",
     )
     cmd = cfg.command(8123, "127.0.0.1")

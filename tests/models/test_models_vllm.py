@@ -21,7 +21,7 @@ from auth_helpers import MSG, assert_refused, check_auth, cmdlines, http
 
 from pmem.models import CallContext, make_chat_model, make_embedder
 from pmem.models._errors import MissingDependencyError
-from pmem.models._replicas import VLLM_SERVER_MODULE, ReplicaConfig, vllm_installed
+from pmem.models._replicas import VLLM_SERVER_MODULE, ReplicaConfig, VllmOptions, vllm_installed
 from pmem.models._spec import as_spec
 from pmem.models.sections import format_sections
 
@@ -60,14 +60,14 @@ def test_vllm_command_uses_documented_flags() -> None:
 
 def test_vllm_on_cpu_differs_from_the_gpu_command_only_where_the_cpu_backend_needs() -> None:
     gpu = ReplicaConfig(model="/m", served_name="m", launcher="vllm", max_model_len=2048)
-    cpu = replace(gpu, device="cpu", launcher="auto", kv_cache_gib=2)
+    cpu = replace(gpu, device="cpu", launcher="auto", vllm=VllmOptions(kv_cache_gib=2))
     assert cpu.resolved_launcher() == "vllm"  # device "cpu" asks for vLLM itself, never the stand-in
     gpu_cmd, cpu_cmd = gpu.command(8001), cpu.command(8001)
     i = gpu_cmd.index("--gpu-memory-utilization")
     assert cpu_cmd == gpu_cmd[:i] + gpu_cmd[i + 2 :]  # that flag is the one difference on the line
     assert cpu.gpus == 0 and gpu.gpus == 1
     assert cpu.engine_env() == {"VLLM_CPU_KVCACHE_SPACE": "2"}
-    assert replace(cpu, kv_cache_gib=None).engine_env() == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert replace(cpu, vllm=VllmOptions()).engine_env() == {"VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 def test_vllm_spec_on_cpu_reserves_cpus_and_checks_its_options() -> None:
