@@ -12,9 +12,9 @@ the past) has a history to work on.
 ...     _ = cells.apply("accept", "budget", "$30k", None)
 ...     low = cells.lower(Patch("budget", None, old_value="$30k"), cells.head("budget"))
 ...     _ = cells.apply(low.op, "budget", low.value, None)
-...     print(type(cells).__name__, cells.current("budget"), cells.count())
-GraphCells None 1
-OverwriteCells None 0
+...     print(type(cells).__name__, cells.current("budget"), [v.value for v in cells.as_graph().versions("budget")])
+GraphCells None ['$30k']
+OverwriteCells None []
 """
 
 from __future__ import annotations
