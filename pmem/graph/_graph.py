@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from pmem.graph._bulk import apply_batch as apply_write_batch
 from pmem.graph._codes import (
@@ -379,20 +379,15 @@ class ProvenanceGraph:
         replayed.__class__ = ReadOnlyGraph  # built by the writers, then frozen
         return replayed
 
-    def empty(
-        self,
-        registry: KeyRegistry | None = None,
-        *,
-        authority: Mapping[str, int] | None = None,
-        default_authority: int = 1,
-    ) -> ProvenanceGraph:
+    def empty(self, registry: KeyRegistry | None = None, **settings: Any) -> ProvenanceGraph:
         """A new, empty, writable in-memory :class:`ProvenanceGraph` (never a subclass: no journal, not
-        read-only), as replays build into. Nothing of this graph is copied.
+        read-only), as replays build into, with the constructor's ``registry`` and keyword ``settings``
+        (``authority``, ``default_authority``). Nothing of this graph is copied.
 
         >>> ProvenanceGraph().as_of().empty().apply("accept", "k", "v").applied
         True
         """
-        return ProvenanceGraph(registry, authority=authority, default_authority=default_authority)
+        return ProvenanceGraph(registry, **settings)
 
     def _evidence_index(self, evidence: object, op: str, key: str) -> int:
         store = self._store
@@ -1015,37 +1010,26 @@ def _refuse_write(name: str) -> NoReturn:
 
 
 class ReadOnlyGraph(ProvenanceGraph):
-    """A graph rebuilt by replay (:meth:`ProvenanceGraph.as_of`): every read works, every write refuses."""
+    """A graph rebuilt by replay (:meth:`ProvenanceGraph.as_of`): every read works, every write
+    (:data:`WRITES`) refuses, whatever its arguments.
 
-    def observe(
-        self, text: str, source: str = "user", time: str | None = None, valid_time: str | None = None
-    ) -> NoReturn:
-        _refuse_write("observe")
+    >>> ProvenanceGraph().as_of().observe("x")
+    Traceback (most recent call last):
+    ...
+    PermissionError: observe: this graph is a read-only replay (as_of); write to the graph it was read from
+    """
 
-    def apply(
-        self,
-        op: str,
-        key: str,
-        value: str | None = None,
-        evidence: str | None = None,
-        *,
-        depends_on: Iterable[str] | None = None,
-        alias: str | None = None,
-        retracts: str | None = None,
-    ) -> NoReturn:
-        _refuse_write("apply")
+    #: the methods that would change the graph
+    WRITES = ("observe", "apply", "undo", "erase", "unmerge", "apply_batch", "set_authority")
 
-    def undo(self, op_seq: int, evidence: str | None = None) -> NoReturn:
-        _refuse_write("undo")
 
-    def erase(self, evidence_id: str) -> NoReturn:
-        _refuse_write("erase")
+def _refusing(name: str) -> Callable[..., NoReturn]:
+    def refuse(self: ReadOnlyGraph, *args: object, **kwargs: object) -> NoReturn:
+        _refuse_write(name)
 
-    def unmerge(self, alias: str) -> NoReturn:
-        _refuse_write("unmerge")
+    refuse.__name__ = refuse.__qualname__ = name
+    return refuse
 
-    def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> NoReturn:
-        _refuse_write("apply_batch")
 
-    def set_authority(self, source: str, level: int) -> NoReturn:
-        _refuse_write("set_authority")
+for _write in ReadOnlyGraph.WRITES:
+    setattr(ReadOnlyGraph, _write, _refusing(_write))

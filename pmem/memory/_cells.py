@@ -9,9 +9,9 @@ the past) has a history to work on.
 
 >>> from pmem.graph import Patch
 >>> for cells in (GraphCells(ProvenanceGraph()), OverwriteCells()):
-...     _ = cells.apply("accept", "budget", "$30k", None)
+...     _ = cells.apply(Write("accept", "budget", "$30k", None))
 ...     low = cells.lower(Patch("budget", None, old_value="$30k"), cells.head("budget"))
-...     _ = cells.apply(low.op, "budget", low.value, None)
+...     _ = cells.apply(Write(low.op, "budget", low.value, None))
 ...     print(type(cells).__name__, cells.current("budget"), [v.value for v in cells.as_graph().versions("budget")])
 GraphCells None ['$30k']
 OverwriteCells None []
@@ -26,7 +26,7 @@ from pmem.graph import Lowering, OpResult, Patch, PatchController, ProvenanceGra
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-__all__ = ["Cells", "GraphCells", "Head", "OverwriteCells"]
+__all__ = ["Cells", "GraphCells", "Head", "OverwriteCells", "Write"]
 
 
 class Head(NamedTuple):
@@ -36,6 +36,18 @@ class Head(NamedTuple):
     value: str
     status: str
     alternatives: list[str]
+
+
+class Write(NamedTuple):
+    """One typed operation as the write path asks for it: on ``key``, citing ``evidence``, resting on the
+    ``premises`` (keys), and extracted under ``alias`` where soft identity routed it to ``key``."""
+
+    op: str
+    key: str
+    value: str | None
+    evidence: str | None
+    premises: tuple[str, ...] = ()
+    alias: str | None = None
 
 
 class Cells(Protocol):
@@ -53,15 +65,7 @@ class Cells(Protocol):
     def lower(self, patch: Patch, head: Head | None) -> Lowering:
         """The typed operation ``patch`` becomes against the key's ``head`` (the patch controller's rules)."""
 
-    def apply(
-        self,
-        op: str,
-        key: str,
-        value: str | None,
-        evidence: str | None,
-        depends_on: tuple[str, ...] = (),
-        alias: str | None = None,
-    ) -> OpResult:
+    def apply(self, write: Write) -> OpResult:
         """Apply one typed operation. Raises ``ValueError`` for arguments the cells refuse (then nothing
         is written); an operation whose precondition fails is a noop result with its reason."""
 
@@ -101,18 +105,11 @@ class GraphCells:
     def lower(self, patch: Patch, head: Head | None) -> Lowering:
         return self._controller.lower(self.graph, patch)
 
-    def apply(
-        self,
-        op: str,
-        key: str,
-        value: str | None,
-        evidence: str | None,
-        depends_on: tuple[str, ...] = (),
-        alias: str | None = None,
-    ) -> OpResult:
-        if depends_on or alias is not None:
+    def apply(self, write: Write) -> OpResult:
+        op, key, value, evidence, premises, alias = write
+        if premises or alias is not None:
             return self.graph.apply(
-                op, key, value, evidence=evidence, depends_on=depends_on or None, alias=alias
+                op, key, value, evidence=evidence, depends_on=premises or None, alias=alias
             )
         return self.graph.apply(op, key, value, evidence=evidence)
 
@@ -152,15 +149,8 @@ class OverwriteCells:
         # no history: the head alone, lowered by the same rules
         return lower_patch(patch, *(head or (None,)))
 
-    def apply(
-        self,
-        op: str,
-        key: str,
-        value: str | None,
-        evidence: str | None,
-        depends_on: tuple[str, ...] = (),
-        alias: str | None = None,
-    ) -> OpResult:
+    def apply(self, write: Write) -> OpResult:
+        op, key, value = write.op, write.key, write.value
         cur = self.values.get(key)
         if op == "noop":
             return OpResult(True, "noop", None)

@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from pmem.graph import KeyRegistry, OpResult, Patch, ProvenanceGraph, valid_instant
-from pmem.memory._cells import Cells, GraphCells, Head, OverwriteCells
+from pmem.memory._cells import Cells, GraphCells, Head, OverwriteCells, Write
 from pmem.memory._extract import Extraction, Fact, extract_units, normalize_key, template_extraction
 from pmem.memory._retrieval import VectorIndex
 from pmem.memory._writer import completion_json, first_word, pause
@@ -185,24 +185,6 @@ class WritePath:
             "merged": sum(1 for d in decisions if d.verdict == "same"),
         }
 
-    def _apply(
-        self,
-        op: str,
-        key: str,
-        value: str | None,
-        evidence: str | None,
-        depends_on: tuple[str, ...] = (),
-        alias: str | None = None,
-    ) -> OpResult:
-        try:
-            result = self._cells.apply(op, key, value, evidence, depends_on, alias)
-        except ValueError as exc:
-            # An annotation the core refuses becomes a noop with its reason, as the design says, never a
-            # failed history; the core checks every argument before it changes anything.
-            return OpResult(False, "noop", f"invalid annotation: {exc}")
-        self._dirty.add(key)
-        return result
-
     def _attribute(self, key: str, event: int) -> None:
         if event >= 0 and self.track_attribution:
             self._key_events.setdefault(key, set()).add(event)
@@ -230,7 +212,14 @@ class WritePath:
                 self._aliases[fact.key] = key
         # a revoke retracts the head unless it names what it retracts: a withdrawn fact's value does,
         # a value the model gave for another fact is not trusted to
-        r = self._apply(op, key, None if op == "revoke" and not named else value, evidence, premises, alias)
+        write = Write(op, key, None if op == "revoke" and not named else value, evidence, premises, alias)
+        try:
+            r = self._cells.apply(write)
+            self._dirty.add(key)
+        except ValueError as exc:
+            # An annotation the core refuses becomes a noop with its reason, as the design says, never a
+            # failed history; the core checks every argument before it changes anything.
+            r = OpResult(False, "noop", f"invalid annotation: {exc}")
         self._attribute(key, fact.event)
         self._w.record(
             r.op,

@@ -99,11 +99,13 @@ def test_extraction_drops_values_no_state_file_could_hold():
 def test_annotation_the_core_refuses_is_a_noop_with_its_reason():
     import asyncio
 
-    from pmem.memory.writepath import WritePath, Writer
+    from pmem.memory.writepath import Fact, WritePath, Writer
     from pmem.models import make_chat_model, make_embedder
 
     path = WritePath(Writer(make_chat_model("heuristic"), make_embedder("hashing")))
-    r = path._apply("accept", "room\nfake = value", "kitchen", None)
+    fact = Fact("room", "kitchen")
+    path._commit(fact, "room\nfake = value", "accept", "kitchen", None, "accept", None, fact.event)
+    (r,) = path.writer.write_log()
     assert (r.applied, r.op) == (False, "noop") and "invalid annotation" in (r.reason or "")
     assert path.graph.frontier() == {}
     asyncio.run(path.write([]))  # the write path is still usable
