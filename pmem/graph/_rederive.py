@@ -22,13 +22,12 @@ and the retraction is left out of every later replay (``retracts_erased``).
 
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pmem.graph._codes import ERASED, NONE, NOOP, OPS, UNDO, UNDONE
+from pmem.graph._codes import ERASED, NONE, NOOP, OPS, UNDO
 from pmem.graph._types import OpResult
 
 if TYPE_CHECKING:
@@ -157,21 +156,6 @@ def index(g: ProvenanceGraph) -> OpIndex:
     return g._op_index.sync(g)
 
 
-def request(g: ProvenanceGraph, i: int) -> tuple[int, int, str | None, int, int]:
-    """What operation ``i`` requested: (op code, key id, value, evidence index, seq)."""
-    e = g.storage.op_extra.get(i)
-    if e is None:
-        t = g.storage.op_target[i]
-        return (
-            g.storage.op_code[i] & 7,
-            g.storage.v_key[t],
-            g.storage.v_value[t],
-            g.storage.v_ev[t],
-            g.storage.v_from[t],
-        )
-    return g.storage.op_code[i] & 7, e[1], e[3], e[2], e[0]
-
-
 def left_out(g: ProvenanceGraph, ops: list[int]) -> dict[int, str]:
     """Of a key's operations, those the replay leaves out, with the reason: cited erased evidence,
     retracts a value that was erased, or undone by an undo that is itself in effect (an undo is in effect
@@ -179,7 +163,7 @@ def left_out(g: ProvenanceGraph, ops: list[int]) -> dict[int, str]:
     out: dict[int, str] = {}
     erased, undo_of, inert = g.storage.erased, g.storage.undo_of, g.storage.retracts_erased
     for i in ops:
-        if request(g, i)[3] in erased:
+        if g.storage.request(i)[3] in erased:
             out[i] = _ERASED_EVIDENCE
         elif i in inert:
             out[i] = _ERASED_TARGET
@@ -187,7 +171,7 @@ def left_out(g: ProvenanceGraph, ops: list[int]) -> dict[int, str]:
     for u in reversed(ops):  # an undo names an earlier operation: the latest undos decide first
         if u in undo_of and u not in out and code[u] >> 6:
             target = undo_of[u]
-            out.setdefault(target, f"undone by the undo at seq {request(g, u)[4]}")
+            out.setdefault(target, f"undone by the undo at seq {g.storage.request(u)[4]}")
     return out
 
 
@@ -203,7 +187,7 @@ def undo(g: ProvenanceGraph, op_seq: object, evidence: str | None) -> OpResult:
         what = "an observation" if op_seq in set(g.storage.ev_seq) else "no arrival of this graph"
         msg = f"undo: seq {op_seq} is not an operation ({what}); name the seq of an entry of operations()"
         raise ValueError(msg)
-    kid = request(g, target)[1]
+    kid = g.storage.request(target)[1]
     skipped = left_out(g, idx.by_key(kid))
     reason = None
     if target in skipped:
@@ -229,7 +213,7 @@ def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
     n = g._evidence_index(evidence_id, "evidence", "")
     idx = index(g)
     cited = idx.by_ev(n)
-    keys = list(dict.fromkeys(request(g, i)[1] for i in cited))
+    keys = list(dict.fromkeys(g.storage.request(i)[1] for i in cited))
     before = {kid: g.storage.head_value(kid) for kid in keys}
     dead_before = {v for kid in keys for v in g.storage.chain(kid) if g.storage.v_status[v] == ERASED}
     g.storage.erased.add(n)
@@ -237,7 +221,9 @@ def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
     if g._last_ev == n:  # the observe-then-apply fast path must not cite it either
         g._last_eid, g._last_ev = None, NONE
     for kid in keys:
-        _erase_targets(g, kid, idx, {request(g, i)[2] for i in cited if request(g, i)[1] == kid})
+        _erase_targets(
+            g, kid, idx, {g.storage.request(i)[2] for i in cited if g.storage.request(i)[1] == kid}
+        )
         rederive(g, kid, idx)
     names = g.storage.key_names
     changed = {
@@ -267,9 +253,9 @@ def _erase_targets(g: ProvenanceGraph, kid: int, idx: OpIndex, stated: set[str |
     alias_of = store.op_alias
     name = store.key_names[kid]
     still = {
-        request(g, i)[2]
+        g.storage.request(i)[2]
         for i in [*ops, *(i for i, a in alias_of.items() if a == name)]
-        if request(g, i)[0] in _STATING and request(g, i)[3] not in store.erased
+        if g.storage.request(i)[0] in _STATING and g.storage.request(i)[3] not in store.erased
     }
     gone = {v for v in stated if v is not None} - still
     if not gone:
@@ -292,7 +278,7 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
     recorded = sorted(
         i
         for i, a in g.storage.op_alias.items()
-        if a == alias and request(g, i)[1] != g.storage.kid.get(alias)
+        if a == alias and g.storage.request(i)[1] != g.storage.kid.get(alias)
     )
     if not recorded:
         what = (
@@ -302,7 +288,7 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
         )
         msg = f"unmerge: no operation to move: alias {alias!r} {what}"
         raise ValueError(msg)
-    keys = list(dict.fromkeys(request(g, i)[1] for i in recorded))
+    keys = list(dict.fromkeys(g.storage.request(i)[1] for i in recorded))
     moving = set(recorded)
     for kid in keys:  # an undo follows the operation it undoes (and an undo of it, that undo)
         for u in idx.by_key(kid):
@@ -310,7 +296,7 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
                 moving.add(u)
     akid = g._key_id(alias)
     before = {kid: g.storage.head_value(kid) for kid in (*keys, akid)}
-    seqs = {request(g, i)[4] for i in moving}
+    seqs = {g.storage.request(i)[4] for i in moving}
     adopted = [
         v
         for kid in keys
@@ -351,14 +337,7 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
     key = g.storage.key_names[kid]
     s = g.empty()
     # the scratch graph reads this graph's evidence (sources for authority, valid times)
-    s.storage.ev_text, s.storage.ev_source, s.storage.ev_seq = (
-        g.storage.ev_text,
-        g.storage.ev_source,
-        g.storage.ev_seq,
-    )
-    s.storage.sources, s.storage.source_code = g.storage.sources, g.storage.source_code
-    s.storage.ev_valid, s.storage.valid_at = g.storage.ev_valid, g.storage.valid_at
-    s.storage.default_authority = g.storage.default_authority
+    s.storage.share_evidence(g.storage)
     settings = [entry for entry in g.storage.authority_log if entry[0] >= 0]
     if g.storage.authority_from_start:
         s.storage.authority = {src: level for after, src, level in g.storage.authority_log if after < 0}
@@ -366,7 +345,7 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
     replayed: dict[int, int] = {}  # this graph's operation -> the scratch graph's
     targets = g.storage.op_retracts
     for i in ops:
-        req, _, value, ev, seq = request(g, i)
+        req, _, value, ev, seq = g.storage.request(i)
         if req == UNDO or i in skipped:
             continue
         while settings and settings[0][0] < seq:
@@ -380,117 +359,12 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
         # scratch graph's own record of it is not written back: the request is this graph's)
         s.apply(OPS[req], key, value, None if ev == NONE else _TOKEN, retracts=targets.get(i))
         replayed[i] = len(s.storage.op_code) - 1
-    _write_back(g, kid, ops, skipped, replayed, s, adopted or [])
-
-
-def _write_back(
-    g: ProvenanceGraph,
-    kid: int,
-    ops: list[int],
-    skipped: dict[int, str],
-    replayed: dict[int, int],
-    s: ProvenanceGraph,
-    adopted: list[int],
-) -> None:
-    own = [
-        v for v in g.storage.chain(kid) if g.storage.v_key[v] == kid
-    ]  # a chain may pass through moved versions
-    versions = list(dict.fromkeys([*own, *adopted]))
-    by_from = {g.storage.v_from[v]: v for v in versions}  # a version is known by its creating operation's seq
-    vmap: dict[int, int] = {NONE: NONE}  # scratch version -> this graph's
-    for t in replayed.values():
-        if t in s.storage.op_extra:
-            continue  # created nothing
-        sv = s.storage.op_target[t]
-        v = by_from.get(s.storage.v_from[sv])
-        if v is None:  # created now by an operation that created nothing before
-            v = len(g.storage.v_key)
-            g.storage.v_value.append(s.storage.v_value[sv])
-            for column, cell in (
-                (g.storage.v_key, kid),
-                (g.storage.v_status, 0),
-                (g.storage.v_from, s.storage.v_from[sv]),
-                (g.storage.v_to, NONE),
-                (g.storage.v_ev, s.storage.v_ev[sv]),
-                (g.storage.v_prev, NONE),
-            ):
-                column.append(cell)
-            versions.append(v)
-        vmap[sv] = v
-    live = {v: sv for sv, v in vmap.items() if sv != NONE}
-    erased_ops = {request(g, i)[4] for i, why in skipped.items() if why == _ERASED_EVIDENCE}
-    for v in versions:
-        g.storage.v_older.pop(v, None)
-        g.storage.v_alt.pop(v, None)
-        g.storage.v_extra_support.pop(v, None)
-        found = live.get(v)
-        if found is None:  # no replayed operation creates it any more
-            gone = g.storage.v_from[v] in erased_ops
-            if g.storage.v_status[v] not in (UNDONE, ERASED) or gone:
-                g.storage.v_status[v] = ERASED if gone else UNDONE
-                if g.storage.v_to[v] == NONE:
-                    g.storage.v_to[v] = g.storage.seq
-            if gone:
-                g.storage.v_value[v] = ""
-            g.storage.v_prev[v] = NONE
-            continue
-        sv = found
-        g.storage.v_status[v] = s.storage.v_status[sv]
-        g.storage.v_to[v] = s.storage.v_to[sv]
-        g.storage.v_prev[v] = vmap[s.storage.v_prev[sv]]
-        alt = s.storage.v_alt.get(sv)
-        if alt is not None:
-            g.storage.v_alt[v] = vmap[alt]
-        support = s.storage.v_extra_support.get(sv)
-        if support is not None:
-            g.storage.v_extra_support[v] = support
-    # the key's arrival chain, over every version it ever had (by creating seq)
-    ordered = sorted(versions, key=lambda v: g.storage.v_from[v])
-    older = NONE
-    for v in ordered:
-        if g.storage.v_prev[v] != older:
-            g.storage.v_older[v] = older
-        older = v
-    g.storage.k_newest[kid] = ordered[-1] if ordered else NONE
-    g.storage.set_head(kid, vmap[s.storage.k_head[0]])
-    alts = s.storage.open_alts.get(0)
-    if alts:
-        g.storage.open_alts[kid] = [vmap[a] for a in alts]
-    else:
-        g.storage.open_alts.pop(kid, None)
-    _replace_edges(g, kid, s, vmap)
-    for i in ops:
-        req, _, value, ev, seq = request(g, i)
-        if req == UNDO:
-            continue
-        if i in skipped:
-            why = skipped[i]
-            kept = None if why in (_ERASED_EVIDENCE, _ERASED_TARGET) else value
-            g.storage.op_code[i] = req | NOOP << 3
-            g.storage.op_target[i] = NONE
-            g.storage.op_extra[i] = (seq, kid, ev, kept, f"left out: {why}")
-            continue
-        t = replayed[i]
-        g.storage.op_code[i] = s.storage.op_code[t]
-        g.storage.op_target[i] = vmap[s.storage.op_target[t]]
-        e = s.storage.op_extra.get(t)
-        if e is None:
-            g.storage.op_extra.pop(i, None)
-        else:
-            g.storage.op_extra[i] = (e[0], kid, e[2], e[3], e[4])
-
-
-def _replace_edges(g: ProvenanceGraph, kid: int, s: ProvenanceGraph, vmap: dict[int, int]) -> None:
-    """Supported-by edges and tombstones of the key: the replay's, in place of the old ones."""
-    for names in (("sb_version", "sb_ev", "sb_seq"), ("tb_version", "tb_seq", "tb_ev")):
-        columns: list[array[int]] = [getattr(g.storage, name) for name in names]
-        v_key = g.storage.v_key
-        keep = [j for j, v in enumerate(columns[0]) if v_key[v] != kid]
-        if len(keep) != len(columns[0]):
-            columns = [array("q", [column[j] for j in keep]) for column in columns]
-        replayed: list[array[int]] = [getattr(s.storage, name) for name in names]
-        columns[0].extend(vmap[v] for v in replayed[0])
-        for name, column, added in zip(names, columns, replayed, strict=True):
-            if name != names[0]:
-                column.extend(added)
-            setattr(g.storage, name, column)
+    erased_ops = {g.storage.request(i)[4] for i, why in skipped.items() if why == _ERASED_EVIDENCE}
+    # a left-out operation keeps its value unless the value's text was erased
+    left_out_values = {
+        i: None if why in (_ERASED_EVIDENCE, _ERASED_TARGET) else g.storage.request(i)[2]
+        for i, why in skipped.items()
+    }
+    g.storage.replace_history(
+        kid, ops, skipped, left_out_values, erased_ops, replayed, s.storage, adopted or []
+    )

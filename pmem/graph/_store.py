@@ -40,7 +40,7 @@ from __future__ import annotations
 from array import array
 from typing import TYPE_CHECKING
 
-from pmem.graph._codes import ACTIVE, NONE
+from pmem.graph._codes import ACTIVE, ERASED, NONE, NOOP, UNDO, UNDONE
 from pmem.graph._texts import TextColumn
 
 if TYPE_CHECKING:
@@ -193,7 +193,139 @@ class GraphStore:
         self.op_code.append(req | eff << 3 | applied << 6)
         self.op_target.append(target)
 
+    def share_evidence(self, other: GraphStore) -> None:
+        """Read ``other``'s evidence (texts, sources, seqs, valid times) and default authority as this
+        store's own: a scratch store replaying one of ``other``'s keys (its columns are shared, not copied)."""
+        self.ev_text, self.ev_source, self.ev_seq = other.ev_text, other.ev_source, other.ev_seq
+        self.sources, self.source_code = other.sources, other.source_code
+        self.ev_valid, self.valid_at = other.ev_valid, other.valid_at
+        self.default_authority = other.default_authority
+
+    def replace_history(
+        self,
+        kid: int,
+        ops: list[int],
+        left_out: dict[int, str],
+        left_out_values: dict[int, str | None],
+        erased_ops: set[int],
+        replayed: dict[int, int],
+        source: GraphStore,
+        adopted: list[int],
+    ) -> None:
+        """Make key ``kid``'s history what a replay of its operations ``ops`` gave in ``source`` (a scratch
+        store holding that one key as key 0): ``replayed`` maps each replayed operation to its index
+        there; the operations ``left_out`` (index -> why) are logged as not applied, keeping
+        ``left_out_values``. A version no replayed operation creates any more becomes undone, or erased
+        (its value blanked) when its creating operation's seq is in ``erased_ops``; versions the replay
+        creates anew are appended. ``adopted``: versions just moved to this key, not yet on its chain.
+        The key's arrival chain, head, open alternatives, supported-by edges, tombstones and log entries
+        are rewritten to match."""
+        own = [v for v in self.chain(kid) if self.v_key[v] == kid]  # a chain may pass through moved versions
+        versions = list(dict.fromkeys([*own, *adopted]))
+        by_from = {self.v_from[v]: v for v in versions}  # a version is known by its creating operation's seq
+        vmap: dict[int, int] = {NONE: NONE}  # scratch version -> this store's
+        for t in replayed.values():
+            if t in source.op_extra:
+                continue  # created nothing
+            sv = source.op_target[t]
+            v = by_from.get(source.v_from[sv])
+            if v is None:  # created now by an operation that created nothing before
+                v = len(self.v_key)
+                self.v_value.append(source.v_value[sv])
+                for column, cell in (
+                    (self.v_key, kid),
+                    (self.v_status, 0),
+                    (self.v_from, source.v_from[sv]),
+                    (self.v_to, NONE),
+                    (self.v_ev, source.v_ev[sv]),
+                    (self.v_prev, NONE),
+                ):
+                    column.append(cell)
+                versions.append(v)
+            vmap[sv] = v
+        live = {v: sv for sv, v in vmap.items() if sv != NONE}
+        for v in versions:
+            self.v_older.pop(v, None)
+            self.v_alt.pop(v, None)
+            self.v_extra_support.pop(v, None)
+            found = live.get(v)
+            if found is None:  # no replayed operation creates it any more
+                gone = self.v_from[v] in erased_ops
+                if self.v_status[v] not in (UNDONE, ERASED) or gone:
+                    self.v_status[v] = ERASED if gone else UNDONE
+                    if self.v_to[v] == NONE:
+                        self.v_to[v] = self.seq
+                if gone:
+                    self.v_value[v] = ""
+                self.v_prev[v] = NONE
+                continue
+            sv = found
+            self.v_status[v] = source.v_status[sv]
+            self.v_to[v] = source.v_to[sv]
+            self.v_prev[v] = vmap[source.v_prev[sv]]
+            alt = source.v_alt.get(sv)
+            if alt is not None:
+                self.v_alt[v] = vmap[alt]
+            support = source.v_extra_support.get(sv)
+            if support is not None:
+                self.v_extra_support[v] = support
+        # the key's arrival chain, over every version it ever had (by creating seq)
+        ordered = sorted(versions, key=lambda v: self.v_from[v])
+        older = NONE
+        for v in ordered:
+            if self.v_prev[v] != older:
+                self.v_older[v] = older
+            older = v
+        self.k_newest[kid] = ordered[-1] if ordered else NONE
+        self.set_head(kid, vmap[source.k_head[0]])
+        alts = source.open_alts.get(0)
+        if alts:
+            self.open_alts[kid] = [vmap[a] for a in alts]
+        else:
+            self.open_alts.pop(kid, None)
+        self._replace_edges(kid, source, vmap)
+        for i in ops:
+            req, _, _, ev, seq = self.request(i)
+            if req == UNDO:
+                continue
+            if i in left_out:
+                self.op_code[i] = req | NOOP << 3
+                self.op_target[i] = NONE
+                self.op_extra[i] = (seq, kid, ev, left_out_values[i], f"left out: {left_out[i]}")
+                continue
+            t = replayed[i]
+            self.op_code[i] = source.op_code[t]
+            self.op_target[i] = vmap[source.op_target[t]]
+            e = source.op_extra.get(t)
+            if e is None:
+                self.op_extra.pop(i, None)
+            else:
+                self.op_extra[i] = (e[0], kid, e[2], e[3], e[4])
+
+    def _replace_edges(self, kid: int, source: GraphStore, vmap: dict[int, int]) -> None:
+        """Supported-by edges and tombstones of the key: ``source``'s, in place of the old ones."""
+        for names in (("sb_version", "sb_ev", "sb_seq"), ("tb_version", "tb_seq", "tb_ev")):
+            columns: list[array[int]] = [getattr(self, name) for name in names]
+            v_key = self.v_key
+            keep = [j for j, v in enumerate(columns[0]) if v_key[v] != kid]
+            if len(keep) != len(columns[0]):
+                columns = [array("q", [column[j] for j in keep]) for column in columns]
+            replayed: list[array[int]] = [getattr(source, name) for name in names]
+            columns[0].extend(vmap[v] for v in replayed[0])
+            for name, column, added in zip(names, columns, replayed, strict=True):
+                if name != names[0]:
+                    column.extend(added)
+                setattr(self, name, column)
+
     # ------------------------------------------------------------------ reading
+
+    def request(self, i: int) -> tuple[int, int, str | None, int, int]:
+        """What operation ``i`` requested: (op code, key id, value, evidence index, seq)."""
+        e = self.op_extra.get(i)
+        if e is None:
+            t = self.op_target[i]
+            return self.op_code[i] & 7, self.v_key[t], self.v_value[t], self.v_ev[t], self.v_from[t]
+        return self.op_code[i] & 7, e[1], e[3], e[2], e[0]
 
     def head_value(self, kid: int) -> str | None:
         """The value of key ``kid``'s head; None when the cell is empty."""
