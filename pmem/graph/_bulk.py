@@ -261,7 +261,7 @@ def _validate(
     needs_value = (code == ACCEPT) | (code == CONTEST) | (code == RESOLVE)
     bad_value = needs_value & (vcode < 0)
     # an operation may name evidence observed before it: in the graph, or earlier in this batch
-    seen = len(graph.storage.ev_seq) + np.cumsum(is_obs)[op_rows]
+    seen = graph.storage.evidence_count() + np.cumsum(is_obs)[op_rows]
     bad_ev = _np(pc.is_valid(evc)) & ((ev < 0) | (ev >= seen))
     if graph.storage.erased:  # erased evidence cannot be cited any more
         bad_ev |= np.isin(ev, np.fromiter(graph.storage.erased, _I64, len(graph.storage.erased)))
@@ -330,7 +330,7 @@ def apply_batch(
     per row, the value a reject or revoke retracts, as ``apply(..., retracts=...)`` takes it.
     """
     table = _table(batch)
-    first_evidence = len(graph.storage.ev_seq)
+    first_evidence = graph.storage.evidence_count()
     if table.num_rows == 0:
         return BatchResult(np.zeros(0, np.int8), np.zeros(0, np.bool_), first_evidence)
     # The batch allocates container objects (log tuples, value and key lists) by the hundred thousand;

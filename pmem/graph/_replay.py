@@ -68,7 +68,7 @@ def as_of(graph: ProvenanceGraph, seq: int | None = None, time: object = None) -
 def arrival_log(graph: ProvenanceGraph) -> dict[str, Any]:
     """The arrivals in seq order, as columns: ``seq``, ``evidence`` (index of an observation, -1 for an
     operation) and ``op`` (index into the operation log, -1 for an observation)."""
-    n_ev = len(graph.storage.ev_seq)
+    n_ev = graph.storage.evidence_count()
     ops = list(graph.operations())
     seq = np.fromiter((*graph.storage.ev_seq, *(o.seq for o in ops)), np.int64, n_ev + len(ops))
     order = np.argsort(seq, kind="stable")

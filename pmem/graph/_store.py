@@ -193,6 +193,15 @@ class GraphStore:
         self.op_code.append(req | eff << 3 | applied << 6)
         self.op_target.append(target)
 
+    def evidence_count(self) -> int:
+        """How many evidence nodes there are (the next one's index)."""
+        return len(self.ev_seq)
+
+    def set_valid_time(self, ev: int, text: str, at: datetime) -> None:
+        """Evidence ``ev`` states facts true from ``text`` (ISO 8601), parsed as ``at`` (naive UTC)."""
+        self.ev_valid[ev] = text
+        self.valid_at[ev] = at
+
     def share_evidence(self, other: GraphStore) -> None:
         """Read ``other``'s evidence (texts, sources, seqs, valid times) and default authority as this
         store's own: a scratch store replaying one of ``other``'s keys (its columns are shared, not copied)."""

@@ -255,7 +255,7 @@ def _flags(n: int, rows: set[int]) -> NDArray[np.bool_]:
 
 
 def _evidence(graph: ProvenanceGraph) -> pa.Table:
-    n = len(graph.storage.ev_seq)
+    n = graph.storage.evidence_count()
     erased = _flags(n, graph.storage.erased)
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),

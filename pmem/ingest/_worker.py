@@ -168,8 +168,7 @@ class PartitionGraph(ProvenanceGraph):
         """Evidence ``e<position>`` (observed on the driver) is valid from ``valid_time``."""
         text, at = valid_instant(valid_time, "ingest")
         self._dated[f"e{position}"] = position
-        self.storage.ev_valid[position] = text
-        self.storage.valid_at[position] = at
+        self.storage.set_valid_time(position, text, at)
 
     def apply_fact_row(self, fact: FactRow) -> None:
         """Apply a fact row (observed on the driver as ``e<position>``)."""
@@ -422,7 +421,7 @@ class IngestWorker:
         rows = 0
         for name, digest in kept:
             piece = read_segment(self._part_dir / name, digest)
-            apply_log(self._part, localize(piece, len(self._part.storage.ev_seq)))
+            apply_log(self._part, localize(piece, self._part.storage.evidence_count()))
             rows += piece.num_rows
         if resumed:
             self.path.adopt_graph(PartitionGraph.from_bytes(self._part.to_bytes()))
@@ -441,7 +440,7 @@ class IngestWorker:
             first = int(piece.column("seq")[0].as_py())
             self._segment = LogSegment(self._opened() / f"log-{first:012d}.arrow")
         self._segment.write(piece)
-        applied = apply_log(self._part, localize(piece, len(self._part.storage.ev_seq)))
+        applied = apply_log(self._part, localize(piece, self._part.storage.evidence_count()))
         ops = pc.is_valid(piece.column("op")).to_numpy(zero_copy_only=False)
         seqs = piece.column("seq").to_numpy()[ops]
         return [int(s) for s in seqs[~applied]]
