@@ -7,10 +7,10 @@ The write path holds one and never asks which: what differs is the kinds' own bu
 :attr:`Cells.retains` says whether replayable provenance (premises, aliases, forget requests, reads of
 the past) has a history to work on.
 
->>> from pmem.graph import Patch
+>>> from pmem.graph import Patch, lower_patch
 >>> for cells in (GraphCells(ProvenanceGraph()), OverwriteCells()):
 ...     _ = cells.apply(Write("accept", "budget", "$30k", None))
-...     low = cells.lower(Patch("budget", None, old_value="$30k"), cells.head("budget"))
+...     low = lower_patch(Patch("budget", None, old_value="$30k"), *cells.head("budget"))
 ...     _ = cells.apply(Write(low.op, "budget", low.value, None))
 ...     print(type(cells).__name__, cells.current("budget"), [v.value for v in cells.as_graph().versions("budget")])
 GraphCells None ['$30k']
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from pmem.graph import Lowering, OpResult, Patch, PatchController, ProvenanceGraph, lower_patch
+from pmem.graph import OpResult, ProvenanceGraph
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -62,9 +62,6 @@ class Cells(Protocol):
     def current(self, key: str) -> str | None:
         """The key's current value alone."""
 
-    def lower(self, patch: Patch, head: Head | None) -> Lowering:
-        """The typed operation ``patch`` becomes against the key's ``head`` (the patch controller's rules)."""
-
     def apply(self, write: Write) -> OpResult:
         """Apply one typed operation. Raises ``ValueError`` for arguments the cells refuse (then nothing
         is written); an operation whose precondition fails is a noop result with its reason."""
@@ -91,7 +88,6 @@ class GraphCells:
 
     def __init__(self, graph: ProvenanceGraph) -> None:
         self.graph = graph  # the graph written into (its registry routes the write path's keys)
-        self._controller = PatchController()  # lowers a patch against the graph's cell
 
     def head(self, key: str) -> Head | None:
         cell = self.graph.cell(key)
@@ -101,9 +97,6 @@ class GraphCells:
 
     def current(self, key: str) -> str | None:
         return self.graph.head_value(key)
-
-    def lower(self, patch: Patch, head: Head | None) -> Lowering:
-        return self._controller.lower(self.graph, patch)
 
     def apply(self, write: Write) -> OpResult:
         op, key, value, evidence, premises, alias = write
@@ -144,10 +137,6 @@ class OverwriteCells:
 
     def current(self, key: str) -> str | None:
         return self.values.get(key)
-
-    def lower(self, patch: Patch, head: Head | None) -> Lowering:
-        # no history: the head alone, lowered by the same rules
-        return lower_patch(patch, *(head or (None,)))
 
     def apply(self, write: Write) -> OpResult:
         op, key, value = write.op, write.key, write.value

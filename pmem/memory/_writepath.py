@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pmem.graph import KeyRegistry, OpResult, Patch, ProvenanceGraph, valid_instant
+from pmem.graph import KeyRegistry, Lowering, OpResult, Patch, ProvenanceGraph, lower_patch, valid_instant
 from pmem.memory._cells import Cells, GraphCells, Head, OverwriteCells, Write
 from pmem.memory._extract import Extraction, Fact, extract_units, normalize_key, template_extraction
 from pmem.memory._retrieval import VectorIndex
@@ -507,7 +507,7 @@ class WritePath:
             patch = Patch(fact.key, fact.value, op="resolve")
         else:
             patch = Patch(fact.key, fact.value)
-        low = self._cells.lower(patch, head)
+        low = _lower(patch, head)
         self._commit(fact, fact.key, low.op, low.value, evidence, patch.op, low.reason, first_event)
 
     def _use_model_annotation(self) -> bool:
@@ -523,7 +523,7 @@ class WritePath:
                 patch = Patch(key, None, old_value=fact.value)
             else:
                 patch = Patch(key, fact.value)
-            low = self._cells.lower(patch, head)
+            low = _lower(patch, head)
             self._commit(fact, key, low.op, low.value, evidence, None, low.reason, first_event)
             return
         if head is None:
@@ -602,6 +602,12 @@ class WritePath:
             return None
         instant = question_instant(question)
         return None if instant is None else self._graph.as_of(time=instant)
+
+
+def _lower(patch: Patch, head: Head | None) -> Lowering:
+    """The typed operation ``patch`` becomes against the key's ``head`` as read: the patch controller's
+    rules (:func:`pmem.graph.lower_patch`), for both kinds of cells (a cell without a value is empty)."""
+    return lower_patch(patch, *(head or (None,)))
 
 
 def validate_annotation(

@@ -109,3 +109,33 @@ def test_annotation_the_core_refuses_is_a_noop_with_its_reason():
     assert (r.applied, r.op) == (False, "noop") and "invalid annotation" in (r.reason or "")
     assert path.graph.frontier() == {}
     asyncio.run(path.write([]))  # the write path is still usable
+
+
+def test_a_retraction_is_lowered_against_the_head_it_names_with_and_without_retention():
+    """The write path lowers each fact against the key's head as read: a correction naming the head
+    rolls it back (retention on) or deletes the cell (off); one naming another value changes nothing."""
+    import asyncio
+
+    from pmem.bench import Event
+    from pmem.memory.writepath import WritePath, Writer
+    from pmem.models import make_chat_model, make_embedder
+
+    moved = [
+        "Earlier observation: apple 1 was in fridge 1.",
+        "Update: apple 1 has been moved to table 2.",
+    ]
+    named = "Correction: the report that apple 1 was moved to table 2 was an error."
+    stale = "Correction: the report that apple 1 was moved to shelf 9 was an error."
+    outcomes = {}
+    for retention in (True, False):
+        for correction in (named, stale):
+            path = WritePath(
+                Writer(make_chat_model("heuristic"), make_embedder("hashing")),
+                {"write": "oracle", "retention": retention},
+            )
+            events = [Event(i, text) for i, text in enumerate([*moved, correction])]
+            asyncio.run(path.write([[e] for e in events]))
+            outcomes[retention, correction] = {key: value for key, value, _ in path.active_items()}
+    assert outcomes[True, named] == {"apple_1.location": "fridge 1"}
+    assert outcomes[False, named] == {}
+    assert outcomes[True, stale] == outcomes[False, stale] == {"apple_1.location": "table 2"}
