@@ -18,7 +18,14 @@ from pmem.peers._proxy import REPLY_TOKENS, MeteringProxy
 if TYPE_CHECKING:
     from pmem.arms import ModelSet
 
-__all__ = ["REPLY_TOKENS", "PeerArm", "PeerFailed", "PeerNotRunnable"]
+__all__ = ["LIBRARY_WAIT_S", "REPLY_TOKENS", "PeerArm", "PeerFailed", "PeerNotRunnable"]
+
+#: how long a library's HTTP client waits for the proxy's answer. The proxy answers every request within
+#: the model layer's limits (each call's ``timeout_s``, its retries, replica failover: what the sweep's
+#: config sets), so this bound only catches a proxy that stopped answering. The openai SDK's default,
+#: 600 s, gave up on a Mem0 extraction call that a one-thread llama.cpp replica was still writing, and
+#: the SDK asked for it again, queued behind the abandoned call.
+LIBRARY_WAIT_S = 6 * 3600.0
 
 
 class PeerNotRunnable(RuntimeError):
@@ -102,6 +109,15 @@ class PeerArm(ArmBase):
 
         for name in self.LOGGERS:
             logging.getLogger(name).setLevel(logging.CRITICAL)
+
+    def openai_client(self, url: str, *, asynchronous: bool = False) -> Any:
+        """An ``openai`` client for the library, pointed at the proxy at ``url``, that waits up to
+        :data:`LIBRARY_WAIT_S`. It keeps the SDK's retries for a dropped connection; the proxy's error
+        answers tell it not to retry (the model layer behind the proxy did)."""
+        import openai  # the peer extras' dependency, not the light install's
+
+        cls = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+        return cls(api_key="local", base_url=url, timeout=LIBRARY_WAIT_S)
 
     def missing(self, exc: ImportError) -> PeerNotRunnable:
         """The error for a library that is not installed."""

@@ -69,19 +69,21 @@ class GraphitiArm(PeerArm):
             temperature=0.0,
             max_tokens=self.reply_tokens,
         )
+        client = self.openai_client(url, asynchronous=True)  # one client: all its calls reach the proxy
         try:
             with warnings.catch_warnings():  # the deprecation is said once, in this module's docstring
                 warnings.simplefilter("ignore", DeprecationWarning)
                 driver = KuzuDriver(db=str(self.folder / "graph.kuzu"))
             graphiti = Graphiti(
                 graph_driver=driver,
-                llm_client=OpenAIGenericClient(config=llm, max_tokens=self.reply_tokens),
+                llm_client=OpenAIGenericClient(config=llm, client=client, max_tokens=self.reply_tokens),
                 embedder=OpenAIEmbedder(
                     OpenAIEmbedderConfig(
                         api_key="local", base_url=url, embedding_model="embedder", embedding_dim=dims
-                    )
+                    ),
+                    client=client,
                 ),
-                cross_encoder=OpenAIRerankerClient(config=llm),
+                cross_encoder=OpenAIRerankerClient(config=llm, client=client),
             )
             await graphiti.build_indices_and_constraints()
             await _full_text_indices(driver, get_fulltext_indices(GraphProvider.KUZU))

@@ -59,7 +59,11 @@ class Mem0Arm(PeerArm):
             },
             "history_db_path": str(self.folder / "history.db"),
         }
-        return await self.call_library(Memory.from_config, config)
+        memory = await self.call_library(Memory.from_config, config)
+        # Mem0's config cannot set its clients' timeout or retries: its clients are replaced by ours
+        memory.llm.client = self.openai_client(url)
+        memory.embedding_model.client = self.openai_client(url)
+        return memory
 
     async def _ingest_units(self, units: list[list[Event]]) -> None:
         memory = await self.client()

@@ -9,7 +9,8 @@ searches.
 
 What the model layer cannot carry (tool calls, several choices) is refused with HTTP 400 and a message
 naming the field; a call that failed for good is HTTP 502 with the model layer's reason, and
-:attr:`MeteringProxy.failure` keeps the first such reason so the arm can fail the history with it.
+:attr:`MeteringProxy.failure` keeps the first such reason so the arm can fail the history with it. Neither
+is asked again by the library's client (``x-should-retry: false``).
 """
 
 from __future__ import annotations
@@ -192,7 +193,11 @@ class MeteringProxy:
 
 
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": "metering_proxy"}}, status=status)
+    """An error answer the library's openai client does not ask again: a refusal is the same every time,
+    and a failed call has had the model layer's retries and failover already (``x-should-retry`` is the
+    openai SDK's header for it)."""
+    body = {"error": {"message": message, "type": "metering_proxy"}}
+    return web.json_response(body, status=status, headers={"x-should-retry": "false"})
 
 
 def _unsupported(body: dict[str, Any]) -> str | None:

@@ -587,6 +587,16 @@ def test_a_timeout_does_not_count_the_clients_queue() -> None:
     assert _CLIENT_DEFAULTS["concurrency"] == 1
 
 
+def test_llama_cpps_default_timeout_covers_a_full_window_and_the_longest_peer_reply_with_room() -> None:
+    """The former 600 s cut a Mem0 extraction call short in the accuracy run while the replica wrote it."""
+    prompt_per_s, reply_per_s = (
+        82,
+        4.7,
+    )  # one-thread replica of the 1.5B model, measured (pmem.models._llamacpp)
+    longest_s = 16_384 / prompt_per_s + 4_096 / reply_per_s
+    assert _CLIENT_DEFAULTS["timeout_s"] >= 1.5 * longest_s
+
+
 # ---------------------------------------------------------------- 9. the long-context arm's budget
 
 

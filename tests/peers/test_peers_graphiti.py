@@ -84,3 +84,26 @@ def test_a_fresh_store_answers_a_search() -> None:
         found, indices = asyncio.run(go(server.url))
     assert found == []  # nothing written yet: an empty answer, not an exception
     assert {"edge_name_and_fact", "node_name_and_summary", "episode_content"} <= indices
+
+
+def test_graphitis_clients_wait_for_the_proxy() -> None:
+    """As Mem0's: the LLM, embedder and reranker clients wait :data:`~pmem.peers.LIBRARY_WAIT_S`."""
+    import asyncio
+
+    from pmem.arms import ModelSet, make_arm
+    from pmem.models import make_embedder
+    from pmem.models.server import ServerThread
+    from pmem.peers._base import LIBRARY_WAIT_S
+
+    async def go(url: str) -> list[float]:
+        agent = make_chat_model({"backend": "openai", "url": url, "model": "m", "max_retries": 0})
+        arm = make_arm("graphiti", ModelSet(agent, make_embedder("hashing")))
+        try:
+            graphiti = await arm.client()
+            clients = (graphiti.llm_client.client, graphiti.embedder.client, graphiti.cross_encoder.client)
+            return [c.timeout for c in clients]
+        finally:
+            await arm.aclose()
+
+    with ServerThread() as server:
+        assert asyncio.run(go(server.url)) == [LIBRARY_WAIT_S] * 3

@@ -62,11 +62,38 @@ def test_a_library_failure_is_one_failed_history_and_the_next_goes_on() -> None:
         agent = make_chat_model(
             {"backend": "openai", "url": server.url, "model": "heuristic", "max_retries": 0}
         )
-        server.faults.script.extend(["500"] * 3)  # the first history's first calls fail for good
-        (failed, _), (ok, _) = run("mem0", agent, histories(2))
+        server.faults.script.append("500")  # the first history's first call fails for good (no retries)
+        (failed, failed_calls), (ok, _) = run("mem0", agent, histories(2))
     assert failed.history_row.status == "failed"
+    # Mem0 asked once: the proxy's error answer says not to retry, since the model layer behind it owns
+    # the retries (none here). With its openai client's own 2 retries, the second attempt got a reply.
+    assert [r.purpose for r in failed_calls.rows if r.purpose != "embed"] == ["peer_write"]
     reason = (failed.history_row.error or "").splitlines()[-1]
     # the library's own message, then what the model layer said behind it (kept by the proxy)
     assert reason.startswith("pmem.peers._base.PeerFailed: mem0 add: ")
     assert "(model call: peer_write call to" in reason and "internal error (injected)" in reason
     assert ok.history_row.status == "complete", ok.history_row.error
+
+
+def test_mem0s_clients_wait_for_the_proxy() -> None:
+    """A one-thread llama.cpp replica can take longer than the openai SDK's 600 s on a long reply: Mem0's
+    clients wait :data:`~pmem.peers.LIBRARY_WAIT_S`."""
+    import asyncio
+
+    from pmem.arms import ModelSet, make_arm
+    from pmem.models import make_embedder
+    from pmem.models.server import ServerThread
+    from pmem.peers._base import LIBRARY_WAIT_S
+
+    async def go(url: str) -> list[float]:
+        agent = make_chat_model({"backend": "openai", "url": url, "model": "m", "max_retries": 0})
+        arm = make_arm("mem0", ModelSet(agent, make_embedder("hashing")))
+        try:
+            memory = await arm.client()
+            clients = (memory.llm.client, memory.embedding_model.client)
+            return [c.timeout for c in clients]
+        finally:
+            await arm.aclose()
+
+    with ServerThread() as server:
+        assert asyncio.run(go(server.url)) == [LIBRARY_WAIT_S] * 2
