@@ -84,7 +84,6 @@ from __future__ import annotations
 
 import gc
 import itertools
-import operator
 import sys
 from array import array
 from dataclasses import dataclass
@@ -146,9 +145,6 @@ _SUPPORT_CODE = ACCEPT | NOOP << 3 | 1 << 6  # an accept that repeated the head'
 _SUPPORT_REASON = SUPPORT_RESULT.reason
 _I64 = np.int64
 _OP_CODE = {name: code for code, name in enumerate(OPS)}
-# The evidence id _loop passes to apply() while _last_ev holds the row's evidence index: apply's
-# observe-then-apply fast path then takes the index as it is.
-_TOKEN = "<apply_batch evidence>"
 
 
 @dataclass(frozen=True)
@@ -261,10 +257,11 @@ def _validate(
     needs_value = (code == ACCEPT) | (code == CONTEST) | (code == RESOLVE)
     bad_value = needs_value & (vcode < 0)
     # an operation may name evidence observed before it: in the graph, or earlier in this batch
-    seen = graph.storage.evidence_count() + np.cumsum(is_obs)[op_rows]
+    store = graph.storage
+    seen = store.evidence_count() + np.cumsum(is_obs)[op_rows]
     bad_ev = _np(pc.is_valid(evc)) & ((ev < 0) | (ev >= seen))
-    if graph.storage.erased:  # erased evidence cannot be cited any more
-        bad_ev |= np.isin(ev, np.fromiter(graph.storage.erased, _I64, len(graph.storage.erased)))
+    if store.has_erasures():  # erased evidence cannot be cited any more
+        bad_ev |= np.isin(ev, store.erased_evidence())
     refused = np.zeros(len(op_rows), np.bool_)
     for mask, field in ((code < 0, "op"), (bad_key, "key"), (bad_value, "value"), (bad_ev, "evidence")):
         first = np.flatnonzero(mask & ~refused)  # a row is reported for its first refused field only
@@ -272,7 +269,7 @@ def _validate(
             j = int(first[0])
             op = op_col[int(op_rows[j])].as_py()
             why = problem.get(-2 - int(kid[j]), "")
-            erased = int(ev[j]) in graph.storage.erased
+            erased = store.is_erased(int(ev[j]))
             detail = _detail(field, op, keys[j].as_py(), why, ev[j], seen[j], erased)
             errors.append((int(op_rows[j]), field, detail))
         refused |= mask
@@ -341,7 +338,7 @@ def apply_batch(
     try:
         is_obs, ops = _validate(graph, table, retracts)
         # Nothing below can fail.
-        if graph.storage.authority is not None or graph.storage.valid_at:
+        if graph.storage.has_authority() or graph.storage.has_valid_times():
             # an accept may be lowered (authority) or enter the history (valid time): outcomes the
             # column-wise pass does not model, so the rows go through the loop itself
             code = _loop(graph, table, is_obs, retracts)
@@ -370,18 +367,13 @@ def _loop(
     columns = [_col(table, name).to_pylist() for name in WRITE_BATCH_SCHEMA.names]
     columns.append([None] * len(is_obs) if retracts is None else retracts.to_pylist())
     rows = zip(*columns, strict=True)
-    observe, apply = graph.observe, graph.apply
-    last = graph._last_eid, graph._last_ev
+    observe, apply = graph.observe, graph.apply_citing
     for obs, (op, text, source, time, key, value, ev, target) in zip(is_obs.tolist(), rows, strict=True):
         if obs:
             observe(text, source or "user", time)
-            last = graph._last_eid, graph._last_ev
             continue
-        if ev is not None:
-            graph._last_eid, graph._last_ev = _TOKEN, ev
-        result = apply(op, key, value, None if ev is None else _TOKEN, retracts=target)
+        result = apply(NONE if ev is None else ev, op, key, value, retracts=target)
         out.append(_OP_CODE[result.op] << 3 | result.applied << 6)
-    graph._last_eid, graph._last_ev = last
     return np.array(out, dtype=_I64)
 
 
@@ -490,9 +482,10 @@ class _Writer:
         self.is_obs = is_obs
         self.ops = ops
         self.rows = len(is_obs)
-        self.seq0 = graph.storage.seq
-        self.v0 = len(graph.storage.v_key)
-        self.o0 = len(graph.storage.op_code)
+        self.store = store = graph.storage
+        self.seq0 = graph.seq
+        self.v0 = store.version_count()
+        self.o0 = store.operation_count()
         # value code -> string (-1: None), and back; and each string's address (see KeyIndex.value_addr)
         values = ops.values
         self.vpool = _objects([*values, None], len(values) + 1)
@@ -525,7 +518,7 @@ class _Writer:
         self.promoted: list[NDArray[np.int64]] = []  # older versions whose supersedes link a resolve set
         # the ids the new keys will get (run admits them in first-touch order), then the scan's order
         new = ops.kid < 0
-        ops.kid[new] = len(graph.storage.key_names) - 2 - ops.kid[new]
+        ops.kid[new] = store.key_count() - 2 - ops.kid[new]
         self._plan()
         self.steps = (len(self.groups) - 1 + _KINDS - 1) // _KINDS
 
@@ -534,12 +527,8 @@ class _Writer:
         self._admit_keys()
         self._observe()
         self._init_state()
-        for col, fill in ((g.storage.v_status, ACTIVE), (g.storage.v_prev, NONE), (g.storage.v_to, NONE)):
-            col.frombytes(np.full(self.n, fill, _I64).data.cast("B"))
         # views over the whole columns (placeholders included); none may outlive _pack, which resizes them
-        self.st = np.frombuffer(g.storage.v_status, _I64)
-        self.pv = np.frombuffer(g.storage.v_prev, _I64)
-        self.to = np.frombuffer(g.storage.v_to, _I64)
+        self.st, self.pv, self.to = self.store.open_version_window(self.n)
         self._scan()
         self._close_alternatives()
         fin = self._pack()
@@ -549,10 +538,9 @@ class _Writer:
         self._write_links(fin)
         self._write_open_alternatives(fin)
         self._write_heads(fin)
-        g.storage.seq = self.seq0 + self.rows
-        if self.is_obs.any():
-            n = len(g.storage.ev_seq) - 1
-            g._last_eid, g._last_ev = f"e{n}", n
+        self.store.rewind(self.seq0 + self.rows)
+        if self.is_obs.any():  # the observe-then-apply fast path cites the last one, as after observe
+            g.remember_observed(self.store.evidence_count() - 1)
         return self.code
 
     # ------------------------------------------------------------------ before the scan
@@ -563,21 +551,15 @@ class _Writer:
         names = ops.new_names
         if not names:
             return
-        k0 = len(g.storage.key_names)
-        g.storage.kid.update(zip(names, range(k0, k0 + len(names)), strict=True))
-        g.storage.key_names.extend(names)
-        empty = np.full(len(names), NONE, _I64).tobytes()
-        g.storage.k_head.frombytes(empty)
-        g.storage.k_newest.frombytes(empty)
+        self.store.extend_keys(names)
         index_of(g).add(ops.new_keys, ops.new_hashes)  # the lookup caught the index up to k0
 
     def _observe(self) -> None:
-        g, table = self.g, self.table
+        table = self.table
         rows = np.flatnonzero(self.is_obs)
         if not len(rows):
             return
         idx = pa.array(rows, type=pa.int64())
-        n0 = len(g.storage.ev_seq)
         named: Any = _col(table, "source").take(idx)
         # the loop passes `source or "user"`: null and "" both mean "user"
         if named.null_count or pc.any(pc.equal(named, pa.scalar(""))).as_py():
@@ -586,20 +568,19 @@ class _Writer:
         enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(named))
         codes = np.empty(len(enc.dictionary), _I64)
         for i, name in enumerate(cast("list[str]", enc.dictionary.to_pylist())):  # in first-appearance order
-            codes[i] = g.storage.admit_source(name)
-        g.storage.ev_text.extend_arrow(_col(table, "text").take(idx))  # kept as Arrow (pmem.graph._texts)
-        _extend(g.storage.ev_source, codes[_np(enc.indices).astype(_I64)])
-        _extend(g.storage.ev_seq, rows + (self.seq0 + 1))
+            codes[i] = self.store.admit_source(name)
         time = _col(table, "time").take(idx)
+        times: dict[int, str] = {}
         if time.null_count < len(time):
             has = np.flatnonzero(_np(pc.is_valid(time)))
-            g.storage.ev_time.update(
-                zip(
-                    (has + n0).tolist(),
-                    cast("list[str]", time.take(pa.array(has, type=pa.int64())).to_pylist()),
-                    strict=True,
-                )
-            )
+            texts = cast("list[str]", time.take(pa.array(has, type=pa.int64())).to_pylist())
+            times = dict(zip(has.tolist(), texts, strict=True))
+        self.store.extend_evidence(
+            _col(table, "text").take(idx),  # kept as Arrow (pmem.graph._texts)
+            codes[_np(enc.indices).astype(_I64)],
+            rows + (self.seq0 + 1),
+            times,
+        )
 
     def _codes_of(self, versions: NDArray[np.int64]) -> NDArray[np.int64]:
         """The value code of each version (_UNKNOWN for NONE or a value none of the batch's).
@@ -620,8 +601,7 @@ class _Writer:
         old = np.flatnonzero((versions >= 0) & ~new & (address == 0))
         if len(old):
             items = versions[old].tolist()
-            values = self.g.storage.v_value
-            objects = operator.itemgetter(*items)(values) if len(items) > 1 else (values[items[0]],)
+            objects = self.store.values_of(items)
             # the values are interned (see __init__): a dict probe finds a batch's own string by identity
             out[old] = np.fromiter(map(self.vmap.get, objects, repeat(_UNKNOWN)), _I64, len(items))
         return out
@@ -630,10 +610,7 @@ class _Writer:
         """Per key of the batch (by slot: its index among the batch's distinct keys): the scan's state."""
         g, ops = self.g, self.ops
         kid_u = self.kid_u
-        self.head0 = np.frombuffer(g.storage.k_head, _I64)[
-            kid_u
-        ]  # fancy indexing copies: no view outlives this
-        self.newest0 = np.frombuffer(g.storage.k_newest, _I64)[kid_u]
+        self.head0, self.newest0 = self.store.heads_of(kid_u)
         self.head = self.head0.copy()
         self.newest = self.newest0.copy()
         self.index = index_of(g)
@@ -644,18 +621,17 @@ class _Writer:
         self.has = np.zeros(len(kid_u), np.bool_)
         prior_u: list[int] = []
         prior_v: list[int] = []
-        open_alts = g.storage.open_alts
-        if open_alts:
-            # A key has open alternatives exactly when its head is contested (contest makes both so,
-            # and every operation that closes them changes the head's status), so only those are asked.
-            with_head = np.flatnonzero(self.head >= 0)
-            contested = with_head[np.frombuffer(g.storage.v_status, _I64)[self.head[with_head]] == CONTESTED]
-            for u, kid in zip(contested.tolist(), kid_u[contested].tolist(), strict=True):
-                alts = open_alts.get(kid)
-                if alts is not None:
-                    self.has[u] = True
-                    prior_u += [u] * len(alts)
-                    prior_v += alts
+        store = self.store
+        # A key has open alternatives exactly when its head is contested (contest makes both so, and
+        # every operation that closes them changes the head's status), so only those are asked.
+        with_head = np.flatnonzero(self.head >= 0)
+        contested = with_head[store.statuses_of(self.head[with_head]) == CONTESTED]
+        for u, kid in zip(contested.tolist(), kid_u[contested].tolist(), strict=True):
+            if store.has_alternatives(kid):
+                alts = store.alternatives(kid)
+                self.has[u] = True
+                prior_u += [u] * len(alts)
+                prior_v += alts
         self.had = self.has.copy()
         self.prior_u = np.array(prior_u, _I64)
         self.prior_v = np.array(prior_v, _I64)
@@ -927,7 +903,8 @@ class _Writer:
         return j
 
     def _rollback(self, u: NDArray[np.int64], h: NDArray[np.int64]) -> None:
-        """Reopen the most recent merely-superseded predecessor of each retracted head (see _rollback)."""
+        """Reopen the most recent merely-superseded predecessor of each retracted head (as
+        ``GraphStore.reopen_predecessor`` does for one)."""
         st, pv = self.st, self.pv
         p = pv[h]
         walking = np.flatnonzero(p != NONE)
@@ -991,7 +968,7 @@ class _Writer:
 
     def _pack(self) -> NDArray[np.int64]:
         """Pack the created versions in batch order; the final id of each provisional one (by operation)."""
-        g, v0 = self.g, self.v0
+        v0 = self.v0
         fin = v0 + np.cumsum(self.created, dtype=_I64) - 1
         self.fin = fin
         c = np.flatnonzero(self.created)
@@ -1004,13 +981,10 @@ class _Writer:
             w = np.concatenate(self.promoted)
             self.pv[w] = self._remap(self.pv[w])
         del self.st, self.pv, self.to  # release the columns' buffers: they shrink now
-        for col in (g.storage.v_status, g.storage.v_prev, g.storage.v_to):
-            del col[end:]
         ops = self.ops
-        _extend(g.storage.v_key, self.kid_u[self.key[c]])
-        g.storage.v_value.extend(self.vpool[ops.vcode[c]].tolist())
-        _extend(g.storage.v_from, self.seq[c])
-        _extend(g.storage.v_ev, ops.ev[c])
+        self.store.close_version_window(
+            end, self.kid_u[self.key[c]], self.vpool[ops.vcode[c]].tolist(), self.seq[c], ops.ev[c]
+        )
         self.index.record_values(v0, self.vaddr[ops.vcode[c]])
         return fin
 
@@ -1022,9 +996,7 @@ class _Writer:
         return out
 
     def _write_log(self, fin: NDArray[np.int64]) -> None:
-        g, ops = self.g, self.ops
-        _extend(g.storage.op_code, self.code)
-        _extend(g.storage.op_target, self._remap(self.target))
+        ops = self.ops
         # an operation that created no version keeps (seq, key, evidence, value, reason) in _op_extra
         x = np.flatnonzero(~self.created)
         reasons = np.array([*_REASONS, *([None] * (_F_LAST + 1 - len(_REASONS)))], dtype=object)
@@ -1032,24 +1004,23 @@ class _Writer:
         fmt = np.flatnonzero(self.reason[x] >= _F_REVOKE)
         if len(fmt):
             texts[fmt] = self._formatted(x[fmt])
-        g.storage.op_extra.update(
+        extra = zip(
+            (x + self.o0).tolist(),
             zip(
-                (x + self.o0).tolist(),
-                zip(
-                    self.seq[x].tolist(),
-                    self.kid_u[self.key[x]].tolist(),
-                    ops.ev[x].tolist(),
-                    self.vpool[ops.vcode[x]].tolist(),
-                    texts.tolist(),
-                    strict=True,
-                ),
+                self.seq[x].tolist(),
+                self.kid_u[self.key[x]].tolist(),
+                ops.ev[x].tolist(),
+                self.vpool[ops.vcode[x]].tolist(),
+                texts.tolist(),
                 strict=True,
-            )
+            ),
+            strict=True,
         )
+        self.store.extend_log(self.code, self._remap(self.target), extra)
 
     def _formatted(self, j: NDArray[np.int64]) -> list[str]:
         """The reasons that name values (one text per distinct (kind, value, current value))."""
-        vpool, values = self.vpool, self.g.storage.v_value
+        vpool, store = self.vpool, self.store
         memo: dict[tuple[int, int, int], str] = {}
         out = []
         kinds = self.reason[j]
@@ -1064,7 +1035,7 @@ class _Writer:
             key = (kind, value, cc if cc >= 0 else -3 - cv)
             text = memo.get(key)
             if text is None:
-                current = "" if kind == _F_RESOLVE else (vpool[cc] if cc >= 0 else values[cv])
+                current = "" if kind == _F_RESOLVE else (vpool[cc] if cc >= 0 else store.value(cv))
                 text = memo[key] = _reason_text(kind, vpool[value], current)
             out.append(text)
         return out
@@ -1074,49 +1045,39 @@ class _Writer:
         t = np.flatnonzero(self.targeted)
         if not len(t):
             return
-        vpool, values = self.vpool, self.g.storage.v_value
+        vpool, store = self.vpool, self.store
         codes, versions = self.tcode[t].tolist(), self.tver[t].tolist()
         # a head of an earlier batch or call whose value is none of this batch's: read from the graph
-        texts = [vpool[c] if c >= 0 else values[v] for c, v in zip(codes, versions, strict=True)]
-        self.g.storage.op_retracts.update(zip((t + self.o0).tolist(), texts, strict=True))
+        texts = [vpool[c] if c >= 0 else store.value(v) for c, v in zip(codes, versions, strict=True)]
+        store.record_retracted(zip((t + self.o0).tolist(), texts, strict=True))
 
     def _write_support(self, fin: NDArray[np.int64]) -> None:
         """Support counts, supported-by edges (evidence-backed supports) and tombstones, in batch order."""
-        g, ops = self.g, self.ops
+        ops = self.ops
         s = np.flatnonzero(self.support)
         target = self._remap(self.target[s])
         ev = ops.ev[s]
         e = ev >= 0
-        _extend(g.storage.sb_version, target[e])
-        _extend(g.storage.sb_ev, ev[e])
-        _extend(g.storage.sb_seq, self.seq[s][e])
-        t = np.flatnonzero(self.tomb)
-        _extend(g.storage.tb_version, self._remap(self.target[t]))
-        _extend(g.storage.tb_seq, self.seq[t])
-        _extend(g.storage.tb_ev, ops.ev[t])
-        if not len(s):
-            return
         # a version's count is inserted where the loop inserted it: at its first support
         uniq, first, count = np.unique(target, return_index=True, return_counts=True)
         order = np.argsort(first)
-        uniq = uniq[order].tolist()
-        counts = g.storage.v_extra_support
-        have = np.fromiter(map(counts.get, uniq, repeat(0)), _I64, len(uniq))
-        counts.update(zip(uniq, (have + count[order]).tolist(), strict=True))
+        self.store.extend_support(target[e], ev[e], self.seq[s][e], uniq[order].tolist(), count[order])
+        t = np.flatnonzero(self.tomb)
+        self.store.extend_tombstones(self._remap(self.target[t]), self.seq[t], ops.ev[t])
 
     def _write_links(self, fin: NDArray[np.int64]) -> None:
         """Arrival-chain links and alternative-of edges of the created versions, in creation order."""
-        g = self.g
         o = np.flatnonzero(self.created & (self.older != NONE))
-        g.storage.v_older.update(zip(fin[o].tolist(), self._remap(self.older[o]).tolist(), strict=True))
         a = np.flatnonzero(self.alt_of != NONE)
-        g.storage.v_alt.update(zip(fin[a].tolist(), self._remap(self.alt_of[a]).tolist(), strict=True))
+        self.store.record_links(
+            zip(fin[o].tolist(), self._remap(self.older[o]).tolist(), strict=True),
+            zip(fin[a].tolist(), self._remap(self.alt_of[a]).tolist(), strict=True),
+        )
 
     def _write_open_alternatives(self, fin: NDArray[np.int64]) -> None:
         """The keys' open alternatives: a key whose list was closed leaves the dict, and re-enters it
         (at the end) with the first alternative it opened since."""
-        g, kid_u = self.g, self.kid_u
-        open_alts = g.storage.open_alts
+        kid_u = self.kid_u
         made = np.flatnonzero(self.alt_epoch >= 0)
         u = self.key[made]
         still = self.alt_epoch[made] == self.epoch[u]
@@ -1124,20 +1085,22 @@ class _Writer:
         lists: dict[int, list[int]] = {}
         for slot, vid in zip(u.tolist(), fin[made].tolist(), strict=True):  # made is in batch order
             lists.setdefault(slot, []).append(vid)
+        closed, extended = [], []
         for slot in np.flatnonzero(self.had).tolist():
-            kid = int(kid_u[slot])
             if self.epoch[slot] > 0:
-                del open_alts[kid]
+                closed.append(int(kid_u[slot]))
             elif slot in lists:
-                open_alts[kid] = open_alts[kid] + lists.pop(slot)  # in place: the key keeps its place
-        for slot, alts in lists.items():  # first-opened first: the loop's insertion order
-            open_alts[int(kid_u[slot])] = alts
+                extended.append((int(kid_u[slot]), lists.pop(slot)))
+        # first-opened first: the loop's insertion order
+        opened = [(int(kid_u[slot]), alts) for slot, alts in lists.items()]
+        self.store.update_open_alternatives(closed, extended, opened)
 
     def _write_heads(self, fin: NDArray[np.int64]) -> None:
-        g = self.g
-        for column, now, before in (
-            (g.storage.k_head, self.head, self.head0),
-            (g.storage.k_newest, self.newest, self.newest0),
-        ):
-            moved = np.flatnonzero(now != before)
-            np.frombuffer(column, _I64)[self.kid_u[moved]] = self._remap(now[moved])
+        heads = np.flatnonzero(self.head != self.head0)
+        newest = np.flatnonzero(self.newest != self.newest0)
+        self.store.set_heads(
+            self.kid_u[heads],
+            self._remap(self.head[heads]),
+            self.kid_u[newest],
+            self._remap(self.newest[newest]),
+        )

@@ -115,26 +115,15 @@ def check_arrivals(seq: int, evidence: NDArray[np.int64], operations: NDArray[np
 
 def graph_arrivals(graph: ProvenanceGraph) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """The arrival seqs of a built graph's evidence and operations (for states read into the graph's
-    columns directly, the schemas before the flat tables). An operation that created its target takes
-    its seq from it; every other keeps it in ``op_extra``."""
-    store = graph.storage
-    evidence = np.frombuffer(store.ev_seq, np.int64) if len(store.ev_seq) else np.zeros(0, np.int64)
-    n = len(store.op_code)
-    operations = np.empty(n, np.int64)
-    own = np.ones(n, np.bool_)
-    for i, extra in store.op_extra.items():
-        if not 0 <= i < n:
-            msg = f"an operation entry names operation {i}, of {n}"
-            raise Disagreement(msg)
-        own[i] = False
-        operations[i] = extra[0]
-    if n:
-        target = np.frombuffer(store.op_target, np.int64)[own]
-        if len(target) and (int(target.min()) < 0 or int(target.max()) >= len(store.v_from)):
-            msg = "an operation names a version the state does not hold"
-            raise Disagreement(msg)
-        operations[own] = np.frombuffer(store.v_from, np.int64)[target]
-    return evidence.copy(), operations
+    columns directly, the schemas before the flat tables).
+
+    Raises:
+        Disagreement: the operation log is damaged (see ``GraphStore.arrival_seqs``).
+    """
+    try:
+        return graph.storage.arrival_seqs()
+    except ValueError as exc:
+        raise Disagreement(str(exc)) from None
 
 
 def check_metadata(meta: dict[str, str], version: int, registry_tables_empty: bool) -> None:

@@ -18,12 +18,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 from pmem.graph._bulk import apply_batch as apply_write_batch
 from pmem.graph._codes import (
     ACCEPT,
-    ACCEPT_APPLIED,
     ACTIVE,
-    ALTERNATIVE,
     CONTEST,
     CONTESTED,
     CONTRADICTED,
+    EDGE_KINDS,
     ERASED,
     LOG_OPS,
     NONE,
@@ -34,7 +33,6 @@ from pmem.graph._codes import (
     REVOKE,
     REVOKED,
     STATUSES,
-    SUPERSEDED,
     UNDONE,
 )
 from pmem.graph._guard import load_recorded, save_checked
@@ -56,7 +54,7 @@ from pmem.graph._types import (
     OpResult,
     Version,
 )
-from pmem.graph._validate import check_key, check_text, preview, valid_instant
+from pmem.graph._validate import check_key, check_text, format_time, preview, valid_instant
 from pmem.graph.shards import is_sharded, load_sharded
 
 if TYPE_CHECKING:
@@ -66,8 +64,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from pmem.graph._bulk import BatchResult
-    from pmem.graph._keyindex import KeyIndex
-    from pmem.graph._rederive import ErasureReceipt, MergeReceipt, OpIndex
+    from pmem.graph._rederive import ErasureReceipt, MergeReceipt
     from pmem.graph._state import Layout
 
     #: An operation other than accept: (key, value, evidence index) -> result.
@@ -78,6 +75,10 @@ if TYPE_CHECKING:
 _APPLIED = {name: OpResult(True, name, None) for name in OPS}
 _APPLIED_ACCEPT = _APPLIED["accept"]
 _INSUFFICIENT = "insufficient authority"
+_NO_SOURCE = object()  # no caller's source is this object: observe looks the first one up
+_CITED = "<evidence cited by index>"  # the evidence id apply_citing hands apply (see ProvenanceGraph.apply)
+#: the id prefixes of an edge's ends, by kind (the order of EDGE_KINDS)
+_EDGE_ENDS = (("v", "e"), ("v", "v"), ("v", "v"), ("t", "v"))
 
 
 class ProvenanceGraph:
@@ -105,19 +106,21 @@ class ProvenanceGraph:
         default_authority: int = 1,
     ) -> None:
         self._store = store = GraphStore()  # every column: the one owner (pmem.graph._store)
-        store.default_authority = _checked_level(default_authority, "default_authority")
-        store.authority_from_start = authority is not None  # configured by the constructor (maybe empty)
+        if authority is not None and not isinstance(authority, Mapping):
+            msg = f"ProvenanceGraph: authority must be a mapping of source -> level, got {preview(authority)}"
+            raise ValueError(msg)
+        # configured by the constructor (maybe empty): a saved state records it
+        store.configure_authority(
+            _checked_level(default_authority, "default_authority"), authority is not None
+        )
         if authority is not None:
-            if not isinstance(authority, Mapping):
-                msg = f"ProvenanceGraph: authority must be a mapping of source -> level, got {preview(authority)}"
-                raise ValueError(msg)
-            store.authority = {}
             for source, level in authority.items():
                 self._set_authority(source, level, -1)
         self._last_eid: str | None = None  # observe-then-apply fast path: no id index needed
         self._last_ev = NONE
-        self._key_index: KeyIndex | None = None  # apply_batch's index: key lookup, batch values (not saved)
-        self._op_index: OpIndex | None = None  # built by the first undo or erase (not saved)
+        # ... and the source of the last observation, with its code (none before the first)
+        self._last_source: object = _NO_SOURCE
+        self._last_code = NONE
         # apply(..., retracts=X) hands X to the reject or revoke handler through here: apply's argument
         # checks run inline on its hot path, and the target rides along rather than through them
         self._retracting: str | None = None
@@ -146,27 +149,21 @@ class ProvenanceGraph:
         store = self._store
         if type(text) is not str or not text.isascii():
             check_text(text, "text", "observe")
-        code = store.source_code.get(source) if type(source) is str else None
-        if code is None:  # a source not seen before
-            check_text(source, "source", "observe", non_empty=True)
+        code: int | None = self._last_code  # a writer's observations mostly share one source
+        if source is not self._last_source:
+            code = store.source_id(source) if type(source) is str else None
+            if code is None:  # a source not seen before
+                check_text(source, "source", "observe", non_empty=True)
         if time is not None:
-            time = time if type(time) is str else _format_time(time)
+            time = time if type(time) is str else format_time(time)
             check_text(time, "time", "observe")
-        if valid_time is not None:
-            valid_time, valid_at = valid_instant(valid_time, "observe")
+        valid = None if valid_time is None else valid_instant(valid_time, "observe")
         # nothing below can fail
         if code is None:
             code = store.admit_source(source)
-        store.seq = seq = store.seq + 1
-        n = len(store.ev_seq)
-        store.ev_text.append(text)
-        store.ev_source.append(code)
-        store.ev_seq.append(seq)
-        if time is not None:
-            store.ev_time[n] = time
-        if valid_time is not None:
-            store.ev_valid[n] = valid_time
-            store.valid_at[n] = valid_at
+        if source is not self._last_source:
+            self._last_source, self._last_code = source, code
+        n = store.add_evidence(text, code, time, valid)
         self._last_eid = eid = f"e{n}"
         self._last_ev = n
         return eid
@@ -205,6 +202,17 @@ class ProvenanceGraph:
         store = self._store
         if depends_on is not None or alias is not None or retracts is not None:
             return self._apply_recorded(op, key, value, evidence, depends_on, alias, retracts)
+        # accept is ~90% of a write stream: a valid accept of a known key, citing no evidence or the one
+        # just observed, is one store call when it only supersedes the head (see `pmem perf core`)
+        if (
+            op == "accept"
+            and type(value) is str
+            and value.isascii()
+            and (evidence is None or evidence is self._last_eid)
+            and type(key) is str
+            and store.accept(key, value, NONE if evidence is None else self._last_ev)
+        ):
+            return _APPLIED_ACCEPT
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
         handler: _Handler | None = None
@@ -213,8 +221,8 @@ class ProvenanceGraph:
             if handler is None:
                 msg = f"apply: unknown operation {preview(op)}; op must be one of {', '.join(OPS)}"
                 raise ValueError(msg)
-        kid = store.kid.get(key) if type(key) is str else None
-        if kid is None:  # a key admitted before is valid: only new keys need the full check
+        found = store.lookup(key) if type(key) is str else None
+        if found is None:  # a key admitted before is valid: only new keys need the full check
             check_key(key, f"apply {op}")
         if value is None:
             if op == "accept" or op == "contest" or op == "resolve":
@@ -227,50 +235,22 @@ class ProvenanceGraph:
         elif evidence is self._last_eid:
             ev = self._last_ev
         else:
-            ev = self._evidence_index(evidence, op, key)
+            ev = self.evidence_index(evidence, op, key)
         if handler is not None:
             return handler(key, value, ev)
-        # accept is ~90% of a write stream, so it is inlined here (see `pmem perf core`)
         assert value is not None  # accept without a value was refused above
-        if kid is None:
-            kid = store.new_key(key)
-        head = store.k_head[kid]
-        current = None if head == NONE else store.v_value[head]
-        if current is not None and store.valid_at and current != value and self._valid_before(ev, head):
-            return self._enter_history(kid, value, ev)  # a late fact does not roll the present back
-        if (
-            current is not None
-            and self._store.authority is not None
-            and current != value
-            and self._outranked(ev, (head,))
-        ):
-            return self._contest(key, value, ev, ACCEPT)  # a lower-ranked source cannot displace the head
-        store.seq = seq = store.seq + 1
+        if found is None:
+            kid, head, current = store.new_key(key), NONE, None
+        else:
+            kid, head, current = found
         if current is not None:
             if current == value:
-                return self._support(ACCEPT, kid, head, value, ev, seq, SUPPORT_RESULT)
-            # The displaced head is closed lazily: a version stored as active that is no longer its
-            # key's head *is* superseded, closed when its newest superseder arrived. This saves two
-            # random writes per accept; reads and save() materialize it (see _closing).
-            if kid in store.open_alts:  # a contested head is closed eagerly with its alternatives
-                store.v_status[head] = SUPERSEDED
-                store.v_to[head] = seq
-                store.close_open_alternatives(kid, seq)
-        # GraphStore.append_version, set_head and log, inlined: the hottest path of a write (pmem perf core)
-        vid = len(store.v_key)
-        newest = store.k_newest
-        if newest[kid] != head:
-            store.v_older[vid] = newest[kid]
-        store.k_head[kid] = newest[kid] = vid
-        store.v_key.append(kid)
-        store.v_value.append(value)
-        store.v_status.append(ACTIVE)
-        store.v_from.append(seq)
-        store.v_to.append(NONE)
-        store.v_ev.append(ev)
-        store.v_prev.append(head)
-        store.op_code.append(ACCEPT_APPLIED)
-        store.op_target.append(vid)
+                return self._support(ACCEPT, kid, head, value, ev, store.next_seq(), SUPPORT_RESULT)
+            if store.has_valid_times() and self._valid_before(ev, head):
+                return self._enter_history(kid, value, ev)  # a late fact does not roll the present back
+            if store.has_authority() and self._outranked(ev, (head,)):
+                return self._contest(key, value, ev, ACCEPT)  # a lower-ranked source cannot displace the head
+        store.accept(key, value, ev, decided=True)
         return _APPLIED_ACCEPT
 
     def _apply_recorded(
@@ -305,15 +285,11 @@ class ProvenanceGraph:
             result = self.apply(op, key, value, evidence)  # checks the other arguments before writing
         finally:
             self._retracting = None
-        n = len(store.op_code) - 1
+        n = store.operation_count() - 1
         if alias is not None:
-            store.op_alias[n] = alias
-        if not premises:  # no premise named
-            return result
-        store.op_deps[n] = tuple(kid for kid, _ in premises)
-        target = store.op_target[n]
-        if result.applied and target != NONE and target == store.k_head[store.v_key[target]]:
-            store.dep[target] = premises
+            store.record_alias(n, alias)
+        if premises:  # an empty depends_on is no premise at all
+            store.record_premises(n, premises, result.applied)
         return result
 
     def _premises(self, op: str, key: str, depends_on: Iterable[str]) -> tuple[tuple[int, int], ...]:
@@ -324,41 +300,40 @@ class ProvenanceGraph:
             raise ValueError(msg)
         out: dict[int, int] = {}
         for name in depends_on:
-            kid = store.kid.get(name) if type(name) is str else None
-            if kid is None or store.k_head[kid] == NONE:
+            kid = store.key_id(name) if type(name) is str else None
+            if kid is None or store.head(kid) == NONE:
                 msg = f"apply {op} {key}: premise {preview(name)} has no current value (depends_on names keys with a head)"
                 raise ValueError(msg)
             if name == key:
                 msg = f"apply {op} {key}: a fact cannot depend on its own key"
                 raise ValueError(msg)
-            out.setdefault(kid, store.k_head[kid])
+            out.setdefault(kid, store.head(kid))
         return tuple(out.items())
 
     def _stale(self, kid: int, visiting: set[int] | None = None) -> tuple[str, ...]:
         """Premise keys of ``kid``'s head that changed since it was asserted, or are stale themselves."""
         store = self._store
-        premises = store.dep.get(store.k_head[kid])
+        premises = store.premises(store.head(kid))
         if not premises:
             return ()
         visiting = visiting or set()
         visiting.add(kid)
-        heads, names = store.k_head, store.key_names
         out = [
-            names[pk]
+            store.key_name(pk)
             for pk, pv in premises
-            if heads[pk] != pv or (pk not in visiting and self._stale(pk, visiting))
+            if store.head(pk) != pv or (pk not in visiting and self._stale(pk, visiting))
         ]
         visiting.discard(kid)
         return tuple(out)
 
-    def _premises_changed(self, cell: Cell) -> frozenset[str]:
+    def changed_premises(self, cell: Cell) -> frozenset[str]:
         """Of ``cell.stale``, the premises whose own head changed (the others are stale through theirs)."""
         store = self._store
         if not cell.stale:
             return frozenset()
-        heads = store.k_head
-        premises = store.dep.get(heads[store.kid[cell.key]], ())
-        return frozenset(store.key_names[pk] for pk, pv in premises if heads[pk] != pv)
+        kid = store.key_id(cell.key)
+        premises = () if kid is None else store.premises(store.head(kid))
+        return frozenset(store.key_name(pk) for pk, pv in premises if store.head(pk) != pv)
 
     def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> BatchResult:
         """Apply a write batch (``pmem.graph.WRITE_BATCH_SCHEMA``) column-wise, as one call.
@@ -389,12 +364,18 @@ class ProvenanceGraph:
         """
         return ProvenanceGraph(registry, **settings)
 
-    def _evidence_index(self, evidence: object, op: str, key: str) -> int:
+    def evidence_index(self, evidence: object, op: str, key: str) -> int:
+        """The index of evidence id ``evidence`` cited by operation ``op`` on ``key`` (``op``
+        ``"evidence"``: only read, so erased evidence is found too).
+
+        Raises:
+            ValueError: not an id of this graph's evidence, or erased and cited by an operation.
+        """
         store = self._store
         if type(evidence) is str and evidence[:1] == "e" and evidence[1:].isdigit():
             n = int(evidence[1:])
-            if n < len(store.ev_seq) and evidence == f"e{n}":
-                if store.erased and n in store.erased and op != "evidence":
+            if n < store.evidence_count() and evidence == f"e{n}":
+                if op != "evidence" and store.is_erased(n):
                     msg = f"{op} {key}: evidence {evidence} was erased (it cannot be cited any more)"
                     raise ValueError(msg)
                 return n
@@ -404,41 +385,47 @@ class ProvenanceGraph:
     def _key_id(self, key: str) -> int:
         """The id of ``key``, admitting it (empty) when new."""
         store = self._store
-        kid = store.kid.get(key)
+        kid = store.key_id(key)
         return store.new_key(key) if kid is None else kid
 
     def _valid_before(self, ev: int, version: int) -> bool:
         """Whether evidence ``ev`` is valid before the evidence that created ``version`` (both dated)."""
         store = self._store
-        valid_at = store.valid_at
-        mine, theirs = valid_at.get(ev), valid_at.get(store.v_ev[version])
+        mine, theirs = store.valid_instant(ev), store.valid_instant(store.creating_evidence(version))
         return mine is not None and theirs is not None and mine < theirs
 
     def _enter_history(self, kid: int, value: str, ev: int) -> OpResult:
         """Accept a value valid before the head's: a superseded version at its valid-time place."""
         store = self._store
-        store.seq = seq = store.seq + 1
-        status, to, prev, older = store.v_status, store.v_to, store.v_prev, store.v_older
-        for p, closed_at in store.closing(kid).items():  # supersedes links change below: close eagerly
-            status[p] = SUPERSEDED
-            to[p] = closed_at
-        at, valid_at = store.valid_at[ev], store.valid_at
-        above = store.k_head[kid]
-        below = prev[above]  # walk down to the first version valid at or before it
-        while below != NONE and (when := valid_at.get(store.v_ev[below])) is not None and when > at:
-            above, below = below, prev[below]
-        vid = store.append_version(kid, value, SUPERSEDED, seq, ev, below)
-        to[vid] = seq
-        if above not in older:  # the version now superseding this one keeps its arrival chain
-            older[above] = prev[above]
-        prev[above] = vid
+        seq = store.next_seq()
+        store.close_lazily_closed(kid)  # supersedes links change below
+        at = store.valid_instant(ev)
+        assert at is not None  # apply() enters history only for dated evidence
+        above, below = store.place_by_valid_time(kid, at)
+        vid = store.insert_superseded(kid, value, seq, ev, above, below)
         store.log(seq, ACCEPT, ACCEPT, kid, ev, True, vid, created=True)
         return _APPLIED_ACCEPT
 
+    def remember_observed(self, ev: int) -> None:
+        """Make evidence ``ev`` the one :meth:`apply`'s observe-then-apply fast path takes, as
+        :meth:`observe` does: for this package's column-wise writes, which admit evidence themselves."""
+        self._last_eid, self._last_ev = f"e{ev}", ev
+
+    def apply_citing(self, ev: int, op: str, key: str, value: str | None = None, **recorded: Any) -> OpResult:
+        """:meth:`apply` citing evidence by its index ``ev`` (NONE: none), for this package's replays,
+        which hold indexes rather than ids (the index is trusted: no id is formatted or checked)."""
+        if ev == NONE:
+            return self.apply(op, key, value, None, **recorded)
+        last = self._last_eid, self._last_ev
+        self._last_eid, self._last_ev = _CITED, ev  # apply's observe-then-apply fast path takes it
+        try:
+            return self.apply(op, key, value, _CITED, **recorded)
+        finally:
+            self._last_eid, self._last_ev = last
+
     def _fail(self, req: int, kid: int, value: str | None, ev: int, reason: str) -> OpResult:
         store = self._store
-        store.seq = seq = store.seq + 1
-        store.log(seq, req, NOOP, kid, ev, False, NONE, value, reason)
+        store.log(store.next_seq(), req, NOOP, kid, ev, False, NONE, value, reason)
         return OpResult(False, "noop", reason)
 
     def _support(
@@ -452,8 +439,8 @@ class ProvenanceGraph:
     def _head_of(self, key: str) -> int | None:
         """The id of ``key`` when it has a head."""
         store = self._store
-        kid = store.kid.get(key)
-        return kid if kid is not None and store.k_head[kid] != NONE else None
+        kid = store.key_id(key)
+        return kid if kid is not None and store.head(kid) != NONE else None
 
     def _retracting_now(self, named: str | None, kid: int | None) -> None:
         """Record what the retraction about to be logged retracts: ``named``, else the head's value of
@@ -461,9 +448,9 @@ class ProvenanceGraph:
         store = self._store
         target = named
         if target is None and kid is not None:
-            target = store.v_value[store.k_head[kid]]
+            target = store.value(store.head(kid))
         if target is not None:
-            store.op_retracts[len(store.op_code)] = target
+            store.record_retracts(target)
 
     def _reject(self, key: str, value: str | None, ev: int) -> OpResult:
         store = self._store
@@ -472,22 +459,21 @@ class ProvenanceGraph:
         self._retracting_now(named, kid)
         if kid is None:
             return self._fail(REJECT, self._key_id(key), value, ev, "reject: the key has no current head")
-        head = store.k_head[kid]
-        if self._store.authority is not None and self._outranked(ev, (head,)):
+        head, current = store.head_and_value(kid)
+        if store.has_authority() and self._outranked(ev, (head,)):
             return self._fail(REJECT, kid, value, ev, _INSUFFICIENT)
-        if named is not None and named != store.v_value[head]:
-            reason = f"reject retracts {named!r} but the current head is {store.v_value[head]!r}"
+        if named is not None and named != current:
+            reason = f"reject retracts {named!r} but the current head is {current!r}"
             return self._fail(REJECT, kid, value, ev, reason)
-        store.seq = seq = store.seq + 1
-        store.v_status[head] = CONTRADICTED
-        store.v_to[head] = seq
+        seq = store.next_seq()
+        store.close(head, CONTRADICTED, seq)
         store.close_open_alternatives(kid, seq)
         if value is not None:
             vid = store.append_version(kid, value, ACTIVE, seq, ev, head)
             store.set_head(kid, vid)
             store.log(seq, REJECT, REJECT, kid, ev, True, vid, created=True)
         else:
-            self._rollback(kid, head)
+            store.reopen_predecessor(kid, head)
             store.log(seq, REJECT, REJECT, kid, ev, True, head)
         return _APPLIED["reject"]
 
@@ -498,35 +484,20 @@ class ProvenanceGraph:
         self._retracting_now(named, kid)
         if kid is None:
             return self._fail(REVOKE, self._key_id(key), value, ev, "revoke: the key has no current head")
-        head = store.k_head[kid]
-        if self._store.authority is not None and self._outranked(ev, (head,)):
+        head, current = store.head_and_value(kid)
+        if store.has_authority() and self._outranked(ev, (head,)):
             return self._fail(REVOKE, kid, value, ev, _INSUFFICIENT)
-        current = store.v_value[head]
         if named is not None and named != current:
             how = "names" if value is not None else "retracts"
             reason = f"revoke {how} {named!r} but the current head is {current!r}"
             return self._fail(REVOKE, kid, value, ev, reason)
-        store.seq = seq = store.seq + 1
-        store.v_status[head] = REVOKED
-        store.v_to[head] = seq
+        seq = store.next_seq()
+        store.close(head, REVOKED, seq)
         store.close_open_alternatives(kid, seq)
         store.add_tombstone(head, seq, ev)
-        self._rollback(kid, head)
+        store.reopen_predecessor(kid, head)
         store.log(seq, REVOKE, REVOKE, kid, ev, True, head, value)
         return _APPLIED["revoke"]
-
-    def _rollback(self, kid: int, retracted: int) -> None:
-        """Reopen the most recent merely-superseded predecessor along supersedes edges; empty if none."""
-        store = self._store
-        prev, status = store.v_prev, store.v_status
-        p = prev[retracted]
-        # a predecessor stored as active is one closed lazily by accept, i.e. superseded
-        while p != NONE and status[p] != SUPERSEDED and status[p] != ACTIVE:
-            p = prev[p]
-        if p != NONE:
-            status[p] = ACTIVE
-            store.v_to[p] = NONE
-        store.set_head(kid, p)
 
     def _contest(self, key: str, value: str | None, ev: int, req: int = CONTEST) -> OpResult:
         """``req``: the requested op (an accept lowered to contest by source authority is logged so)."""
@@ -534,19 +505,15 @@ class ProvenanceGraph:
         kid = self._head_of(key)
         if kid is None:
             return self._fail(CONTEST, self._key_id(key), value, ev, "contest: the key has no current head")
-        head = store.k_head[kid]
-        store.seq = seq = store.seq + 1
-        if store.v_value[head] == value:
+        head, current = store.head_and_value(kid)
+        seq = store.next_seq()
+        if current == value:
             return self._support(req, kid, head, value, ev, seq, CONTEST_REPEATS_HEAD)
-        alts = store.open_alts.get(kid, [])
-        for a in alts:
-            if store.v_value[a] == value:
+        for a in store.alternatives(kid):
+            if store.value(a) == value:
                 return self._support(req, kid, a, value, ev, seq, CONTEST_REPEATS_ALT)
         assert value is not None  # apply() refuses contest without a value
-        vid = store.append_version(kid, value, ALTERNATIVE, seq, ev, NONE)
-        store.v_alt[vid] = head
-        store.open_alts[kid] = [*alts, vid]
-        store.v_status[head] = CONTESTED
+        vid = store.add_alternative(kid, value, seq, ev)
         store.log(seq, req, CONTEST, kid, ev, True, vid, created=True)
         return _APPLIED["contest"]
 
@@ -555,32 +522,21 @@ class ProvenanceGraph:
         kid = self._head_of(key)
         if kid is None:
             return self._fail(RESOLVE, self._key_id(key), value, ev, "resolve: the key has no current head")
-        head = store.k_head[kid]
-        if store.v_status[head] != CONTESTED:
+        head, current = store.head_and_value(kid)
+        if store.status(head) != CONTESTED:
             return self._fail(RESOLVE, kid, value, ev, "resolve: the cell is not contested")
-        alts = store.open_alts.get(kid, [])
-        if self._store.authority is not None and self._outranked(ev, (head, *alts)):
+        alts = store.alternatives(kid)
+        if store.has_authority() and self._outranked(ev, (head, *alts)):
             return self._fail(RESOLVE, kid, value, ev, _INSUFFICIENT)
-        if store.v_value[head] == value:
+        if current == value:
             winner = head
         else:
-            winner = next((a for a in alts if store.v_value[a] == value), NONE)
+            winner = next((a for a in alts if store.value(a) == value), NONE)
             if winner == NONE:
                 reason = f"resolve: {value!r} is neither the head's value nor an alternative's"
                 return self._fail(RESOLVE, kid, value, ev, reason)
-        store.seq = seq = store.seq + 1
-        v_status, v_to = store.v_status, store.v_to
-        for loser in (head, *alts):
-            if loser != winner:
-                v_status[loser] = CONTRADICTED
-                v_to[loser] = seq
-        del store.open_alts[kid]
-        v_status[winner] = ACTIVE
-        if winner != head:
-            # the promoted value supersedes the contradicted incumbent; its arrival-chain link was
-            # stored explicitly at creation (an alternative has no supersedes target then)
-            store.v_prev[winner] = head
-            store.set_head(kid, winner)
+        seq = store.next_seq()
+        store.settle(kid, winner, seq)
         store.add_support(winner, ev, seq)
         store.log(seq, RESOLVE, RESOLVE, kid, ev, True, winner, value)
         return _APPLIED["resolve"]
@@ -588,13 +544,12 @@ class ProvenanceGraph:
     def _noop(self, key: str, value: str | None, ev: int) -> OpResult:
         store = self._store
         kid = self._key_id(key)
-        head = store.k_head[kid]
-        current = None if head == NONE else store.v_value[head]
+        head, current = store.head_and_value(kid)
         if current is not None and value is not None and value != current:
             # evidence for another value is no support for the head: a failed precondition, like revoke's
             reason = f"noop names {value!r} but the current head is {current!r}: not counted as support"
             return self._fail(NOOP, kid, value, ev, reason)
-        store.seq = seq = store.seq + 1
+        seq = store.next_seq()
         if head == NONE:
             store.log(seq, NOOP, NOOP, kid, ev, True, NONE, value)
             return _APPLIED["noop"]
@@ -631,7 +586,10 @@ class ProvenanceGraph:
         receipt names the evidence, the keys whose value changed (before, after) and the versions
         erased; it holds no erased text.
         """
-        return erase_evidence(self, evidence_id)
+        receipt = erase_evidence(self, evidence_id)
+        if receipt.evidence == self._last_eid:  # the observe-then-apply fast path must not cite it either
+            self._last_eid, self._last_ev = None, NONE
+        return receipt
 
     # ------------------------------------------------------------------ source authority
 
@@ -645,35 +603,23 @@ class ProvenanceGraph:
         evidence, rank at ``default_authority``.
         """
         check_text(source, "source", "set_authority", non_empty=True)
-        if self._store.authority is None:
-            self._store.authority = {}
         self._set_authority(source, level, self._store.seq)
 
     def _set_authority(self, source: str, level: object, after: int) -> None:
         if type(source) is not str or not source:
             msg = f"authority: a source must be a non-empty string, got {preview(source)}"
             raise ValueError(msg)
-        checked = _checked_level(level, f"authority of {source!r}")
-        assert self._store.authority is not None  # configured by the caller
-        self._store.authority[source] = checked
-        self._store.authority_log.append((after, source, checked))
+        self._store.set_authority(source, _checked_level(level, f"authority of {source!r}"), after)
 
     def authority(self, source: str) -> int:
         """The level ``source`` ranks at now (``default_authority`` when unlisted or not configured)."""
-        table = self._store.authority or {}
-        return table.get(source, self._store.default_authority)
-
-    def _rank(self, ev: int) -> int:
-        store = self._store
-        if ev == NONE:
-            return self._store.default_authority
-        assert self._store.authority is not None  # only called when authority is configured
-        return self._store.authority.get(store.sources[store.ev_source[ev]], self._store.default_authority)
+        return self._store.authority_level(source)
 
     def _outranked(self, ev: int, versions: Iterable[int]) -> bool:
         """Whether evidence ``ev``'s source ranks below the source that created any of ``versions``."""
-        rank, creator = self._rank(ev), self._store.v_ev
-        return any(self._rank(creator[v]) > rank for v in versions)
+        store = self._store
+        rank = store.rank(ev)
+        return any(store.rank(store.creating_evidence(v)) > rank for v in versions)
 
     # ------------------------------------------------------------------ identity
 
@@ -682,6 +628,11 @@ class ProvenanceGraph:
         """The soft key-identity registry whose decisions are saved with this graph."""
         if self._registry is None:
             self._registry = KeyRegistry()
+        return self._registry
+
+    @property
+    def registry_in_use(self) -> KeyRegistry | None:
+        """The identity registry when one was given or used; None otherwise (:attr:`registry` makes one)."""
         return self._registry
 
     @property
@@ -694,7 +645,7 @@ class ProvenanceGraph:
 
     def __len__(self) -> int:
         """Number of keys ever written (empty cells included)."""
-        return len(self._store.key_names)
+        return self._store.key_count()
 
     @property
     def seq(self) -> int:
@@ -703,42 +654,33 @@ class ProvenanceGraph:
 
     def keys(self) -> list[str]:
         """Every key ever written, sorted."""
-        return sorted(self._store.key_names)
+        return sorted(self._store.iter_keys())
 
     def __iter__(self) -> Iterator[str]:
         """Every key ever written, sorted (empty cells included)."""
         return iter(self.keys())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._store.kid
+        return isinstance(key, str) and self._store.key_id(key) is not None
 
     def head_value(self, key: str) -> str | None:
         """The current value of ``key`` (None when empty or unknown): the cheapest read."""
         store = self._store
-        kid = store.kid.get(key)
+        kid = store.key_id(key)
         return None if kid is None else store.head_value(kid)
 
     def _version(self, vid: int, closing: dict[int, int] | None = None) -> Version:
         store = self._store
-        if closing is None:
-            closing = store.closing(store.v_key[vid])
-        ev = store.v_ev[vid]
-        prev = store.v_prev[vid]
-        alt = store.v_alt.get(vid, NONE)
-        closed_at = closing.get(vid)
-        if closed_at is None:
-            status, to = store.v_status[vid], store.v_to[vid]
-        else:
-            status, to = SUPERSEDED, closed_at
+        kid, value, status, start, to, ev, support, prev, alt = store.version_fields(vid, closing)
         return Version(
             id=f"v{vid}",
-            key=store.key_names[store.v_key[vid]],
-            value=store.v_value[vid],
+            key=store.key_name(kid),
+            value=value,
             status=STATUSES[status],
-            valid_from=store.v_from[vid],
+            valid_from=start,
             valid_to=None if to == NONE else to,
             evidence=None if ev == NONE else f"e{ev}",
-            support=1 + store.v_extra_support.get(vid, 0),
+            support=support,
             supersedes=None if prev == NONE else f"v{prev}",
             alternative_of=None if alt == NONE else f"v{alt}",
         )
@@ -746,51 +688,50 @@ class ProvenanceGraph:
     def versions(self, key: str) -> list[Version]:
         """Every version of ``key`` in arrival order (empty list for an unknown key)."""
         store = self._store
-        kid = store.kid.get(key)
+        kid = store.key_id(key)
         if kid is None:
             return []
         closing = store.closing(kid)
         return [self._version(v, closing) for v in reversed(store.chain(kid))]
 
     def version(self, version_id: str) -> Version:
-        vid = _parse_id(version_id, "v", len(self._store.v_key))
+        vid = _parse_id(version_id, "v", self._store.version_count())
         return self._version(vid)
 
     def cell(self, key: str) -> Cell | None:
         """The materialized cell of ``key``; None when the key was never written."""
-        kid = self._store.kid.get(key)
+        kid = self._store.key_id(key) if isinstance(key, str) else None
         return None if kid is None else self._cell(kid)
 
     def _cell(self, kid: int) -> Cell:
         store = self._store
-        head = store.k_head[kid]
-        alts = store.open_alts.get(kid, ())
+        head, current = store.head_and_value(kid)
+        alts = store.alternatives(kid)
         shown = {head, *alts}
         closing = store.closing(kid)
-        v_status = store.v_status
         history = [
             self._version(v, closing)
             for v in store.chain(kid)
-            if v not in shown and v_status[v] != UNDONE and v_status[v] != ERASED
+            if v not in shown and store.status(v) != UNDONE and store.status(v) != ERASED
         ]
-        if head == NONE:
-            return Cell(store.key_names[kid], None, "empty", [], history, 0)
-        status = "contested" if store.v_status[head] == CONTESTED else "active"
+        if current is None:
+            return Cell(store.key_name(kid), None, "empty", [], history, 0)
+        status = "contested" if store.status(head) == CONTESTED else "active"
         # every open claim comes from a source ranked below the head's: only an equal or higher rank can
         # settle it, so the head stands (it is rendered as held, not as an open choice)
         held = (
             status == "contested"
-            and self._store.authority is not None
-            and all(self._outranked(store.v_ev[a], (head,)) for a in alts)
+            and store.has_authority()
+            and all(self._outranked(store.creating_evidence(a), (head,)) for a in alts)
         )
         return Cell(
-            key=store.key_names[kid],
-            value=store.v_value[head],
+            key=store.key_name(kid),
+            value=current,
             status=status,
-            alternatives=[store.v_value[a] for a in alts],
+            alternatives=[store.value(a) for a in alts],
             history=history,
-            support=1 + store.v_extra_support.get(head, 0),
-            stale=self._stale(kid) if store.dep else (),
+            support=store.support(head),
+            stale=self._stale(kid) if store.has_premises() else (),
             held=held,
         )
 
@@ -803,20 +744,11 @@ class ProvenanceGraph:
         >>> {key: cell.value for key, cell in g.frontier().items()}
         {'a.x': '1', 'b.x': '2'}
         """
-        store = self._store
-        out: dict[str, Cell] = {}
-        heads = store.k_head
-        for key in sorted(store.kid):
-            kid = store.kid[key]
-            if heads[kid] != NONE:
-                out[key] = self._cell(kid)
-        return out
+        return {key: self._cell(kid) for key, kid in sorted(self._store.cells())}
 
     def frontier_items(self) -> list[tuple[str, str]]:
         """``(key, current value)`` for every non-empty cell, sorted by key: the cheap frontier."""
-        store = self._store
-        heads, values = store.k_head, store.v_value
-        return sorted((key, values[heads[kid]]) for key, kid in store.kid.items() if heads[kid] != NONE)
+        return sorted(self._store.current_values())
 
     def has_observation_times(self) -> bool:
         """Whether any evidence carries an observation time (``as_of(time=...)`` needs one).
@@ -826,110 +758,55 @@ class ProvenanceGraph:
         >>> g.has_observation_times()
         False
         """
-        return bool(self._store.ev_time)
+        return self._store.has_observation_times()
 
     def evidence(self, evidence_id: str) -> Evidence:
         store = self._store
         try:
-            n = self._evidence_index(evidence_id, "evidence", "")
+            n = self.evidence_index(evidence_id, "evidence", "")
         except ValueError:
             msg = f"unknown evidence id {evidence_id!r}"
             raise KeyError(msg) from None
-        source = store.sources[store.ev_source[n]]
-        return Evidence(
-            evidence_id,
-            store.ev_text[n],
-            source,
-            store.ev_time.get(n),
-            store.ev_seq[n],
-            store.ev_valid.get(n),
-        )
+        return Evidence(evidence_id, *store.evidence_fields(n))
 
     def operations(self, key: str | None = None) -> Iterator[Operation]:
         """The operation log in order, optionally for one key (failed preconditions included)."""
         store = self._store
         kid = None
         if key is not None:
-            kid = store.kid.get(key)
+            kid = store.key_id(key)
             if kid is None:
                 return
-        names, extra, retracts = store.key_names, store.op_extra, store.op_retracts
-        positions: Iterable[int] = range(len(store.op_code)) if kid is None else self._operations_of(kid)
+        positions: Iterable[int] = range(store.operation_count()) if kid is None else store.operations_of(kid)
         for i in positions:
-            code, target = store.op_code[i], store.op_target[i]
-            if i in extra:
-                seq, k, ev, value, reason = extra[i]
-            else:
-                seq, k, ev = store.v_from[target], store.v_key[target], store.v_ev[target]
-                value, reason = store.v_value[target], None
+            seq, code, k, value, ev, target, reason, retracts = store.operation(i)
             yield Operation(
                 seq=seq,
                 requested=LOG_OPS[code & 7],
                 op=LOG_OPS[(code >> 3) & 7],
-                key=names[k],
+                key=store.key_name(k),
                 value=value,
                 evidence=None if ev == NONE else f"e{ev}",
                 applied=bool(code >> 6),
                 reason=reason,
                 version=None if target == NONE else f"v{target}",
-                retracts=retracts.get(i),
+                retracts=retracts,
             )
-
-    def _operations_of(self, kid: int) -> list[int]:
-        """The log positions of key ``kid``'s operations, in order, found column-wise: an operation's
-        key is its target version's, or its own when the log keeps one (a noop, a failed one). A Python
-        loop over a million-operation log took 160 ms per key (``Memory.why``)."""
-        import numpy as np
-
-        store = self._store
-        n = len(store.op_code)
-        if not n:
-            return []
-        targets = np.frombuffer(store.op_target, np.int64)
-        keys = np.full(n, NONE, np.int64)
-        has = targets != NONE
-        keys[has] = np.frombuffer(store.v_key, np.int64)[targets[has]]
-        if store.op_extra:
-            at = np.fromiter(store.op_extra, np.int64, len(store.op_extra))
-            keys[at] = np.fromiter((e[1] for e in store.op_extra.values()), np.int64, len(store.op_extra))
-        return np.flatnonzero(keys == kid).tolist()
 
     def edges(self) -> Iterator[tuple[str, str, str]]:
         """Every typed edge as ``(kind, source id, target id)``; tombstones are ``t<n>``."""
-        store = self._store
-        for vid, (prev, ev) in enumerate(zip(store.v_prev, store.v_ev, strict=True)):
-            if ev != NONE:
-                yield ("supported-by", f"v{vid}", f"e{ev}")
-            if prev != NONE:
-                yield ("supersedes", f"v{vid}", f"v{prev}")
-        for vid, alt in sorted(store.v_alt.items()):
-            yield ("alternative-of", f"v{vid}", f"v{alt}")
-        for v, e in zip(store.sb_version, store.sb_ev, strict=True):
-            yield ("supported-by", f"v{v}", f"e{e}")
-        for t, v in enumerate(store.tb_version):
-            yield ("revokes", f"t{t}", f"v{v}")
+        for kind, source, target in self._store.edges():
+            # supported-by: version -> evidence; supersedes, alternative-of: version -> version;
+            # revokes: tombstone -> version
+            src, dst = _EDGE_ENDS[kind]
+            yield (EDGE_KINDS[kind], f"{src}{source}", f"{dst}{target}")
 
     def stats(self) -> dict[str, int]:
         """Node and edge counts, plus operations by effective type."""
-        import numpy as np
-
-        store = self._store
-        # column-wise: a sharded state's load compares these with its index (10M operations: a Python
-        # loop over the codes took seconds)
-        codes = np.frombuffer(store.op_code, np.int64) if len(store.op_code) else np.zeros(0, np.int64)
-        by_op = np.bincount((codes >> 3) & 7, minlength=len(LOG_OPS))
-        creating = np.frombuffer(store.v_ev, np.int64) if len(store.v_ev) else np.zeros(0, np.int64)
-        return {
-            "evidence": len(store.ev_seq),
-            "keys": len(store.key_names),
-            "cells": len(store.k_head) - store.k_head.count(NONE),
-            "versions": len(store.v_key),
-            "operations": len(store.op_code),
-            "failed_operations": int(np.count_nonzero((codes >> 6) == 0)),
-            "tombstones": len(store.tb_version),
-            "supported_by_edges": int(np.count_nonzero(creating != NONE)) + len(store.sb_version),
-            **{f"op_{name}": int(by_op[code]) for code, name in enumerate(LOG_OPS)},
-        }
+        counts = self._store.counts(len(LOG_OPS))
+        for code, name in enumerate(LOG_OPS):
+            counts[f"op_{name}"] = counts.pop(f"by_op_{code}")
+        return counts
 
     def render(self, keys: Iterable[str] | None = None, disclose: Iterable[str] = ()) -> str:
         """Deterministic text of the frontier (or of ``keys``, in the order given), one line per cell."""
@@ -993,15 +870,6 @@ def _parse_id(text: str, prefix: str, bound: int) -> int:
             return n
     msg = f"unknown id {text!r}"
     raise KeyError(msg)
-
-
-def _format_time(time: object) -> str:
-    iso = getattr(time, "isoformat", None)
-    text = iso() if callable(iso) else None
-    if type(text) is not str:
-        msg = f"observe: time must be a string or a datetime, got {type(time).__name__} {preview(time)}"
-        raise ValueError(msg)
-    return text
 
 
 def _refuse_write(name: str) -> NoReturn:

@@ -23,9 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pmem.graph._graph import ProvenanceGraph, _format_time
+from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._guard import commit_journal
 from pmem.graph._state import journal_path
+from pmem.graph._validate import format_time
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -152,7 +153,7 @@ class JournaledGraph(ProvenanceGraph):
 
     @staticmethod
     def _stamp(time: object) -> str | None:
-        return time if time is None or type(time) is str else _format_time(time)
+        return time if time is None or type(time) is str else format_time(time)
 
     def apply(
         self,

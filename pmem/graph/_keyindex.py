@@ -283,14 +283,11 @@ class KeyIndex:
 
 def index_of(graph: ProvenanceGraph) -> KeyIndex:
     """The graph's key index (built on first use; it is not saved)."""
-    index = graph._key_index
-    if index is None or index.source is not graph.storage.key_names:
-        index = graph._key_index = KeyIndex(graph.storage.key_names)
-    return index
+    return graph.storage.key_index()
 
 
 def key_ids(
     graph: ProvenanceGraph, names: pa.Array[Any], hashes: NDArray[np.uint64] | None = None
 ) -> NDArray[np.int64]:
     """The key id of each of ``names`` (a string array without nulls) in ``graph``; -1: not a key."""
-    return index_of(graph).lookup(names, graph.storage.kid, hashes)
+    return graph.storage.key_ids(names, hashes)

@@ -103,4 +103,4 @@ def render_cells(graph: ProvenanceGraph, keys: Iterable[str] | None, disclose: I
             cell = graph.cell(key)
             if cell is not None:
                 cells.append(cell)
-    return "\n".join(render_cell(c, wanted, graph._premises_changed(c)) for c in cells)
+    return "\n".join(render_cell(c, wanted, graph.changed_premises(c)) for c in cells)

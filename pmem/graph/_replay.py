@@ -54,10 +54,9 @@ def as_of(graph: ProvenanceGraph, seq: int | None = None, time: object = None) -
         keep &= log["seq"] <= int(seq)
     if cutoff is not None:
         keep &= _observed_by(graph, log, cutoff)
-    initial = {source: level for after, source, level in graph.storage.authority_log if after < 0}
     replayed = graph.empty(
         registry=_registry_copy(graph),
-        authority=initial if graph.storage.authority_from_start else None,
+        authority=graph.storage.initial_authority(),
         default_authority=graph.storage.default_authority,
     )
     bound = graph.seq if seq is None else int(seq)
@@ -70,7 +69,9 @@ def arrival_log(graph: ProvenanceGraph) -> dict[str, Any]:
     operation) and ``op`` (index into the operation log, -1 for an observation)."""
     n_ev = graph.storage.evidence_count()
     ops = list(graph.operations())
-    seq = np.fromiter((*graph.storage.ev_seq, *(o.seq for o in ops)), np.int64, n_ev + len(ops))
+    seq = np.concatenate(
+        [graph.storage.evidence_seqs(), np.fromiter((o.seq for o in ops), np.int64, len(ops))]
+    )
     order = np.argsort(seq, kind="stable")
     index = np.arange(len(seq))
     is_ev = index < n_ev
@@ -90,8 +91,8 @@ def _observed_by(graph: ProvenanceGraph, log: dict[str, Any], cutoff: datetime) 
     ev_time: dict[int, datetime | None] = {}
     for i, (ev, op) in enumerate(zip(log["evidence"].tolist(), log["op"].tolist(), strict=True)):
         if ev >= 0:
-            valid = graph.storage.ev_valid.get(ev)
-            text = graph.storage.ev_time.get(ev) if valid is None else valid
+            observed, valid = graph.storage.evidence_times(ev)
+            text = observed if valid is None else valid
             when = latest if text is None else _instant(text, f"evidence e{ev}: time")
             ev_time[ev] = when
         else:
@@ -123,23 +124,15 @@ def _replay_into(
     is replayed with the value it retracts (the batch's side column), so that one whose value is not
     the head in the replay is a noop, as it is in an undo or erasure.
     """
-    settings = [s for s in graph.storage.authority_log if 0 <= s[0] <= bound]
+    store = graph.storage
+    settings = [s for s in store.authority_settings() if s[0] <= bound]
     arrival_seqs = log["seq"][keep].tolist()
-    erased, undo_of = graph.storage.erased, graph.storage.undo_of
-    targets, inert = graph.storage.op_retracts, graph.storage.retracts_erased
     # an undo names its target by the seq it has in the replay: arrivals are numbered as they are fed
     replay_seq: dict[int, int] = {}
     ops = log["operations"]
     evidence = log["evidence"][keep].tolist()
     op_rows = log["op"][keep].tolist()
     new_index = {ev: i for i, ev in enumerate(e for e in evidence if e >= 0)}
-    sources, texts, times, valid = (
-        graph.storage.sources,
-        graph.storage.ev_text,
-        graph.storage.ev_time,
-        graph.storage.ev_valid,
-    )
-    premised, names, aliases = graph.storage.op_deps, graph.storage.key_names, graph.storage.op_alias
     columns: dict[str, list[Any]] = {name: [] for name in WRITE_BATCH_SCHEMA.names}
     retracts: list[str | None] = []  # per batch row: the value a retraction retracts
 
@@ -162,43 +155,40 @@ def _replay_into(
         set_before(at)
         if op >= 0:
             o = ops[op]
-            if o.evidence is not None and int(o.evidence[1:]) in erased:
+            if o.evidence is not None and store.is_erased(int(o.evidence[1:])):
                 continue  # never happened: its evidence is erased
-            if op in inert:
+            if store.retracts_only_erased(op):
                 continue  # retracts a value only erased evidence stated: a noop in every replay
-            if o.requested == "undo" and ops[undo_of[op]].seq not in replay_seq:
+            if o.requested == "undo" and ops[store.undone_op(op)].seq not in replay_seq:
                 continue  # a bound left the undone operation out: nothing to undo
         replay_seq[at] = len(replay_seq) + 1
-        if ev >= 0 and ev in valid:  # the batch has no valid-time column
-            flush()
-            replayed.observe(texts[ev], sources[graph.storage.ev_source[ev]], times.get(ev), valid[ev])
-            continue
         if ev >= 0:
-            row: tuple[Any, ...] = (
-                None,
-                texts[ev],
-                sources[graph.storage.ev_source[ev]],
-                times.get(ev),
-                None,
-                None,
-                None,
-            )
+            text, source, observed, _, valid = store.evidence_fields(ev)
+            if valid is not None:  # the batch has no valid-time column
+                flush()
+                replayed.observe(text, source, observed, valid)
+                continue
+            row: tuple[Any, ...] = (None, text, source, observed, None, None, None)
         else:
             cited = None if o.evidence is None else new_index[int(o.evidence[1:])]
             if o.requested == "undo":
                 flush()
-                replayed.undo(replay_seq[ops[undo_of[op]].seq], None if cited is None else f"e{cited}")
+                replayed.undo(
+                    replay_seq[ops[store.undone_op(op)].seq], None if cited is None else f"e{cited}"
+                )
                 continue
-            alias = aliases.get(op)
-            if op in premised or (alias is not None and alias != o.key):
+            alias = store.alias(op)
+            premised = store.premise_keys(op)
+            if premised or (alias is not None and alias != o.key):
                 flush()
                 held = None
-                if op in premised:
-                    held = [names[k] for k in premised[op] if replayed.head_value(names[k]) is not None]
+                if premised:
+                    names = [store.key_name(k) for k in premised]
+                    held = [name for name in names if replayed.head_value(name) is not None]
                 ev_id = None if cited is None else f"e{cited}"
                 # an alias that is now the operation's own key was split off: the replay applies it there
                 alias = None if alias == o.key else alias
-                target = targets.get(op)
+                target = store.retracted_value(op)
                 replayed.apply(
                     o.requested, o.key, o.value, ev_id, depends_on=held, alias=alias, retracts=target
                 )
@@ -206,14 +196,14 @@ def _replay_into(
             row = (o.requested, None, None, None, o.key, o.value, cited)
         for name, cell in zip(WRITE_BATCH_SCHEMA.names, row, strict=True):
             columns[name].append(cell)
-        retracts.append(None if op < 0 else targets.get(op))
+        retracts.append(None if op < 0 else store.retracted_value(op))
     flush()
     set_before(bound + 1)
 
 
 def _registry_copy(graph: ProvenanceGraph) -> KeyRegistry | None:
     """The identity registry's keys and decisions (they carry no seq, so they are not cut)."""
-    source = graph._registry
+    source = graph.registry_in_use
     if source is None:  # none was ever used: none is made (it would be saved)
         return None
     copy = KeyRegistry(threshold=source.threshold)

@@ -14,10 +14,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from pmem.graph._tables import retracted_before_6
-from pmem.graph._texts import TextColumn
-from pmem.graph._validate import valid_instant
-
 if TYPE_CHECKING:
     from pmem.graph._graph import ProvenanceGraph
     from pmem.graph._identity import KeyRegistry
@@ -114,16 +110,12 @@ def build_legacy_graph(
     registry: KeyRegistry | None,
 ) -> ProvenanceGraph:
     graph = cls(registry=registry)
+    restored: dict[str, Any] = {}
     for name, columns in _TABLES.items():
         table = tables[name]
         for column, attr, typ in columns:
             typed = pa.types.is_integer(typ)  # integer columns are typed storage, the others lists
-            if attr == "ev_text":  # an Arrow-backed column (pmem.graph._texts)
-                graph.storage.ev_text = TextColumn(_column_list(table, column))
-                continue
-            setattr(
-                graph.storage, attr, _typed_column(table, column) if typed else _column_list(table, column)
-            )
+            restored[attr] = _typed_column(table, column) if typed else _column_list(table, column)
     for name, (attr, (index, _), value_columns) in _SPARSE.items():
         if name not in tables:  # a table added after the file's schema version (checked on decoding)
             continue
@@ -131,46 +123,40 @@ def build_legacy_graph(
         keys = _column_list(table, index)
         values = [_column_list(table, c) for c, _ in value_columns]
         rows = values[0] if len(values) == 1 else list(zip(*values, strict=True))
-        setattr(graph.storage, attr, dict(zip(keys, rows, strict=True)))
-    graph.storage.seq = int(meta["seq"])
-    graph.storage.valid_at = {n: valid_instant(text, "load")[1] for n, text in graph.storage.ev_valid.items()}
-    graph.storage.source_code = {s: i for i, s in enumerate(graph.storage.sources)}
-    graph.storage.k_head = _typed_column(tables["keys"], "head")
-    graph.storage.k_newest = _typed_column(tables["keys"], "newest")
-    graph.storage.kid = {name: kid for kid, name in enumerate(graph.storage.key_names)}
+        restored[attr] = dict(zip(keys, rows, strict=True))
+    restored["k_head"] = _typed_column(tables["keys"], "head")
+    restored["k_newest"] = _typed_column(tables["keys"], "newest")
     alts = tables["open_alternatives"]
     open_alts: dict[int, list[int]] = {}
     for kid, vid in zip(_column_list(alts, "key"), _column_list(alts, "version"), strict=True):
         open_alts.setdefault(kid, []).append(vid)
-    graph.storage.open_alts = open_alts
+    restored["open_alts"] = open_alts
     if "erased" in tables:
-        graph.storage.erased = set(_column_list(tables["erased"], "evidence"))
+        restored["erased"] = set(_column_list(tables["erased"], "evidence"))
     authority = json.loads(meta.get("authority", "null")) or {
         "configured": False,
         "from_start": False,
         "default": 1,
     }
-    graph.storage.default_authority = int(authority["default"])
-    graph.storage.authority_from_start = bool(authority["from_start"])
+    restored["default_authority"] = int(authority["default"])
+    restored["authority_from_start"] = bool(authority["from_start"])
     if authority["configured"]:
-        graph.storage.authority = {}
-        for after, source, level in zip(
-            *(_column_list(tables["authority"], c) for c in _AUTHORITY.names), strict=True
-        ):
-            graph.storage.authority[source] = level
-            graph.storage.authority_log.append((after, source, level))
+        log = list(zip(*(_column_list(tables["authority"], c) for c in _AUTHORITY.names), strict=True))
+        restored["authority_log"] = log
+        restored["authority"] = {source: level for _, source, level in log}  # the latest setting wins
     if "premises" in tables:
         premises = tables["premises"]
         deps: dict[int, list[tuple[int, int]]] = {}
         for v, k, pv in zip(*(_column_list(premises, c) for c in _PREMISES.names), strict=True):
             deps.setdefault(v, []).append((k, pv))
-        graph.storage.dep = {v: tuple(p) for v, p in deps.items()}
+        restored["dep"] = {v: tuple(p) for v, p in deps.items()}
         op_premises = tables["operation_premises"]
         op_deps: dict[int, list[int]] = {}
         for n, k in zip(*(_column_list(op_premises, c) for c in _OPERATION_PREMISES.names), strict=True):
             op_deps.setdefault(n, []).append(k)
-        graph.storage.op_deps = {n: tuple(k) for n, k in op_deps.items()}
-    graph.storage.op_retracts = retracted_before_6(graph)  # as a schema 4 or 5 state's are read
+        restored["op_deps"] = {n: tuple(k) for n, k in op_deps.items()}
+    graph.storage.restore(restored, int(meta["seq"]))
+    graph.storage.restore({"op_retracts": graph.storage.retracted_values()})  # as schema 4 and 5 are read
     identity = tables["identity"].to_pylist()
     reg_keys: list[str] = _column_list(tables["registry_keys"], "key")  # a string column: to_pylist()
     reg_config = json.loads(meta.get("registry", "null"))

@@ -14,7 +14,7 @@ P-Mem (``docs/core.md`` documents every column):
   ``value``, ``evidence``, ``applied``, ``reason``, ``version``, ``undoes``, ``alias``, premises, and
   for a reject or revoke the value it retracts). A state of schema 4 or 5 has no ``retracts``: each
   applied retraction is read as retracting the value of the version it acted on (see
-  :func:`retracted_before_6`).
+  ``GraphStore.retracted_values``).
 - ``edges``: the edges that are not columns of ``versions``: supported-by edges added after a version
   was created (a repeated value, a noop, a resolve) and revokes edges (one per tombstone). The
   supported-by edge of a version's creating evidence, supersedes and alternative-of are ``versions``
@@ -37,16 +37,14 @@ columns; loading rebuilds them, and a loaded graph saves to the same tables.
 from __future__ import annotations
 
 import json
-from array import array
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pmem.graph._codes import ACTIVE, EDGE_KINDS, ERASED, LOG_OPS, NONE, REJECT, REVOKE, STATUSES, SUPERSEDED
-from pmem.graph._texts import TextColumn
-from pmem.graph._validate import valid_instant
+from pmem.graph._codes import EDGE_KINDS, LOG_OPS, STATUSES
+from pmem.graph._store import EdgeArrays, EvidenceArrays, KeyArrays, OperationArrays, VersionArrays
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -163,11 +161,6 @@ _SUPPORTED_BY, _REVOKES = EDGE_KINDS.index("supported-by"), EDGE_KINDS.index("re
 # --------------------------------------------------------------------------------------- writing
 
 
-def _np(column: array[int] | list[int], dtype: type = np.int64) -> NDArray[Any]:
-    """A copy of a graph column (a view would pin a typed column's buffer: no append while alive)."""
-    return np.array(column, dtype=dtype)
-
-
 def _ref(ids: NDArray[np.int64]) -> pa.Array[Any]:
     """An id column with -1 ("none") as null."""
     return cast("pa.Array[Any]", _pa.array(ids, type=_I64, mask=ids < 0))
@@ -210,25 +203,6 @@ def _id_lists(n: int, mapping: dict[int, tuple[int, ...]]) -> pa.Array[Any]:
     return _sparse(n, {k: list(v) for k, v in mapping.items()}, _IDS)
 
 
-def _materialized(graph: ProvenanceGraph) -> tuple[NDArray[np.int8], NDArray[np.int64]]:
-    """Status and valid_to with the lazily closed heads written out (see ProvenanceGraph._closing)."""
-    status = _np(graph.storage.v_status, np.int8)
-    valid_to = _np(graph.storage.v_to)
-    n = len(status)
-    if n:
-        ids = np.arange(n, dtype=np.int64)
-        heads = _np(graph.storage.k_head)
-        lazy = (status == ACTIVE) & (heads[_np(graph.storage.v_key)] != ids)
-        if lazy.any():
-            prev = _np(graph.storage.v_prev)
-            newest = np.full(n, -1, dtype=np.int64)
-            linked = prev >= 0
-            np.maximum.at(newest, prev[linked], ids[linked])
-            valid_to[lazy] = _np(graph.storage.v_from)[newest[lazy]]
-            status[lazy] = SUPERSEDED
-    return status, valid_to
-
-
 def graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
     """The graph's flat tables (:data:`SCHEMAS`), deterministic: the same graph gives equal tables."""
     return dict(iter_graph_tables(graph))
@@ -236,141 +210,99 @@ def graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
 
 def iter_graph_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
     """:func:`graph_tables` one at a time, each made when asked for (a writer holds one at a time)."""
-    keys = _pa.array(graph.storage.key_names, type=_STR)
-    yield "evidence", _evidence(graph)
-    values = _pa.array(graph.storage.v_value, type=_LSTR)  # the versions' values, and most operations'
-    yield "versions", _versions(graph, keys, values)
-    yield "operations", _operations(graph, keys, values)
+    store = graph.storage
+    keys = store.key_arrays()
+    yield "evidence", _evidence(store.evidence_arrays())
+    values = store.value_array()  # the versions' values, and most operations'
+    yield "versions", _versions(store.version_arrays(), keys.name, values)
+    yield "operations", _operations(store.operation_arrays(values), keys.name)
     del values
-    yield "edges", _edges(graph)
-    yield "keys", _keys(graph, keys)
-    yield from _registry_tables(graph._registry).items()
+    yield "edges", _edges(store.edge_arrays())
+    yield "keys", _keys(keys)
+    yield from _registry_tables(graph.registry_in_use).items()
 
 
-def _flags(n: int, rows: set[int]) -> NDArray[np.bool_]:
-    """``n`` booleans, true at ``rows``."""
-    out = np.zeros(n, np.bool_)
-    out[np.fromiter(rows, np.int64, len(rows))] = True
-    return out
-
-
-def _evidence(graph: ProvenanceGraph) -> pa.Table:
-    n = graph.storage.evidence_count()
-    erased = _flags(n, graph.storage.erased)
+def _evidence(ev: EvidenceArrays) -> pa.Table:
+    n = len(ev.seq)
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
-        _pa.array(_np(graph.storage.ev_seq)),
-        graph.storage.ev_text.to_arrow(),
-        _codes(_np(graph.storage.ev_source, np.int32), graph.storage.sources, _CODE32),
-        _sparse(n, graph.storage.ev_time, _STR),
-        _sparse(n, graph.storage.ev_valid, _STR),
-        _pa.array(erased),
+        _pa.array(ev.seq),
+        ev.text,
+        _codes(ev.source, ev.sources, _CODE32),
+        _sparse(n, ev.time, _STR),
+        _sparse(n, ev.valid, _STR),
+        _pa.array(ev.erased),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["evidence"])
 
 
-def _versions(graph: ProvenanceGraph, keys: pa.Array[Any], values: pa.Array[Any]) -> pa.Table:
-    n = len(graph.storage.v_key)
-    key_id = _np(graph.storage.v_key)
-    status, valid_to = _materialized(graph)
-    prev = _np(graph.storage.v_prev)
-    previous = prev.copy()  # the arrival chain: the supersedes target unless stored apart
-    older = graph.storage.v_older
-    previous[_keys_of(older)] = _values_of(older)
-    support = np.ones(n, np.int64)
-    extra = graph.storage.v_extra_support
-    support[_keys_of(extra)] += _values_of(extra)
-    deps = graph.storage.dep
+def _versions(v: VersionArrays, keys: pa.Array[Any], values: pa.Array[Any]) -> pa.Table:
+    n = len(v.key)
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
-        _pa.DictionaryArray.from_arrays(_pa.array(key_id.astype(np.int32)), keys),
-        _pa.array(key_id),
+        _pa.DictionaryArray.from_arrays(_pa.array(v.key.astype(np.int32)), keys),
+        _pa.array(v.key),
         values,
-        _codes(status, STATUSES, _CODE8),
-        _pa.array(_np(graph.storage.v_from)),
-        _ref(valid_to),
-        _ref(_np(graph.storage.v_ev)),
-        _ref(prev),
-        _sparse(n, graph.storage.v_alt, _I64),
-        _ref(previous),
-        _pa.array(support),
-        _id_lists(n, {v: tuple(k for k, _ in p) for v, p in deps.items()}),
-        _id_lists(n, {v: tuple(pv for _, pv in p) for v, p in deps.items()}),
+        _codes(v.status, STATUSES, _CODE8),
+        _pa.array(v.valid_from),
+        _ref(v.valid_to),
+        _ref(v.evidence),
+        _ref(v.supersedes),
+        _sparse(n, v.alternative_of, _I64),
+        _ref(v.previous),
+        _pa.array(v.support),
+        _id_lists(n, {u: tuple(k for k, _ in p) for u, p in v.premises.items()}),
+        _id_lists(n, {u: tuple(pv for _, pv in p) for u, p in v.premises.items()}),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["versions"])
 
 
-def _operations(graph: ProvenanceGraph, keys: pa.Array[Any], versions: pa.Array[Any]) -> pa.Table:
-    """The operation log; ``versions`` are the versions' values (``graph.storage.v_value`` as Arrow)."""
-    n = len(graph.storage.op_code)
-    code = _np(graph.storage.op_code)
-    target = _np(graph.storage.op_target)
-    # An operation that created its target version takes seq, key, evidence and value from it
-    # (ProvenanceGraph.operations); every other one keeps them in _op_extra: (seq, key, evidence,
-    # value, reason), read here in one pass.
-    extra = graph.storage.op_extra
-    rows = np.fromiter(extra, np.int64, len(extra))
-    apart = np.zeros(n, np.bool_)
-    apart[rows] = True
-    own = np.flatnonzero(~apart)
-    at = target.copy()  # the row whose value an entry reads: its version's, or its own (after them)
-    at[rows] = len(versions) + np.arange(len(rows), dtype=np.int64)
-    extra_seq, extra_key, extra_ev, extra_value, extra_reason = (
-        cast("tuple[tuple[Any, ...], ...]", tuple(zip(*extra.values(), strict=True))) or ((),) * 5
-    )
-    seq, key_id, ev = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-    for column, kept, of_version in (
-        (seq, extra_seq, graph.storage.v_from),
-        (key_id, extra_key, graph.storage.v_key),
-        (ev, extra_ev, graph.storage.v_ev),
-    ):
-        column[rows] = np.array(kept, dtype=np.int64)
-        column[own] = np.frombuffer(of_version, np.int64)[target[own]]  # a read: no buffer kept
-    values = pa.concat_arrays([versions, _pa.array(extra_value, type=_LSTR)]).take(_pa.array(at))
-    reasons = _scattered(n, rows, _pa.array(extra_reason, type=_STR))
+def _operations(ops: OperationArrays, keys: pa.Array[Any]) -> pa.Table:
+    n = len(ops.code)
+    code = ops.code
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
-        _pa.array(seq),
+        _pa.array(ops.seq),
         _codes((code & 7).astype(np.int8), LOG_OPS, _CODE8),
         _codes(((code >> 3) & 7).astype(np.int8), LOG_OPS, _CODE8),
-        _pa.DictionaryArray.from_arrays(_pa.array(key_id.astype(np.int32)), keys),
-        _pa.array(key_id),
-        values,
-        _ref(ev),
+        _pa.DictionaryArray.from_arrays(_pa.array(ops.key.astype(np.int32)), keys),
+        _pa.array(ops.key),
+        ops.value,
+        _ref(ops.evidence),
         _pa.array((code >> 6).astype(np.bool_)),
-        reasons,
-        _ref(target),
-        _sparse(n, graph.storage.undo_of, _I64),
-        _sparse(n, graph.storage.op_alias, _STR),
-        _id_lists(n, graph.storage.op_deps),
-        _sparse(n, graph.storage.op_retracts, _LSTR),
-        _pa.array(_flags(n, graph.storage.retracts_erased)),
+        ops.reason,
+        _ref(ops.target),
+        _sparse(n, ops.undoes, _I64),
+        _sparse(n, ops.alias, _STR),
+        _id_lists(n, ops.premise_keys),
+        _sparse(n, ops.retracts, _LSTR),
+        _pa.array(ops.retracts_erased),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["operations"])
 
 
-def _edges(graph: ProvenanceGraph) -> pa.Table:
-    sb, tb = len(graph.storage.sb_version), len(graph.storage.tb_version)
+def _edges(e: EdgeArrays) -> pa.Table:
+    sb, tb = len(e.support_version), len(e.tombstone_version)
     kind = np.concatenate([np.full(sb, _SUPPORTED_BY, np.int8), np.full(tb, _REVOKES, np.int8)])
     tombstone = np.concatenate([np.full(sb, -1, np.int64), np.arange(tb, dtype=np.int64)])
     columns = [
         _codes(kind, EDGE_KINDS, _CODE8),
-        _pa.array(np.concatenate([_np(graph.storage.sb_version), _np(graph.storage.tb_version)])),
-        _ref(np.concatenate([_np(graph.storage.sb_ev), _np(graph.storage.tb_ev)])),
-        _pa.array(np.concatenate([_np(graph.storage.sb_seq), _np(graph.storage.tb_seq)])),
+        _pa.array(np.concatenate([e.support_version, e.tombstone_version])),
+        _ref(np.concatenate([e.support_evidence, e.tombstone_evidence])),
+        _pa.array(np.concatenate([e.support_seq, e.tombstone_seq])),
         _ref(tombstone),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["edges"])
 
 
-def _keys(graph: ProvenanceGraph, keys: pa.Array[Any]) -> pa.Table:
-    n = len(keys)
+def _keys(k: KeyArrays) -> pa.Table:
+    n = len(k.name)
     columns = [
         _pa.array(np.arange(n, dtype=np.int64)),
-        keys,
-        _ref(_np(graph.storage.k_head)),
-        _ref(_np(graph.storage.k_newest)),
-        _id_lists(n, {k: tuple(v) for k, v in graph.storage.open_alts.items() if v}),
+        k.name,
+        _ref(k.head),
+        _ref(k.newest),
+        _id_lists(n, k.open_alternatives),
     ]
     return pa.Table.from_arrays(columns, schema=SCHEMAS["keys"])
 
@@ -398,22 +330,14 @@ def _registry_tables(reg: KeyRegistry | None) -> dict[str, pa.Table]:
 
 def graph_metadata(graph: ProvenanceGraph) -> dict[str, str]:
     """The graph's metadata entries: seq, the code tables, registry and authority (JSON where structured)."""
-    reg = graph._registry
+    reg = graph.registry_in_use
     return {
-        "seq": str(graph.storage.seq),
+        "seq": str(graph.seq),
         "statuses": json.dumps(STATUSES),
         "ops": json.dumps(LOG_OPS),
         "edge_kinds": json.dumps(EDGE_KINDS),
         "registry": json.dumps(reg.config() if reg is not None else None, sort_keys=True),
-        "authority": json.dumps(
-            {
-                "configured": graph.storage.authority is not None,
-                "from_start": graph.storage.authority_from_start,
-                "default": graph.storage.default_authority,
-                "settings": [list(s) for s in graph.storage.authority_log],
-            },
-            sort_keys=True,
-        ),
+        "authority": json.dumps(graph.storage.authority_config(), sort_keys=True),
     }
 
 
@@ -426,13 +350,6 @@ def _ints(table: pa.Table, name: str) -> NDArray[np.int64]:
     if column.null_count:
         column = column.fill_null(-1)
     return cast("NDArray[np.int64]", column.to_numpy()).astype(np.int64, copy=False)
-
-
-def _typed(values: NDArray[Any]) -> array[int]:
-    out = array("q")
-    block = np.ascontiguousarray(values, dtype=np.int64)
-    out.frombytes(block.data.cast("B"))  # from the array's memory: no bytes object in between
-    return out
 
 
 def _present(table: pa.Table, name: str) -> tuple[list[int], list[Any]]:
@@ -492,15 +409,21 @@ def build_graph(
         tables = {**tables, "operations": _without_retracts(tables["operations"])}
     _check_schemas(tables)
     graph = cls(registry=registry)
-    _load_evidence(graph, tables["evidence"])
-    _load_keys(graph, tables["keys"])
-    _load_versions(graph, tables["versions"])
-    _load_edges(graph, tables["edges"])
-    _load_operations(graph, tables["operations"], tables["versions"])
+    store = graph.storage
+    versions = tables["versions"]
+    values: Any = versions.column("value").combine_chunks()
+    store.load_arrays(
+        _evidence_arrays(tables["evidence"]),
+        _key_arrays(tables["keys"]),
+        _version_arrays(versions),
+        values,
+        _edge_arrays(tables["edges"]),
+        _operation_arrays(tables["operations"]),
+        int(meta["seq"]),
+    )
     if before_6:
-        graph.storage.op_retracts = retracted_before_6(graph)
-    graph.storage.seq = int(meta["seq"])
-    _load_authority(graph, json.loads(meta["authority"]))
+        store.restore({"op_retracts": store.retracted_values()})
+    store.load_authority(json.loads(meta["authority"]))
     identity = tables["identity"].to_pylist()
     reg_keys = cast("list[str]", tables["registry_keys"].column("key").to_pylist())
     reg_config = json.loads(meta.get("registry", "null"))
@@ -509,117 +432,75 @@ def build_graph(
     return graph
 
 
-def _load_evidence(graph: ProvenanceGraph, table: pa.Table) -> None:
+def _evidence_arrays(table: pa.Table) -> EvidenceArrays:
     source: Any = table.column("source").combine_chunks()
-    graph.storage.sources = source.dictionary.to_pylist()
-    graph.storage.source_code = {s: i for i, s in enumerate(graph.storage.sources)}
-    graph.storage.ev_text = TextColumn()
-    graph.storage.ev_text.extend_arrow(table.column("text"))  # as read: no Python string per text
-    graph.storage.ev_source = _typed(source.indices.to_numpy())
-    graph.storage.ev_seq = _typed(_ints(table, "seq"))
-    graph.storage.ev_time = dict(zip(*_present(table, "time"), strict=True))
-    graph.storage.ev_valid = dict(zip(*_present(table, "valid_time"), strict=True))
-    graph.storage.valid_at = {n: valid_instant(text, "load")[1] for n, text in graph.storage.ev_valid.items()}
-    erased = table.column("erased").to_numpy(zero_copy_only=False)
-    graph.storage.erased = set(np.flatnonzero(erased).tolist())
+    return EvidenceArrays(
+        _ints(table, "seq"),
+        table.column("text"),
+        source.indices.to_numpy(),
+        tuple(source.dictionary.to_pylist()),
+        dict(zip(*_present(table, "time"), strict=True)),
+        dict(zip(*_present(table, "valid_time"), strict=True)),
+        table.column("erased").to_numpy(zero_copy_only=False),
+    )
 
 
-def _load_keys(graph: ProvenanceGraph, table: pa.Table) -> None:
-    graph.storage.key_names = cast("list[str]", table.column("key").to_pylist())
-    graph.storage.kid = dict(zip(graph.storage.key_names, range(len(graph.storage.key_names)), strict=True))
-    if len(graph.storage.kid) != len(graph.storage.key_names):
-        msg = "the keys table names a key twice"
-        raise ValueError(msg)
-    graph.storage.k_head = _typed(_ints(table, "head"))
-    graph.storage.k_newest = _typed(_ints(table, "newest"))
+def _key_arrays(table: pa.Table) -> KeyArrays:
     rows, alts = _present(table, "alternatives")
-    graph.storage.open_alts = {kid: list(a) for kid, a in zip(rows, alts, strict=True) if a}
+    return KeyArrays(
+        table.column("key").combine_chunks(),
+        _ints(table, "head"),
+        _ints(table, "newest"),
+        {kid: tuple(a) for kid, a in zip(rows, alts, strict=True) if a},
+    )
 
 
-def _load_versions(graph: ProvenanceGraph, table: pa.Table) -> None:
-    graph.storage.v_key = _typed(_ints(table, "key_id"))
-    graph.storage.v_value = cast("list[str]", table.column("value").to_pylist())
-    graph.storage.v_status = _typed(_dictionary_codes(table, "status", STATUSES))
-    graph.storage.v_from = _typed(_ints(table, "valid_from"))
-    graph.storage.v_to = _typed(_ints(table, "valid_to"))
-    graph.storage.v_ev = _typed(_ints(table, "evidence"))
-    prev = _ints(table, "supersedes")
-    graph.storage.v_prev = _typed(prev)
-    graph.storage.v_alt = dict(zip(*_present(table, "alternative_of"), strict=True))
-    previous = _ints(table, "previous")
-    apart = np.flatnonzero(previous != prev)
-    graph.storage.v_older = dict(zip(apart.tolist(), previous[apart].tolist(), strict=True))
-    support = _ints(table, "support")
-    more = np.flatnonzero(support != 1)
-    graph.storage.v_extra_support = dict(zip(more.tolist(), (support[more] - 1).tolist(), strict=True))
+def _version_arrays(table: pa.Table) -> VersionArrays:
     rows, keys = _present(table, "premise_keys")
     _, heads = _present(table, "premise_versions")
-    graph.storage.dep = {v: tuple(zip(k, h, strict=True)) for v, k, h in zip(rows, keys, heads, strict=True)}
+    return VersionArrays(
+        _ints(table, "key_id"),
+        _dictionary_codes(table, "status", STATUSES),
+        _ints(table, "valid_from"),
+        _ints(table, "valid_to"),
+        _ints(table, "evidence"),
+        _ints(table, "supersedes"),
+        _ints(table, "previous"),
+        _ints(table, "support"),
+        dict(zip(*_present(table, "alternative_of"), strict=True)),
+        {v: tuple(zip(k, h, strict=True)) for v, k, h in zip(rows, keys, heads, strict=True)},
+    )
 
 
-def _load_edges(graph: ProvenanceGraph, table: pa.Table) -> None:
+def _edge_arrays(table: pa.Table) -> EdgeArrays:
     kind = _dictionary_codes(table, "kind", EDGE_KINDS)
     version, ev, seq = _ints(table, "version"), _ints(table, "evidence"), _ints(table, "seq")
     sb, tb = kind == _SUPPORTED_BY, kind == _REVOKES
     if np.count_nonzero(sb) + np.count_nonzero(tb) != len(kind):
         msg = "the edges table holds a kind other than supported-by and revokes"
         raise ValueError(msg)
-    graph.storage.sb_version, graph.storage.sb_ev, graph.storage.sb_seq = (
-        _typed(version[sb]),
-        _typed(ev[sb]),
-        _typed(seq[sb]),
-    )
-    graph.storage.tb_version, graph.storage.tb_seq, graph.storage.tb_ev = (
-        _typed(version[tb]),
-        _typed(seq[tb]),
-        _typed(ev[tb]),
-    )
+    return EdgeArrays(version[sb], ev[sb], seq[sb], version[tb], ev[tb], seq[tb])
 
 
-def _load_operations(graph: ProvenanceGraph, table: pa.Table, versions: pa.Table) -> None:
-    """The operation log of ``table``; ``versions`` is the table the graph's versions were read from."""
+def _operation_arrays(table: pa.Table) -> OperationArrays:
     requested = _dictionary_codes(table, "requested", LOG_OPS)
     effective = _dictionary_codes(table, "op", LOG_OPS)
     applied = table.column("applied").to_numpy(zero_copy_only=False).astype(np.int64)
-    graph.storage.op_code = _typed(requested | effective << 3 | applied << 6)
-    target = _ints(table, "version")
-    graph.storage.op_target = _typed(target)
-    seq, key_id, ev = _ints(table, "seq"), _ints(table, "key_id"), _ints(table, "evidence")
-    # an entry that reads exactly as its target version (what created it) is stored as that version
-    values: Any = table.column("value").combine_chunks()
-    reasons: Any = table.column("reason")
-    own = target >= 0
-    if own.any():
-        t = np.where(own, target, 0)
-        own &= np.frombuffer(graph.storage.v_from, np.int64)[t] == seq
-        own &= np.frombuffer(graph.storage.v_key, np.int64)[t] == key_id
-        own &= np.frombuffer(graph.storage.v_ev, np.int64)[t] == ev
-        theirs: Any = versions.column("value").combine_chunks().take(_pa.array(t))  # the graph's v_value
-        own &= pc.fill_null(pc.equal(values, theirs), False).to_numpy(zero_copy_only=False)
-        own &= reasons.is_null().to_numpy(zero_copy_only=False)
-    apart = np.flatnonzero(~own)
-    at = _pa.array(apart)
-    graph.storage.op_extra = dict(
-        zip(
-            apart.tolist(),
-            zip(
-                seq[apart].tolist(),
-                key_id[apart].tolist(),
-                ev[apart].tolist(),
-                values.take(at).to_pylist(),
-                reasons.take(at).to_pylist(),
-                strict=True,
-            ),
-            strict=True,
-        )
-    )
-    graph.storage.undo_of = dict(zip(*_present(table, "undoes"), strict=True))
-    graph.storage.op_alias = dict(zip(*_present(table, "alias"), strict=True))
     rows, deps = _present(table, "premise_keys")
-    graph.storage.op_deps = {n: tuple(k) for n, k in zip(rows, deps, strict=True)}
-    graph.storage.op_retracts = dict(zip(*_present(table, "retracts"), strict=True))
-    inert = table.column("retracts_erased").to_numpy(zero_copy_only=False)
-    graph.storage.retracts_erased = set(np.flatnonzero(inert).tolist())
+    return OperationArrays(
+        requested | effective << 3 | applied << 6,
+        _ints(table, "version"),
+        _ints(table, "seq"),
+        _ints(table, "key_id"),
+        _ints(table, "evidence"),
+        table.column("value").combine_chunks(),
+        table.column("reason").combine_chunks(),
+        dict(zip(*_present(table, "undoes"), strict=True)),
+        dict(zip(*_present(table, "alias"), strict=True)),
+        {n: tuple(k) for n, k in zip(rows, deps, strict=True)},
+        dict(zip(*_present(table, "retracts"), strict=True)),
+        table.column("retracts_erased").to_numpy(zero_copy_only=False),
+    )
 
 
 #: The schema whose operations table records what each retraction retracts.
@@ -628,7 +509,7 @@ SCHEMA_WITH_RETRACTS = 6
 
 def _without_retracts(table: pa.Table) -> pa.Table:
     """An operations table of schema 4 or 5 with the columns schema 6 added (none retracts anything
-    yet: :func:`retracted_before_6` reads that from the graph)."""
+    yet: ``GraphStore.retracted_values`` derives that from the log)."""
     n = table.num_rows
     if "retracts" in table.schema.names:  # not what schema 4 or 5 wrote: the schema check refuses it
         return table
@@ -636,37 +517,3 @@ def _without_retracts(table: pa.Table) -> pa.Table:
     return table.append_column(
         SCHEMAS["operations"].field("retracts_erased"), _pa.array(np.zeros(n, np.bool_))
     )
-
-
-def retracted_before_6(graph: ProvenanceGraph) -> dict[int, str]:
-    """What each retraction of a schema 4 or 5 state retracts, as it records it: a revoke's named value;
-    else, for one applied, the value of the version it acted on (a revoke's or a reject's retracted
-    head; for a reject with a replacement, the version that replacement supersedes). One that acted on
-    nothing, or on a version erased since, retracts nothing recorded: it replays as it always did."""
-    store = graph.storage
-    out: dict[int, str] = {}
-    requested = np.frombuffer(store.op_code, np.int64) & 7 if len(store.op_code) else np.zeros(0, np.int64)
-    for i in np.flatnonzero((requested == REJECT) | (requested == REVOKE)).tolist():
-        code, req = store.op_code[i], store.op_code[i] & 7
-        extra = store.op_extra.get(i)
-        if req == REVOKE and extra is not None and extra[3] is not None:
-            out[i] = extra[3]
-            continue
-        target = store.op_target[i]
-        if not code >> 6 or target == NONE:
-            continue
-        if extra is None:  # a reject that created its replacement: it retracted what that supersedes
-            target = store.v_prev[target]
-        if target != NONE and store.v_status[target] != ERASED:
-            out[i] = store.v_value[target]
-    return out
-
-
-def _load_authority(graph: ProvenanceGraph, authority: dict[str, Any]) -> None:
-    graph.storage.default_authority = int(authority["default"])
-    graph.storage.authority_from_start = bool(authority["from_start"])
-    if authority["configured"]:
-        graph.storage.authority = {}
-        for after, source, level in authority["settings"]:
-            graph.storage.authority[source] = int(level)
-            graph.storage.authority_log.append((int(after), str(source), int(level)))

@@ -156,3 +156,14 @@ def valid_instant(value: object, where: str = "observe") -> tuple[str, datetime]
     if at.tzinfo is not None:
         at = at.astimezone(UTC).replace(tzinfo=None)
     return text, at
+
+
+def format_time(time: object) -> str:
+    """An observation time as stored: a string as given, a datetime (anything with ``isoformat``) as
+    ISO 8601; anything else is refused, naming ``observe``."""
+    iso = getattr(time, "isoformat", None)
+    text = iso() if callable(iso) else None
+    if type(text) is not str:
+        msg = f"observe: time must be a string or a datetime, got {type(time).__name__} {preview(time)}"
+        raise ValueError(msg)
+    return text

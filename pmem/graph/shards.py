@@ -60,7 +60,6 @@ from pmem.graph._state import (
     load_state,
     read_state,
 )
-from pmem.graph._tables import _materialized
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -531,7 +530,7 @@ def load_sharded(
     # the whole table each time (10M facts: 21 s of takes against 3 s to combine and 1 s of takes)
     rows = rows.combine_chunks()
     # the holder's registry as loaded: None when the state had none (reading .registry would make one)
-    graph = cls(registry=holder._registry)
+    graph = cls(registry=holder.registry_in_use)
     try:
         for start in range(0, len(order), REPLAY_ROWS):  # the union made a chunk at a time
             apply_log(graph, rows.take(pa.array(order[start : start + REPLAY_ROWS], pa.int64())))
@@ -578,14 +577,11 @@ def _check_parts(root: Path, graph: ProvenanceGraph, versions: list[pa.Table]) -
     arrival order, and a part's keys arrive in the union's order), with the same key, value, status,
     openness and support. Linear: no sort, one pass per part."""
     store = graph.storage
-    status, valid_to = _materialized(graph)  # as the union's state would hold them (lazy heads closed)
-    kid = np.frombuffer(store.v_key, np.int64) if len(store.v_key) else np.zeros(0, np.int64)
-    support = np.ones(len(kid), np.int64)
-    if store.v_extra_support:
-        more = np.fromiter(store.v_extra_support, np.int64, len(store.v_extra_support))
-        support[more] += np.fromiter(store.v_extra_support.values(), np.int64, len(more))
-    values = pa.array(store.v_value, pa.large_string())
-    names = pa.array(store.key_names, pa.string())
+    status, valid_to = store.materialized_status()  # as the union's state holds them (lazy heads closed)
+    kid = store.version_keys()
+    support = store.supports()
+    values = store.value_array()
+    names = store.key_name_array()
     owner = partitions_of(names, len(versions))[kid]
     for p, table in enumerate(versions):
         where = root / part_name(p) / "versions.arrow"
@@ -607,7 +603,7 @@ def _check_parts(root: Path, graph: ProvenanceGraph, versions: list[pa.Table]) -
         for name, (found, expected) in mine.items():
             apart = np.flatnonzero(found != expected)
             if len(apart):
-                key = store.key_names[int(kid[rows[apart[0]]])]
+                key = store.key_name(int(kid[rows[apart[0]]]))
                 raise _refuse(
                     where,
                     f"the {name} of its version {int(apart[0])} (key {key!r}) is not the union's (a part was altered)",

@@ -193,9 +193,9 @@ class PartitionGraph(ProvenanceGraph):
         )
         self.apply_batch(batch)  # its mixed keys go through this graph's own apply()
 
-    def _evidence_index(self, evidence: object, op: str, key: str) -> int:
+    def evidence_index(self, evidence: object, op: str, key: str) -> int:
         n = self._dated.get(evidence) if type(evidence) is str else None
-        return n if n is not None else super()._evidence_index(evidence, op, key)
+        return n if n is not None else super().evidence_index(evidence, op, key)
 
     def apply(
         self,

@@ -268,3 +268,16 @@ def test_blank_keys_are_refused_everywhere(tmp_path, key):
     assert saved(g, tmp_path / "after") == before
     g.apply("accept", "a key with spaces", "v")  # spaces beside other text are a key's business
     assert g.cell("a key with spaces").value == "v"
+
+
+@pytest.mark.parametrize("source", [None, "", 5])
+def test_a_bad_source_is_refused_on_a_fresh_graph_and_after_the_cached_one(source):
+    """observe caches the last source's code: neither the empty cache nor the cached source lets a bad
+    one through."""
+    g = ProvenanceGraph()
+    with pytest.raises(ValueError, match=_named("source")):
+        g.observe("first", source=source)
+    g.observe("second", source="user")
+    with pytest.raises(ValueError, match=_named("source")):
+        g.observe("third", source=source)
+    assert g.stats()["evidence"] == 1 and g.evidence("e0").source == "user"

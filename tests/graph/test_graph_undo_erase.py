@@ -295,6 +295,22 @@ def test_a_value_also_stated_by_other_evidence_survives_erasure() -> None:
     assert dataclasses.asdict(g.cell("k"))["history"] == []
 
 
+def test_an_erased_version_keeps_the_seq_it_was_superseded_at_whether_or_not_the_state_was_reloaded() -> None:
+    """An accept closes the head it displaces lazily (written down when saved); erasing that version
+    closed it at the erasure's seq in a graph that had not been saved, and at the supersession's in one
+    loaded from its bytes, so the two states differed (found by the state tables' round-trip property)."""
+    g = ProvenanceGraph()
+    g.apply("accept", "a", "w", evidence=g.observe("a is w"))
+    g.apply("accept", "a", "x", evidence=g.observe("a is x"))  # seq 4 closes the first version
+    loaded = ProvenanceGraph.from_bytes(g.to_bytes())
+    for graph in (g, loaded):
+        graph.apply("accept", "a", "y", evidence=graph.observe("a is y"))
+        graph.erase("e0")
+    erased = g.versions("a")[0]
+    assert (erased.status, erased.valid_to) == ("erased", 4)
+    assert loaded.to_bytes() == g.to_bytes()
+
+
 def test_a_re_derived_key_is_replayed_under_the_authority_each_operation_had() -> None:
     g = ProvenanceGraph()
     g.apply("accept", "k", "a", g.observe("a", "user"))
