@@ -42,7 +42,9 @@ from __future__ import annotations
 
 import operator
 from array import array
+from collections.abc import Mapping
 from itertools import repeat
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias, cast
 
 import numpy as np
@@ -70,7 +72,7 @@ from pmem.graph._texts import TextColumn
 from pmem.graph._validate import valid_instant
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator
     from datetime import datetime
 
 
@@ -79,19 +81,22 @@ ValidTime: TypeAlias = "tuple[str, datetime]"
 
 
 class EvidenceArrays(NamedTuple):
-    """Every evidence node, column-wise (copies): as the state tables hold them."""
+    """Every evidence node, column-wise, as the state tables hold them. Exported, its arrays are copies and
+    its sparse columns read-only views of the store's, valid until its next write; given to
+    ``GraphStore.load_arrays``, its dicts become the store's own."""
 
     seq: np.ndarray  # arrival seq
     text: pa.Array[Any] | pa.ChunkedArray[Any]  # erased ones blank
     source: np.ndarray  # int32 code into ``sources``
     sources: tuple[str, ...]
-    time: dict[int, str]  # observation times (sparse)
-    valid: dict[int, str]  # valid times (sparse)
+    time: Mapping[int, str]  # observation times (sparse)
+    valid: Mapping[int, str]  # valid times (sparse)
     erased: np.ndarray  # bool
 
 
 class VersionArrays(NamedTuple):
-    """Every version, column-wise (copies), lazily closed ones written out as superseded."""
+    """Every version, column-wise, lazily closed ones written out as superseded (copies and views as
+    :class:`EvidenceArrays`)."""
 
     key: np.ndarray
     status: np.ndarray  # int8
@@ -101,12 +106,13 @@ class VersionArrays(NamedTuple):
     supersedes: np.ndarray  # NONE: none
     previous: np.ndarray  # the key's arrival chain, NONE: the first
     support: np.ndarray
-    alternative_of: dict[int, int]  # sparse
-    premises: dict[int, tuple[tuple[int, int], ...]]  # sparse: (premise key, its head then), ...
+    alternative_of: Mapping[int, int]  # sparse
+    premises: Mapping[int, tuple[tuple[int, int], ...]]  # sparse: (premise key, its head then), ...
 
 
 class OperationArrays(NamedTuple):
-    """The operation log, column-wise (copies), every entry's seq, key, evidence and value decoded."""
+    """The operation log, column-wise, every entry's seq, key, evidence and value decoded (copies and
+    views as :class:`EvidenceArrays`)."""
 
     code: np.ndarray  # requested | effective << 3 | applied << 6
     target: np.ndarray  # NONE: none
@@ -115,10 +121,10 @@ class OperationArrays(NamedTuple):
     evidence: np.ndarray  # NONE: none
     value: pa.Array[Any]  # large_string, null: none
     reason: pa.Array[Any]  # string, null: none
-    undoes: dict[int, int]  # sparse
-    alias: dict[int, str]  # sparse
-    premise_keys: dict[int, tuple[int, ...]]  # sparse
-    retracts: dict[int, str]  # sparse
+    undoes: Mapping[int, int]  # sparse
+    alias: Mapping[int, str]  # sparse
+    premise_keys: Mapping[int, tuple[int, ...]]  # sparse
+    retracts: Mapping[int, str]  # sparse
     retracts_erased: np.ndarray  # bool
 
 
@@ -160,6 +166,12 @@ def _extend(column: array[int] | list[Any], values: np.ndarray) -> None:
         column.frombytes(np.ascontiguousarray(values, dtype=np.int64).data.cast("B"))
     else:
         column.extend(values.tolist())
+
+
+def _own(mapping: Mapping[int, Any]) -> dict[int, Any]:
+    """A loaded sparse column as the store keeps it: a dict built for the load is taken as it is (a
+    column of every evidence's time holds an entry per node), anything else copied."""
+    return mapping if type(mapping) is dict else dict(mapping)
 
 
 def _flags(n: int, rows: set[int]) -> np.ndarray:
@@ -531,12 +543,11 @@ class GraphStore:
         self._op_index = None
 
     def share_evidence(self, other: GraphStore) -> None:
-        """Read ``other``'s evidence (texts, sources, seqs, valid times) and default authority as this
-        store's own: a scratch store replaying one of ``other``'s keys (its columns are shared, not copied)."""
+        """Read ``other``'s evidence (texts, sources, seqs, valid times) as this store's own: a scratch
+        store replaying one of ``other``'s keys (its columns are shared, not copied)."""
         self.ev_text, self.ev_source, self.ev_seq = other.ev_text, other.ev_source, other.ev_seq
         self.sources, self.source_code = other.sources, other.source_code
         self.ev_valid, self.valid_at = other.ev_valid, other.valid_at
-        self.default_authority = other.default_authority
 
     def replace_history(
         self,
@@ -790,7 +801,7 @@ class GraphStore:
         self.ev_text = TextColumn()
         self.ev_text.extend_arrow(evidence.text)  # as read: no Python string per text
         self.ev_source, self.ev_seq = _typed(evidence.source), _typed(evidence.seq)
-        self.ev_time, self.ev_valid = dict(evidence.time), dict(evidence.valid)
+        self.ev_time, self.ev_valid = _own(evidence.time), _own(evidence.valid)
         self.valid_at = {n: valid_instant(text, "load")[1] for n, text in self.ev_valid.items()}
         self.erased = set(np.flatnonzero(evidence.erased).tolist())
         self.key_names = cast("list[str]", keys.name.to_pylist())
@@ -825,12 +836,12 @@ class GraphStore:
         )
         prev = versions.supersedes
         self.v_prev = _typed(prev)
-        self.v_alt = dict(versions.alternative_of)
+        self.v_alt = _own(versions.alternative_of)
         apart = np.flatnonzero(versions.previous != prev)
         self.v_older = dict(zip(apart.tolist(), versions.previous[apart].tolist(), strict=True))
         more = np.flatnonzero(versions.support != 1)
         self.v_extra_support = dict(zip(more.tolist(), (versions.support[more] - 1).tolist(), strict=True))
-        self.dep = dict(versions.premises)
+        self.dep = _own(versions.premises)
 
     def _load_operations(self, ops: OperationArrays, version_values: pa.Array[Any]) -> None:
         self.op_code, self.op_target = _typed(ops.code), _typed(ops.target)
@@ -864,8 +875,8 @@ class GraphStore:
                 strict=True,
             )
         )
-        self.undo_of, self.op_alias = dict(ops.undoes), dict(ops.alias)
-        self.op_deps, self.op_retracts = dict(ops.premise_keys), dict(ops.retracts)
+        self.undo_of, self.op_alias = _own(ops.undoes), _own(ops.alias)
+        self.op_deps, self.op_retracts = _own(ops.premise_keys), _own(ops.retracts)
         self.retracts_erased = set(np.flatnonzero(ops.retracts_erased).tolist())
 
     def load_authority(self, config: dict[str, Any]) -> None:
@@ -1249,7 +1260,8 @@ class GraphStore:
     def operation_columns(self, start: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The (key id, evidence, seq) of each log entry from ``start`` on, column-wise (NONE: none)."""
         n = len(self.op_code) - start
-        target = np.frombuffer(self.op_target, np.int64)[start:].copy() if n > 0 else np.zeros(0, np.int64)
+        # a view: nothing appends while this function runs, and none of it is returned
+        target = np.frombuffer(self.op_target, np.int64)[start:] if n > 0 else np.zeros(0, np.int64)
         kid, ev, seq = (
             np.empty(len(target), np.int64),
             np.empty(len(target), np.int64),
@@ -1340,8 +1352,8 @@ class GraphStore:
             self.ev_text.to_arrow(),
             _ints(self.ev_source, np.int32),
             tuple(self.sources),
-            dict(self.ev_time),
-            dict(self.ev_valid),
+            MappingProxyType(self.ev_time),
+            MappingProxyType(self.ev_valid),
             _flags(len(self.ev_seq), self.erased),
         )
 
@@ -1362,8 +1374,8 @@ class GraphStore:
             prev,
             previous,
             self.supports(),
-            dict(self.v_alt),
-            dict(self.dep),
+            MappingProxyType(self.v_alt),
+            MappingProxyType(self.dep),
         )
 
     def operation_arrays(self, version_values: pa.Array[Any]) -> OperationArrays:
@@ -1397,10 +1409,10 @@ class GraphStore:
             ev,
             values,
             reasons,
-            dict(self.undo_of),
-            dict(self.op_alias),
-            dict(self.op_deps),
-            dict(self.op_retracts),
+            MappingProxyType(self.undo_of),
+            MappingProxyType(self.op_alias),
+            MappingProxyType(self.op_deps),
+            MappingProxyType(self.op_retracts),
             _flags(n, self.retracts_erased),
         )
 

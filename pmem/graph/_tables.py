@@ -47,7 +47,7 @@ from pmem.graph._codes import EDGE_KINDS, LOG_OPS, STATUSES
 from pmem.graph._store import EdgeArrays, EvidenceArrays, KeyArrays, OperationArrays, VersionArrays
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     from numpy.typing import NDArray
 
@@ -172,15 +172,15 @@ def _codes(indices: NDArray[Any], names: list[str] | tuple[str, ...], kind: pa.D
     return cast("pa.Array[Any]", codes)
 
 
-def _keys_of(mapping: dict[int, Any]) -> NDArray[np.int64]:
+def _keys_of(mapping: Mapping[int, Any]) -> NDArray[np.int64]:
     return np.fromiter(mapping, np.int64, len(mapping))
 
 
-def _values_of(mapping: dict[int, int]) -> NDArray[np.int64]:
+def _values_of(mapping: Mapping[int, int]) -> NDArray[np.int64]:
     return np.fromiter(mapping.values(), np.int64, len(mapping))
 
 
-def _sparse(n: int, mapping: dict[int, Any], kind: pa.DataType) -> pa.Array[Any]:
+def _sparse(n: int, mapping: Mapping[int, Any], kind: pa.DataType) -> pa.Array[Any]:
     """A column of ``n`` rows holding ``mapping``'s values at its keys (in any order), null elsewhere."""
     if not mapping:
         return cast("pa.Array[Any]", _pa.nulls(n, type=kind))
@@ -198,7 +198,7 @@ def _scattered(n: int, at: NDArray[np.int64], values: pa.Array[Any]) -> pa.Array
     return values.take(_ref(where))
 
 
-def _id_lists(n: int, mapping: dict[int, tuple[int, ...]]) -> pa.Array[Any]:
+def _id_lists(n: int, mapping: Mapping[int, tuple[int, ...]]) -> pa.Array[Any]:
     """A list<int64> column of ``n`` rows: ``mapping``'s tuples at its keys, null elsewhere."""
     return _sparse(n, {k: list(v) for k, v in mapping.items()}, _IDS)
 

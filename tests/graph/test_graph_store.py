@@ -41,6 +41,11 @@ def _store_names(scope: ast.AST) -> set[str]:
     return names
 
 
+def _name(path: Path) -> str:
+    """``path`` as the findings name it: relative to the package (a file outside it: its own name)."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
 def column_reach_ins(path: Path) -> list[str]:
     """Each place of ``path`` that touches a store's column or sets a store's attribute."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -52,7 +57,7 @@ def column_reach_ins(path: Path) -> list[str]:
             if not isinstance(node, ast.Attribute) or not _is_store(node.value, stores):
                 continue
             if node.attr in COLUMNS or isinstance(node.ctx, ast.Store | ast.Del):
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+                found.append(f"{_name(path)}:{node.lineno}: {ast.unparse(node)}")
     return sorted(set(found))
 
 
@@ -74,7 +79,7 @@ def _privates(relative: str, cls: str) -> frozenset[str]:
 
 def private_reads(path: Path) -> list[str]:
     """Each place of ``path`` that reads a private attribute of a graph class another module defines."""
-    relative = str(path.relative_to(ROOT))
+    relative = _name(path)
     forbidden = frozenset().union(*(_privates(m, c) for m, c in GRAPH_CLASSES.items() if m != relative))
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return [
@@ -101,28 +106,25 @@ def test_no_module_reads_a_private_attribute_of_a_graph_another_module_defines()
 
 def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
     """The finders are not vacuous: each flags the reach-in it exists for."""
-    sample = ROOT / "graph" / "_probe_for_the_test.py"
-    try:
-        sample.write_text(
-            "def f(graph, store):\n"
-            "    s = graph.storage\n"
-            "    a = s.v_value[0]\n"
-            "    graph.storage.seq = 3\n"
-            "    return graph._store.k_head, graph._last_ev\n",
-            encoding="utf-8",
-        )
-        columns = column_reach_ins(sample)
-        assert [line.split(": ", 1)[1] for line in columns] == [
-            "s.v_value",
-            "graph.storage.seq",
-            "graph._store.k_head",
-        ]
-        assert sorted(line.split(": ", 1)[1] for line in private_reads(sample)) == [
-            "graph._last_ev",
-            "graph._store",
-        ]
-    finally:
-        sample.unlink()
+    sample = tmp_path / "probe.py"
+    sample.write_text(
+        "def f(graph, store):\n"
+        "    s = graph.storage\n"
+        "    a = s.v_value[0]\n"
+        "    graph.storage.seq = 3\n"
+        "    return graph._store.k_head, graph._last_ev\n",
+        encoding="utf-8",
+    )
+    columns = column_reach_ins(sample)
+    assert [line.split(": ", 1)[1] for line in columns] == [
+        "s.v_value",
+        "graph.storage.seq",
+        "graph._store.k_head",
+    ]
+    assert sorted(line.split(": ", 1)[1] for line in private_reads(sample)) == [
+        "graph._last_ev",
+        "graph._store",
+    ]
 
 
 def test_a_graph_keeps_no_column_of_its_own() -> None:
