@@ -455,7 +455,7 @@ def _replicas(args: argparse.Namespace, root: Path) -> None:
 def _extraction_rate(stream: Path, replicas: int, args: argparse.Namespace) -> float:
     """Events/s of the ingest's extraction stage alone: batches fanned out over 2 workers, whose calls
     go to the hosted replicas."""
-    from pmem.ingest._driver import _Ingest
+    from pmem.ingest._pool import WorkerPool
     from pmem.ingest._spec import parse_ingest_config
     from pmem.ingest._stream import read_stream
 
@@ -475,23 +475,23 @@ def _extraction_rate(stream: Path, replicas: int, args: argparse.Namespace) -> f
             "ingest": {"cache": False, "concurrency": 64},
         }
     )
-    job = _Ingest(spec, stream, stream.with_suffix(".arrow"), 2, False, False, open("/dev/null", "w"))  # noqa: SIM115
-    hosted = job._host_models()
+    pool = WorkerPool(spec, 2, say=lambda _: None)
+    hosted = pool.host_models()
     try:
-        job.workers = job._start_workers(hosted, None)
+        pool.start(hosted, None)
         batches = list(read_stream(stream, batch_rows=spec.batch_events))
-        return asyncio.run(_fan_out(job, batches))
+        return asyncio.run(_fan_out(pool, batches))
     finally:
-        job._stop_models()
+        pool.stop()
 
 
-async def _fan_out(job: Any, batches: list[Any]) -> float:
-    await asyncio.gather(*(w.extract.remote([(0, 1, "warm-up", "user", None, None)]) for w in job.workers))
+async def _fan_out(pool: Any, batches: list[Any]) -> float:
+    await asyncio.gather(*(w.extract.remote([(0, 1, "warm-up", "user", None, None)]) for w in pool.workers))
     t0 = time.perf_counter()
     first = 0
     in_flight: list[Any] = []
     for batch in batches:  # two batches in flight, as the ingest keeps them
-        in_flight.append(job._extract(batch, first))
+        in_flight.append(pool.extract(batch, first))
         first += batch.events.num_rows
         if len(in_flight) == 2:
             await asyncio.gather(*in_flight.pop(0))

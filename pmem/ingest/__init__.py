@@ -7,12 +7,13 @@
 
 from __future__ import annotations
 
-from pmem.ingest._driver import IngestReport, ingest
+from pmem.ingest._checkpoint import ResumeError
+from pmem.ingest._driver import ingest
 from pmem.ingest._erase import erase_in_workdir, sharded_copies
 from pmem.ingest._reference import ingest_sequential
+from pmem.ingest._report import IngestReport
 from pmem.ingest._spec import IngestSpec, load_ingest_config, parse_ingest_config
 from pmem.ingest._stream import EVENT_SCHEMA, StreamError, read_stream
-from pmem.ingest._workdir import ResumeError
 
 __all__ = [
     "EVENT_SCHEMA",

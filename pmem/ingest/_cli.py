@@ -11,9 +11,10 @@ from pathlib import Path
 from pmem._exit import EXIT_INTERRUPTED
 from pmem._lock import LockHeldError
 from pmem.ingest import ingest
-from pmem.ingest._driver import nothing_ingested
+from pmem.ingest._checkpoint import ResumeError, checkpointed_events
+from pmem.ingest._report import nothing_ingested
 from pmem.ingest._stream import StreamError
-from pmem.ingest._workdir import ResumeError, Workdir, workdir_of
+from pmem.ingest._workdir import Workdir, workdir_of
 from pmem.models import ModelCallError, one_line
 from pmem.runner import ConfigError
 
@@ -97,12 +98,11 @@ def _interrupted(out: Path) -> str:
 
     work = Workdir(workdir_of(out))
     try:
-        doc = work.read_manifest()
-    except ValueError:
-        doc = None
-    if not doc:
+        events = checkpointed_events(work)
+    except ResumeError:
+        events = None
+    if events is None:
         return (
             "interrupted before the first checkpoint; nothing was kept (run the same command to start again)"
         )
-    events = int(doc.get("report", {}).get("events", 0))
     return f"interrupted: {events:,} events are checkpointed in {work.root}; run the same command again to resume"

@@ -21,10 +21,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pmem._atomic import file_sha256
 from pmem._lock import hold_exclusive
 from pmem._scrub import ERASED, erase_from_cache, holds, scrub_parquet, scrub_table
 from pmem.graph import ProvenanceGraph
+from pmem.ingest._checkpoint import rewrite_checkpoint
 from pmem.ingest._workdir import Workdir, workdir_of
 
 if TYPE_CHECKING:
@@ -47,20 +47,18 @@ def erase_in_workdir(state: Path, evidence: str, needles: list[str]) -> list[str
         work.root / ".lock", f"{work.root} (an ingest's working folder)", hint="wait for that ingest to end"
     )
     try:
-        doc = work.read_manifest()
-        if doc is not None:
-            checkpoint = work.root / doc["checkpoint"]
+
+        def erase(checkpoint: Path) -> bool:
             graph = ProvenanceGraph.load(checkpoint)
-            if _erasable(graph, evidence):
-                graph.erase(evidence)
-                graph.save(checkpoint)
-                sha = file_sha256(checkpoint)
-                doc["checkpoint_sha256"] = sha
-                if doc.get("done"):
-                    doc["out_sha256"] = sha  # the ingest run again writes the erased graph to STATE
-                work.write_manifest(doc)
-                cleaned.append(f"{checkpoint} (the evidence erased; {work.manifest_path} names it)")
-            work.drop_checkpoints_but(checkpoint)
+            if not _erasable(graph, evidence):
+                return False
+            graph.erase(evidence)
+            graph.save(checkpoint)
+            return True
+
+        rewritten = rewrite_checkpoint(work, erase)
+        if rewritten is not None and rewritten[1]:
+            cleaned.append(f"{rewritten[0]} (the evidence erased; {work.manifest_path} names it)")
         if work.cache_path.is_file():
             cleaned.append(erase_from_cache(work.cache_path, needles))
         for folder in ("requests", "rejects"):

@@ -25,7 +25,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,33 +34,37 @@ from pmem._atomic import (
     atomic_copy_file,
     atomic_write_bytes,
     atomic_write_parquet,
-    file_sha256,
     fsync_dir,
     temp_path,
 )
 
-if TYPE_CHECKING:
-    from pmem.graph import ProvenanceGraph
-
-MANIFEST_FORMAT = "pmem-ingest"
-MANIFEST_VERSION = 1
-
-
-class ResumeError(ValueError):
-    """A checkpoint that does not belong to this stream or config: the user decides what to do."""
+#: The working folder's name: the output's, with this added.
+_SUFFIX = ".ingest"
 
 
 def workdir_of(out: Path) -> Path:
-    return out.with_name(out.name + ".ingest")
+    return out.with_name(out.name + _SUFFIX)
 
 
 @dataclass
 class Workdir:
+    """The working folder's layout, and its side files (request rows, rejects, ids); the manifest and
+    the checkpoints it names are :mod:`pmem.ingest._checkpoint`'s."""
+
     root: Path
 
     @property
     def manifest_path(self) -> Path:
         return self.root / "manifest.json"
+
+    @property
+    def out(self) -> Path:
+        """The output the folder is the working folder of."""
+        return self.root.with_name(self.root.name.removesuffix(_SUFFIX))
+
+    @property
+    def report_path(self) -> Path:
+        return self.root / "report.json"
 
     @property
     def cache_path(self) -> Path:
@@ -70,41 +74,17 @@ class Workdir:
         for sub in ("", "requests", "rejects", "ids"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
 
-    def read_manifest(self) -> dict[str, Any] | None:
-        try:
-            text = self.manifest_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        try:
-            doc = json.loads(text)
-        except ValueError as exc:
-            msg = f"{self.manifest_path}: not a readable ingest manifest ({exc}); remove {self.root} to start over"
-            raise ResumeError(msg) from None
-        if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
-            msg = f"{self.manifest_path}: not an ingest manifest; remove {self.root} to start over"
-            raise ResumeError(msg)
-        return doc
-
-    def write_manifest(self, doc: dict[str, Any]) -> None:
-        doc = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, **doc}
-        atomic_write_bytes(self.manifest_path, json.dumps(doc, indent=2, sort_keys=True).encode())
-
     def checkpoint_path(self, events: int) -> Path:
         return self.root / f"checkpoint-{events:012d}.arrow"
-
-    def write_checkpoint(self, events: int, graph: ProvenanceGraph) -> tuple[Path, str]:
-        """Save ``graph`` (atomically) as the checkpoint after ``events`` events: its path and sha256.
-
-        Saved straight to the file and hashed from it: the state's bytes are never all in memory at once.
-        """
-        path = self.checkpoint_path(events)
-        graph.save(path)
-        return path, file_sha256(path)
 
     def drop_checkpoints_but(self, keep: Path) -> None:
         for p in self.root.glob("checkpoint-*.arrow"):
             if p != keep:
                 p.unlink(missing_ok=True)
+
+    def write_report(self, report: dict[str, Any]) -> None:
+        """The finished ingest's report, as ``report.json``."""
+        atomic_write_bytes(self.report_path, json.dumps(report, indent=2).encode())
 
     def write_requests(self, first_row: int, attempt: int, table: pa.Table) -> None:
         if table.num_rows:
@@ -157,20 +137,6 @@ def publish_state(checkpoint: Path, out: Path, sha256: str) -> None:
             tmp.unlink()
         raise
     fsync_dir(out.parent)
-
-
-def stream_check(path: Path, offset: int) -> dict[str, Any]:
-    """What must be unchanged for a checkpoint at byte ``offset`` of ``path`` to be resumed.
-
-    A JSONL stream (``offset`` > 0) is checked on the bytes already ingested only, so a stream that grew
-    since (a log appended to) or whose bad line after the checkpoint was fixed is resumed; a Parquet or
-    Arrow file is checked whole.
-    """
-    return {
-        "bytes": offset if offset > 0 else path.stat().st_size,
-        "prefix": offset > 0,
-        "sha256": file_sha256(path, limit=offset if offset > 0 else None),
-    }
 
 
 def publish_directory(built: Path, out: Path) -> None:

@@ -55,6 +55,11 @@ def test_erase_scrubs_the_ingest_folder_and_stays_erased(ray_cluster, tmp_path: 
     assert "checkpoint-" in cleaned and "cache.sqlite" in cleaned and str(erased) in cleaned
     shutil.move(erased, state)  # the user puts the erased state in place
     assert _occurrences(tmp_path, [SECRET, VALUE], skip=stream) == {}
+    erased_bytes = state.read_bytes()
+    # the manifest names the erased state as the finished ingest's output: the same command is done
+    again = ingest(stream, state, config=config, progress=False)
+    assert "already complete" in capsys.readouterr().err and again.attempts == 1
+    assert state.read_bytes() == erased_bytes
 
     with stream.open("a") as f:  # the stream grows; the same ingest goes on from its checkpoint
         f.write(json.dumps({"text": "Earlier observation: cup 9 was in countertop 3."}) + "\n")

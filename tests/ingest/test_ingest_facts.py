@@ -22,11 +22,12 @@ import pmem.ingest._stream as stream_module
 from pmem.bench.alfworld_templates import CONFLICT_REPORT, STALE_RECORD
 from pmem.graph import ProvenanceGraph, apply_log, partition_of, partitions_of
 from pmem.ingest import IngestSpec, StreamError, ingest, ingest_sequential, read_stream
-from pmem.ingest._driver import CHECKPOINT_SHARE, _Ingest
+from pmem.ingest._checkpoint import CHECKPOINT_SHARE, Checkpointer
+from pmem.ingest._driver import _Ingest
 from pmem.ingest._merge import batch_log, fact_log, fact_row_operations
 from pmem.ingest._stream import Position
 from pmem.ingest._synthetic import _FC, _OBJECTS, fact_table, synthetic_rows
-from pmem.ingest._workdir import workdir_of
+from pmem.ingest._workdir import Workdir, workdir_of
 from pmem.ingest._worker import (
     FactRun,
     IngestWorker,
@@ -526,20 +527,25 @@ def test_a_bad_fact_row_is_one_line_and_the_fixed_stream_resumes(
     assert out.read_bytes() == ingest_sequential(stream, config=cfg).to_bytes()
 
 
-def test_a_checkpoint_waits_while_writing_it_would_dominate_the_time(tmp_path: Path) -> None:
-    job = _Ingest(IngestSpec.default(), tmp_path / "s.jsonl", tmp_path / "state", 1, False, False, None)  # type: ignore[arg-type]
-    assert job._checkpoint_affordable()  # none written yet
-    now = time.monotonic()
-    job.report.events = 1000
-    job._checkpointed = (now, 1.0, 1000)  # a checkpoint of one second, of the graph as it is, just ended
-    assert not job._checkpoint_affordable()
-    job._checkpointed = (now - 1.5 / CHECKPOINT_SHARE, 1.0, 1000)
-    assert job._checkpoint_affordable()
+def test_a_checkpoint_waits_while_writing_it_would_dominate_the_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = Workdir(workdir_of(tmp_path / "state"))
+    work.create()
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"text": "a"}\n')
+    points = Checkpointer(work, stream, identity="spec", layout=None)
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    assert points.affordable(1000)  # none written yet
+    points.save(ProvenanceGraph(), events=1000, since=999.0)  # a checkpoint of one second just ended
+    assert not points.affordable(1000)
+    clock[0] = 1000.0 + 1.5 / CHECKPOINT_SHARE
+    assert points.affordable(1000)
     # the graph has grown tenfold since: so has the checkpoint's cost, and the time it needs behind it
-    job.report.events = 10_000
-    assert not job._checkpoint_affordable()
-    job._checkpointed = (now - 10.5 / CHECKPOINT_SHARE, 1.0, 1000)
-    assert job._checkpoint_affordable()
+    assert not points.affordable(10_000)
+    clock[0] = 1000.0 + 10.5 / CHECKPOINT_SHARE
+    assert points.affordable(10_000)
 
 
 def test_the_state_is_the_last_checkpoint_under_a_second_name(

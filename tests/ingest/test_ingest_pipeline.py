@@ -112,6 +112,8 @@ def test_a_rerun_of_a_complete_ingest_does_nothing_and_a_grown_stream_continues(
     grown = ingest(stream, out, config=cfg, progress=False)
     assert grown.resumed_from == 300 and grown.events == 500
     assert out.read_bytes() == ingest_sequential(stream, config=cfg).to_bytes()
+    # the report counts the whole stream's calls: the checkpoint's and this attempt's
+    assert grown.calls["extract"]["calls"] == 500 and grown.facts == 500
 
 
 def test_a_key_soft_identity_merged_routes_to_its_canonical_key_whenever_it_recurs(

@@ -491,7 +491,7 @@ def test_batch_rows_must_be_positive(tmp_path: Path) -> None:
 
 
 def test_count_rows_and_the_resume_check(stream_path: Path) -> None:
-    from pmem.ingest._workdir import stream_check
+    from pmem.ingest._checkpoint import stream_check
 
     assert count_rows(stream_path) == 10
     whole = stream_check(stream_path, 0)

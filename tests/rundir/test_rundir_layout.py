@@ -164,7 +164,7 @@ def test_run_dir_names_are_literals_only_in_rundir() -> None:
 #: functions that hash bytes read from a file without pmem._atomic.file_sha256, and why that is right
 HASHES_BYTES_IT_HOLDS = {
     # reads the checkpoint once and checks exactly the bytes it then returns
-    ("ingest/_driver.py", "_read_checkpoint"),
+    ("ingest/_checkpoint.py", "_read_checkpoint"),
 }
 
 
