@@ -326,6 +326,8 @@ class _Ingest:
             raise (cause() if callable(cause) else exc) from None
         finally:
             self.pool.stop()
+            if self.cache is not None:
+                self.cache.close()  # the last connection: the cache is one file again (no -wal)
         return self._finish(time.monotonic() - t_start)
 
     async def _run(self, hosted: dict[str, Any], position: Position) -> None:

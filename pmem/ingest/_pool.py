@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from pmem.ingest._stream import StreamBatch
 
 
+#: How long :meth:`WorkerPool.stop` waits for the workers to close their caches before killing them.
+CLOSE_WAIT_S = 60.0
+
+
 class WorkerPool:
     """The replicas and workers of one ingest.
 
@@ -88,9 +92,14 @@ class WorkerPool:
         self._turns = [0] * self._partitions
 
     def stop(self) -> None:
-        """Kill the workers and stop the replicas this pool started."""
+        """Close the workers' response caches, kill the workers, and stop the replicas this pool
+        started. A worker that does not answer within :data:`CLOSE_WAIT_S` (a failed run's, busy in a
+        model call) is killed all the same."""
         import ray
 
+        if self.workers:
+            closing = [w.close.remote() for w in self.workers]
+            ray.wait(closing, num_returns=len(closing), timeout=CLOSE_WAIT_S)
         for w in self.workers:
             ray.kill(w)
         if self._hosts is not None:

@@ -479,6 +479,12 @@ class IngestWorker:
             raise RuntimeError(msg)
         return self._part_dir
 
+    def close(self) -> None:
+        """Close the response cache (its held entries written first): asked before the worker is
+        killed, so that no connection of a killed process is left on the file."""
+        if self.cache is not None:
+            self.cache.close()
+
     def peak_rss_mb(self) -> float:
         """This worker process's peak resident memory."""
         return peak_rss_mb()

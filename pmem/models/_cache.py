@@ -82,6 +82,9 @@ class ResponseCache:
         self.write_behind = write_behind
         self._held: dict[str, str] = {}  # key -> payload JSON, not written yet (write_behind)
         self._held_lock = threading.Lock()
+        # every connection this object opened, with its process: close() closes this process's
+        self._opened: list[tuple[int, sqlite3.Connection]] = []
+        self._opened_lock = threading.Lock()
         self._conn()  # create the schema now so that a bad path fails here
 
     def _conn(self) -> sqlite3.Connection:
@@ -97,6 +100,8 @@ class ResponseCache:
         conn.execute("PRAGMA synchronous=NORMAL")
         _retry_locked(lambda: conn.executescript(_SCHEMA))
         self._local.conn, self._local.pid = conn, os.getpid()
+        with self._opened_lock:
+            self._opened.append((os.getpid(), conn))
         return conn
 
     @staticmethod
@@ -234,9 +239,14 @@ class ResponseCache:
         return self._conn().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
     def close(self) -> None:
-        """Flush what is held, then close this thread's connection."""
+        """Flush what is held, then close every connection this process opened (any thread's): when the
+        last connection to the file closes, SQLite folds the write-ahead log into it and removes
+        ``-wal``, so a closed cache leaves one file (a connection left to the garbage collector
+        would do it at some later moment). A later call opens a new connection."""
         self.flush()
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
+        with self._opened_lock:
+            mine = [conn for pid, conn in self._opened if pid == os.getpid()]
+            self._opened = [(pid, conn) for pid, conn in self._opened if pid != os.getpid()]
+        for conn in mine:
             conn.close()
-            self._local.conn = None
+        self._local.conn = None

@@ -92,6 +92,21 @@ def test_any_partition_count_gives_the_bytes_of_sequential_ingestion(ray_cluster
         assert report.calls == totals
 
 
+@pytest.mark.parametrize("shards", [False, True])
+def test_the_response_cache_is_one_file_when_the_ingest_returns(
+    ray_cluster, tmp_path: Path, shards: bool
+) -> None:
+    """Every process closes its cache connections before ingest returns: its write-ahead log is folded
+    in then, not whenever a garbage collector or a killed worker gets to it (an erasure that lists the
+    files holding a text saw ``cache.sqlite-wal`` vanish between listing and erasing)."""
+    stream = write_synthetic_stream(tmp_path / "s.jsonl", 60, keys=10, seed=4)
+    out = tmp_path / ("state" if shards else "state.arrow")
+    ingest(stream, out, config=_config(tmp_path), partitions=2, progress=False, shards=shards)
+    work = workdir_of(out)
+    assert (work / "cache.sqlite").is_file()
+    assert sorted(p.name for p in work.glob("cache.sqlite*")) == ["cache.sqlite"]
+
+
 def test_a_rerun_of_a_complete_ingest_does_nothing_and_a_grown_stream_continues(
     ray_cluster, tmp_path: Path
 ) -> None:

@@ -116,3 +116,21 @@ def test_write_behind_holds_entries_until_a_flush_writes_them_in_one_transaction
     plain = ResponseCache(tmp_path / "p.sqlite")
     plain.put("k", {"text": "x"})
     assert ResponseCache(tmp_path / "p.sqlite").get("k") == {"text": "x"}  # written at once by default
+
+
+def test_close_closes_every_threads_connection_and_leaves_one_file(tmp_path) -> None:
+    """An ingest's cache is used from several threads; a connection left open would fold the write-ahead
+    log in whenever the garbage collector closes it, after the ingest has returned."""
+    import threading
+
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    cache.put("main", {"text": "from the main thread"})
+    worker = threading.Thread(target=lambda: cache.put("thread", {"text": "from another thread"}))
+    worker.start()
+    worker.join()
+    assert path.with_name("c.sqlite-wal").exists()  # both connections open: the log is there
+    cache.close()
+    assert not path.with_name("c.sqlite-wal").exists()  # the last connection closed folded it in
+    assert ResponseCache(path).get("thread") == {"text": "from another thread"}
+    assert cache.get("main") == {"text": "from the main thread"}  # a later call opens a new connection
