@@ -81,6 +81,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 PERF: dict[str, tuple[str, str]] = {
     "core": ("benchmarks.core", "1M operations over 100k keys vs a bare loop; undo and erase"),
     "state": ("benchmarks.state", "save/load 1M operations vs plain pyarrow; one key of a 10M-op state"),
+    "reader": (
+        "benchmarks.reader",
+        "a 10M-fact sharded state read without loading it: open, one key, the frontier vs a full load",
+    ),
     "client": ("benchmarks.client", "OpenAI client throughput vs ideal; heuristic calls/s"),
     "bench": ("benchmarks.bench", "load and build the 262k FactConsolidation histories"),
     "arms": ("benchmarks.arms", "262k stream through P-Mem's template write path; state-read latency"),

@@ -19,8 +19,8 @@ from pmem.graph._identity import (
     rule_confirm,
 )
 from pmem.graph._journaled import JournaledGraph
-from pmem.graph._keyread import read_key_versions
 from pmem.graph._patch import Lowering, Patch, PatchController, lower_patch
+from pmem.graph._reader import StateReader, read_key_versions
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._state import StateFileError, journal_path
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
@@ -52,6 +52,7 @@ __all__ = [
     "ProvenanceGraph",
     "StateChangedError",
     "StateFileError",
+    "StateReader",
     "Version",
     "apply_log",
     "check_text",

@@ -262,7 +262,7 @@ def test_a_per_key_read_of_the_saved_file_alone_is_refused_while_a_journal_holds
     from pmem.graph import read_key_versions
 
     g, path = _journaled(tmp_path)
-    with pytest.raises(StateFileError, match=r"state\.arrow\.journal, which this read"):
+    with pytest.raises(StateFileError, match=r"state\.arrow\.journal, which a read"):
         read_key_versions(path, "budget")
     g.save(path)  # folded: the file is the whole state again
     assert [v.value for v in read_key_versions(path, "budget")] == ["$0k", "$1k", "$2k"]

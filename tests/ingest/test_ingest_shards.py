@@ -280,20 +280,23 @@ def test_erasing_from_a_sharded_state_is_refused_before_anything_is_written(
     assert not (tmp_path / "erased.arrow").exists()
 
 
-def test_reading_one_key_of_a_sharded_state_names_the_part_that_holds_it(ray_cluster, tmp_path: Path) -> None:
-    from pmem.graph import read_key_versions
+def test_one_key_of_a_sharded_state_is_read_from_its_part_with_the_unions_ids(
+    ray_cluster, tmp_path: Path
+) -> None:
+    from pmem.graph import StateReader, read_key_versions
 
     stream = write_jsonl(
         tmp_path / "f.jsonl", [{"key": f"user_{i % 5}.city", "value": f"c{i}"} for i in range(40)]
     )
     out = tmp_path / "state"
     ingest(stream, out, partitions=2, progress=False, shards=True)
-    part = out / part_name(partition_of("user_2.city", 2))
-    with pytest.raises(
-        StateFileError, match=f"read_key_versions\\('{part}', 'user_2.city'\\) reads the part"
-    ):
-        read_key_versions(out, "user_2.city")
     union = ProvenanceGraph.load(out)
+    reader = StateReader(out)
+    for key in union:
+        assert read_key_versions(out, key) == union.versions(key)
+        assert reader.get(key) == union.cell(key)
+    # the part alone is a state of its keys, numbered its own way
+    part = out / part_name(partition_of("user_2.city", 2))
     assert [(v.value, v.status) for v in read_key_versions(part, "user_2.city")] == [
         (v.value, v.status) for v in union.versions("user_2.city")
     ]

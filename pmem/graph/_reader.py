@@ -1,0 +1,564 @@
+"""Read a saved state without loading it: one key's cell and history, one evidence node, the frontier as
+a stream of Arrow batches, from memory-mapped tables.
+
+:class:`StateReader` opens any state (one file, a directory, a sharded state) in milliseconds and reads
+only the rows it is asked for: a key's row of ``keys``, the chain of its versions, the evidence they
+cite. Its answers are :class:`~pmem.graph.ProvenanceGraph`'s for the same state loaded whole, ids
+included. A sharded state's parts number their versions, evidence and seqs their own way; the reader
+gives the union's numbers (:class:`_UnionNumbers`), found by binary search in the parts' columns, so that
+nothing of the size of the state is built.
+
+The price of reading without loading: the whole-file digests are not checked (that would read every
+byte). Arrow validates the rows returned; a state to be trusted whole is opened with
+``ProvenanceGraph.load``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import mmap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pmem.graph._state import (
+    FLAT_SINCE,
+    FORMAT,
+    METADATA,
+    READABLE_VERSIONS,
+    StateFileError,
+    _entries,
+    _payloads,
+    _refuse,
+    journal_path,
+)
+from pmem.graph._types import Cell, Evidence, Version
+from pmem.graph.shards import LOG, is_sharded, part_name, partition_of, read_index
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from numpy.typing import NDArray
+
+__all__ = ["StateReader", "read_key_versions"]
+
+#: The tables a reader maps (the others are never needed for the reads it offers).
+_TABLES = ("keys", "versions", "evidence")
+#: Version statuses a cell's history leaves out.
+_HIDDEN = ("undone", "erased")
+#: The frontier's columns.
+_STRING: pa.DataType = pa.string()
+FRONTIER_SCHEMA = pa.schema(
+    [("key", _STRING), ("value", pa.large_string()), ("status", _STRING), ("support", pa.int64())]
+)
+
+
+class _Ints:
+    """A non-null int64 column of a mapped table, read without copying: one element, or a binary search
+    when the column ascends."""
+
+    def __init__(self, column: pa.ChunkedArray[Any]) -> None:
+        self._chunks: list[NDArray[np.int64]] = [
+            chunk.to_numpy(zero_copy_only=True) for chunk in column.chunks if len(chunk)
+        ]
+        lengths = [len(c) for c in self._chunks]
+        self._starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+        self._firsts = np.array([c[0] for c in self._chunks], np.int64)
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, row: int) -> int:
+        chunk = int(np.searchsorted(self._starts, row, side="right")) - 1
+        return int(self._chunks[chunk][row - self._starts[chunk]])
+
+    def count_below(self, value: int) -> int:
+        """How many elements are below ``value`` (the column ascends)."""
+        chunk = int(np.searchsorted(self._firsts, value, side="left")) - 1
+        if chunk < 0:
+            return 0
+        return int(self._starts[chunk] + np.searchsorted(self._chunks[chunk], value, side="left"))
+
+    def count_at_most(self, value: int) -> int:
+        """How many elements are at most ``value`` (the column ascends)."""
+        return self.count_below(value + 1)
+
+
+class _Tables:
+    """One saved state's tables (file or directory layout), memory-mapped; reads in the state's own ids."""
+
+    def __init__(self, path: Path, maps: _Maps) -> None:
+        self.path = path
+        tables = _mapped_tables(path, (*_TABLES, METADATA), maps)
+        self.keys, self.versions, self.evidence, meta = tables
+        self.meta = _entries(meta, path)
+        self._key_names = self.keys.column("key")
+        # a version's row without its key's name: that column is a dictionary of every key, which a row
+        # of it would validate and decode whole (milliseconds a row at a million keys); the reader knows
+        # the key it reads
+        self._version_rows = self.versions.drop_columns(["key"])
+        authority = json.loads(self.meta.get("authority", "null") or "null")
+        # the level each source ranks at now (the last setting wins), when authority is configured
+        self._authority: dict[str, int] | None = None
+        self._default_level = 0
+        if authority and authority.get("configured"):
+            self._default_level = int(authority["default"])
+            self._authority = {str(source): int(level) for _, source, level in authority["settings"]}
+
+    @property
+    def seq(self) -> int:
+        return int(self.meta["seq"])
+
+    def key_row(self, key: str) -> int | None:
+        """The row of ``key`` in ``keys`` (its id), None when the state never wrote it."""
+        at = pc.index(self._key_names, pa.scalar(key, type=self._key_names.type)).as_py()
+        return None if at < 0 else int(at)
+
+    def key_fields(self, row: int) -> dict[str, Any]:
+        return _row(self.keys, row, self.path)
+
+    def version(self, vid: int) -> dict[str, Any]:
+        return _row(self._version_rows, vid, self.path)
+
+    def chain(self, newest: int | None) -> list[dict[str, Any]]:
+        """A key's versions newest first, along ``previous`` (its arrival order)."""
+        out: list[dict[str, Any]] = []
+        seen: set[int] = set()
+        while newest is not None:
+            if newest in seen:
+                raise _refuse(self.path, f"the versions of a key loop at v{newest}")
+            seen.add(newest)
+            row = self.version(newest)
+            out.append(row)
+            newest = row["previous"]
+        return out
+
+    def evidence_row(self, eid: int) -> dict[str, Any]:
+        return _row(self.evidence, eid, self.path)
+
+    def rank(self, evidence: int | None) -> int:
+        """The authority level of ``evidence``'s source (the default without evidence or authority)."""
+        if self._authority is None or evidence is None:
+            return self._default_level
+        source = self.evidence.column("source")[evidence].as_py()
+        return self._authority.get(source, self._default_level)
+
+    @property
+    def has_authority(self) -> bool:
+        return self._authority is not None
+
+
+def _row(table: pa.Table, row: int, path: Path) -> dict[str, Any]:
+    """One row of a mapped table, validated (its bytes were never checked against the file's digest)."""
+    if not 0 <= row < table.num_rows:
+        raise _refuse(path, f"it refers to row {row} of a table of {table.num_rows} rows (a damaged state?)")
+    one = table.slice(row, 1)
+    try:
+        one.validate(full=True)
+    except pa.ArrowInvalid as exc:
+        raise _refuse(path, f"row {row} of a table is damaged ({exc})") from exc
+    found: dict[str, Any] = one.to_pylist()[0]
+    return found
+
+
+class _Numbers:
+    """A single state's numbers: its seqs and version ids are the graph's."""
+
+    def seq(self, local: int) -> int:
+        return local
+
+    def version(self, local: int) -> int:
+        return local
+
+
+class _UnionNumbers(_Numbers):
+    """The union's numbers of part ``part``'s seqs and versions (see :mod:`pmem.graph.shards`).
+
+    A part's arrival ``n`` is row ``n - 1`` of its write log, whose ``seq`` is the union's. The union
+    numbers versions in the order they were created, across parts: version ``v`` of part ``p``, created
+    at union seq ``s``, is preceded by the ``v`` versions of ``p`` before it and by every other part's
+    versions created before ``s``. A part creates its versions in its arrival order, so each count is
+    two binary searches: in the part's log seqs, then in its versions' ``valid_from`` (the creating
+    arrival, in the part's seqs).
+    """
+
+    def __init__(self, part: int, logs: list[_Ints], created: list[_Ints]) -> None:
+        self._part = part
+        self._logs = logs  # each part's log seqs, in its arrival order
+        self._created = created  # each part's versions' creating arrival (its own seq), by version id
+
+    def seq(self, local: int) -> int:
+        return self._logs[self._part][local - 1]
+
+    def version(self, local: int) -> int:
+        union_seq = self.seq(self._created[self._part][local])
+        before = local
+        for q, (log, created) in enumerate(zip(self._logs, self._created, strict=True)):
+            if q != self._part:
+                before += created.count_at_most(log.count_below(union_seq))
+        return before
+
+
+@dataclass
+class _Part:
+    """A state the reader reads keys from, and how its numbers become the graph's."""
+
+    tables: _Tables
+    numbers: _Numbers
+    evidence_seqs: _Ints  # each evidence node's arrival, in the state's own seqs
+    log_evidence: _Ints | None  # a sharded part's log's evidence column (None: a single state)
+
+    def union_evidence(self, local: int) -> int:
+        if self.log_evidence is None:
+            return local
+        return self.log_evidence[self.evidence_seqs[local] - 1]
+
+
+_Read = TypeVar("_Read", bound="Callable[..., Any]")
+
+
+def _releasing(read: _Read) -> _Read:
+    """A read that releases the mapped pages it touched when it returns: the kernel maps a file's pages
+    in large runs (2 MiB folios here), so a few rows would otherwise keep tens of MiB resident a key."""
+
+    @functools.wraps(read)
+    def released(self: StateReader, *args: Any) -> Any:
+        try:
+            return read(self, *args)
+        finally:
+            self._maps.release()
+
+    return cast("_Read", released)
+
+
+class StateReader:
+    """A saved state (file, directory or sharded), read a key at a time without loading it.
+
+    Args:
+        path: the state: a file, a directory state, or a sharded state's directory.
+
+    Raises:
+        StateFileError: not a readable state of schema 4 or later, or a state with a journal of later
+            writes beside it (the saved file alone is not the state: ``ProvenanceGraph.load`` it).
+
+    Example:
+        >>> import tempfile
+        >>> from pmem.graph import ProvenanceGraph
+        >>> g = ProvenanceGraph()
+        >>> _ = g.apply("accept", "budget", "$30k", evidence=g.observe("The budget is $30k."))
+        >>> _ = g.apply("accept", "budget", "$50k", evidence=g.observe("Make that $50k."))
+        >>> state = tempfile.mkdtemp() + "/state.arrow"
+        >>> g.save(state)
+        >>> reader = StateReader(state)
+        >>> reader.get("budget").value, [v.value for v in reader.history("budget")]
+        ('$50k', ['$30k', '$50k'])
+        >>> reader.evidence("e1").text
+        'Make that $50k.'
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if journal_path(self.path).exists():
+            msg = (
+                f"{self.path}: writes made since it was saved are in {journal_path(self.path).name}, which a "
+                "read of the saved file alone would miss; ProvenanceGraph.load replays them (a save folds them in)"
+            )
+            raise StateFileError(msg)
+        self._maps = _Maps()  # every file read, mapped
+        self._parts: list[_Part] = []
+        self._rows: int | None = None  # a sharded state's arrivals (its index's rows)
+        if is_sharded(self.path):
+            self._open_sharded()
+        else:
+            tables = _Tables(self.path, self._maps)
+            evidence_seqs = _Ints(tables.evidence.column("seq"))
+            self._parts.append(_Part(tables, _Numbers(), evidence_seqs, None))
+
+    def _open_sharded(self) -> None:
+        index = read_index(self.path)
+        partitions = int(index["partitions"])
+        tables = [_Tables(self.path / part_name(p), self._maps) for p in range(partitions)]
+        logs, log_evidence = [], []
+        for p in range(partitions):
+            segments = sorted(
+                name[len("file:") :] for name in index if name.startswith(f"file:{part_name(p)}/{LOG}/")
+            )
+            mapped = [_mapped_segment(self.path / name, self._maps) for name in segments]
+            seqs = pa.chunked_array([c for t in mapped for c in t.column("seq").chunks], pa.int64())
+            evidence = pa.chunked_array([c for t in mapped for c in t.column("evidence").chunks], pa.int64())
+            logs.append(_Ints(seqs))
+            log_evidence.append(_NullableInts(evidence))
+        created = [_Ints(t.versions.column("valid_from")) for t in tables]
+        for p, part in enumerate(tables):
+            numbers = _UnionNumbers(p, logs, created)
+            evidence_seqs = _Ints(part.evidence.column("seq"))
+            self._parts.append(_Part(part, numbers, evidence_seqs, log_evidence[p]))
+        self._rows = int(index["rows"])
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    def seq(self) -> int:
+        """The arrival seq of the state's last write."""
+        return self._parts[0].tables.seq if self._rows is None else self._rows
+
+    def _part_of(self, key: str) -> _Part:
+        return self._parts[partition_of(key, len(self._parts))] if len(self._parts) > 1 else self._parts[0]
+
+    @_releasing
+    def history(self, key: str) -> list[Version]:
+        """Every version of ``key`` in arrival order (``ProvenanceGraph.versions``); empty when unknown."""
+        part = self._part_of(key)
+        row = part.tables.key_row(key)
+        if row is None:
+            return []
+        chain = part.tables.chain(part.tables.key_fields(row)["newest"])
+        return [self._version(part, key, v) for v in reversed(chain)]
+
+    @_releasing
+    def get(self, key: str) -> Cell | None:
+        """The cell of ``key`` (``ProvenanceGraph.cell``); None when the state never wrote it."""
+        part = self._part_of(key)
+        tables = part.tables
+        row = tables.key_row(key)
+        if row is None:
+            return None
+        fields = tables.key_fields(row)
+        head, alternatives = fields["head"], list(fields["alternatives"] or ())
+        shown = {head, *alternatives}
+        history = [
+            self._version(part, key, v)
+            for v in tables.chain(fields["newest"])
+            if v["id"] not in shown and v["status"] not in _HIDDEN
+        ]
+        if head is None:
+            return Cell(key, None, "empty", [], history, 0)
+        top = tables.version(head)
+        status = "contested" if top["status"] == "contested" else "active"
+        alts = [tables.version(a) for a in alternatives]
+        held = (
+            status == "contested"
+            and tables.has_authority
+            and all(tables.rank(a["evidence"]) < tables.rank(top["evidence"]) for a in alts)
+        )
+        return Cell(
+            key=key,
+            value=top["value"],
+            status=status,
+            alternatives=[a["value"] for a in alts],
+            history=history,
+            support=top["support"],
+            stale=self._stale(part, top),
+            held=held,
+        )
+
+    def _stale(self, part: _Part, head: dict[str, Any], visiting: set[int] | None = None) -> tuple[str, ...]:
+        """Premise keys of ``head`` whose head changed since it was asserted, or are stale themselves
+        (``ProvenanceGraph``'s rule; premises are within one state)."""
+        keys, versions = head["premise_keys"], head["premise_versions"]
+        if not keys:
+            return ()
+        tables = part.tables
+        visiting = visiting or set()
+        visiting.add(head["key_id"])
+        out = []
+        for pk, pv in zip(keys, versions, strict=True):
+            premise = tables.key_fields(pk)
+            now = premise["head"]
+            if now != pv or (
+                pk not in visiting and now is not None and self._stale(part, tables.version(now), visiting)
+            ):
+                out.append(premise["key"])
+        visiting.discard(head["key_id"])
+        return tuple(out)
+
+    def _version(self, part: _Part, key: str, row: dict[str, Any]) -> Version:
+        numbers = part.numbers
+
+        def version_id(local: int | None) -> str | None:
+            return None if local is None else f"v{numbers.version(local)}"
+
+        return Version(
+            id=f"v{numbers.version(row['id'])}",
+            key=key,
+            value=row["value"],
+            status=row["status"],
+            valid_from=numbers.seq(row["valid_from"]),
+            valid_to=None if row["valid_to"] is None else numbers.seq(row["valid_to"]),
+            evidence=None if row["evidence"] is None else f"e{part.union_evidence(row['evidence'])}",
+            support=row["support"],
+            supersedes=version_id(row["supersedes"]),
+            alternative_of=version_id(row["alternative_of"]),
+        )
+
+    @_releasing
+    def evidence(self, evidence_id: str) -> Evidence:
+        """The evidence node ``evidence_id`` (``ProvenanceGraph.evidence``).
+
+        Raises:
+            KeyError: no such evidence.
+        """
+        number = _number(evidence_id, "e")
+        if number is None:
+            msg = f"unknown evidence id {evidence_id!r}"
+            raise KeyError(msg)
+        found = self._find_evidence(number)
+        if found is None:
+            msg = f"unknown evidence id {evidence_id!r}"
+            raise KeyError(msg)
+        part, local = found
+        row = part.tables.evidence_row(local)
+        return Evidence(
+            evidence_id,
+            row["text"],
+            row["source"],
+            row["time"],
+            part.numbers.seq(row["seq"]),
+            row["valid_time"],
+        )
+
+    def _find_evidence(self, number: int) -> tuple[_Part, int] | None:
+        """The part holding the graph's evidence ``number`` and its number there (a part's evidence is
+        a subsequence of the union's, in order: one binary search each, the likeliest part first)."""
+        parts = len(self._parts)
+        for p in [number % parts, *(q for q in range(parts) if q != number % parts)]:
+            part = self._parts[p]
+            lo, hi = 0, len(part.evidence_seqs)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if part.union_evidence(mid) < number:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < len(part.evidence_seqs) and part.union_evidence(lo) == number:
+                return part, lo
+        return None
+
+    def frontier(self, batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+        """Every non-empty cell's key, value, status and support (:data:`FRONTIER_SCHEMA`), in batches of
+        at most ``batch_rows`` keys: a sharded state's part by part (each in the order its keys arrived),
+        so that memory holds one batch whatever the state's size. ``ProvenanceGraph.frontier_items`` is
+        the same set of (key, value), sorted."""
+        for part in self._parts:
+            tables = part.tables
+            for start in range(0, tables.keys.num_rows, batch_rows):
+                keys = tables.keys.slice(start, batch_rows)
+                heads = keys.column("head")
+                held = pc.is_valid(heads)
+                keys, heads = keys.filter(held), heads.filter(held)
+                if not keys.num_rows:
+                    continue
+                tops = tables.versions.select(["value", "status", "support"]).take(heads)
+                statuses = tops.column("status").combine_chunks().cast(pa.string())
+                contested = pc.equal(statuses, pa.scalar("contested"))
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        keys.column("key").combine_chunks(),
+                        tops.column("value").combine_chunks(),
+                        pc.if_else(contested, "contested", "active"),
+                        tops.column("support").combine_chunks(),
+                    ],
+                    schema=FRONTIER_SCHEMA,
+                )
+                self._maps.release()  # the batch is copied out: its pages need not stay resident
+
+
+class _NullableInts(_Ints):
+    """An int64 column with nulls (a write log's ``evidence``), read one element at a time."""
+
+    def __init__(self, column: pa.ChunkedArray[Any]) -> None:
+        self._column = column
+        lengths = [len(c) for c in column.chunks]
+        self._starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, row: int) -> int:
+        chunk = int(np.searchsorted(self._starts, row, side="right")) - 1
+        value = self._column.chunk(chunk)[row - int(self._starts[chunk])].as_py()
+        if value is None:
+            msg = f"row {row} of a write log's evidence column is null"
+            raise IndexError(msg)
+        return int(value)
+
+
+def read_key_versions(path: str | Path, key: str) -> list[Version]:
+    """The versions of ``key`` in a saved state (any layout), read from its memory-mapped tables:
+    ``StateReader(path).history(key)``. Only the key names and the key's rows are read, so this takes
+    milliseconds on a state of millions of operations where ``load`` takes seconds. An unknown key gives
+    an empty list.
+
+    >>> import tempfile
+    >>> from pmem.graph import ProvenanceGraph
+    >>> g = ProvenanceGraph()
+    >>> _ = g.apply("accept", "budget", "$30k"), g.apply("accept", "budget", "$50k")
+    >>> state = tempfile.mkdtemp() + "/state.arrow"
+    >>> g.save(state)
+    >>> [(v.value, v.status) for v in read_key_versions(state, "budget")]
+    [('$30k', 'superseded'), ('$50k', 'active')]
+    """
+    return StateReader(path).history(key)
+
+
+def _number(text: str, prefix: str) -> int | None:
+    if not isinstance(text, str) or not text.startswith(prefix) or not text[1:].isdigit():
+        return None
+    return int(text[1:])
+
+
+def _mapped_segment(path: Path, maps: _Maps) -> pa.Table:
+    try:
+        return pa.ipc.open_file(maps.buffer(path)).read_all()
+    except FileNotFoundError:
+        raise _refuse(path, "file not found") from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise _refuse(path, f"truncated or damaged ({type(exc).__name__}: {exc})") from exc
+
+
+class _Maps:
+    """The files a reader maps, each read through one read-only memory map: Arrow reads the tables
+    without copying, and :meth:`release` drops the pages read so far from the process's resident memory
+    (they are the file's: a later read faults them in again from the page cache)."""
+
+    def __init__(self) -> None:
+        self._maps: list[mmap.mmap] = []
+
+    def buffer(self, path: Path) -> pa.Buffer:
+        """The bytes of the file at ``path``, mapped."""
+        with path.open("rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        # a read takes a row here and there: without this, each page fault reads ahead (megabytes a row)
+        mapped.madvise(mmap.MADV_RANDOM)
+        self._maps.append(mapped)
+        return pa.py_buffer(mapped)
+
+    def release(self) -> None:
+        for mapped in self._maps:
+            mapped.madvise(mmap.MADV_DONTNEED)
+
+
+def _mapped_tables(path: Path, names: tuple[str, ...], maps: _Maps) -> list[pa.Table]:
+    """Tables of a state of schema 4 or later, memory-mapped and unverified (see the module doc)."""
+    try:
+        if path.is_dir():
+            return [pa.ipc.open_file(maps.buffer(path / f"{n}.arrow")).read_all() for n in names]
+        outer = pa.ipc.open_file(maps.buffer(path)).read_all()
+        meta = outer.schema.metadata or {}
+        flat = {str(v).encode() for v in READABLE_VERSIONS if v >= FLAT_SINCE}
+        if meta.get(b"format") != FORMAT.encode() or meta.get(b"schema_version") not in flat:
+            raise _refuse(
+                path,
+                f"reading without loading needs a state of schema {FLAT_SINCE} or later (load and save it again)",
+            )
+        found = dict(zip(outer.column("table").to_pylist(), _payloads(outer), strict=True))
+        return [pa.ipc.open_stream(found[n]).read_all() for n in names]
+    except FileNotFoundError:
+        raise _refuse(path, "file not found") from None
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError, KeyError) as exc:
+        raise _refuse(path, f"truncated or damaged ({type(exc).__name__}: {exc})") from exc

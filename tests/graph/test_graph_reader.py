@@ -1,0 +1,108 @@
+"""Reading a saved state without loading it (``pmem.graph.StateReader``): every answer is the loaded
+graph's, ids included, for one file, a directory and a sharded state."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from shardlogs import random_log, sharded_state
+
+from pmem.graph import ProvenanceGraph, StateFileError, StateReader
+
+
+def _same_answers(reader: StateReader, graph: ProvenanceGraph) -> None:
+    """Every key's cell and history, every evidence node, the frontier and the seq: the graph's."""
+    assert reader.seq == graph.seq
+    for key in [*graph.keys(), "never.written"]:
+        assert reader.get(key) == graph.cell(key), key
+        assert reader.history(key) == graph.versions(key), key
+    evidence = graph.stats()["evidence"]
+    for n in range(evidence):
+        assert reader.evidence(f"e{n}") == graph.evidence(f"e{n}")
+    for missing in (f"e{evidence}", "v1", "e-1", "x"):
+        with pytest.raises(KeyError):
+            reader.evidence(missing)
+    rows = pa.Table.from_batches(list(reader.frontier(batch_rows=5))).to_pylist()
+    cells = graph.frontier()
+    assert sorted((r["key"], r["value"]) for r in rows) == graph.frontier_items()
+    assert all((r["status"], r["support"]) == (cells[r["key"]].status, cells[r["key"]].support) for r in rows)
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3])
+@pytest.mark.parametrize("seed", [3, 11])
+def test_a_sharded_state_answers_as_its_union_with_the_unions_ids(
+    tmp_path: Path, seed: int, partitions: int
+) -> None:
+    """Every operation, open conflicts and valid times, over parts whose ids, evidence and seqs are their
+    own: the reader numbers them as the union does."""
+    log = random_log(seed, 600, keys=12, dated=0.1)
+    root = sharded_state(tmp_path, log, partitions)
+    union = ProvenanceGraph.load(root)
+    stats = union.stats()
+    assert stats["op_contest"] and stats["op_revoke"] and stats["op_resolve"]  # the log exercises them
+    assert any(cell.status == "contested" for cell in union.frontier().values())
+    _same_answers(StateReader(root), union)
+
+
+def _story(seed: int) -> ProvenanceGraph:
+    """A graph of every kind of write a state records: all six operations, source authority, premises,
+    valid time, undo and erasure."""
+    rng = random.Random(seed)
+    graph = ProvenanceGraph(authority={"cam": 2, "user": 1})
+    keys = [f"k{i}" for i in range(8)]
+    ops: list[int] = []
+    evidence: list[str] = []
+    for i in range(160):
+        source = rng.choice(["user", "cam", "doc"])
+        valid = f"2025-0{rng.randint(1, 9)}-01" if rng.random() < 0.1 else None
+        ev = graph.observe(f"row {i}", source, f"2026-01-{1 + i % 28:02d}", valid)
+        evidence.append(ev)
+        op = rng.choice(["accept", "accept", "accept", "contest", "reject", "revoke", "resolve", "noop"])
+        key = rng.choice(keys)
+        value = None if op == "revoke" else rng.choice(["a", "b", "c", "d"])
+        premises = None
+        if op == "accept" and rng.random() < 0.15:
+            held = [k for k in keys if k != key and graph.head_value(k) is not None]
+            premises = held[:1] or None
+        graph.apply(op, key, value, evidence=ev, depends_on=premises)
+        ops.append(graph.seq)
+        if i == 80:
+            graph.set_authority("doc", 3)
+        if rng.random() < 0.05:
+            graph.undo(rng.choice(ops))
+        if rng.random() < 0.03:
+            graph.erase(rng.choice(evidence))
+    return graph
+
+
+@pytest.mark.parametrize("layout", ["file", "directory"])
+@pytest.mark.parametrize("seed", [1, 2, 5])
+def test_a_single_state_answers_as_the_graph_it_holds(tmp_path: Path, seed: int, layout: str) -> None:
+    graph = _story(seed)
+    assert graph.stats()["op_undo"] and graph.stats()["op_contest"]  # the story exercises them
+    path = tmp_path / "state"
+    graph.save(path, layout=layout)  # type: ignore[arg-type]
+    _same_answers(StateReader(path), ProvenanceGraph.load(path))
+    _same_answers(StateReader(path), graph)
+
+
+def test_a_state_with_a_journal_beside_it_is_refused(tmp_path: Path) -> None:
+    from pmem.graph._state import journal_path
+
+    state = tmp_path / "s.arrow"
+    ProvenanceGraph().save(state)
+    journal_path(state).write_bytes(b"")
+    with pytest.raises(StateFileError, match="journal"):
+        StateReader(state)
+
+
+def test_a_missing_or_foreign_file_is_refused_with_its_name(tmp_path: Path) -> None:
+    with pytest.raises(StateFileError, match="not found"):
+        StateReader(tmp_path / "nothing.arrow")
+    other = tmp_path / "other.arrow"
+    pa.ipc.new_file(str(other), pa.schema([("x", pa.int64())])).close()
+    with pytest.raises(StateFileError, match="schema"):
+        StateReader(other)
