@@ -137,7 +137,7 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
     for key in sample:
         t = time.perf_counter()
         if mode == "reader":
-            answer = (source.get(key), source.history(key))
+            answer = (source.cell(key), source.versions(key))
         else:
             answer = (source.cell(key), source.versions(key))
         times.append(time.perf_counter() - t)
@@ -145,7 +145,7 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
     t = time.perf_counter()
     rows, digest, peak_anon = 0, 0, 0.0
     if mode == "reader":
-        for batch in source.frontier():
+        for batch in source.frontier_batches():
             frame = pl.DataFrame(pa.Table.from_batches([batch]).select(["key", "value"]))
             rows += batch.num_rows
             digest ^= int(np.bitwise_xor.reduce(frame.hash_rows(seed=0).to_numpy()))

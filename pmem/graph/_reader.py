@@ -1,4 +1,4 @@
-"""Read a saved state without loading it: one key's cell and history, one evidence node, the frontier as
+"""Read a saved state without loading it: one key's cell and versions, one evidence node, the frontier as
 a stream of Arrow batches, from memory-mapped tables.
 
 :class:`StateReader` opens any state (one file, a directory, a sharded state) in milliseconds and reads
@@ -255,7 +255,7 @@ class StateReader:
         >>> state = tempfile.mkdtemp() + "/state.arrow"
         >>> g.save(state)
         >>> reader = StateReader(state)
-        >>> reader.get("budget").value, [v.value for v in reader.history("budget")]
+        >>> reader.cell("budget").value, [v.value for v in reader.versions("budget")]
         ('$50k', ['$30k', '$50k'])
         >>> reader.evidence("e1").text
         'Make that $50k.'
@@ -311,7 +311,7 @@ class StateReader:
         return self._parts[partition_of(key, len(self._parts))] if len(self._parts) > 1 else self._parts[0]
 
     @_releasing
-    def history(self, key: str) -> list[Version]:
+    def versions(self, key: str) -> list[Version]:
         """Every version of ``key`` in arrival order (``ProvenanceGraph.versions``); empty when unknown."""
         part = self._part_of(key)
         row = part.tables.key_row(key)
@@ -321,7 +321,7 @@ class StateReader:
         return [self._version(part, key, v) for v in reversed(chain)]
 
     @_releasing
-    def get(self, key: str) -> Cell | None:
+    def cell(self, key: str) -> Cell | None:
         """The cell of ``key`` (``ProvenanceGraph.cell``); None when the state never wrote it."""
         part = self._part_of(key)
         tables = part.tables
@@ -439,7 +439,7 @@ class StateReader:
                 return part, lo
         return None
 
-    def frontier(self, batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+    def frontier_batches(self, batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
         """Every non-empty cell's key, value, status and support (:data:`FRONTIER_SCHEMA`), in batches of
         at most ``batch_rows`` keys: a sharded state's part by part (each in the order its keys arrived),
         so that memory holds one batch whatever the state's size. ``ProvenanceGraph.frontier_items`` is
@@ -490,7 +490,7 @@ class _NullableInts(_Ints):
 
 def read_key_versions(path: str | Path, key: str) -> list[Version]:
     """The versions of ``key`` in a saved state (any layout), read from its memory-mapped tables:
-    ``StateReader(path).history(key)``. Only the key names and the key's rows are read, so this takes
+    ``StateReader(path).versions(key)``. Only the key names and the key's rows are read, so this takes
     milliseconds on a state of millions of operations where ``load`` takes seconds. An unknown key gives
     an empty list.
 
@@ -503,7 +503,7 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     >>> [(v.value, v.status) for v in read_key_versions(state, "budget")]
     [('$30k', 'superseded'), ('$50k', 'active')]
     """
-    return StateReader(path).history(key)
+    return StateReader(path).versions(key)
 
 
 def _number(text: str, prefix: str) -> int | None:

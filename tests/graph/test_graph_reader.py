@@ -17,15 +17,15 @@ def _same_answers(reader: StateReader, graph: ProvenanceGraph) -> None:
     """Every key's cell and history, every evidence node, the frontier and the seq: the graph's."""
     assert reader.seq == graph.seq
     for key in [*graph.keys(), "never.written"]:
-        assert reader.get(key) == graph.cell(key), key
-        assert reader.history(key) == graph.versions(key), key
+        assert reader.cell(key) == graph.cell(key), key
+        assert reader.versions(key) == graph.versions(key), key
     evidence = graph.stats()["evidence"]
     for n in range(evidence):
         assert reader.evidence(f"e{n}") == graph.evidence(f"e{n}")
     for missing in (f"e{evidence}", "v1", "e-1", "x"):
         with pytest.raises(KeyError):
             reader.evidence(missing)
-    rows = pa.Table.from_batches(list(reader.frontier(batch_rows=5))).to_pylist()
+    rows = pa.Table.from_batches(list(reader.frontier_batches(batch_rows=5))).to_pylist()
     cells = graph.frontier()
     assert sorted((r["key"], r["value"]) for r in rows) == graph.frontier_items()
     assert all((r["status"], r["support"]) == (cells[r["key"]].status, cells[r["key"]].support) for r in rows)
