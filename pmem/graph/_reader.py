@@ -331,16 +331,17 @@ class StateReader:
         fields = tables.key_fields(row)
         head, alternatives = fields["head"], list(fields["alternatives"] or ())
         shown = {head, *alternatives}
+        chain = {v["id"]: v for v in tables.chain(fields["newest"])}  # newest first
         history = [
             self._version(part, key, v)
-            for v in tables.chain(fields["newest"])
+            for v in chain.values()
             if v["id"] not in shown and v["status"] not in _HIDDEN
         ]
         if head is None:
             return Cell(key, None, "empty", [], history, 0)
-        top = tables.version(head)
+        top = chain.get(head) or tables.version(head)
         status = "contested" if top["status"] == "contested" else "active"
-        alts = [tables.version(a) for a in alternatives]
+        alts = [chain.get(a) or tables.version(a) for a in alternatives]
         held = (
             status == "contested"
             and tables.has_authority
