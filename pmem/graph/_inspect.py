@@ -2,7 +2,10 @@
 one key's history (``--ops``: with its operation log, each operation's evidence); ``--json`` prints any
 of these views as one JSON document.
 
-Values and evidence are escaped as in ``render`` (one line each). ``--as-of`` shows the graph as it was:
+A ``--key`` view without ``--ops`` or ``--as-of`` reads the state without loading it
+(:class:`~pmem.graph.StateReader`, every file verified against its digest first): seconds for a state of
+millions of operations, whose load takes tens of seconds and gigabytes. Values and evidence are escaped
+as in ``render`` (one line each). ``--as-of`` shows the graph as it was:
 an integer is an arrival seq, anything else an ISO 8601 observation time (``ProvenanceGraph.as_of``).
 Errors go to stderr with exit status 2: an unreadable state file, a bad ``--as-of``, or a ``--key`` the
 (replayed) graph does not hold.
@@ -13,14 +16,27 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pmem.graph._graph import ProvenanceGraph
+from pmem.graph._reader import StateReader
 from pmem.graph._render import escape
 from pmem.graph._state import StateFileError
 
 if TYPE_CHECKING:
     import argparse
+
+    from pmem.graph._types import Cell, Evidence, Version
+
+
+class KeyView(Protocol):
+    """What a key's view reads: a loaded graph, or a state read without loading (``StateReader``)."""
+
+    def cell(self, key: str) -> Cell | None: ...
+
+    def versions(self, key: str) -> list[Version]: ...
+
+    def evidence(self, evidence_id: str) -> Evidence: ...
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +58,7 @@ def _shown(value: str | None) -> str:
     return "(no current value)" if value is None else escape(value)
 
 
-def describe_key(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> list[str]:
+def describe_key(graph: KeyView, key: str, with_ops: bool = False) -> list[str]:
     cell = graph.cell(key)
     if cell is None:
         return [f"{key}: no such key"]
@@ -68,6 +84,7 @@ def describe_key(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> li
             when += f", valid from {escape(ev.valid_time)}" if ev.valid_time else ""
             lines.append(f"              evidence {ev.id} ({escape(ev.source)}{when}): {escape(ev.text)}")
     if with_ops:
+        assert isinstance(graph, ProvenanceGraph)  # the operation log is the loaded graph's
         lines.append("  operations:")
         for op in graph.operations(key):
             status = "applied" if op.applied else "not applied"
@@ -81,13 +98,13 @@ def describe_key(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> li
     return lines
 
 
-def _evidence_json(graph: ProvenanceGraph, evidence: str | None) -> dict[str, Any] | None:
+def _evidence_json(graph: KeyView, evidence: str | None) -> dict[str, Any] | None:
     if evidence is None:
         return None
     return dataclasses.asdict(graph.evidence(evidence))
 
 
-def key_json(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> dict[str, Any]:
+def key_json(graph: KeyView, key: str, with_ops: bool = False) -> dict[str, Any]:
     """One key's view as JSON: the cell, its versions (newest first) with their evidence, and with
     ``with_ops`` its operation log with each operation's evidence (what ``describe_key`` prints)."""
     cell = graph.cell(key)
@@ -109,6 +126,7 @@ def key_json(graph: ProvenanceGraph, key: str, with_ops: bool = False) -> dict[s
         ],
     }
     if with_ops:
+        assert isinstance(graph, ProvenanceGraph)  # the operation log is the loaded graph's
         doc["operations"] = [
             {**dataclasses.asdict(op), "evidence": _evidence_json(graph, op.evidence)}
             for op in graph.operations(key)
@@ -135,7 +153,24 @@ def _cells_json(graph: ProvenanceGraph, with_empty: bool) -> list[dict[str, Any]
     return out
 
 
+def _key_reader(args: argparse.Namespace) -> StateReader | None:
+    """A reader of the keys asked for, when the view needs nothing but their cells and versions (no
+    operation log, no replay as of a point): the state is verified and read without loading it, in
+    milliseconds and bounded memory whatever its size. None where the full load is needed: those views,
+    or a state the reader does not read (an older schema, a journal of later writes beside it), whose
+    load then reads it or says why not."""
+    if not args.key or args.ops or args.as_of is not None:
+        return None
+    try:
+        return StateReader(args.state, verify=True)
+    except StateFileError:
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
+    reader = _key_reader(args)
+    if reader is not None:
+        return _show_keys(args, reader, None)
     try:
         graph = ProvenanceGraph.load(args.state)
     except StateFileError as exc:
@@ -160,20 +195,7 @@ def run(args: argparse.Namespace) -> int:
         when = f" as of {'seq ' if text.isdigit() else ''}{text}"
         as_of = {"seq": int(text)} if text.isdigit() else {"time": text}
     if args.key:
-        # refuse before printing anything, so that a typo is never mistaken for an answer
-        missing = [key for key in dict.fromkeys(args.key) if graph.cell(key) is None]
-        if missing:
-            names = ", ".join(repr(key) for key in missing)
-            noun = "key" if len(missing) == 1 else "keys"
-            print(f"error: no such {noun} {names} in {args.state}", file=sys.stderr)
-            return 2
-        if args.json:
-            keys = [key_json(graph, key, args.ops) for key in dict.fromkeys(args.key)]
-            print(json.dumps({"state": str(args.state), "as_of": as_of, "keys": keys}, indent=1))
-            return 0
-        for key in args.key:
-            print("\n".join(describe_key(graph, key, args.ops)))
-        return 0
+        return _show_keys(args, graph, as_of)
     if args.ops:
         print("error: --ops shows a key's operation log: give it with --key KEY", file=sys.stderr)
         return 2
@@ -193,4 +215,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key} = {_shown(cell.value)}  [{cell.status}]")
     else:
         print(graph.render(disclose=("support", "alternatives")))
+    return 0
+
+
+def _show_keys(args: argparse.Namespace, graph: KeyView, as_of: dict[str, Any] | None) -> int:
+    """The ``--key`` views (text, or ``--json``)."""
+    # refuse before printing anything, so that a typo is never mistaken for an answer
+    missing = [key for key in dict.fromkeys(args.key) if graph.cell(key) is None]
+    if missing:
+        names = ", ".join(repr(key) for key in missing)
+        noun = "key" if len(missing) == 1 else "keys"
+        print(f"error: no such {noun} {names} in {args.state}", file=sys.stderr)
+        return 2
+    if args.json:
+        keys = [key_json(graph, key, args.ops) for key in dict.fromkeys(args.key)]
+        print(json.dumps({"state": str(args.state), "as_of": as_of, "keys": keys}, indent=1))
+        return 0
+    for key in args.key:
+        print("\n".join(describe_key(graph, key, args.ops)))
     return 0

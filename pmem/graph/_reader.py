@@ -31,14 +31,17 @@ from pmem.graph._state import (
     FORMAT,
     METADATA,
     READABLE_VERSIONS,
+    TABLE_DIGEST_PREFIX,
     StateFileError,
+    _check_file_digest,
     _entries,
     _payloads,
     _refuse,
+    _sealed_digest,
     journal_path,
 )
 from pmem.graph._types import Cell, Evidence, Version
-from pmem.graph.shards import LOG, is_sharded, part_name, partition_of, read_index
+from pmem.graph.shards import LOG, REGISTRY, is_sharded, part_name, partition_of, read_index
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -97,6 +100,13 @@ class _Tables:
         tables = _mapped_tables(path, (*_TABLES, METADATA), maps)
         self.keys, self.versions, self.evidence, meta = tables
         self.meta = _entries(meta, path)
+        if maps.verifying and path.is_dir():  # each table file is the one the metadata lists
+            for name in _TABLES:
+                if self.meta.get(f"{TABLE_DIGEST_PREFIX}{name}") != maps.digests[path / f"{name}.arrow"]:
+                    raise _refuse(
+                        path / f"{name}.arrow",
+                        "its digest is not the one the state's metadata lists (a file of another state?)",
+                    )
         self._key_names = self.keys.column("key")
         # a version's row without its key's name: that column is a dictionary of every key, which a row
         # of it would validate and decode whole (milliseconds a row at a million keys); the reader knows
@@ -241,6 +251,10 @@ class StateReader:
 
     Args:
         path: the state: a file, a directory state, or a sharded state's directory.
+        verify: check every file the reader maps against the digest it is sealed with (and a directory's
+            or sharded state's files against those its metadata or index lists) before answering: every
+            byte is read once, at memory speed, and its pages released; what ``load`` checks of the
+            state's consistency beyond that is not repeated.
 
     Raises:
         StateFileError: not a readable state of schema 4 or later, or a state with a journal of later
@@ -261,7 +275,7 @@ class StateReader:
         'Make that $50k.'
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, verify: bool = False) -> None:
         self.path = Path(path)
         if journal_path(self.path).exists():
             msg = (
@@ -269,7 +283,7 @@ class StateReader:
                 "read of the saved file alone would miss; ProvenanceGraph.load replays them (a save folds them in)"
             )
             raise StateFileError(msg)
-        self._maps = _Maps()  # every file read, mapped
+        self._maps = _Maps(verify)  # every file read, mapped
         self._parts: list[_Part] = []
         self._rows: int | None = None  # a sharded state's arrivals (its index's rows)
         if is_sharded(self.path):
@@ -293,6 +307,18 @@ class StateReader:
             evidence = pa.chunked_array([c for t in mapped for c in t.column("evidence").chunks], pa.int64())
             logs.append(_Ints(seqs))
             log_evidence.append(_NullableInts(evidence))
+        if self._maps.verifying:  # each part's metadata and log segment is the one the index lists
+            listed = {
+                self.path / name[len("file:") :]: digest
+                for name, digest in index.items()
+                if name.startswith("file:") and not name.startswith(f"file:{REGISTRY}/")
+            }
+            for file, digest in listed.items():
+                if self._maps.digests.get(file) != digest:
+                    raise _refuse(
+                        file,
+                        "its digest is not the one the sharded state's index lists (a file of another state?)",
+                    )
         created = [_Ints(t.versions.column("valid_from")) for t in tables]
         for p, part in enumerate(tables):
             numbers = _UnionNumbers(p, logs, created)
@@ -527,17 +553,33 @@ class _Maps:
     without copying, and :meth:`release` drops the pages read so far from the process's resident memory
     (they are the file's: a later read faults them in again from the page cache)."""
 
-    def __init__(self) -> None:
+    def __init__(self, verify: bool) -> None:
+        self._verify = verify  # check each file's digest over its bytes when it is mapped
         self._maps: list[mmap.mmap] = []
+        self.digests: dict[Path, str] = {}  # with verify: each file's digest, as verified
 
     def buffer(self, path: Path) -> pa.Buffer:
-        """The bytes of the file at ``path``, mapped."""
+        """The bytes of the file at ``path``, mapped (and with ``verify``, checked against the digest it
+        is sealed with, every byte read once and released).
+
+        Raises:
+            StateFileError: with ``verify``, a file whose bytes do not match its digest, or that has none.
+        """
         with path.open("rb") as f:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self._maps.append(mapped)
+        if self._verify:
+            if _check_file_digest(mapped, path) is None:
+                raise _refuse(path, "it carries no digest to verify (a state of schema 1 or 2)")
+            self.digests[path] = _sealed_digest(mapped)
+            mapped.madvise(mmap.MADV_DONTNEED)
         # a read takes a row here and there: without this, each page fault reads ahead (megabytes a row)
         mapped.madvise(mmap.MADV_RANDOM)
-        self._maps.append(mapped)
         return pa.py_buffer(mapped)
+
+    @property
+    def verifying(self) -> bool:
+        return self._verify
 
     def release(self) -> None:
         for mapped in self._maps:

@@ -45,6 +45,7 @@ def test_a_sharded_state_answers_as_its_union_with_the_unions_ids(
     assert stats["op_contest"] and stats["op_revoke"] and stats["op_resolve"]  # the log exercises them
     assert any(cell.status == "contested" for cell in union.frontier().values())
     _same_answers(StateReader(root), union)
+    _same_answers(StateReader(root, verify=True), union)
 
 
 def _story(seed: int) -> ProvenanceGraph:
@@ -86,7 +87,7 @@ def test_a_single_state_answers_as_the_graph_it_holds(tmp_path: Path, seed: int,
     path = tmp_path / "state"
     graph.save(path, layout=layout)  # type: ignore[arg-type]
     _same_answers(StateReader(path), ProvenanceGraph.load(path))
-    _same_answers(StateReader(path), graph)
+    _same_answers(StateReader(path, verify=True), graph)
 
 
 def test_a_state_with_a_journal_beside_it_is_refused(tmp_path: Path) -> None:
@@ -106,3 +107,54 @@ def test_a_missing_or_foreign_file_is_refused_with_its_name(tmp_path: Path) -> N
     pa.ipc.new_file(str(other), pa.schema([("x", pa.int64())])).close()
     with pytest.raises(StateFileError, match="schema"):
         StateReader(other)
+
+
+def _flip(path: Path, at: float) -> None:
+    """Flip one bit of ``path``, ``at`` of the way in: a damaged disk, a bad copy."""
+    data = bytearray(path.read_bytes())
+    data[int(len(data) * at)] ^= 0x04
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("layout", "damaged"),
+    [
+        ("file", "."),
+        ("directory", "versions.arrow"),
+        ("sharded", "part-1/versions.arrow"),
+        ("sharded", "part-0/log"),
+    ],
+)
+def test_verify_refuses_a_damaged_file_the_reader_would_read(
+    tmp_path: Path, layout: str, damaged: str
+) -> None:
+    """Without ``verify`` the reader trusts the bytes it maps (Arrow checks each row's structure, not its
+    values); with it, a flipped bit anywhere in a file it reads is refused, naming the file."""
+    if layout == "sharded":
+        state = sharded_state(tmp_path, random_log(5, 300), 2)
+    else:
+        state = tmp_path / "state"
+        _story(3).save(state, layout=layout)  # type: ignore[arg-type]
+    target = state / damaged if damaged != "." else state
+    if target.is_dir():
+        target = sorted(target.glob("*.arrow"))[0]
+    _flip(target, 0.6)
+    with pytest.raises(StateFileError) as refused:
+        StateReader(state, verify=True)
+    assert str(target) in str(refused.value)
+
+
+def test_verify_refuses_a_file_of_another_state(tmp_path: Path) -> None:
+    """A table file copied in from another state is whole and sealed: only the listing catches it."""
+    for n, seed in enumerate((3, 4)):
+        _story(seed).save(tmp_path / f"s{n}", layout="directory")
+    (tmp_path / "s0" / "versions.arrow").write_bytes((tmp_path / "s1" / "versions.arrow").read_bytes())
+    StateReader(tmp_path / "s0")  # unverified: it opens (and would answer from the other state's versions)
+    with pytest.raises(StateFileError, match="not the one the state's metadata lists"):
+        StateReader(tmp_path / "s0", verify=True)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    one, other = (sharded_state(tmp_path / n, random_log(seed, 300), 2) for n, seed in (("a", 5), ("b", 6)))
+    segment = sorted((one / "part-0" / "log").glob("*.arrow"))[0]
+    segment.write_bytes(sorted((other / "part-0" / "log").glob("*.arrow"))[0].read_bytes())
+    with pytest.raises(StateFileError, match="not the one the sharded state's index lists"):
+        StateReader(one, verify=True)
