@@ -25,6 +25,7 @@ from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._state import StateFileError, journal_path
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
 from pmem.graph._validate import check_text, key_problem, key_problems, valid_instant
+from pmem.graph._why import KeyView, Why, why
 from pmem.graph.shards import WRITE_LOG_SCHEMA, apply_log, is_sharded, partition_of, partitions_of
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "IdentityDecision",
     "JournaledGraph",
     "KeyRegistry",
+    "KeyView",
     "Lowering",
     "MergeReceipt",
     "OpResult",
@@ -54,6 +56,7 @@ __all__ = [
     "StateFileError",
     "StateReader",
     "Version",
+    "Why",
     "apply_log",
     "check_text",
     "hash_char_ngrams",
@@ -67,4 +70,5 @@ __all__ = [
     "read_key_versions",
     "rule_confirm",
     "valid_instant",
+    "why",
 ]

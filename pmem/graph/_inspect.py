@@ -2,7 +2,7 @@
 one key's history (``--ops``: with its operation log, each operation's evidence); ``--json`` prints any
 of these views as one JSON document.
 
-A ``--key`` view without ``--ops`` or ``--as-of`` reads the state without loading it
+A ``--key`` view without ``--as-of`` reads the state without loading it
 (:class:`~pmem.graph.StateReader`, every file verified against its digest first): seconds for a state of
 millions of operations, whose load takes tens of seconds and gigabytes. Values and evidence are escaped
 as in ``render`` (one line each). ``--as-of`` shows the graph as it was:
@@ -16,27 +16,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._reader import StateReader
 from pmem.graph._render import escape
 from pmem.graph._state import StateFileError
+from pmem.graph._why import KeyView
 
 if TYPE_CHECKING:
     import argparse
-
-    from pmem.graph._types import Cell, Evidence, Version
-
-
-class KeyView(Protocol):
-    """What a key's view reads: a loaded graph, or a state read without loading (``StateReader``)."""
-
-    def cell(self, key: str) -> Cell | None: ...
-
-    def versions(self, key: str) -> list[Version]: ...
-
-    def evidence(self, evidence_id: str) -> Evidence: ...
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,7 +73,6 @@ def describe_key(graph: KeyView, key: str, with_ops: bool = False) -> list[str]:
             when += f", valid from {escape(ev.valid_time)}" if ev.valid_time else ""
             lines.append(f"              evidence {ev.id} ({escape(ev.source)}{when}): {escape(ev.text)}")
     if with_ops:
-        assert isinstance(graph, ProvenanceGraph)  # the operation log is the loaded graph's
         lines.append("  operations:")
         for op in graph.operations(key):
             status = "applied" if op.applied else "not applied"
@@ -126,7 +114,6 @@ def key_json(graph: KeyView, key: str, with_ops: bool = False) -> dict[str, Any]
         ],
     }
     if with_ops:
-        assert isinstance(graph, ProvenanceGraph)  # the operation log is the loaded graph's
         doc["operations"] = [
             {**dataclasses.asdict(op), "evidence": _evidence_json(graph, op.evidence)}
             for op in graph.operations(key)
@@ -154,12 +141,12 @@ def _cells_json(graph: ProvenanceGraph, with_empty: bool) -> list[dict[str, Any]
 
 
 def _key_reader(args: argparse.Namespace) -> StateReader | None:
-    """A reader of the keys asked for, when the view needs nothing but their cells and versions (no
-    operation log, no replay as of a point): the state is verified and read without loading it, in
-    milliseconds and bounded memory whatever its size. None where the full load is needed: those views,
-    or a state the reader does not read (an older schema, a journal of later writes beside it), whose
-    load then reads it or says why not."""
-    if not args.key or args.ops or args.as_of is not None:
+    """A reader of the keys asked for, when the view needs nothing but their cells, versions and
+    operations (no replay as of a point): the state is verified and read without loading it, in seconds
+    and bounded memory whatever its size. None where the full load is needed: ``--as-of``, or a state the
+    reader does not read (an older schema, a journal of later writes beside it), whose load then reads it
+    or says why not."""
+    if not args.key or args.as_of is not None:
         return None
     try:
         return StateReader(args.state, verify=True)

@@ -40,7 +40,8 @@ from pmem.graph._state import (
     _sealed_digest,
     journal_path,
 )
-from pmem.graph._types import Cell, Evidence, Version
+from pmem.graph._types import Cell, Evidence, Operation, Version
+from pmem.graph._why import Why, why
 from pmem.graph.shards import LOG, REGISTRY, is_sharded, part_name, partition_of, read_index
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["StateReader", "read_key_versions"]
 
 #: The tables a reader maps (the others are never needed for the reads it offers).
-_TABLES = ("keys", "versions", "evidence")
+_TABLES = ("keys", "versions", "evidence", "operations")
 #: Version statuses a cell's history leaves out.
 _HIDDEN = ("undone", "erased")
 #: The frontier's columns.
@@ -98,7 +99,7 @@ class _Tables:
     def __init__(self, path: Path, maps: _Maps) -> None:
         self.path = path
         tables = _mapped_tables(path, (*_TABLES, METADATA), maps)
-        self.keys, self.versions, self.evidence, meta = tables
+        self.keys, self.versions, self.evidence, self.operations, meta = tables
         self.meta = _entries(meta, path)
         if maps.verifying and path.is_dir():  # each table file is the one the metadata lists
             for name in _TABLES:
@@ -112,6 +113,7 @@ class _Tables:
         # of it would validate and decode whole (milliseconds a row at a million keys); the reader knows
         # the key it reads
         self._version_rows = self.versions.drop_columns(["key"])
+        self._operation_rows = self.operations.drop_columns(["key", "alias", "premise_keys"])
         authority = json.loads(self.meta.get("authority", "null") or "null")
         # the level each source ranks at now (the last setting wins), when authority is configured
         self._authority: dict[str, int] | None = None
@@ -147,6 +149,16 @@ class _Tables:
             out.append(row)
             newest = row["previous"]
         return out
+
+    def operations_of(self, kid: int) -> list[dict[str, Any]]:
+        """Key ``kid``'s operation rows, in log order (one pass over the ``key_id`` column)."""
+        rows: list[dict[str, Any]] = []
+        at = 0
+        for chunk in self.operations.column("key_id").chunks:
+            found = np.flatnonzero(chunk.to_numpy(zero_copy_only=True) == kid)
+            rows += (_row(self._operation_rows, at + int(i), self.path) for i in found)
+            at += len(chunk)
+        return rows
 
     def evidence_row(self, eid: int) -> dict[str, Any]:
         return _row(self.evidence, eid, self.path)
@@ -422,6 +434,36 @@ class StateReader:
             supersedes=version_id(row["supersedes"]),
             alternative_of=version_id(row["alternative_of"]),
         )
+
+    @_releasing
+    def operations(self, key: str) -> list[Operation]:
+        """The operations on ``key`` in log order, failed preconditions included
+        (``ProvenanceGraph.operations(key)``); empty when the state never wrote it."""
+        part = self._part_of(key)
+        row = part.tables.key_row(key)
+        if row is None:
+            return []
+        numbers = part.numbers
+        return [
+            Operation(
+                seq=numbers.seq(op["seq"]),
+                requested=op["requested"],
+                op=op["op"],
+                key=key,
+                value=op["value"],
+                evidence=None if op["evidence"] is None else f"e{part.union_evidence(op['evidence'])}",
+                applied=op["applied"],
+                reason=op["reason"],
+                version=None if op["version"] is None else f"v{numbers.version(op['version'])}",
+                retracts=op["retracts"],
+            )
+            for op in part.tables.operations_of(row)
+        ]
+
+    def why(self, key: str) -> Why | None:
+        """Why ``key`` holds what it holds (:func:`pmem.graph.why`): the evidence behind its current
+        value and the operations on it; None when the state never wrote it."""
+        return why(self, key)
 
     @_releasing
     def evidence(self, evidence_id: str) -> Evidence:

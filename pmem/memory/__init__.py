@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
-from pmem.memory._memory import SEARCH_MIN_SCORE, AddResult, AppliedOp, AsyncMemory, Memory, ScoredCell, Why
+from pmem.graph import Why
+from pmem.memory._memory import SEARCH_MIN_SCORE, AddResult, AppliedOp, AsyncMemory, Memory, ScoredCell
 
 __all__ = ["SEARCH_MIN_SCORE", "AddResult", "AppliedOp", "AsyncMemory", "Memory", "ScoredCell", "Why"]

@@ -20,13 +20,13 @@ from pmem.bench import Event
 from pmem.graph import (
     Cell,
     ErasureReceipt,
-    Evidence,
     JournaledGraph,
-    Operation,
     OpResult,
     ProvenanceGraph,
     Version,
+    Why,
     is_sharded,
+    why,
 )
 from pmem.memory._extract import no_fact_reason
 from pmem.memory._writepath import WRITE_OPTIONS, WritePath
@@ -78,20 +78,6 @@ class AppliedOp:
     reason: str | None = None
     requested: str | None = None  # the operation asked for, when it differs from ``op``
     source_key: str | None = None  # the key as extracted, when soft identity mapped it onto ``key``
-
-
-@dataclass(frozen=True)
-class Why:
-    """What :meth:`AsyncMemory.why` found behind a key's current value: the value and its status, the
-    head version's id, the evidence that stated or supported it (and that of the last operation that
-    changed the cell: a retraction that reinstated it), and every operation on the key, in order."""
-
-    key: str
-    value: str | None
-    status: str
-    version: str | None
-    evidence: list[Evidence]
-    operations: list[Operation]
 
 
 @dataclass(frozen=True)
@@ -363,23 +349,7 @@ class AsyncMemory:
         ('Paris', ['The city of Alice is Paris.'], ['accept'])
         """
         await self._ready()
-        graph = self.graph
-        cell = graph.cell(key)
-        if cell is None:
-            return None
-        head = next(
-            (v for v in graph.versions(key) if v.valid_to is None and v.status in ("active", "contested")),
-            None,
-        )
-        operations = list(graph.operations(key))
-        cited = [
-            op.evidence for op in operations if head is not None and op.version == head.id and op.applied
-        ]
-        applied = [op for op in operations if op.applied]
-        if applied:  # the last change: a retraction that reinstated the head cites the retracting text
-            cited.append(applied[-1].evidence)
-        evidence = [graph.evidence(e) for e in dict.fromkeys(e for e in cited if e is not None)]
-        return Why(key, cell.value, cell.status, None if head is None else head.id, evidence, operations)
+        return why(self.graph, key)
 
     async def conflicts(self) -> list[Cell]:
         """The open contests: every cell whose head is contested, with its alternatives, by key."""

@@ -222,13 +222,13 @@ def test_inspect_of_a_key_reads_the_state_without_loading_it_and_verified(tmp_pa
     state = sharded_state(tmp_path, random_log(9, 400), 3)
     union = ProvenanceGraph.load(state)
     keys = union.keys()[:3]
-    expected = "\n".join(line for key in keys for line in describe_key(union, key)) + "\n"
+    expected = "\n".join(line for key in keys for line in describe_key(union, key, with_ops=True)) + "\n"
 
     def no_load(*args: object, **kwargs: object) -> None:
         raise AssertionError("the --key view loaded the graph")
 
     monkeypatch.setattr(ProvenanceGraph, "load", no_load)
-    assert main(["inspect", str(state), *(a for key in keys for a in ("--key", key))]) == 0
+    assert main(["inspect", str(state), "--ops", *(a for key in keys for a in ("--key", key))]) == 0
     assert capsys.readouterr().out == expected
     monkeypatch.undo()
     versions = state / "part-1" / "versions.arrow"

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from shardlogs import random_log, sharded_state
 
-from pmem.graph import ProvenanceGraph, StateFileError, StateReader
+from pmem.graph import ProvenanceGraph, StateFileError, StateReader, why
 
 
 def _same_answers(reader: StateReader, graph: ProvenanceGraph) -> None:
@@ -19,6 +19,8 @@ def _same_answers(reader: StateReader, graph: ProvenanceGraph) -> None:
     for key in [*graph.keys(), "never.written"]:
         assert reader.cell(key) == graph.cell(key), key
         assert reader.versions(key) == graph.versions(key), key
+        assert reader.operations(key) == list(graph.operations(key)), key
+        assert reader.why(key) == why(graph, key), key
     evidence = graph.stats()["evidence"]
     for n in range(evidence):
         assert reader.evidence(f"e{n}") == graph.evidence(f"e{n}")
