@@ -5,7 +5,8 @@ ingested by ``pmem ingest --partitions N --shards`` (skipped when ``--workdir`` 
 each measurement runs in a fresh process, so that its memory is its own:
 
 - **open**: ``StateReader(STATE)``, its wall time and resident memory after it;
-- **one key**: ``get`` and ``history`` of ``--samples`` random keys: the median and the slowest;
+- **one key**: ``cell`` and ``versions`` of ``--samples`` random keys: the median and the slowest; and each
+  key's cell as of half the log (``cell_as_of``);
 - **frontier**: every non-empty cell streamed as Arrow batches: wall time and the process's peak
   resident memory (anonymous memory and mapped file pages, as the kernel counts them);
 - **the baseline, in the same run**: ``ProvenanceGraph.load(STATE)`` of the union, its wall time and peak,
@@ -80,17 +81,23 @@ def run(args: argparse.Namespace) -> int:
         f"500 MB) | one key, value and history: median {reader['key_median_ms']:.1f} ms, slowest "
         f"{reader['key_max_ms']:.1f} ms (target < 50 ms) | frontier {reader['frontier_rows']:,} cells in "
         f"{reader['frontier_s']:.1f} s, peak resident {reader['peak_rss_mb']:,.0f} MiB "
-        f"(anonymous {reader['peak_anon_mb']:,.0f} MiB; target < 10 s, 1 GB)",
+        f"(anonymous {reader['peak_anon_mb']:,.0f} MiB; target < 10 s, 1 GB) | a key's cell as of half the log: "
+        f"median {reader['past_median_ms']:.1f} ms, slowest {reader['past_max_ms']:.1f} ms",
         flush=True,
     )
     if args.no_load:
         return 0
     load = _child("load", state, sample, root)
-    same = reader["answers"] == load["answers"] and reader["frontier"] == load["frontier"]
+    same = (
+        reader["answers"] == load["answers"]
+        and reader["past"] == load["past"]
+        and reader["frontier"] == load["frontier"]
+    )
     print(
         f"load    ProvenanceGraph.load {load['open_s']:.1f} s, peak resident {load['peak_rss_mb']:,.0f} MiB; "
         f"one key from the loaded graph: median {load['key_median_ms']:.2f} ms | the reader's answers are "
-        f"the load's: {same} ({len(sample)} cells and histories; the frontier of {load['frontier_rows']:,} cells)",
+        f"the load's: {same} ({len(sample)} cells and histories, and cells as of half the log; the frontier of "
+        f"{load['frontier_rows']:,} cells)",
         flush=True,
     )
     return 0 if same else 1
@@ -142,6 +149,15 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
             answer = (source.cell(key), source.versions(key))
         times.append(time.perf_counter() - t)
         answers.append(answer)
+    at = source.seq // 2
+    past, past_times = [], []
+    # the load replays half the log once (not timed per key)
+    then: Any = None if mode == "reader" else source.as_of(at)
+    for key in sample:
+        t = time.perf_counter()
+        past.append(source.cell_as_of(key, at) if mode == "reader" else then.cell(key))
+        past_times.append(time.perf_counter() - t)
+    del then
     t = time.perf_counter()
     rows, digest, peak_anon = 0, 0, 0.0
     if mode == "reader":
@@ -161,6 +177,9 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
         "key_median_ms": statistics.median(times) * 1e3,
         "key_max_ms": max(times) * 1e3,
         "answers": answers,
+        "past": past,
+        "past_median_ms": statistics.median(past_times) * 1e3,
+        "past_max_ms": max(past_times) * 1e3,
         "frontier_rows": rows,
         "frontier": (rows, digest),
         "frontier_s": frontier_s,

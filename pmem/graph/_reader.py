@@ -15,6 +15,7 @@ byte). Arrow validates the rows returned; a state to be trusted whole is opened 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import mmap
@@ -26,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._state import (
     FLAT_SINCE,
     FORMAT,
@@ -42,7 +44,17 @@ from pmem.graph._state import (
 )
 from pmem.graph._types import Cell, Evidence, Operation, Version
 from pmem.graph._why import Why, why
-from pmem.graph.shards import LOG, REGISTRY, is_sharded, part_name, partition_of, read_index
+from pmem.graph.shards import (
+    LOG,
+    REGISTRY,
+    WRITE_LOG_SCHEMA,
+    apply_log,
+    is_sharded,
+    localize,
+    part_name,
+    partition_of,
+    read_index,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -234,6 +246,7 @@ class _Part:
     numbers: _Numbers
     evidence_seqs: _Ints  # each evidence node's arrival, in the state's own seqs
     log_evidence: _Ints | None  # a sharded part's log's evidence column (None: a single state)
+    log: pa.Table | None = None  # a sharded part's write log, mapped (None: a single state)
 
     def union_evidence(self, local: int) -> int:
         if self.log_evidence is None:
@@ -309,12 +322,13 @@ class StateReader:
         index = read_index(self.path)
         partitions = int(index["partitions"])
         tables = [_Tables(self.path / part_name(p), self._maps) for p in range(partitions)]
-        logs, log_evidence = [], []
+        logs, log_evidence, part_logs = [], [], []
         for p in range(partitions):
             segments = sorted(
                 name[len("file:") :] for name in index if name.startswith(f"file:{part_name(p)}/{LOG}/")
             )
             mapped = [_mapped_segment(self.path / name, self._maps) for name in segments]
+            part_logs.append(pa.concat_tables(mapped) if mapped else WRITE_LOG_SCHEMA.empty_table())
             seqs = pa.chunked_array([c for t in mapped for c in t.column("seq").chunks], pa.int64())
             evidence = pa.chunked_array([c for t in mapped for c in t.column("evidence").chunks], pa.int64())
             logs.append(_Ints(seqs))
@@ -335,7 +349,7 @@ class StateReader:
         for p, part in enumerate(tables):
             numbers = _UnionNumbers(p, logs, created)
             evidence_seqs = _Ints(part.evidence.column("seq"))
-            self._parts.append(_Part(part, numbers, evidence_seqs, log_evidence[p]))
+            self._parts.append(_Part(part, numbers, evidence_seqs, log_evidence[p], part_logs[p]))
         self._rows = int(index["rows"])
 
     # ------------------------------------------------------------------ reads
@@ -460,6 +474,54 @@ class StateReader:
             for op in part.tables.operations_of(row)
         ]
 
+    @_releasing
+    def cell_as_of(self, key: str, seq: int) -> Cell | None:
+        """The cell of ``key`` as it was at arrival ``seq`` (``ProvenanceGraph.as_of(seq).cell(key)``), for
+        a sharded state: the key's rows of its part's write log up to ``seq`` (its operations and the
+        observations they cite) replayed alone, since an operation's outcome depends only on its key's
+        history and the evidence it cites, and numbered as the union's. None when the key had no write by
+        then.
+
+        Raises:
+            ValueError: ``seq`` is not a non-negative integer, or the state is not sharded (a single state
+                keeps no write log: ``ProvenanceGraph.load(path).as_of(seq)`` replays it).
+        """
+        if type(seq) is not int or seq < 0:
+            msg = f"cell_as_of: seq must be a non-negative integer, got {seq!r}"
+            raise ValueError(msg)
+        part = self._part_of(key)
+        if part.log is None:
+            msg = (
+                f"{self.path}: cell_as_of reads a sharded state's write log; a single state keeps none "
+                f"(ProvenanceGraph.load({str(self.path)!r}).as_of({seq}) replays it)"
+            )
+            raise ValueError(msg)
+        row = part.tables.key_row(key)
+        if row is None:
+            return None
+        numbers, tables = part.numbers, part.tables
+        ops = [op for op in tables.operations_of(row) if numbers.seq(op["seq"]) <= seq]
+        if not ops:
+            return None
+        # log rows are arrivals in the part's own seqs, less one: the operations, and what they cite
+        wanted = {op["seq"] - 1 for op in ops}
+        wanted |= {part.evidence_seqs[op["evidence"]] - 1 for op in ops if op["evidence"] is not None}
+        # one row at a time: a take over the log's many mapped chunks would read it all
+        rows = pa.concat_tables([part.log.slice(i, 1) for i in sorted(wanted)]).combine_chunks()
+        scratch = ProvenanceGraph()
+        apply_log(scratch, localize(rows, 0))
+        cell = scratch.cell(key)
+        assert cell is not None  # the key has an operation
+        created = sorted(
+            numbers.version(v["id"])
+            for v in tables.chain(tables.key_fields(row)["newest"])
+            if numbers.seq(v["valid_from"]) <= seq
+        )
+        seqs: list[int] = rows.column("seq").to_numpy().tolist()
+        observed = pc.is_null(rows.column("op")).to_numpy(zero_copy_only=False)
+        evidence = [int(e) for e in np.asarray(rows.column("evidence").to_pylist(), object)[observed]]
+        return _renumbered(cell, seqs, evidence, created)
+
     def why(self, key: str) -> Why | None:
         """Why ``key`` holds what it holds (:func:`pmem.graph.why`): the evidence behind its current
         value and the operations on it; None when the state never wrote it."""
@@ -573,6 +635,29 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     [('$30k', 'superseded'), ('$50k', 'active')]
     """
     return StateReader(path).versions(key)
+
+
+def _renumbered(cell: Cell, seqs: list[int], evidence: list[int], versions: list[int]) -> Cell:
+    """``cell`` of a graph replayed from some rows of a write log, with that graph's seqs, evidence and
+    versions numbered as the log's whole graph numbers them: its arrival ``n`` is ``seqs[n - 1]``, its
+    evidence ``i`` is ``evidence[i]``, its version ``j`` is ``versions[j]``."""
+
+    def version_id(vid: str | None) -> str | None:
+        return None if vid is None else f"v{versions[int(vid[1:])]}"
+
+    history = [
+        dataclasses.replace(
+            v,
+            id=f"v{versions[int(v.id[1:])]}",
+            valid_from=seqs[v.valid_from - 1],
+            valid_to=None if v.valid_to is None else seqs[v.valid_to - 1],
+            evidence=None if v.evidence is None else f"e{evidence[int(v.evidence[1:])]}",
+            supersedes=version_id(v.supersedes),
+            alternative_of=version_id(v.alternative_of),
+        )
+        for v in cell.history
+    ]
+    return dataclasses.replace(cell, history=history)
 
 
 def _number(text: str, prefix: str) -> int | None:

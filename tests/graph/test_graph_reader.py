@@ -48,6 +48,11 @@ def test_a_sharded_state_answers_as_its_union_with_the_unions_ids(
     assert any(cell.status == "contested" for cell in union.frontier().values())
     _same_answers(StateReader(root), union)
     _same_answers(StateReader(root, verify=True), union)
+    reader = StateReader(root)
+    for at in (0, 1, 97, union.seq // 2, union.seq - 5, union.seq):
+        then = union.as_of(at)
+        for key in [*union.keys(), "never.written"]:
+            assert reader.cell_as_of(key, at) == then.cell(key), (key, at)
 
 
 def _story(seed: int) -> ProvenanceGraph:
@@ -160,3 +165,14 @@ def test_verify_refuses_a_file_of_another_state(tmp_path: Path) -> None:
     segment.write_bytes(sorted((other / "part-0" / "log").glob("*.arrow"))[0].read_bytes())
     with pytest.raises(StateFileError, match="not the one the sharded state's index lists"):
         StateReader(one, verify=True)
+
+
+def test_a_cell_as_of_needs_a_write_log_and_a_seq(tmp_path: Path) -> None:
+    state = tmp_path / "s.arrow"
+    _story(2).save(state)
+    with pytest.raises(ValueError, match="keeps none"):
+        StateReader(state).cell_as_of("k1", 3)
+    root = sharded_state(tmp_path, random_log(1, 100), 2)
+    for bad in (-1, "3", 2.0):
+        with pytest.raises(ValueError, match="non-negative integer"):
+            StateReader(root).cell_as_of("key1", bad)  # type: ignore[arg-type]
