@@ -90,6 +90,9 @@ class _Ints:
         return int(self._starts[-1])
 
     def __getitem__(self, row: int) -> int:
+        if not 0 <= row < self._starts[-1]:
+            msg = f"row {row} is outside a column of {int(self._starts[-1])} rows"
+            raise IndexError(msg)
         chunk = int(np.searchsorted(self._starts, row, side="right")) - 1
         return int(self._chunks[chunk][row - self._starts[chunk]])
 
@@ -245,7 +248,7 @@ class _Part:
     tables: _Tables
     numbers: _Numbers
     evidence_seqs: _Ints  # each evidence node's arrival, in the state's own seqs
-    log_evidence: _Ints | None  # a sharded part's log's evidence column (None: a single state)
+    log_evidence: _NullableInts | None  # a sharded part's log's evidence column (None: a single state)
     log: pa.Table | None = None  # a sharded part's write log, mapped (None: a single state)
 
     def union_evidence(self, local: int) -> int:
@@ -599,7 +602,7 @@ class StateReader:
                 self._maps.release()  # the batch is copied out: its pages need not stay resident
 
 
-class _NullableInts(_Ints):
+class _NullableInts:
     """An int64 column with nulls (a write log's ``evidence``), read one element at a time."""
 
     def __init__(self, column: pa.ChunkedArray[Any]) -> None:
@@ -607,10 +610,10 @@ class _NullableInts(_Ints):
         lengths = [len(c) for c in column.chunks]
         self._starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
 
-    def __len__(self) -> int:
-        return int(self._starts[-1])
-
     def __getitem__(self, row: int) -> int:
+        if not 0 <= row < self._starts[-1]:
+            msg = f"row {row} is outside a write log of {int(self._starts[-1])} rows"
+            raise IndexError(msg)
         chunk = int(np.searchsorted(self._starts, row, side="right")) - 1
         value = self._column.chunk(chunk)[row - int(self._starts[chunk])].as_py()
         if value is None:
