@@ -270,14 +270,23 @@ def _plugin_pythonpath(spec: SweepSpec) -> str | None:
     return os.pathsep.join([*dirs, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)])
 
 
+#: Ray's errors that mean a runner's process is gone, not that its history failed: the runner is replaced
+#: and its uncommitted histories run again (up to the retry limit). A worker the node's memory monitor
+#: killed is one (an accuracy run lost 67 histories in a minute to another process's memory use, each
+#: recorded as failed while the runners were restarted under them).
+RUNNER_DEATHS = (
+    "RayActorError",
+    "ActorDiedError",
+    "ActorUnavailableError",
+    "OutOfMemoryError",
+    "WorkerCrashedError",
+)
+
+
 def _is_actor_death(exc: BaseException) -> bool:
     import ray.exceptions as rex
 
-    kinds = tuple(
-        k
-        for k in (getattr(rex, n, None) for n in ("RayActorError", "ActorDiedError", "ActorUnavailableError"))
-        if k is not None
-    )
+    kinds = tuple(k for k in (getattr(rex, n, None) for n in RUNNER_DEATHS) if k is not None)
     return isinstance(exc, kinds)
 
 
