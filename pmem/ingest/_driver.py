@@ -28,11 +28,15 @@ becomes one write log, column-wise (:func:`fact_log`), read in batches that grow
 stream holds fact rows only (``fact_batch_events``).
 
 Durability: every ``checkpoint_every`` events (at a batch end) the merged graph and then a manifest
-naming it are written atomically, unless writing it would take more than :data:`CHECKPOINT_SHARE` of
-the time since the last one (a fast stream over a large graph: checkpoints would otherwise dominate it;
-the end of the stream is always checkpointed); a re-run of the same command resumes from the last
-manifest, and model calls made after it are answered by the response cache (see
-:mod:`pmem.ingest._workdir`).
+naming it are written atomically, unless writing it would take more than
+:data:`~pmem.ingest._checkpoint.CHECKPOINT_SHARE` of the time since the last one (a fast stream over a
+large graph: checkpoints would otherwise dominate it; the end of the stream is always checkpointed); a
+re-run of the same command resumes from the last manifest, and model calls made after it are answered by
+the response cache (see :mod:`pmem.ingest._checkpoint` and :mod:`pmem.ingest._workdir`).
+
+The driver (:class:`_Ingest`) coordinates: a :class:`~pmem.ingest._pool.WorkerPool` (the replicas and
+the workers), an :class:`~pmem.ingest._output.Output` (one state file, or a sharded state's parts) and a
+:class:`~pmem.ingest._checkpoint.Checkpointer` (the manifest and the checkpoints it names).
 """
 
 from __future__ import annotations
