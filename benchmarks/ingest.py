@@ -19,6 +19,10 @@ The measurements (choose with ``--only``):
   at a fixed latency (20 ms), hosted as 1 and then 2 replicas by Ray actors exactly as vLLM replicas are
   (``backend = "vllm"``, ``launcher = "standin"``), each replica taking ``--slots`` requests at once
   from each worker; throughput of the extraction stage with 2 replicas over 1.
+- ``ids`` (only when asked for): the ingest's duplicate-id check over ``--id-rows`` distinct ids in
+  batches of 8,192, each in its own process: every id in a dict (the baseline) against
+  :class:`pmem.ingest._seen.SeenIds` holding ``--ids-in-memory`` and the rest in runs on disk: wall
+  seconds and the process's peak resident memory above its start.
 - ``facts`` (only when asked for): structured facts at memory speed. A stream of fact rows (10,000,000
   over 1,000,000 keys by default; :func:`pmem.ingest._synthetic.write_fact_stream`: seeded, 95% accepts,
   the other ops 1% each, values from a small vocabulary and 10% unique ones) is written as JSONL and as
@@ -53,7 +57,7 @@ if TYPE_CHECKING:
 
 SECTIONS = ("bulk", "partitions", "replicas")
 #: measured only when asked for (``--only``): long runs
-LONG_SECTIONS = ("equivalence", "scale", "facts")
+LONG_SECTIONS = ("equivalence", "scale", "facts", "ids")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -90,6 +94,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--fact-address", help="a Ray cluster the ingests join (facts; default: each embeds one)")
     p.add_argument("--workdir", type=Path, help="where streams and states go (default: a temporary folder)")
+    p.add_argument("--id-rows", type=int, default=10_000_000, help="ids of the duplicate-id check (ids)")
+    p.add_argument(
+        "--ids-in-memory", type=int, default=1_000_000, help="ids the bounded check holds in memory (ids)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,10 +117,52 @@ def run(args: argparse.Namespace) -> int:
             _scale(args, root)
         if "facts" in wanted:
             _facts(args, root)
+        if "ids" in wanted:
+            _ids(args, root)
     finally:
         if args.workdir is None:
             shutil.rmtree(root, ignore_errors=True)
     return 0
+
+
+#: One measurement of the duplicate-id check, run in its own process (argv: mode, ids, in memory, folder).
+_IDS_CHILD = """
+import resource, sys, time
+from pathlib import Path
+from pmem.ingest._seen import SeenIds
+mode, n, in_memory, folder = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+seen = SeenIds(folder, in_memory=in_memory) if mode == "runs" else SeenIds(held={})
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+for start in range(0, n, 8192):
+    ids = [f"evt-{i:010d}-{(i * 2654435761) % 1000003:07d}" for i in range(start, min(n, start + 8192))]
+    seen.first_rows(ids, list(range(start, start + len(ids))))
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024
+print(f"{time.perf_counter() - t:.3f} {grown:.1f}")
+"""
+
+
+def _ids(args: argparse.Namespace, root: Path) -> None:
+    figures = {}
+    for mode in ("dict", "runs"):
+        argv = [
+            sys.executable,
+            "-c",
+            _IDS_CHILD,
+            mode,
+            str(args.id_rows),
+            str(args.ids_in_memory),
+            str(root / "seen"),
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, check=True)
+        seconds, grown = (float(x) for x in done.stdout.split())
+        figures[mode] = (seconds, grown)
+    (dict_s, dict_mb), (runs_s, runs_mb) = figures["dict"], figures["runs"]
+    print(
+        f"duplicate-id check, {args.id_rows:,} ids: a dict of every id {dict_s:.1f} s, +{dict_mb:,.0f} MiB; "
+        f"{args.ids_in_memory:,} in memory and the rest in runs on disk {runs_s:.1f} s, +{runs_mb:,.0f} MiB "
+        f"({dict_mb / max(runs_mb, 1):.1f}x less memory, {runs_s / max(dict_s, 1e-9):.1f}x the time)"
+    )
 
 
 def _bulk(args: argparse.Namespace) -> dict[str, float]:

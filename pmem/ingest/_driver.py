@@ -64,6 +64,7 @@ from pmem.ingest._merge import FACT_ROW, batch_log, fact_log, fact_row_operation
 from pmem.ingest._output import Written, output_for
 from pmem.ingest._pool import WorkerPool
 from pmem.ingest._report import IngestReport, Progress
+from pmem.ingest._seen import SeenIds
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import (
     Position,
@@ -282,7 +283,8 @@ class _Ingest:
         self.graph = ProvenanceGraph()
         self._since_checkpoint = 0  # events merged since the last checkpoint
         self._restored: bytes | None = None  # the checkpoint resumed from, until the workers have it
-        self.ids: dict[str, int] = {}  # every event id read so far -> its row (ids are unique)
+        # every event id read so far with its row (ids are unique), the older ones in runs on disk
+        self.ids = SeenIds(self.work.root / "seen", in_memory=spec.ids_in_memory)
         self._routed_to = Position()  # where the last batch routed ends
         self._unsent: FactRun | None = None  # batches of fact rows only that the partitions have not seen
 
@@ -310,7 +312,8 @@ class _Ingest:
             position = resumed.position
             self.report.go_on_from(resumed.report)
             self.work.drop_rejects_from(position.row + 1)
-            self.ids = self.work.read_ids_until(position.row)
+            for names, rows in self.work.ids_until(position.row):
+                self.ids.first_rows(names, rows)  # the checkpoint's rows: each id once
             self.output.resume(resumed.output)
             self._restored = resumed.state  # the driver holds it only until the workers have it
             self.say(

@@ -37,6 +37,8 @@ PIPELINE_OPTIONS: dict[str, tuple[type, Any]] = {
     "checkpoint_every": (int, 50_000),
     "cache": (bool, True),
     "worker_cpus": (float, 0.0),  # 0: min(1, cluster CPUs / partitions)
+    # event ids the driver holds in memory to refuse a repeated one; older ones go to runs on disk
+    "ids_in_memory": (int, 1_000_000),
 }
 _SWEEP_KEYS = {"name", "description", "arms", "run", "benchmarks", "arm_options"}
 #: The models of an ingest whose config names none: the deterministic agent and embedder, no model served.
@@ -58,6 +60,7 @@ class IngestSpec:
     checkpoint_every: int = 50_000
     cache: bool = True
     worker_cpus: float = 0.0
+    ids_in_memory: int = 1_000_000
     source: str = "<defaults>"
 
     @classmethod
@@ -98,6 +101,7 @@ class IngestSpec:
             "batch_events": self.batch_events,
             "fact_batch_events": self.fact_batch_events,
             "checkpoint_every": self.checkpoint_every,
+            "ids_in_memory": self.ids_in_memory,
             "cache": self.cache,
         }
 

@@ -63,6 +63,7 @@ import pyarrow.json as pj
 import pyarrow.parquet as pq
 
 from pmem.graph import OPS, check_text, key_problem, key_problems, valid_instant
+from pmem.ingest._seen import SeenIds
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -168,7 +169,7 @@ def read_stream(
     start: Position | None = None,
     batch_rows: int = 8192,
     skip_bad: bool = False,
-    ids: dict[str, int] | None = None,
+    ids: dict[str, int] | SeenIds | None = None,
     fact_batch_rows: int | None = None,
 ) -> Iterator[StreamBatch]:
     """Yield the stream at ``path`` from ``start`` in batches covering ``batch_rows`` input rows each.
@@ -185,7 +186,7 @@ def read_stream(
     id``), so a stream delivered at least once is ingested once with ``skip_bad``. Ids compare as text:
     the number ``2`` and the string ``"2"`` are one id (see :func:`_as_text`). ``ids`` maps the ids
     of the rows before ``start`` to their row numbers (a resumed reader's memory); it is updated with
-    the ids read.
+    the ids read. A :class:`~pmem.ingest._seen.SeenIds` keeps them in bounded memory (``pmem ingest``'s).
     """
     if type(batch_rows) is not int or batch_rows < 1:
         msg = f"read_stream: batch_rows must be a positive integer, got {batch_rows!r}"
@@ -195,7 +196,8 @@ def read_stream(
         raise ValueError(msg)
     sizes = _BatchSizes(batch_rows, fact_batch_rows or batch_rows)
     batches = _read_stream(Path(path), start, sizes, skip_bad)
-    return _unique_ids(Path(path), batches, {} if ids is None else ids, skip_bad)
+    seen = ids if isinstance(ids, SeenIds) else SeenIds(held={} if ids is None else ids)
+    return _unique_ids(Path(path), batches, seen, skip_bad)
 
 
 def _as_text(event_id: str) -> str:
@@ -214,7 +216,7 @@ def _as_text(event_id: str) -> str:
 
 
 def _unique_ids(
-    path: Path, batches: Iterator[StreamBatch], seen: dict[str, int], skip_bad: bool
+    path: Path, batches: Iterator[StreamBatch], seen: SeenIds, skip_bad: bool
 ) -> Iterator[StreamBatch]:
     """The batches with every row repeating an earlier row's ``id`` refused (see :func:`read_stream`)."""
     unit = row_word(path)
@@ -228,10 +230,10 @@ def _unique_ids(
         reasons: list[str] = []
         rows: list[int] = events.column("row").to_pylist()  # type: ignore[assignment]  # non-nullable
         ids: list[str | None] = column.to_pylist()
-        for i, (row, event_id) in enumerate(zip(rows, ids, strict=True)):
-            if event_id is None:
-                continue
-            first = seen.setdefault(event_id, row)
+        given = [i for i, event_id in enumerate(ids) if event_id is not None]
+        firsts = seen.first_rows([str(ids[i]) for i in given], [rows[i] for i in given])
+        for i, first in zip(given, firsts, strict=True):
+            row, event_id = rows[i], str(ids[i])
             if first != row:
                 what = (
                     f"duplicate id {_excerpt(repr(event_id))} (first at {unit} {first}{_as_text(event_id)})"

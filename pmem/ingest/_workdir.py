@@ -14,6 +14,8 @@
 - ``rejects/rows-FIRST.parquet``: rows skipped under ``--skip-bad``, with the reason.
 - ``ids/rows-FIRST.parquet``: the ``id`` (and row) of each ingested event that has one: ids are unique,
   and a resumed ingest must still know the ids read before its checkpoint.
+- ``seen/run-N.arrow``: the older ids of this attempt's duplicate check, sorted by hash
+  (:mod:`pmem.ingest._seen`); rebuilt from ``ids/`` by each attempt.
 - ``report.json``: the ingest report, when the ingest is complete.
 - ``.lock`` (and ``.lock.holder``, who holds it): the running ingest's exclusive lock (:mod:`pmem._lock`).
 """
@@ -25,10 +27,13 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 from pmem._atomic import (
     atomic_copy_file,
@@ -98,10 +103,9 @@ class Workdir:
         if table.num_rows:
             atomic_write_parquet(self.root / "ids" / f"rows-{first_row:012d}.parquet", table)
 
-    def read_ids_until(self, last_row: int) -> dict[str, int]:
-        """The ids of the events up to row ``last_row`` (a checkpoint's), each with its row; the files
-        of batches after it are removed (the re-run writes them again)."""
-        ids: dict[str, int] = {}
+    def ids_until(self, last_row: int) -> Iterator[tuple[list[str], list[int]]]:
+        """The ids of the events up to row ``last_row`` (a checkpoint's) with their rows, a batch's file
+        at a time; the files of batches after it are removed (the re-run writes them again)."""
         for p in sorted((self.root / "ids").glob("rows-*.parquet")):
             if int(p.stem.split("-")[1]) > last_row:
                 p.unlink()
@@ -109,8 +113,7 @@ class Workdir:
             table = pq.read_table(p)
             names: list[str] = table.column("id").to_pylist()  # type: ignore[assignment]  # no nulls written
             rows: list[int] = table.column("row").to_pylist()  # type: ignore[assignment]
-            ids.update(zip(names, rows, strict=True))
-        return ids
+            yield names, rows
 
     def drop_rejects_from(self, first_row: int) -> None:
         """Rejects of batches after the checkpoint are written again by the re-run (same rows)."""

@@ -249,7 +249,12 @@ def test_a_rows_valid_time_is_its_evidences_valid_time(ray_cluster, tmp_path: Pa
     assert ProvenanceGraph.load(tmp_path / "u.arrow").cell("cup_1.location").value == "drawer 7"
 
 
-def test_a_repeated_id_is_a_bad_row_even_after_a_resume(ray_cluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("in_memory", [None, 2])
+def test_a_repeated_id_is_a_bad_row_even_after_a_resume(
+    ray_cluster, tmp_path: Path, in_memory: int | None
+) -> None:
+    """With ``ids_in_memory = 2`` the ids read before the checkpoint are in runs on disk when the
+    redelivered one comes: it is found there."""
     """Ids are an event's identity: a repeat is refused (named with the first row), or skipped and
     listed with --skip-bad, also when the first one was ingested by an earlier run of the stream."""
     import pyarrow.parquet as pq
@@ -257,7 +262,8 @@ def test_a_repeated_id_is_a_bad_row_even_after_a_resume(ray_cluster, tmp_path: P
     from pmem.ingest._stream import StreamError
 
     cfg = tmp_path / "ingest.toml"
-    cfg.write_text(CONFIG.replace("batch_events = 64", "batch_events = 2"))
+    extra = "" if in_memory is None else f"\nids_in_memory = {in_memory}"
+    cfg.write_text(CONFIG.replace("batch_events = 64", "batch_events = 2") + extra)
     rows = [{"text": f"Earlier observation: cup {i} was in countertop {i}.", "id": i} for i in range(5)]
     stream = _write(tmp_path / "s.jsonl", rows)
     out = tmp_path / "s.arrow"
