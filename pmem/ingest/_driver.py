@@ -335,6 +335,7 @@ class _Ingest:
             self.pool.stop()
             if self.cache is not None:
                 self.cache.close()  # the last connection: the cache is one file again (no -wal)
+            self.ids.close()  # its runs are this attempt's scratch
         return self._finish(time.monotonic() - t_start)
 
     async def _run(self, hosted: dict[str, Any], position: Position) -> None:

@@ -122,6 +122,12 @@ class SeenIds:
     def __len__(self) -> int:
         return len(self._recent) + sum(len(run) for run in self._runs)
 
+    def close(self) -> None:
+        """Forget the runs and remove their folder (an attempt's scratch: the next rebuilds it)."""
+        self._runs.clear()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
     def _spill(self) -> None:
         """Write the dict's ids as a run, sorted by hash, and empty the dict."""
         assert self._folder is not None

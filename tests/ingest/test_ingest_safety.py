@@ -277,6 +277,7 @@ def test_a_repeated_id_is_a_bad_row_even_after_a_resume(
         f.write(json.dumps({"text": "Earlier observation: cup 7 was in countertop 7.", "id": "7"}) + "\n")
     second = ingest(stream, out, config=cfg, progress=False, skip_bad=True)
     assert second.resumed_from == 5 and (second.events, second.rejects) == (6, 1)
+    assert not (workdir_of(out) / "seen").exists()  # the check's runs are the attempt's scratch
     (reject,) = pq.read_table(workdir_of(out) / "rejects").to_pylist()
     assert reject["row"] == 6
     assert (
