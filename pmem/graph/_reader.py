@@ -45,13 +45,14 @@ from pmem.graph._state import (
 from pmem.graph._types import Cell, Evidence, Operation, Version
 from pmem.graph._why import Why, why
 from pmem.graph.shards import (
-    LOG,
     REGISTRY,
     WRITE_LOG_SCHEMA,
     apply_log,
     is_sharded,
+    listed_files,
     localize,
     part_name,
+    part_segments,
     partition_of,
     read_index,
 )
@@ -74,6 +75,16 @@ FRONTIER_SCHEMA = pa.schema(
 )
 
 
+def _locate(starts: NDArray[np.int64], row: int) -> tuple[int, int]:
+    """The chunk holding ``row`` of a column whose chunks start at ``starts`` (then its total length),
+    and the row's place in it."""
+    if not 0 <= row < starts[-1]:
+        msg = f"row {row} is outside a column of {int(starts[-1])} rows"
+        raise IndexError(msg)
+    chunk = int(np.searchsorted(starts, row, side="right")) - 1
+    return chunk, row - int(starts[chunk])
+
+
 class _Ints:
     """A non-null int64 column of a mapped table, read without copying: one element, or a binary search
     when the column ascends."""
@@ -90,11 +101,8 @@ class _Ints:
         return int(self._starts[-1])
 
     def __getitem__(self, row: int) -> int:
-        if not 0 <= row < self._starts[-1]:
-            msg = f"row {row} is outside a column of {int(self._starts[-1])} rows"
-            raise IndexError(msg)
-        chunk = int(np.searchsorted(self._starts, row, side="right")) - 1
-        return int(self._chunks[chunk][row - self._starts[chunk]])
+        chunk, at = _locate(self._starts, row)
+        return int(self._chunks[chunk][at])
 
     def count_below(self, value: int) -> int:
         """How many elements are below ``value`` (the column ascends)."""
@@ -323,27 +331,18 @@ class StateReader:
 
     def _open_sharded(self) -> None:
         index = read_index(self.path)
+        listed = listed_files(index)
         partitions = int(index["partitions"])
         tables = [_Tables(self.path / part_name(p), self._maps) for p in range(partitions)]
-        logs, log_evidence, part_logs = [], [], []
+        part_logs = []
         for p in range(partitions):
-            segments = sorted(
-                name[len("file:") :] for name in index if name.startswith(f"file:{part_name(p)}/{LOG}/")
-            )
-            mapped = [_mapped_segment(self.path / name, self._maps) for name in segments]
+            mapped = [_mapped_segment(self.path / name, self._maps) for name in part_segments(listed, p)]
             part_logs.append(pa.concat_tables(mapped) if mapped else WRITE_LOG_SCHEMA.empty_table())
-            seqs = pa.chunked_array([c for t in mapped for c in t.column("seq").chunks], pa.int64())
-            evidence = pa.chunked_array([c for t in mapped for c in t.column("evidence").chunks], pa.int64())
-            logs.append(_Ints(seqs))
-            log_evidence.append(_NullableInts(evidence))
+        logs = [_Ints(log.column("seq")) for log in part_logs]
         if self._maps.verifying:  # each part's metadata and log segment is the one the index lists
-            listed = {
-                self.path / name[len("file:") :]: digest
-                for name, digest in index.items()
-                if name.startswith("file:") and not name.startswith(f"file:{REGISTRY}/")
-            }
-            for file, digest in listed.items():
-                if self._maps.digests.get(file) != digest:
+            for name, digest in listed.items():
+                file = self.path / name
+                if not name.startswith(f"{REGISTRY}/") and self._maps.digests.get(file) != digest:
                     raise _refuse(
                         file,
                         "its digest is not the one the sharded state's index lists (a file of another state?)",
@@ -352,7 +351,8 @@ class StateReader:
         for p, part in enumerate(tables):
             numbers = _UnionNumbers(p, logs, created)
             evidence_seqs = _Ints(part.evidence.column("seq"))
-            self._parts.append(_Part(part, numbers, evidence_seqs, log_evidence[p], part_logs[p]))
+            log_evidence = _NullableInts(part_logs[p].column("evidence"))
+            self._parts.append(_Part(part, numbers, evidence_seqs, log_evidence, part_logs[p]))
         self._rows = int(index["rows"])
 
     # ------------------------------------------------------------------ reads
@@ -611,11 +611,8 @@ class _NullableInts:
         self._starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
 
     def __getitem__(self, row: int) -> int:
-        if not 0 <= row < self._starts[-1]:
-            msg = f"row {row} is outside a write log of {int(self._starts[-1])} rows"
-            raise IndexError(msg)
-        chunk = int(np.searchsorted(self._starts, row, side="right")) - 1
-        value = self._column.chunk(chunk)[row - int(self._starts[chunk])].as_py()
+        chunk, at = _locate(self._starts, row)
+        value = self._column.chunk(chunk)[at].as_py()
         if value is None:
             msg = f"row {row} of a write log's evidence column is null"
             raise IndexError(msg)

@@ -391,7 +391,7 @@ def read_index(path: str | Path) -> dict[str, str]:
         )
     partitions = _count(entries, "partitions", file, least=1)
     _count(entries, "rows", file)
-    files = {name[len(_FILE) :]: digest for name, digest in entries.items() if name.startswith(_FILE)}
+    files = listed_files(entries)
     metadata = {
         f"{REGISTRY}/{METADATA}.arrow",
         *(f"{part_name(p)}/{METADATA}.arrow" for p in range(partitions)),
@@ -431,6 +431,18 @@ def _count(entries: dict[str, str], name: str, file: Path, least: int = 0) -> in
     return int(text)
 
 
+def listed_files(entries: dict[str, str]) -> dict[str, str]:
+    """The files an index (:func:`read_index`'s entries) lists, by path relative to the state, with
+    their digests."""
+    return {name[len(_FILE) :]: digest for name, digest in entries.items() if name.startswith(_FILE)}
+
+
+def part_segments(listed: dict[str, str], part: int) -> list[str]:
+    """Part ``part``'s log segments among ``listed`` (:func:`listed_files`), in arrival order (their
+    names are their first seq, zero-padded)."""
+    return sorted(name for name in listed if name.startswith(f"{part_name(part)}/{LOG}/"))
+
+
 def owning_part(path: str | Path, key: str) -> Path:
     """The folder of the part of the sharded state at ``path`` that holds ``key`` (see
     :func:`partitions_of`)."""
@@ -457,13 +469,13 @@ def _union(root: Path) -> tuple[pa.Table, NDArray[np.int64]]:
     """Every part's log rows (memory-mapped, in part order) and, in seq order, the row taken for each
     seq of the union: the union is their ``take``, made a chunk at a time by :func:`load_sharded`."""
     entries = read_index(root)
-    listed = {name[5:]: digest for name, digest in entries.items() if name.startswith("file:")}
+    listed = listed_files(entries)
     partitions = int(entries["partitions"])
     segments = []
     for p in range(partitions):
         log_dir = root / part_name(p) / LOG
         on_disk = {s.relative_to(root).as_posix() for s in log_dir.glob("*.arrow")}
-        wanted = sorted(name for name in listed if name.startswith(f"{part_name(p)}/{LOG}/"))
+        wanted = part_segments(listed, p)
         if on_disk != set(wanted):
             extra = sorted(on_disk ^ set(wanted))
             raise _refuse(root, f"part {p}'s log segments are not the ones its index lists ({extra[0]})")

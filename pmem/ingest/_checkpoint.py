@@ -213,12 +213,12 @@ class Checkpointer:
         """Name the checkpoint just saved in the manifest, at ``position``, with the ``report`` and the
         ``output``'s own part; older checkpoint files are removed."""
         self._position = position
-        self._write_manifest(report, output)
+        self._write(report, output)
         self._work.drop_checkpoints_but(self.last_checkpoint[0])
 
     def finish(self, report: dict[str, Any], output: dict[str, Any] | None, out_sha256: str) -> None:
         """Mark the ingest done: its output (whose digest is ``out_sha256``) is the last checkpoint's."""
-        self._write_manifest(report, output, done=True, out_sha256=out_sha256)
+        self._write(report, output, done=True, out_sha256=out_sha256)
 
     @property
     def last_checkpoint(self) -> tuple[Path, str]:
@@ -235,7 +235,7 @@ class Checkpointer:
             self._file_check = stream_check(self._stream, 0)
         return self._file_check
 
-    def _write_manifest(self, report: dict[str, Any], output: dict[str, Any] | None, **extra: Any) -> None:
+    def _write(self, report: dict[str, Any], output: dict[str, Any] | None, **extra: Any) -> None:
         path, sha = self.last_checkpoint
         doc = {
             "stream": str(self._stream),
