@@ -31,9 +31,20 @@ The measurements (choose with ``--only``):
   seconds (the command's, Ray's start included), rows/s, the driver's peak memory, the state's size,
   against the target (``--fact-target-s``, 60 s); the four states must be byte-identical.
   ``--fact-profile DIR`` samples each command with py-spy and prints where its time went.
+- ``moonshot`` (only when asked for): the longest structured stream, ingested as a sharded state with
+  bounded workers (issue 44). A fact stream of ``--moon-rows`` over ``--moon-keys`` keys (30,000,000 over
+  3,000,000) and a baseline of ``--moon-base-rows`` over ``--moon-base-keys`` (10,000,000 over 1,000,000),
+  both Parquet, each ingested by ``pmem ingest --partitions 2 --shards --parts P`` with ``P`` sized for
+  ``--part-rows`` fact rows per part (a multiple of 2): facts/s of each and their ratio, the driver's and
+  each worker's peak memory, the state's size. Then the long ingest again, killed (SIGKILL to its
+  process group, its embedded Ray included) once a checkpoint holds half the stream, and run again: its
+  state must hold the same union as the uninterrupted one (:func:`pmem.graph.shards.union_difference`).
+  The long state is kept in ``--workdir`` under the name ``pmem perf reader --rows R --keys K --parts P``
+  reads (the lazy reader's figures on it).
 
     python -m benchmarks.ingest --events 200000 --keys 20000
-    pmem perf ingest --only facts --workdir /data/perf     # the moonshot: 10M facts, 1M keys
+    pmem perf ingest --only facts --workdir /data/perf     # 10M facts, 1M keys, four ways
+    pmem perf ingest --only moonshot --workdir /data/perf  # 30M facts over 3M keys, against 10M
 """
 
 from __future__ import annotations
@@ -57,7 +68,7 @@ if TYPE_CHECKING:
 
 SECTIONS = ("bulk", "partitions", "replicas")
 #: measured only when asked for (``--only``): long runs
-LONG_SECTIONS = ("equivalence", "scale", "facts", "ids")
+LONG_SECTIONS = ("equivalence", "scale", "facts", "ids", "moonshot")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -93,6 +104,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="sample each ingest with py-spy into this folder and summarize (facts)",
     )
     p.add_argument("--fact-address", help="a Ray cluster the ingests join (facts; default: each embeds one)")
+    p.add_argument(
+        "--moon-rows", type=int, default=30_000_000, help="rows of the long fact stream (moonshot)"
+    )
+    p.add_argument("--moon-keys", type=int, default=3_000_000, help="keys of the long fact stream (moonshot)")
+    p.add_argument("--moon-base-rows", type=int, default=10_000_000, help="rows of the baseline (moonshot)")
+    p.add_argument("--moon-base-keys", type=int, default=1_000_000, help="keys of the baseline (moonshot)")
+    p.add_argument(
+        "--part-rows",
+        type=int,
+        default=2_000_000,
+        help="fact rows per part the parts are sized for (moonshot)",
+    )
+    p.add_argument("--no-kill", action="store_true", help="skip the killed and resumed ingest (moonshot)")
     p.add_argument("--workdir", type=Path, help="where streams and states go (default: a temporary folder)")
     p.add_argument("--id-rows", type=int, default=10_000_000, help="ids of the duplicate-id check (ids)")
     p.add_argument(
@@ -119,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
             _facts(args, root)
         if "ids" in wanted:
             _ids(args, root)
+        if "moonshot" in wanted:
+            _moonshot(args, root)
     finally:
         if args.workdir is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -361,6 +387,131 @@ def _facts(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
         f"the four states and the sharded states' unions byte-identical: {same}"
     )
     return results
+
+
+#: The longest stream's facts/s may be this much slower than the baseline's (issue 44).
+MOONSHOT_SLOWDOWN = 1.5
+_MOON_WORKERS = 2
+
+
+def _moonshot(args: argparse.Namespace, root: Path) -> None:
+    """The long fact stream and its baseline, each as a sharded state with parts of ``--part-rows`` rows;
+    then the long one killed halfway and resumed, its union compared with the uninterrupted one's."""
+    from pmem.graph.shards import union_difference
+    from pmem.ingest._synthetic import write_fact_stream
+
+    runs = {}
+    for label, rows, keys in (
+        ("baseline", args.moon_base_rows, args.moon_base_keys),
+        ("long", args.moon_rows, args.moon_keys),
+    ):
+        stream = root / f"facts-{rows}-{keys}-seed{args.fact_seed}.parquet"  # pmem perf reader's names
+        if not stream.exists():
+            t0 = time.perf_counter()
+            write_fact_stream(stream, rows, keys=keys, seed=args.fact_seed)
+            print(
+                f"wrote {stream.name} ({stream.stat().st_size / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s",
+                flush=True,
+            )
+        parts = _MOON_WORKERS * max(1, -(-rows // (args.part_rows * _MOON_WORKERS)))
+        out = root / f"state-{rows}-{keys}-seed{args.fact_seed}-p{parts}"
+        argv = _sharded_argv(stream, out, parts)
+        _remove(out)
+        shutil.rmtree(out.with_name(out.name + ".ingest"), ignore_errors=True)
+        t0 = time.perf_counter()
+        report = _report_of(subprocess.run(argv, capture_output=True, text=True, check=False), argv)
+        wall = time.perf_counter() - t0
+        peaks = report["peak_rss_mb"]
+        runs[label] = {"rows": rows, "wall_s": wall, "out": out, "argv": argv, "stream": stream}
+        print(
+            f"  {label:<8} {rows:,} facts over {keys:,} keys, --partitions {_MOON_WORKERS} --shards --parts {parts}: "
+            f"{wall:,.1f} s end to end ({rows / wall:,.0f} facts/s; the ingest itself {report['wall_s']:,.1f} s, "
+            f"stages {', '.join(f'{k} {v:.1f}' for k, v in report['stage_s'].items() if v >= 0.05)}); driver peak "
+            f"{peaks.get('driver', 0):,.0f} MiB, workers "
+            f"{', '.join(f'{v:,.0f}' for k, v in peaks.items() if k != 'driver')} MiB; state "
+            f"{report['state_bytes'] / 2**20:,.0f} MiB on disk",
+            flush=True,
+        )
+        if label == "baseline":
+            _remove(out)  # gigabytes: the long run's disk
+        shutil.rmtree(out.with_name(out.name + ".ingest"), ignore_errors=True)
+    base, long = runs["baseline"], runs["long"]
+    ratio = (base["rows"] / base["wall_s"]) / (long["rows"] / long["wall_s"])
+    print(
+        f"moonshot: {long['rows']:,} facts at {long['rows'] / long['wall_s']:,.0f} facts/s against the "
+        f"{base['rows']:,}-fact baseline's {base['rows'] / base['wall_s']:,.0f}: a fact takes {ratio:.2f}x the baseline's time "
+        f"(target <= {MOONSHOT_SLOWDOWN}x: {'met' if ratio <= MOONSHOT_SLOWDOWN else 'NOT met'})",
+        flush=True,
+    )
+    if args.no_kill:
+        return
+    killed = long["out"].with_name(long["out"].name + "-killed")
+    argv = [
+        *long["argv"][: long["argv"].index("--out") + 1],
+        str(killed),
+        *long["argv"][long["argv"].index("--out") + 2 :],
+    ]
+    _remove(killed)
+    shutil.rmtree(killed.with_name(killed.name + ".ingest"), ignore_errors=True)
+    at = _kill_halfway(argv, killed.with_name(killed.name + ".ingest") / "manifest.json", long["rows"] // 2)
+    t0 = time.perf_counter()
+    report = _report_of(subprocess.run(argv, capture_output=True, text=True, check=False), argv)
+    wall = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    difference = union_difference(killed, long["out"])
+    print(
+        f"  killed at {at:,} events (a checkpoint's), resumed from {report['resumed_from']:,} in {wall:,.1f} s "
+        f"(attempt {report['attempts']}); its union is the uninterrupted one's: "
+        f"{'yes' if difference is None else f'NO ({difference})'} (compared part by part in "
+        f"{time.perf_counter() - t1:,.1f} s)",
+        flush=True,
+    )
+    _remove(killed)
+    shutil.rmtree(killed.with_name(killed.name + ".ingest"), ignore_errors=True)
+    if difference is not None:
+        raise SystemExit(1)
+
+
+def _sharded_argv(stream: Path, out: Path, parts: int) -> list[str]:
+    argv = [sys.executable, "-m", "pmem.cli", "ingest", str(stream), "--out", str(out), "--shards"]
+    return [*argv, "--partitions", str(_MOON_WORKERS), "--parts", str(parts), "--no-progress", "--json"]
+
+
+def _report_of(done: subprocess.CompletedProcess[str], argv: list[str]) -> dict[str, Any]:
+    """The JSON report a finished ``pmem ingest --json`` printed."""
+    if done.returncode != 0:
+        msg = f"{' '.join(argv[2:])} failed ({done.returncode}): {done.stderr[-2000:]}"
+        raise RuntimeError(msg)
+    report: dict[str, Any] = json.JSONDecoder().raw_decode(done.stdout, done.stdout.index("{"))[0]
+    return report
+
+
+def _kill_halfway(argv: list[str], manifest: Path, events: int) -> int:
+    """Run ``argv`` in a session of its own and SIGKILL the whole session's process group once its
+    manifest names a checkpoint of at least ``events`` events; the events checkpointed."""
+    import os
+    import signal
+
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        while proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):  # not written yet, or being replaced
+                done = json.loads(manifest.read_text())["report"]["events"]
+                if done >= events:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    return int(done)
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    msg = (
+        f"the ingest ended ({proc.returncode}) before a checkpoint held {events:,} events: nothing was killed"
+    )
+    raise RuntimeError(msg)
 
 
 #: The driver's peak memory a sharded ingest (``--shards``) is held to, in MiB (issue 33).

@@ -1,7 +1,8 @@
 """`pmem perf reader`: a cluster-scale sharded state read without loading it (``pmem.graph.StateReader``).
 
 A stream of ``--rows`` fact rows over ``--keys`` keys (the one ``pmem perf ingest --only facts`` writes) is
-ingested by ``pmem ingest --partitions N --shards`` (skipped when ``--workdir`` already holds the state), then
+ingested by ``pmem ingest --partitions N --parts P --shards`` (skipped when ``--workdir`` already holds the
+state: ``pmem perf ingest --only moonshot`` leaves its long one there), then
 each measurement runs in a fresh process, so that its memory is its own:
 
 - **open**: ``StateReader(STATE)``, its wall time and resident memory after it;
@@ -38,7 +39,10 @@ _MODES = ("reader", "load")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=10_000_000, help="fact rows of the stream")
     parser.add_argument("--keys", type=int, default=1_000_000, help="its distinct keys")
-    parser.add_argument("--partitions", type=int, default=2, help="parts of the sharded state")
+    parser.add_argument(
+        "--partitions", type=int, default=2, help="workers of the ingest that writes the state"
+    )
+    parser.add_argument("--parts", type=int, help="parts of the sharded state (default: --partitions)")
     parser.add_argument("--samples", type=int, default=20, help="random keys read one at a time")
     parser.add_argument("--seed", type=int, default=0, help="the stream's and the sample's seed")
     parser.add_argument(
@@ -58,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     root = args.workdir
     root.mkdir(parents=True, exist_ok=True)
     stream = root / f"facts-{args.rows}-{args.keys}-seed{args.seed}.parquet"
-    state = root / f"state-{args.rows}-{args.keys}-seed{args.seed}-p{args.partitions}"
+    parts = args.parts or args.partitions
+    state = root / f"state-{args.rows}-{args.keys}-seed{args.seed}-p{parts}"
     if not stream.exists():
         t0 = time.perf_counter()
         write_fact_stream(stream, args.rows, keys=args.keys, seed=args.seed)
@@ -66,14 +71,22 @@ def run(args: argparse.Namespace) -> int:
     if not state.exists():
         t0 = time.perf_counter()
         argv = [sys.executable, "-m", "pmem.cli", "ingest", str(stream), "--out", str(state)]
-        argv += ["--partitions", str(args.partitions), "--shards", "--no-progress", "--json"]
+        argv += [
+            "--partitions",
+            str(args.partitions),
+            "--parts",
+            str(parts),
+            "--shards",
+            "--no-progress",
+            "--json",
+        ]
         subprocess.run(argv, check=True, capture_output=True)
         print(f"ingested {stream.name} with --shards in {time.perf_counter() - t0:.1f} s", flush=True)
     size = sum(p.stat().st_size for p in state.rglob("*") if p.is_file())
     keys = [str(k) for k in pc.unique(pq.read_table(stream, columns=["key"]).column("key")).to_pylist()]
     sample = random.Random(args.seed).sample(sorted(keys), args.samples)
     del keys
-    print(f"state: {state} ({size / 2**20:,.0f} MiB, {args.partitions} parts); {len(sample)} random keys")
+    print(f"state: {state} ({size / 2**20:,.0f} MiB, {parts} parts); {len(sample)} random keys")
 
     reader = _child("reader", state, sample, root)
     print(
@@ -81,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
         f"500 MB) | one key, value and history: median {reader['key_median_ms']:.1f} ms, slowest "
         f"{reader['key_max_ms']:.1f} ms (target < 50 ms) | frontier {reader['frontier_rows']:,} cells in "
         f"{reader['frontier_s']:.1f} s, peak resident {reader['peak_rss_mb']:,.0f} MiB "
-        f"(anonymous {reader['peak_anon_mb']:,.0f} MiB; target < 10 s, 1 GB) | a key's cell as of half the log: "
+        f"(anonymous {reader['peak_anon_mb']:,.0f} MiB; target < 10 s, 1 GB; the reads before it peaked at "
+        f"{reader['before_frontier_mb']:,.0f} MiB) | a key's cell as of half the log: "
         f"median {reader['past_median_ms']:.1f} ms, slowest {reader['past_max_ms']:.1f} ms",
         flush=True,
     )
@@ -94,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         and reader["frontier"] == load["frontier"]
     )
     print(
-        f"load    ProvenanceGraph.load {load['open_s']:.1f} s, peak resident {load['peak_rss_mb']:,.0f} MiB; "
+        f"load    ProvenanceGraph.load {load['open_s']:.1f} s, peak resident {load['before_frontier_mb']:,.0f} MiB; "
         f"one key from the loaded graph: median {load['key_median_ms']:.2f} ms | the reader's answers are "
         f"the load's: {same} ({len(sample)} cells and histories, and cells as of half the log; the frontier of "
         f"{load['frontier_rows']:,} cells)",
@@ -121,12 +135,6 @@ def _rss_mb() -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024
 
 
-def _peak_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
     import statistics
 
@@ -135,6 +143,7 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
     import pyarrow as pa
 
     from pmem.graph import ProvenanceGraph, StateReader
+    from pmem.ingest._memory import peak_rss_mb, reset_peak_rss
 
     t0 = time.perf_counter()
     source: Any = StateReader(state) if mode == "reader" else ProvenanceGraph.load(state)
@@ -158,6 +167,8 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
         past.append(source.cell_as_of(key, at) if mode == "reader" else then.cell(key))
         past_times.append(time.perf_counter() - t)
     del then
+    before_frontier_mb = peak_rss_mb()  # the open's and the reads' peak (the load's, for the load)
+    reset_peak_rss()  # the frontier's peak is its own, not the reads' before it
     t = time.perf_counter()
     rows, digest, peak_anon = 0, 0, 0.0
     if mode == "reader":
@@ -183,7 +194,8 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
         "frontier_rows": rows,
         "frontier": (rows, digest),
         "frontier_s": frontier_s,
-        "peak_rss_mb": _peak_mb(),
+        "peak_rss_mb": peak_rss_mb(),
+        "before_frontier_mb": before_frontier_mb,
         "peak_anon_mb": peak_anon,
     }
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import mmap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -28,18 +27,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pmem.graph._graph import ProvenanceGraph
+from pmem.graph._mapped import Ints, Maps, locate, mapped_segment, mapped_tables
 from pmem.graph._state import (
-    FLAT_SINCE,
-    FORMAT,
     METADATA,
-    READABLE_VERSIONS,
     TABLE_DIGEST_PREFIX,
     StateFileError,
-    _check_file_digest,
     _entries,
-    _payloads,
     _refuse,
-    _sealed_digest,
     journal_path,
 )
 from pmem.graph._types import Cell, Evidence, Operation, Version
@@ -55,12 +49,12 @@ from pmem.graph.shards import (
     part_segments,
     partition_of,
     read_index,
+    union_versions_name,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
-    from numpy.typing import NDArray
 
 __all__ = ["StateReader", "read_key_versions"]
 
@@ -75,53 +69,12 @@ FRONTIER_SCHEMA = pa.schema(
 )
 
 
-def _locate(starts: NDArray[np.int64], row: int) -> tuple[int, int]:
-    """The chunk holding ``row`` of a column whose chunks start at ``starts`` (then its total length),
-    and the row's place in it."""
-    if not 0 <= row < starts[-1]:
-        msg = f"row {row} is outside a column of {int(starts[-1])} rows"
-        raise IndexError(msg)
-    chunk = int(np.searchsorted(starts, row, side="right")) - 1
-    return chunk, row - int(starts[chunk])
-
-
-class _Ints:
-    """A non-null int64 column of a mapped table, read without copying: one element, or a binary search
-    when the column ascends."""
-
-    def __init__(self, column: pa.ChunkedArray[Any]) -> None:
-        self._chunks: list[NDArray[np.int64]] = [
-            chunk.to_numpy(zero_copy_only=True) for chunk in column.chunks if len(chunk)
-        ]
-        lengths = [len(c) for c in self._chunks]
-        self._starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-        self._firsts = np.array([c[0] for c in self._chunks], np.int64)
-
-    def __len__(self) -> int:
-        return int(self._starts[-1])
-
-    def __getitem__(self, row: int) -> int:
-        chunk, at = _locate(self._starts, row)
-        return int(self._chunks[chunk][at])
-
-    def count_below(self, value: int) -> int:
-        """How many elements are below ``value`` (the column ascends)."""
-        chunk = int(np.searchsorted(self._firsts, value, side="left")) - 1
-        if chunk < 0:
-            return 0
-        return int(self._starts[chunk] + np.searchsorted(self._chunks[chunk], value, side="left"))
-
-    def count_at_most(self, value: int) -> int:
-        """How many elements are at most ``value`` (the column ascends)."""
-        return self.count_below(value + 1)
-
-
 class _Tables:
     """One saved state's tables (file or directory layout), memory-mapped; reads in the state's own ids."""
 
-    def __init__(self, path: Path, maps: _Maps) -> None:
+    def __init__(self, path: Path, maps: Maps) -> None:
         self.path = path
-        tables = _mapped_tables(path, (*_TABLES, METADATA), maps)
+        tables = mapped_tables(path, (*_TABLES, METADATA), maps)
         self.keys, self.versions, self.evidence, self.operations, meta = tables
         self.meta = _entries(meta, path)
         if maps.verifying and path.is_dir():  # each table file is the one the metadata lists
@@ -217,8 +170,9 @@ class _Numbers:
     def seq(self, local: int) -> int:
         return local
 
-    def version(self, local: int) -> int:
-        return local
+    def versions(self, local: Iterable[int | None]) -> dict[int, int]:
+        """The graph's id of each local version id (None skipped)."""
+        return {v: v for v in local if v is not None}
 
 
 class _UnionNumbers(_Numbers):
@@ -232,21 +186,32 @@ class _UnionNumbers(_Numbers):
     arrival, in the part's seqs).
     """
 
-    def __init__(self, part: int, logs: list[_Ints], created: list[_Ints]) -> None:
+    def __init__(
+        self, part: int, logs: list[Ints], created: list[Ints], numbering: Ints | None = None
+    ) -> None:
         self._part = part
         self._logs = logs  # each part's log seqs, in its arrival order
         self._created = created  # each part's versions' creating arrival (its own seq), by version id
+        self._numbering = numbering  # the part's union numbering (a state of version 2), else searched
 
     def seq(self, local: int) -> int:
         return self._logs[self._part][local - 1]
 
-    def version(self, local: int) -> int:
-        union_seq = self.seq(self._created[self._part][local])
-        before = local
-        for q, (log, created) in enumerate(zip(self._logs, self._created, strict=True)):
+    def versions(self, local: Iterable[int | None]) -> dict[int, int]:
+        # all of a read's versions at once: per other part, one search of its log and one of its
+        # versions for them all (ascending: a key's versions are created in arrival order)
+        wanted = sorted({v for v in local if v is not None})
+        if not wanted:
+            return {}
+        if self._numbering is not None:
+            return dict(zip(wanted, self._numbering.take(np.array(wanted, np.int64)).tolist(), strict=True))
+        created = self._created[self._part]
+        union_seqs = np.array([self.seq(created[v]) for v in wanted], np.int64)
+        before = np.array(wanted, np.int64)
+        for q, (log, made) in enumerate(zip(self._logs, self._created, strict=True)):
             if q != self._part:
-                before += created.count_at_most(log.count_below(union_seq))
-        return before
+                before += made.count_at_most(log.count_below(union_seqs))
+        return dict(zip(wanted, before.tolist(), strict=True))
 
 
 @dataclass
@@ -255,7 +220,7 @@ class _Part:
 
     tables: _Tables
     numbers: _Numbers
-    evidence_seqs: _Ints  # each evidence node's arrival, in the state's own seqs
+    evidence_seqs: Ints  # each evidence node's arrival, in the state's own seqs
     log_evidence: _NullableInts | None  # a sharded part's log's evidence column (None: a single state)
     log: pa.Table | None = None  # a sharded part's write log, mapped (None: a single state)
 
@@ -319,15 +284,18 @@ class StateReader:
                 "read of the saved file alone would miss; ProvenanceGraph.load replays them (a save folds them in)"
             )
             raise StateFileError(msg)
-        self._maps = _Maps(verify)  # every file read, mapped
+        self._maps = Maps(verify)  # every file read, mapped
         self._parts: list[_Part] = []
         self._rows: int | None = None  # a sharded state's arrivals (its index's rows)
         if is_sharded(self.path):
             self._open_sharded()
         else:
             tables = _Tables(self.path, self._maps)
-            evidence_seqs = _Ints(tables.evidence.column("seq"))
+            evidence_seqs = Ints(tables.evidence.column("seq"))
             self._parts.append(_Part(tables, _Numbers(), evidence_seqs, None))
+        # what opening read (footers, each log chunk's first seq) need not stay resident: 16 parts of a
+        # 30M-fact state kept 387 MiB of file pages
+        self._maps.release()
 
     def _open_sharded(self) -> None:
         index = read_index(self.path)
@@ -336,9 +304,15 @@ class StateReader:
         tables = [_Tables(self.path / part_name(p), self._maps) for p in range(partitions)]
         part_logs = []
         for p in range(partitions):
-            mapped = [_mapped_segment(self.path / name, self._maps) for name in part_segments(listed, p)]
+            mapped = [mapped_segment(self.path / name, self._maps) for name in part_segments(listed, p)]
             part_logs.append(pa.concat_tables(mapped) if mapped else WRITE_LOG_SCHEMA.empty_table())
-        logs = [_Ints(log.column("seq")) for log in part_logs]
+            self._maps.release()  # each batch's header maps a run of pages: a part's at a time
+        logs = [Ints(log.column("seq")) for log in part_logs]
+        numberings: list[Ints | None] = [None] * partitions
+        if index["version"] != "1":
+            for p in range(partitions):
+                numbering = mapped_segment(self.path / union_versions_name(p), self._maps)
+                numberings[p] = Ints(numbering.column("union_id"))
         if self._maps.verifying:  # each part's metadata and log segment is the one the index lists
             for name, digest in listed.items():
                 file = self.path / name
@@ -347,10 +321,10 @@ class StateReader:
                         file,
                         "its digest is not the one the sharded state's index lists (a file of another state?)",
                     )
-        created = [_Ints(t.versions.column("valid_from")) for t in tables]
+        created = [Ints(t.versions.column("valid_from")) for t in tables]
         for p, part in enumerate(tables):
-            numbers = _UnionNumbers(p, logs, created)
-            evidence_seqs = _Ints(part.evidence.column("seq"))
+            numbers = _UnionNumbers(p, logs, created, numberings[p])
+            evidence_seqs = Ints(part.evidence.column("seq"))
             log_evidence = _NullableInts(part_logs[p].column("evidence"))
             self._parts.append(_Part(part, numbers, evidence_seqs, log_evidence, part_logs[p]))
         self._rows = int(index["rows"])
@@ -373,7 +347,8 @@ class StateReader:
         if row is None:
             return []
         chain = part.tables.chain(part.tables.key_fields(row)["newest"])
-        return [self._version(part, key, v) for v in reversed(chain)]
+        ids = _version_ids(part, chain)
+        return [self._version(part, key, v, ids) for v in reversed(chain)]
 
     @_releasing
     def cell(self, key: str) -> Cell | None:
@@ -387,11 +362,9 @@ class StateReader:
         head, alternatives = fields["head"], list(fields["alternatives"] or ())
         shown = {head, *alternatives}
         chain = {v["id"]: v for v in tables.chain(fields["newest"])}  # newest first
-        history = [
-            self._version(part, key, v)
-            for v in chain.values()
-            if v["id"] not in shown and v["status"] not in _HIDDEN
-        ]
+        listed = [v for v in chain.values() if v["id"] not in shown and v["status"] not in _HIDDEN]
+        ids = _version_ids(part, listed)
+        history = [self._version(part, key, v, ids) for v in listed]
         if head is None:
             return Cell(key, None, "empty", [], history, 0)
         top = chain.get(head) or tables.version(head)
@@ -433,14 +406,16 @@ class StateReader:
         visiting.discard(head["key_id"])
         return tuple(out)
 
-    def _version(self, part: _Part, key: str, row: dict[str, Any]) -> Version:
+    def _version(self, part: _Part, key: str, row: dict[str, Any], ids: dict[int, int]) -> Version:
+        """A version row as the graph's :class:`Version`; ``ids``: the graph's id of each local version
+        id the row names (:func:`_version_ids`)."""
         numbers = part.numbers
 
         def version_id(local: int | None) -> str | None:
-            return None if local is None else f"v{numbers.version(local)}"
+            return None if local is None else f"v{ids[local]}"
 
         return Version(
-            id=f"v{numbers.version(row['id'])}",
+            id=f"v{ids[row['id']]}",
             key=key,
             value=row["value"],
             status=row["status"],
@@ -461,6 +436,8 @@ class StateReader:
         if row is None:
             return []
         numbers = part.numbers
+        ops = part.tables.operations_of(row)
+        ids = numbers.versions(op["version"] for op in ops)
         return [
             Operation(
                 seq=numbers.seq(op["seq"]),
@@ -471,10 +448,10 @@ class StateReader:
                 evidence=None if op["evidence"] is None else f"e{part.union_evidence(op['evidence'])}",
                 applied=op["applied"],
                 reason=op["reason"],
-                version=None if op["version"] is None else f"v{numbers.version(op['version'])}",
+                version=None if op["version"] is None else f"v{ids[op['version']]}",
                 retracts=op["retracts"],
             )
-            for op in part.tables.operations_of(row)
+            for op in ops
         ]
 
     @_releasing
@@ -515,10 +492,9 @@ class StateReader:
         apply_log(scratch, localize(rows, 0))
         cell = scratch.cell(key)
         assert cell is not None  # the key has an operation
+        chain = tables.chain(tables.key_fields(row)["newest"])
         created = sorted(
-            numbers.version(v["id"])
-            for v in tables.chain(tables.key_fields(row)["newest"])
-            if numbers.seq(v["valid_from"]) <= seq
+            numbers.versions(v["id"] for v in chain if numbers.seq(v["valid_from"]) <= seq).values()
         )
         seqs: list[int] = rows.column("seq").to_numpy().tolist()
         observed = pc.is_null(rows.column("op")).to_numpy(zero_copy_only=False)
@@ -611,7 +587,7 @@ class _NullableInts:
         self._starts = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
 
     def __getitem__(self, row: int) -> int:
-        chunk, at = _locate(self._starts, row)
+        chunk, at = locate(self._starts, row)
         value = self._column.chunk(chunk)[at].as_py()
         if value is None:
             msg = f"row {row} of a write log's evidence column is null"
@@ -660,75 +636,14 @@ def _renumbered(cell: Cell, seqs: list[int], evidence: list[int], versions: list
     return dataclasses.replace(cell, history=history)
 
 
+def _version_ids(part: _Part, rows: list[dict[str, Any]]) -> dict[int, int]:
+    """The graph's id of every local version id ``rows`` (version rows) name, found at once."""
+    return part.numbers.versions(
+        v for row in rows for v in (row["id"], row["supersedes"], row["alternative_of"])
+    )
+
+
 def _number(text: str, prefix: str) -> int | None:
     if not isinstance(text, str) or not text.startswith(prefix) or not text[1:].isdigit():
         return None
     return int(text[1:])
-
-
-def _mapped_segment(path: Path, maps: _Maps) -> pa.Table:
-    try:
-        return pa.ipc.open_file(maps.buffer(path)).read_all()
-    except FileNotFoundError:
-        raise _refuse(path, "file not found") from None
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise _refuse(path, f"truncated or damaged ({type(exc).__name__}: {exc})") from exc
-
-
-class _Maps:
-    """The files a reader maps, each read through one read-only memory map: Arrow reads the tables
-    without copying, and :meth:`release` drops the pages read so far from the process's resident memory
-    (they are the file's: a later read faults them in again from the page cache)."""
-
-    def __init__(self, verify: bool) -> None:
-        self._verify = verify  # check each file's digest over its bytes when it is mapped
-        self._maps: list[mmap.mmap] = []
-        self.digests: dict[Path, str] = {}  # with verify: each file's digest, as verified
-
-    def buffer(self, path: Path) -> pa.Buffer:
-        """The bytes of the file at ``path``, mapped (and with ``verify``, checked against the digest it
-        is sealed with, every byte read once and released).
-
-        Raises:
-            StateFileError: with ``verify``, a file whose bytes do not match its digest, or that has none.
-        """
-        with path.open("rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        self._maps.append(mapped)
-        if self._verify:
-            if _check_file_digest(mapped, path) is None:
-                raise _refuse(path, "it carries no digest to verify (a state of schema 1 or 2)")
-            self.digests[path] = _sealed_digest(mapped)
-            mapped.madvise(mmap.MADV_DONTNEED)
-        # a read takes a row here and there: without this, each page fault reads ahead (megabytes a row)
-        mapped.madvise(mmap.MADV_RANDOM)
-        return pa.py_buffer(mapped)
-
-    @property
-    def verifying(self) -> bool:
-        return self._verify
-
-    def release(self) -> None:
-        for mapped in self._maps:
-            mapped.madvise(mmap.MADV_DONTNEED)
-
-
-def _mapped_tables(path: Path, names: tuple[str, ...], maps: _Maps) -> list[pa.Table]:
-    """Tables of a state of schema 4 or later, memory-mapped and unverified (see the module doc)."""
-    try:
-        if path.is_dir():
-            return [pa.ipc.open_file(maps.buffer(path / f"{n}.arrow")).read_all() for n in names]
-        outer = pa.ipc.open_file(maps.buffer(path)).read_all()
-        meta = outer.schema.metadata or {}
-        flat = {str(v).encode() for v in READABLE_VERSIONS if v >= FLAT_SINCE}
-        if meta.get(b"format") != FORMAT.encode() or meta.get(b"schema_version") not in flat:
-            raise _refuse(
-                path,
-                f"reading without loading needs a state of schema {FLAT_SINCE} or later (load and save it again)",
-            )
-        found = dict(zip(outer.column("table").to_pylist(), _payloads(outer), strict=True))
-        return [pa.ipc.open_stream(found[n]).read_all() for n in names]
-    except FileNotFoundError:
-        raise _refuse(path, "file not found") from None
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, ValueError, KeyError) as exc:
-        raise _refuse(path, f"truncated or damaged ({type(exc).__name__}: {exc})") from exc

@@ -14,6 +14,7 @@ A sharded state is a directory::
     STATE/registry/            the soft key-identity registry: a state (directory layout) with no evidence
     STATE/part-0/              part 0 as a state (directory layout): its keys, the evidence they cite
     STATE/part-0/log/*.arrow   part 0's rows of the write log, in segments (sealed Arrow files)
+    STATE/part-0/union-versions.arrow   the union's id of each of part 0's versions (version 2)
     STATE/part-1/ ...
 
 It is exactly one graph: **the union** is the parts' log rows merged by ``seq`` (a row found in several
@@ -25,7 +26,10 @@ Each part's tables are readable on their own, with any Arrow engine: ``part-*/ve
 version of every key once (the parts' keys are disjoint), with its ``key``, ``value`` and ``status`` as
 in the union, so the frontier is one scan of all parts (``polars.scan_ipc("STATE/part-*/versions.arrow")``).
 A part's ids, seqs and evidence numbers are its own (the part is a graph of its keys alone); the union's
-are those :func:`load_sharded` gives.
+are those :func:`load_sharded` gives. The union numbers versions in the order they were created, across
+parts; since version 2 each part's ``union-versions.arrow`` holds the union's id of each of its versions
+(written with the index: :func:`write_index`), so that a reader of one key
+(:class:`pmem.graph.StateReader`) does not search every other part for it.
 
 Every file is sealed (a digest over its whole bytes, as :mod:`pmem.graph._state` writes them) and the
 index lists each part's and segment's digest, so a missing, altered or foreign file is refused.
@@ -44,6 +48,7 @@ import pyarrow.compute as pc
 
 from pmem.graph._bulk import WRITE_BATCH_SCHEMA
 from pmem.graph._codes import STATUSES
+from pmem.graph._mapped import Ints, Maps, mapped_segment, mapped_tables
 from pmem.graph._state import (
     METADATA,
     _create_aside,
@@ -60,6 +65,7 @@ from pmem.graph._state import (
     load_state,
     read_state,
 )
+from pmem.graph._validate import valid_instant
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -69,7 +75,9 @@ if TYPE_CHECKING:
 
 #: The format named in a sharded state's index, and the version of its layout.
 SHARDED_FORMAT = "pmem-sharded-state"
-SHARDED_VERSION = 1
+SHARDED_VERSION = 2
+#: The versions of the layout this code reads (1: no union numbering; a reader searches the parts).
+SHARDED_VERSIONS = ("1", "2")
 #: The index file of a sharded state (its presence makes a directory one).
 INDEX = "shards.arrow"
 #: The registry's state inside a sharded state.
@@ -87,6 +95,11 @@ WRITE_LOG_SCHEMA: pa.Schema = pa.schema(
 _INDEX_SCHEMA = pa.schema([("name", pa.string()), ("value", pa.string())])
 #: Rows replayed per write batch: bounds the transient of a long log's replay.
 REPLAY_ROWS = 1 << 18
+#: A part's union numbering (see the module doc): one int64 ``union_id`` per version of the part.
+UNION_VERSIONS = "union-versions"
+UNION_VERSIONS_SCHEMA = pa.schema([("union_id", pa.int64())])
+#: The format named in a union numbering's schema metadata.
+UNION_VERSIONS_FORMAT = "pmem-union-versions"
 
 
 def part_name(index: int) -> str:
@@ -153,9 +166,13 @@ def partition_of(key: str, partitions: int) -> int:
 
 
 def apply_log(graph: ProvenanceGraph, log: pa.Table) -> NDArray[np.bool_]:
-    """Replay write-log rows (:data:`WRITE_LOG_SCHEMA`, in order) into ``graph``: write batches, and
-    ``observe`` for an observation with a valid time (a write batch has no valid-time column). Returns
-    whether the graph applied each operation row, in order.
+    """Replay write-log rows (:data:`WRITE_LOG_SCHEMA`, in order) into ``graph`` as write batches of up
+    to :data:`REPLAY_ROWS` rows. Returns whether the graph applied each operation row, in order.
+
+    A write batch has no valid-time column: the valid time of an observation that has one is given to
+    its evidence number before the batch is applied (the number the batch will admit it as), which is
+    what ``observe`` with that valid time leaves. Before, the log was cut at each such observation,
+    observed alone: a batch or two of a few rows each per dated row (36x slower for 10% of them).
 
     The rows' ``seq`` is not read here (the graph numbers what it is given); :func:`load_sharded` checks
     the union's seqs before replaying it.
@@ -168,22 +185,22 @@ def apply_log(graph: ProvenanceGraph, log: pa.Table) -> NDArray[np.bool_]:
     ([True], '$30k')
     """
     outcomes = [np.zeros(0, np.bool_)]
-    valid_time = log.column("valid_time")
-    dated = (
-        np.zeros(0, np.int64)
-        if valid_time.null_count == len(valid_time)
-        else np.flatnonzero(pc.is_valid(valid_time).to_numpy(zero_copy_only=False))
-    )
     batch_columns = WRITE_BATCH_SCHEMA.names
-    cut = 0
-    for at in [*dated.tolist(), log.num_rows]:
-        for start in range(cut, at, REPLAY_ROWS):
-            part = log.slice(start, min(REPLAY_ROWS, at - start)).select(batch_columns)
-            outcomes.append(graph.apply_batch(part).applied)
-        if at < log.num_rows:
-            row = log.slice(at, 1).select(["text", "source", "time", "valid_time"]).to_pylist()[0]
-            graph.observe(row["text"], row["source"] or "user", row["time"], row["valid_time"])
-        cut = at + 1
+    store = graph.storage
+    for start in range(0, log.num_rows, REPLAY_ROWS):
+        part = log.slice(start, REPLAY_ROWS)
+        valid_time = part.column("valid_time")
+        if valid_time.null_count < part.num_rows:
+            observed = pc.is_null(part.column("op")).to_numpy(zero_copy_only=False)
+            dated = pc.is_valid(valid_time).to_numpy(zero_copy_only=False)
+            # the evidence number each dated observation is admitted as, and its parsed valid time (all
+            # parsed before any is given: a bad one writes nothing)
+            numbers = store.evidence_count() + np.cumsum(observed)[dated & observed] - 1
+            texts = valid_time.filter(pa.array(dated & observed)).to_pylist()
+            parsed = [valid_instant(text, "apply_log") for text in texts]
+            for number, (text, at) in zip(numbers.tolist(), parsed, strict=True):
+                store.set_valid_time(number, text, at)
+        outcomes.append(graph.apply_batch(part.select(batch_columns)).applied)
     return np.concatenate(outcomes)
 
 
@@ -272,18 +289,18 @@ class LogSegment:
     (32, 1)
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, schema: pa.Schema = WRITE_LOG_SCHEMA, form: str = LOG_FORMAT) -> None:
         self.path = path
+        self._schema = schema  # another sealed file written in pieces: a part's union numbering
         fd, self._tmp = _create_aside(path)
         self._file = os.fdopen(fd, "w+b")
         self._sealing = _Sealing(self._file)  # the digest, taken from the bytes as they are written
-        schema = _sealed_schema(WRITE_LOG_SCHEMA, {"format": LOG_FORMAT})
-        self._writer = pa.ipc.new_file(self._sealing.sink(), schema)
+        self._writer = pa.ipc.new_file(self._sealing.sink(), _sealed_schema(schema, {"format": form}))
         self.rows = 0
 
     def write(self, rows: pa.Table) -> None:
-        """Append ``rows`` (of :data:`WRITE_LOG_SCHEMA`)."""
-        self._writer.write_table(rows.replace_schema_metadata(None).cast(WRITE_LOG_SCHEMA))
+        """Append ``rows`` (of :data:`WRITE_LOG_SCHEMA`, or the schema given)."""
+        self._writer.write_table(rows.replace_schema_metadata(None).cast(self._schema))
         self.rows += rows.num_rows
 
     def close(self) -> str:
@@ -307,13 +324,31 @@ def read_segment(path: Path, digest: str | None = None) -> pa.Table:
     Raises:
         StateFileError: the segment is missing, damaged, not a write log, or not the one ``digest`` names.
     """
+    return _read_sealed(path, digest, LOG_FORMAT, WRITE_LOG_SCHEMA, "a segment of a write log")
+
+
+def read_union_versions(path: Path, digest: str) -> NDArray[np.int64]:
+    """A part's union numbering (``union_id`` of each of its versions), verified over every byte and
+    against ``digest``.
+
+    Raises:
+        StateFileError: the file is missing, damaged, not a union numbering, or not the one ``digest`` names.
+    """
+    table = _read_sealed(
+        path, digest, UNION_VERSIONS_FORMAT, UNION_VERSIONS_SCHEMA, "a part's union numbering"
+    )
+    ids: NDArray[np.int64] = table.column("union_id").to_numpy()
+    return ids
+
+
+def _read_sealed(path: Path, digest: str | None, form: str, schema: pa.Schema, what: str) -> pa.Table:
+    """A sealed file of a sharded state that is not a state's table (its ``form`` and ``schema``),
+    verified over every byte and against ``digest`` (when given)."""
     data = _mapped(path)
     table = _open_sealed(data, path)
     meta = table.schema.metadata or {}
-    if meta.get(b"format") != LOG_FORMAT.encode() or not table.schema.equals(
-        WRITE_LOG_SCHEMA, check_metadata=False
-    ):
-        raise _refuse(path, "not a segment of a write log")
+    if meta.get(b"format") != form.encode() or not table.schema.equals(schema, check_metadata=False):
+        raise _refuse(path, f"not {what}")
     if digest is not None and _sealed_digest(data) != digest:
         raise _refuse(
             path, "its digest is not the one the sharded state's index lists (a file of another state?)"
@@ -333,19 +368,27 @@ def sealed_file_digest(path: Path) -> str:
 
 
 def write_index(
-    root: Path, partitions: int, rows: int, stats: dict[str, int], digests: dict[str, str]
+    root: Path,
+    partitions: int,
+    rows: int,
+    stats: dict[str, int],
+    digests: dict[str, str],
+    *,
+    numbering: bool = True,
 ) -> str:
     """Write ``root/shards.arrow``: the index of the sharded state in ``root`` (``registry/`` and every
     part written), listing ``digests`` (each part's log segment, as its writer sealed it, by path
     relative to ``root``), the digest of each state's metadata file (read here: a few KiB each), the
-    log's ``rows`` and the union's ``stats``; the index's digest.
+    log's ``rows`` and the union's ``stats``; the index's digest. With ``numbering`` (the default), each
+    part's union numbering is written first (``part-N/union-versions.arrow``, see the module doc) and
+    listed; without, the index is of version 1, which readers number by searching the parts.
 
     Raises:
         ValueError: a segment in a part's log folder without a digest in ``digests``, or one the other way.
     """
     entries = {
         "format": SHARDED_FORMAT,
-        "version": str(SHARDED_VERSION),
+        "version": str(SHARDED_VERSION if numbering else 1),
         "partitions": str(partitions),
         "rows": str(rows),
     }
@@ -362,8 +405,65 @@ def write_index(
         raise ValueError(msg)
     entries |= {f"file:{f.as_posix()}": sealed_file_digest(root / f) for f in metadata}
     entries |= {f"file:{name}": digests[name] for name in sorted(digests)}
+    if numbering:
+        entries |= {f"file:{n}": d for n, d in write_union_numbering(root, partitions, digests).items()}
     table = pa.table([pa.array(list(entries)), pa.array(list(entries.values()))], schema=_INDEX_SCHEMA)
     return _write_sealed(root / INDEX, table, {"format": SHARDED_FORMAT})
+
+
+#: Union seqs numbered per pass of :func:`write_union_numbering`: bounds its memory (a pass holds the
+#: versions created in it, 8 bytes each a few times over).
+NUMBERING_SEQS = 1 << 20
+
+
+def write_union_numbering(root: Path, partitions: int, segments: dict[str, str]) -> dict[str, str]:
+    """Write each part's union numbering (``part-N/union-versions.arrow``: the union's id of each of its
+    versions, see :mod:`pmem.graph.shards`) into the sharded state being built at ``root``, whose parts'
+    tables and log ``segments`` (by path from ``root``) are written; their digests, by path.
+
+    The union numbers versions in the order they were created: a pass over :data:`NUMBERING_SEQS`
+    union seqs at a time takes each part's versions created in that range (two binary searches, then
+    their creating seqs from the part's log), and numbers them all in seq order after the versions of
+    the passes before. Memory: one pass's versions, and the mapped pages of one pass (released).
+    """
+    maps = Maps(verify=False)
+    logs, created, writers = [], [], []
+    try:
+        for p in range(partitions):
+            (versions,) = mapped_tables(root / part_name(p), ("versions",), maps)
+            created.append(Ints(versions.column("valid_from")))
+            mapped = [mapped_segment(root / name, maps) for name in part_segments(segments, p)]
+            table = pa.concat_tables(mapped) if mapped else WRITE_LOG_SCHEMA.empty_table()
+            logs.append(Ints(table.column("seq")))
+            name = union_versions_name(p)
+            writers.append(LogSegment(root / name, UNION_VERSIONS_SCHEMA, UNION_VERSIONS_FORMAT))
+            maps.release()  # the pages read to open them (each batch's header maps a run of pages)
+        last = max((log[len(log) - 1] for log in logs if len(log)), default=0)
+        numbered = 0
+        for lo in range(1, last + 1, NUMBERING_SEQS):
+            bounds = np.array([lo, lo + NUMBERING_SEQS], np.int64)
+            pieces = []  # each part's versions created in [lo, lo + NUMBERING_SEQS): their union seqs
+            for log, made in zip(logs, created, strict=True):
+                first, end = made.count_at_most(log.count_below(bounds)).tolist()
+                arrivals = made.take(np.arange(first, end, dtype=np.int64))  # in the part's own seqs
+                pieces.append(log.take(arrivals - 1))
+            seqs = np.concatenate(pieces)
+            ids = np.empty(len(seqs), np.int64)
+            ids[np.argsort(seqs, kind="stable")] = numbered + np.arange(len(seqs), dtype=np.int64)
+            at = 0
+            for writer, piece in zip(writers, pieces, strict=True):
+                if len(piece):
+                    writer.write(pa.table({"union_id": ids[at : at + len(piece)]}))
+                at += len(piece)
+            numbered += len(seqs)
+            maps.release()
+        return {union_versions_name(p): writer.close() for p, writer in enumerate(writers)}
+    except BaseException:
+        for writer in writers:
+            writer.abandon()
+        raise
+    finally:
+        maps.release()
 
 
 def is_sharded(path: str | Path) -> bool:
@@ -385,9 +485,10 @@ def read_index(path: str | Path) -> dict[str, str]:
     entries = _entries(_open_sealed(_mapped(file), file), file)
     if entries.get("format") != SHARDED_FORMAT:
         raise _refuse(file, f"format is {entries.get('format')!r}, expected {SHARDED_FORMAT!r}")
-    if entries.get("version") != str(SHARDED_VERSION):
+    if entries.get("version") not in SHARDED_VERSIONS:
         raise _refuse(
-            file, f"sharded state version {entries.get('version')} (this code reads {SHARDED_VERSION})"
+            file,
+            f"sharded state version {entries.get('version')} (this code reads {', '.join(SHARDED_VERSIONS)})",
         )
     partitions = _count(entries, "partitions", file, least=1)
     _count(entries, "rows", file)
@@ -396,6 +497,8 @@ def read_index(path: str | Path) -> dict[str, str]:
         f"{REGISTRY}/{METADATA}.arrow",
         *(f"{part_name(p)}/{METADATA}.arrow" for p in range(partitions)),
     }
+    if entries["version"] != "1":
+        metadata |= {union_versions_name(p) for p in range(partitions)}
     missing = sorted(metadata - files.keys())
     if missing:
         raise _refuse(file, f"it lists no digest of {missing[0]}")
@@ -437,6 +540,11 @@ def listed_files(entries: dict[str, str]) -> dict[str, str]:
     return {name[len(_FILE) :]: digest for name, digest in entries.items() if name.startswith(_FILE)}
 
 
+def union_versions_name(part: int) -> str:
+    """Part ``part``'s union numbering, by path from the state (listed in an index of version 2)."""
+    return f"{part_name(part)}/{UNION_VERSIONS}.arrow"
+
+
 def part_segments(listed: dict[str, str], part: int) -> list[str]:
     """Part ``part``'s log segments among ``listed`` (:func:`listed_files`), in arrival order (their
     names are their first seq, zero-padded)."""
@@ -463,6 +571,60 @@ def union_log(path: str | Path) -> pa.Table:
     """
     rows, order = _union(Path(path))
     return rows.take(pa.array(order, pa.int64()))
+
+
+def union_difference(a: str | Path, b: str | Path) -> str | None:
+    """Where the unions of two sharded states differ, found without building either: None when they are
+    one graph. Two states hold the same union when they have the same parts, each part's log holds the
+    same rows in the same order (however its segments are cut: an ingest resumed after a kill cuts them
+    elsewhere) and their registries are the same; their parts' tables, built from those logs, are then
+    the same bytes, which is checked too. Memory: one part's log of each state mapped at a time.
+
+    Raises:
+        StateFileError: either state is damaged or foreign (its index, a segment, a part's metadata).
+
+    >>> import tempfile
+    >>> from pmem.graph import ProvenanceGraph
+    >>> union_difference(tempfile.mkdtemp(), tempfile.mkdtemp())
+    Traceback (most recent call last):
+    ...
+    pmem.graph._state.StateFileError: ...shards.arrow: ...
+    """
+    roots = (Path(a), Path(b))
+    entries = [read_index(root) for root in roots]
+    for name in ("partitions", "rows"):
+        if entries[0][name] != entries[1][name]:
+            return f"their {name}: {entries[0][name]} and {entries[1][name]}"
+    stats = [{n: v for n, v in e.items() if n.startswith(_STAT)} for e in entries]
+    if stats[0] != stats[1]:
+        name = sorted(n for n in stats[0].keys() | stats[1].keys() if stats[0].get(n) != stats[1].get(n))[0]
+        return f"their count {name[len(_STAT) :]}: {stats[0].get(name)} and {stats[1].get(name)}"
+    listed = [listed_files(e) for e in entries]
+    registry = f"{REGISTRY}/{METADATA}.arrow"
+    if listed[0][registry] != listed[1][registry]:
+        return "their registries"
+    for p in range(int(entries[0]["partitions"])):
+        logs = [
+            pa.concat_tables(
+                [read_segment(root / name, files[name]) for name in part_segments(files, p)],
+                promote_options="none",
+            )
+            if part_segments(files, p)
+            else None
+            for root, files in zip(roots, listed, strict=True)
+        ]
+        if logs[0] is None or logs[1] is None:
+            if logs[0] is not logs[1]:
+                return f"part {p}'s log: one of them has none"
+            continue
+        if logs[0].num_rows != logs[1].num_rows:
+            return f"part {p}'s log: {logs[0].num_rows} rows and {logs[1].num_rows}"
+        if not logs[0].equals(logs[1]):
+            return f"part {p}'s log: the same number of rows, not the same rows"
+        metadata = f"{part_name(p)}/{METADATA}.arrow"
+        if listed[0][metadata] != listed[1][metadata]:
+            return f"part {p}'s tables (the same log built other tables: one of them was altered)"
+    return None
 
 
 def _union(root: Path) -> tuple[pa.Table, NDArray[np.int64]]:
@@ -531,12 +693,17 @@ def load_sharded(
             root / REGISTRY, f"it holds {holder.seq} arrivals; a sharded state's registry holds none"
         )
     versions = []
+    listed = listed_files(entries)
+    numberings: list[NDArray[np.int64]] | None = None if entries["version"] == "1" else []
     for p in range(partitions):
         folder = root / part_name(p)
         tables, meta, version = read_state(folder)  # each table checked against the part's metadata
         _check_listed(root, f"{part_name(p)}/{METADATA}.arrow", version, entries)
         check_agreement(tables, meta, folder)
         versions.append(tables["versions"])
+        if numberings is not None:
+            name = union_versions_name(p)
+            numberings.append(read_union_versions(root / name, listed[name]))
     rows, order = _union(root)
     # one copy of the mapped segments, contiguous: a take from a table of many chunks costs about
     # the whole table each time (10M facts: 21 s of takes against 3 s to combine and 1 s of takes)
@@ -549,7 +716,7 @@ def load_sharded(
     except ValueError as exc:
         raise _refuse(root, f"its union does not replay ({exc})") from exc
     _check_stats(root, graph, entries)
-    _check_parts(root, graph, versions)
+    _check_parts(root, graph, versions, numberings)
     return graph
 
 
@@ -583,11 +750,14 @@ def _check_stats(root: Path, graph: ProvenanceGraph, entries: dict[str, str]) ->
         )
 
 
-def _check_parts(root: Path, graph: ProvenanceGraph, versions: list[pa.Table]) -> None:
+def _check_parts(
+    root: Path, graph: ProvenanceGraph, versions: list[pa.Table], numberings: list[NDArray[np.int64]] | None
+) -> None:
     """Refuse parts whose versions are not the union's versions of the keys they own: each part's rows,
     in id order, are the union's versions of its keys in id order (both create a key's versions in
     arrival order, and a part's keys arrive in the union's order), with the same key, value, status,
-    openness and support. Linear: no sort, one pass per part."""
+    openness and support; and each part's union numbering (``numberings``, None for a state of version
+    1) is those versions' union ids. Linear: no sort, one pass per part."""
     store = graph.storage
     status, valid_to = store.materialized_status()  # as the union's state holds them (lazy heads closed)
     kid = store.version_keys()
@@ -598,6 +768,11 @@ def _check_parts(root: Path, graph: ProvenanceGraph, versions: list[pa.Table]) -
     for p, table in enumerate(versions):
         where = root / part_name(p) / "versions.arrow"
         rows = np.flatnonzero(owner == p)
+        if numberings is not None and not np.array_equal(numberings[p], rows):
+            raise _refuse(
+                root / union_versions_name(p),
+                "its union ids are not the union's ids of the part's versions (a part was altered)",
+            )
         theirs = _union_key_ids(table.column("key"), names, where)
         if len(theirs) != len(rows):
             raise _refuse(

@@ -48,7 +48,7 @@ MANIFEST_FORMAT = "pmem-ingest"
 MANIFEST_VERSION = 1
 #: The most of the wall time checkpoints may take: a due checkpoint waits while writing it would take
 #: more than this share of the time since the last one ended (its cost predicted from the last one's,
-#: in proportion to the events in the graph: a checkpoint writes the whole graph).
+#: in proportion to what the graph it writes holds: see :func:`checkpoint_size`).
 CHECKPOINT_SHARE = 0.05
 #: The manifest's field for the output's own part (a sharded output's; its layout is ``partitions``).
 _OUTPUT_FIELD = "shards"
@@ -105,7 +105,7 @@ class Checkpointer:
         self._last: tuple[Path, str] | None = None
         # a Parquet or Arrow stream's fingerprint, hashed once (a JSONL prefix's grows with each checkpoint)
         self._file_check: dict[str, Any] | None = None
-        # when the last checkpoint ended, how long it took, and the events in the graph it wrote
+        # when the last checkpoint ended, how long it took, and the size of the graph it wrote
         self._checkpointed = (0.0, 0.0, 0)
 
     # ------------------------------------------------------------------ resuming
@@ -188,11 +188,13 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ writing
 
-    def affordable(self, events: int) -> bool:
-        """Whether checkpoints stay within :data:`CHECKPOINT_SHARE` of the wall time if one of a graph of
-        ``events`` events is written now."""
-        ended, took, written = self._checkpointed
-        predicted = took * events / max(written, 1)
+    def affordable(self, graph: ProvenanceGraph) -> bool:
+        """Whether checkpoints stay within :data:`CHECKPOINT_SHARE` of the wall time if one of ``graph``
+        is written now: its cost is predicted from the last one's, in proportion to the graph's
+        :func:`checkpoint_size` (a driver that holds only the registry, as a sharded ingest's does, costs
+        what its last checkpoint did, however long the stream)."""
+        ended, took, size = self._checkpointed
+        predicted = took * max(checkpoint_size(graph), 1) / max(size, 1)
         return predicted <= CHECKPOINT_SHARE * (time.monotonic() - ended)
 
     def save(self, graph: ProvenanceGraph, *, events: int, since: float) -> float:
@@ -206,7 +208,7 @@ class Checkpointer:
         graph.save(path)
         self._last = (path, file_sha256(path))
         ended = time.monotonic()
-        self._checkpointed = (ended, ended - since, events)
+        self._checkpointed = (ended, ended - since, checkpoint_size(graph))
         return ended - since
 
     def commit(self, position: Position, report: dict[str, Any], output: dict[str, Any] | None) -> None:
@@ -251,6 +253,19 @@ class Checkpointer:
             **extra,
         }
         _write_manifest(self._work, doc)
+
+
+def checkpoint_size(graph: ProvenanceGraph) -> int:
+    """What a checkpoint of ``graph`` writes grows with: its arrivals and its registered keys.
+
+    >>> from pmem.graph import ProvenanceGraph
+    >>> g = ProvenanceGraph()
+    >>> _ = g.observe("the budget is $30k"); _ = g.apply("accept", "budget", "$30k", "e0")
+    >>> checkpoint_size(g)
+    2
+    """
+    registry = graph.registry_in_use
+    return graph.seq + (0 if registry is None else len(registry.keys))
 
 
 def checkpointed_events(work: Workdir) -> int | None:

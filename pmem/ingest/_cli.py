@@ -40,8 +40,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shards",
         action="store_true",
-        help="write a sharded state: --out is a directory with one part per partition, each written by "
-        "its worker (the driver never holds the graph); ProvenanceGraph.load(OUT) opens the whole",
+        help="write a sharded state: --out is a directory of parts (--parts), each written by the worker "
+        "that commits its keys (the driver never holds the graph); ProvenanceGraph.load(OUT) opens the whole",
+    )
+    p.add_argument(
+        "--parts",
+        type=int,
+        help="with --shards: the state's parts, a multiple of --partitions (default: --partitions); each "
+        "worker builds its parts one at a time at the end, so its peak memory is about its largest part's "
+        "graph (docs/performance.md)",
     )
     p.add_argument("--skip-bad", action="store_true", help="skip bad rows, listed in STATE.ingest/rejects/")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
@@ -64,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             skip_bad=args.skip_bad,
             progress=not args.no_progress,
             shards=args.shards,
+            parts=args.parts,
         )
     except (StreamError, ResumeError, ConfigError, FileNotFoundError, ValueError, LockHeldError) as exc:
         print(f"pmem ingest: error: {one_line(exc)}", file=sys.stderr)

@@ -60,8 +60,10 @@ from pmem.bench import Event
 from pmem.graph import ProvenanceGraph, is_sharded
 from pmem.ingest._calls import build_models, for_row, open_ingest_cache
 from pmem.ingest._checkpoint import Checkpointer
+from pmem.ingest._memory import peak_rss_mb, reset_peak_rss
 from pmem.ingest._merge import FACT_ROW, batch_log, fact_log, fact_row_operations
 from pmem.ingest._output import Written, output_for
+from pmem.ingest._parts import check_parts
 from pmem.ingest._pool import WorkerPool
 from pmem.ingest._report import IngestReport, Progress
 from pmem.ingest._seen import SeenIds
@@ -81,8 +83,6 @@ from pmem.ingest._worker import (
     commit_item,
     partition_facts,
     partitions_of,
-    peak_rss_mb,
-    reset_peak_rss,
 )
 from pmem.memory.writepath import WritePath, event_line
 from pmem.models import RequestLog, records_to_table
@@ -127,6 +127,7 @@ def ingest(
     progress: bool = True,
     log: TextIO | None = None,
     shards: bool = False,
+    parts: int | None = None,
 ) -> IngestReport:
     """Build one P-Mem state at ``out`` from ``stream`` (JSONL, Parquet or Arrow; one event per row).
 
@@ -135,13 +136,20 @@ def ingest(
 
     With ``shards``, ``out`` is a sharded state (a directory, see ``pmem.graph.shards``): each worker
     writes the part of the keys it owns and the driver never holds the graph; ``ProvenanceGraph.load(out)``
-    gives the graph sequential ingestion gives, byte for byte. ``partitions`` then fixes the parts: a
-    resumed ingest must give the same.
+    gives the graph sequential ingestion gives, byte for byte. It has ``parts`` parts (default:
+    ``partitions``; a multiple of it): a worker builds its parts one at a time at the end, so more parts
+    bound its memory lower (:mod:`pmem.ingest._parts`). A resumed ingest must give the same ``parts``.
     """
     spec = config if isinstance(config, IngestSpec) else load_ingest_config(config)
     if partitions < 1:
         msg = f"partitions must be at least 1, got {partitions}"
         raise ValueError(msg)
+    if parts is not None and not shards:
+        msg = "--parts is the parts of a sharded state: give --shards with it"
+        raise ValueError(msg)
+    if shards:
+        parts = partitions if parts is None else parts
+        check_parts(parts, partitions)
     import ray  # before anything is written: Ray is the eval extra's, maybe not installed
 
     stream, out = Path(stream), Path(out)
@@ -155,7 +163,7 @@ def ingest(
     )
     started = False
     try:
-        job = _Ingest(spec, stream, out, partitions, skip_bad, progress, log or sys.stderr, shards)
+        job = _Ingest(spec, stream, out, partitions, skip_bad, progress, log or sys.stderr, parts)
         done = job.already_complete()  # before Ray starts: a finished ingest answers at once
         if done is not None:
             return done
@@ -262,7 +270,7 @@ class _Ingest:
         skip_bad: bool,
         progress: bool,
         log: TextIO,
-        shards: bool = False,
+        parts: int | None = None,
     ) -> None:
         self.report = IngestReport(str(stream), str(out), partitions, spec=spec.public())
         # the workers are Ray actors whose working directory need not be this process's (a cluster
@@ -271,7 +279,7 @@ class _Ingest:
         self.spec, self.stream, self.out = spec, stream, out
         self.skip_bad, self.show_progress, self.log = skip_bad, progress, log
         self.work = Workdir(workdir_of(out))
-        self.output = output_for(out, self.work.root, partitions, sharded=shards)
+        self.output = output_for(out, self.work.root, parts)
         self.checkpoints = Checkpointer(
             self.work, stream, identity=spec.identity_hash(), layout=self.output.layout
         )
@@ -355,7 +363,10 @@ class _Ingest:
         await self.output.open(self.pool.workers, self.graph, state)
         del state  # the graph and the workers' copies are what the run goes on from
         await self._loop(position)
-        self.report.graph = await self.output.build(self.report.events)
+        t = time.monotonic()
+        self.report.graph, written = await self.output.build(self.report.events)
+        self.report.stage_s["build"] += time.monotonic() - t
+        self._count(written)
         rss = await self.pool.peak_rss_mb()
         self.report.peak_rss_mb = {"driver": peak_rss_mb(), **{f"worker{i}": m for i, m in enumerate(rss)}}
 
@@ -581,7 +592,7 @@ class _Ingest:
         bar.update(batch.end.row - bar.done, done.facts)
         self._since_checkpoint += batch.events.num_rows
         due = self._since_checkpoint >= self.spec.checkpoint_every
-        if due and self.checkpoints.affordable(self.report.events):
+        if due and self.checkpoints.affordable(self.graph):
             await self._checkpoint(batch.end)
             self._since_checkpoint = 0
         return batch.end

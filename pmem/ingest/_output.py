@@ -7,10 +7,10 @@ applied for it) and hands it to its :class:`Output`:
   checkpoint becomes ``out``;
 - :class:`Shards` (``--shards``) splits it by key owner and sends each piece to the worker owning those
   keys, which appends it to its part's log; the driver's graph keeps the identity registry only, and the
-  finished state is a directory of parts (:mod:`pmem.graph.shards`).
+  finished state is a directory of parts (:mod:`pmem.graph.shards`), each built from its log at the end.
 
 Both count the fact rows written and those the graph refused (a failed precondition) as
-:class:`Written`; a sharded output learns of them when the parts answer.
+:class:`Written`; a sharded output learns of the refused ones when its parts are built.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 from pmem._atomic import file_sha256
 from pmem.graph import StateFileError, apply_log, is_sharded
 from pmem.graph.shards import REGISTRY, index_digest, part_name, split_log, write_index
+from pmem.ingest._parts import owned_parts
 from pmem.ingest._workdir import publish_directory, publish_state
 
 if TYPE_CHECKING:
@@ -76,8 +77,9 @@ class Output(Protocol):
     def saved(self) -> dict[str, Any] | None:
         """The output's part of the manifest (None: nothing of its own)."""
 
-    async def build(self, events: int) -> dict[str, int]:
-        """The finished output of ``events`` events, ready to publish: its graph's statistics."""
+    async def build(self, events: int) -> tuple[dict[str, int], Written]:
+        """The finished output of ``events`` events, ready to publish: its graph's statistics, and what
+        was written and not yet counted."""
 
     def publish(self, checkpoint: Path, sha256: str) -> tuple[str, int]:
         """Make the built output ``out`` (``checkpoint``: the last one, whose sha256 is given): its
@@ -87,9 +89,10 @@ class Output(Protocol):
         """The digest of what ``out`` holds now (None: nothing this output could have written)."""
 
 
-def output_for(out: Path, work_root: Path, partitions: int, *, sharded: bool) -> Output:
-    """The output an ingest to ``out`` writes through (``work_root``: its working folder)."""
-    return Shards(out, work_root, partitions) if sharded else StateFile(out)
+def output_for(out: Path, work_root: Path, parts: int | None) -> Output:
+    """The output an ingest to ``out`` writes through (``work_root``: its working folder): a sharded
+    state of ``parts`` parts, or one state file (None)."""
+    return StateFile(out) if parts is None else Shards(out, work_root, parts)
 
 
 class StateFile:
@@ -127,8 +130,8 @@ class StateFile:
     def saved(self) -> dict[str, Any] | None:
         return None
 
-    async def build(self, events: int) -> dict[str, int]:
-        return self._opened().stats()  # the last checkpoint's graph: it is the state
+    async def build(self, events: int) -> tuple[dict[str, int], Written]:
+        return self._opened().stats(), Written()  # the last checkpoint's graph: it is the state
 
     def publish(self, checkpoint: Path, sha256: str) -> tuple[str, int]:
         publish_state(checkpoint, self._out, sha256)
@@ -145,28 +148,28 @@ class StateFile:
 
 
 class Shards:
-    """A sharded state: each worker appends the log of the keys it owns to its part; the driver never
-    holds the graph, only the identity registry (its checkpoints' graph)."""
+    """A sharded state: its log split by key owner into ``parts``, each appended to by the worker that
+    commits its keys (worker ``w`` of ``W`` writes the parts ``p % W == w``: :mod:`pmem.ingest._parts`)
+    and built at the end; the driver never holds the graph, only the identity registry (its
+    checkpoints' graph)."""
 
-    def __init__(self, out: Path, work_root: Path, partitions: int) -> None:
+    def __init__(self, out: Path, work_root: Path, parts: int) -> None:
         self._out = out
         self._work_root = work_root
-        self._partitions = partitions
+        self._parts = parts
         self._workers: list[Any] = []
         self._graph: ProvenanceGraph | None = None  # the driver's: the registry
         # the last arrival seq written to the parts' logs, and each part's sealed log segments
         # ([name, digest], in order): a checkpoint names them
         self._seq = 0
-        self._segments: list[list[list[str]]] = [[] for _ in range(partitions)]
-        # per part, the appends sent to it (they run in this order)
-        self._appends_sent = [0] * partitions
-        # the appends sent and not yet answered, with the seqs of their batch's fact-row operations
-        self._appending: deque[tuple[list[Any], np.ndarray[Any, np.dtype[np.int64]]]] = deque()
+        self._segments: list[list[list[str]]] = [[] for _ in range(parts)]
+        self._appends_sent: list[int] = []  # per worker, the appends sent to it (they run in this order)
+        self._appending: deque[list[Any]] = deque()  # the appends sent and not yet answered, per batch
         self._built: Path | None = None  # the state being built before publishing
 
     @property
     def layout(self) -> int:
-        return self._partitions
+        return self._parts
 
     def resume(self, saved: dict[str, Any] | None) -> None:
         if saved is not None:
@@ -174,16 +177,16 @@ class Shards:
             self._segments = [[list(s) for s in part] for part in saved["segments"]]
 
     async def open(self, workers: list[Any], graph: ProvenanceGraph, state: bytes | None) -> None:
-        # each worker goes on from its part's log (the checkpoint holds the registry)
+        # each worker goes on from its parts' logs (the checkpoint holds the registry)
         self._workers, self._graph = workers, graph
-        await asyncio.gather(
-            *(
-                w.open_part.remote(
-                    str(self._part_folder(i)), [tuple(s) for s in self._segments[i]], state is not None
-                )
-                for i, w in enumerate(workers)
-            )
-        )
+        self._appends_sent = [0] * len(workers)
+        opened = []
+        for w, worker in enumerate(workers):
+            mine = owned_parts(w, len(workers), self._parts)
+            folders = {p: str(self._part_folder(p)) for p in mine}
+            kept = {p: [(name, digest) for name, digest in self._segments[p]] for p in mine}
+            opened.append(worker.open_parts.remote(folders, kept, state is not None))
+        await asyncio.gather(*opened)
 
     def _part_folder(self, index: int) -> Path:
         """Where part ``index`` writes its log segments while the ingest runs."""
@@ -193,62 +196,65 @@ class Shards:
         return self._seq + 1
 
     async def write(self, log: pa.Table, of_fact_rows: np.ndarray[Any, np.dtype[np.bool_]] | None) -> Written:
-        """Send the ``log`` to the parts, split by key owner, without holding it: at most one earlier
-        batch's appends are still unanswered when this returns."""
+        """Send the ``log`` to the parts' workers, split by key owner, without holding it: at most one
+        earlier batch's appends are still unanswered when this returns. Whether a write was refused is
+        known when the parts are built (:meth:`build` counts them)."""
         ops = pc.is_valid(log.column("op")).to_numpy(zero_copy_only=False)
-        fact_seqs = log.column("seq").to_numpy()[ops]
-        if of_fact_rows is not None:
-            fact_seqs = fact_seqs[of_fact_rows]
+        op_seqs = log.column("seq").to_numpy()[ops]
+        # the text rows' operations: a part counts the refused writes of the others (fact rows')
+        text_ops = None if of_fact_rows is None else op_seqs[~of_fact_rows]
         self._seq += log.num_rows
-        pieces = split_log(log, len(self._workers))
-        refs = []
-        for i, (worker, piece) in enumerate(zip(self._workers, pieces, strict=True)):
+        workers = len(self._workers)
+        sends: list[list[Any]] = [[] for _ in range(workers)]
+        for p, piece in enumerate(split_log(log, self._parts)):
             if piece.num_rows:
-                self._appends_sent[i] += 1
-                refs.append(worker.append.remote(self._appends_sent[i], piece))
-        self._appending.append((refs, fact_seqs))
-        written = Written()
+                mine = None
+                if text_ops is not None and len(text_ops):
+                    mine = np.intersect1d(piece.column("seq").to_numpy(), text_ops)
+                sends[p % workers].append((p, piece, mine))
+        refs = []
+        for w, pieces in enumerate(sends):
+            if pieces:
+                self._appends_sent[w] += 1
+                refs.append(self._workers[w].append.remote(self._appends_sent[w], pieces))
+        self._appending.append(refs)
         while len(self._appending) > 1:
-            written += await self._answered()
-        return written
-
-    async def _answered(self) -> Written:
-        """Wait for the oldest batch's appends: its fact rows whose operation a part did not apply are
-        refused writes."""
-        refs, fact_seqs = self._appending.popleft()
-        refused = [s for unapplied in await asyncio.gather(*refs) for s in unapplied]
-        return Written(len(fact_seqs), int(np.isin(fact_seqs, np.array(refused, np.int64)).sum()))
+            await asyncio.gather(*self._appending.popleft())
+        return Written(len(op_seqs) if of_fact_rows is None else int(np.count_nonzero(of_fact_rows)))
 
     async def settle(self) -> Written:
         """Every append answered, then each part's open log segment sealed (a checkpoint names them)."""
-        written = Written()
         while self._appending:
-            written += await self._answered()
+            await asyncio.gather(*self._appending.popleft())
         sealed = await asyncio.gather(*(w.seal.remote() for w in self._workers))
-        for part, segment in zip(self._segments, sealed, strict=True):
-            if segment is not None:
-                part.append(list(segment))
-        return written
+        for part, name, digest in (s for worker in sealed for s in worker):
+            self._segments[part].append([name, digest])
+        return Written()
 
     def saved(self) -> dict[str, Any]:
-        return {"partitions": self._partitions, "seq": self._seq, "segments": self._segments}
+        return {"partitions": self._parts, "seq": self._seq, "segments": self._segments}
 
-    async def build(self, events: int) -> dict[str, int]:
+    async def build(self, events: int) -> tuple[dict[str, int], Written]:
         """The finished sharded state, in a fresh folder beside ``out``: the registry's state, each
-        worker's part, and the index naming every file's digest."""
+        part (its worker builds its parts one at a time) and the index naming every file's digest; the
+        fact rows' writes the parts refused."""
         assert self._graph is not None
         for stale in self._out.parent.glob(f".{self._out.name}.*.tmp"):  # a build a kill interrupted
             shutil.rmtree(stale, ignore_errors=True)
         root = self._out.with_name(f".{self._out.name}.{secrets.token_hex(6)}.tmp")
         root.mkdir()
         self._graph.save(root / REGISTRY, layout="directory")
-        parts = await asyncio.gather(*(w.write_part.remote(str(root)) for w in self._workers))
-        stats = {name: sum(p[name] for p, _ in parts) for name in parts[0][0]}
+        parts = [
+            p
+            for worker in await asyncio.gather(*(w.write_parts.remote(str(root)) for w in self._workers))
+            for p in worker
+        ]
+        stats = {name: sum(p.stats[name] for p in parts) for name in parts[0].stats}
         stats["evidence"] = events  # each part holds the evidence its keys cite: one per row
-        digests = {name: digest for _, files in parts for name, digest in files.items()}
-        write_index(root, self._partitions, self._seq, stats, digests)
+        digests = {name: digest for p in parts for name, digest in p.digests.items()}
+        write_index(root, self._parts, self._seq, stats, digests)
         self._built = root
-        return stats
+        return stats, Written(refused=sum(p.refused for p in parts))
 
     def publish(self, checkpoint: Path, sha256: str) -> tuple[str, int]:
         if self._built is None:

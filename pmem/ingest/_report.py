@@ -15,8 +15,9 @@ from pmem.ingest._stream import row_word
 from pmem.ingest._workdir import workdir_of
 from pmem.memory.writepath import no_fact_reason
 
-#: The driver-side stages whose wall time the report gives (extract and commit: waiting on workers).
-STAGES = ("read", "extract", "route", "commit", "merge", "checkpoint")
+#: The driver-side stages whose wall time the report gives (extract and commit: waiting on workers;
+#: build: the finished output, a sharded state's parts built by the workers).
+STAGES = ("read", "extract", "route", "commit", "merge", "checkpoint", "build")
 #: The report's counters a resumed ingest goes on from (the checkpoint's report holds them).
 COUNTERS = ("events", "rejects", "facts", "fact_rows", "refused", "no_fact_rows")
 

@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import os
-import shutil
-import sys
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -41,8 +38,9 @@ from pmem.graph import (
     partitions_of,
     valid_instant,
 )
-from pmem.graph.shards import LOG, LogSegment, apply_log, localize, part_name, read_segment
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
+from pmem.ingest._memory import peak_rss_mb
+from pmem.ingest._parts import BuiltPart, PartLogs
 from pmem.ingest._stream import Position, is_fact_row, read_stream
 from pmem.memory.writepath import Fact
 from pmem.models import RequestLog, records_to_table
@@ -124,33 +122,6 @@ def partition_facts(events: pa.RecordBatch, first: int, partitions: int) -> list
         mine = np.flatnonzero(owner == p)
         parts.append(table.take(pa.array(mine, pa.int64())) if len(mine) else None)
     return parts
-
-
-def reset_peak_rss() -> bool:
-    """Count this process's peak resident memory afresh from now, where the system allows (Linux), so
-    that an ingest in a long-lived process reports its own peak, not the process's; False elsewhere."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # resets the high-water mark (VmHWM) of this process, nothing else
-    except OSError:
-        return False
-    return True
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process in MiB: since :func:`reset_peak_rss` on Linux (``VmHWM``),
-    since the process started elsewhere (``ru_maxrss``)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)  # reported in kB
-    except OSError:
-        pass
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(peak / 2**20 if sys.platform == "darwin" else peak / 1024, 1)  # bytes there, KiB on Linux
 
 
 class PartitionGraph(ProvenanceGraph):
@@ -284,12 +255,8 @@ class IngestWorker:
         # driver numbers the calls that must run in order, and each waits for its predecessor here
         self._commits = _Turns()  # commit and catch_up
         self._appends = _Turns()  # a part's appends
-        # a sharded ingest's part (open_part): its graph, its log folder, the log segment being written
-        # and the names of those closed, in order
-        self._part = ProvenanceGraph()
-        self._part_dir: Path | None = None
-        self._segment: LogSegment | None = None
-        self._segments: list[tuple[str, str]] = []  # (name, digest)
+        self._parts: PartLogs | None = None  # a sharded ingest's parts this worker writes (open_parts)
+        self._replay_first = False  # whether the commits' graph is the parts' logs' before its first use
 
     def ready(self) -> int:
         return self.index
@@ -331,8 +298,7 @@ class IngestWorker:
         the stream here; how many. A call numbered like :meth:`commit`'s."""
 
         async def apply() -> int:
-            graph = self.path.graph
-            assert isinstance(graph, PartitionGraph)
+            graph = self._commit_graph()
             applied, position = 0, run.first
             dropped = pa.array(run.dropped, pa.int64())
             batches = read_stream(
@@ -357,9 +323,7 @@ class IngestWorker:
         return await self._commits.take(turn, apply)
 
     async def _commit(self, items: list[Item], facts: pa.Table | None) -> list[Applied]:
-
-        graph = self.path.graph
-        assert isinstance(graph, PartitionGraph)
+        graph = self._commit_graph()
         by_key: dict[str, list[Item | FactRow]] = defaultdict(list)
         for item in items:
             by_key[item[3]].append(item)
@@ -401,83 +365,62 @@ class IngestWorker:
         applied.sort(key=lambda a: (a[0], a[1]))
         return applied
 
-    # ------------------------------------------------------------------ a sharded ingest's part
+    # ------------------------------------------------------------------ a sharded ingest's parts
 
-    def open_part(self, folder: str, kept: list[tuple[str, str]], resumed: bool) -> int:
-        """Own part ``index`` of a sharded ingest (``--shards``), its log segments in ``folder``: the
-        segments ``kept`` (``(name, digest)``: those the last checkpoint names, in order) are checked and
-        replayed into the part's graph, and any other segment there (written after that checkpoint) is
-        removed. When ``resumed``, the commits' graph starts from the part's graph too (every head of the
-        part's keys, at the checkpoint). Returns the rows replayed."""
-        self._part_dir = Path(folder)
-        self._part_dir.mkdir(parents=True, exist_ok=True)
-        for stale in set(self._part_dir.glob("*.arrow")) - {self._part_dir / name for name, _ in kept}:
-            stale.unlink()
-        for tmp in self._part_dir.glob(".*.tmp"):  # a segment being written when the ingest stopped
-            tmp.unlink()
-        self._part = ProvenanceGraph()
-        self._segments = [(name, digest) for name, digest in kept]
-        self._segment = None
-        rows = 0
-        for name, digest in kept:
-            piece = read_segment(self._part_dir / name, digest)
-            apply_log(self._part, localize(piece, self._part.storage.evidence_count()))
-            rows += piece.num_rows
-        if resumed:
-            self.path.adopt_graph(PartitionGraph.from_bytes(self._part.to_bytes()))
-        return rows
+    def open_parts(
+        self, folders: dict[int, str], kept: dict[int, list[tuple[str, str]]], resumed: bool
+    ) -> None:
+        """Write the parts ``folders`` names (their log folders, by part index) of a sharded ingest
+        (``--shards``), going on from the segments ``kept`` (``(name, digest)``: those the last
+        checkpoint names, in order; any other segment there is removed, see :class:`PartLogs`). When
+        ``resumed``, the commits' graph is the parts' graph at that checkpoint: replayed from those
+        segments before the first commit (a stream of fact rows only never needs it)."""
+        self._parts = PartLogs({i: Path(f) for i, f in folders.items()}, kept)
+        self._replay_first = resumed
 
-    async def append(self, turn: int, piece: pa.Table) -> list[int]:
-        """Write ``piece`` (this part's rows of a batch's write log, see ``pmem.graph.shards``) to the
-        open log segment and apply it to the part's graph; the seqs of its operation rows the graph did
-        not apply (a failed precondition). Appends are numbered 1, 2, ... by the driver (``turn``) and
-        run whole, one at a time, in that order, whatever order the calls arrive in: a segment's rows and
-        the part's graph follow the global arrival seq."""
-        return await self._appends.take(turn, lambda: self._append(piece))
+    async def append(
+        self, turn: int, pieces: list[tuple[int, pa.Table, np.ndarray[Any, Any] | None]]
+    ) -> None:
+        """Append each piece (part, its rows of a batch's write log, the seqs of its text rows'
+        operations) to its part's open log segment. Appends are numbered 1, 2, ... by the driver
+        (``turn``) and run whole, one at a time, in that order, whatever order the calls arrive in: a
+        segment's rows follow the global arrival seq."""
 
-    async def _append(self, piece: pa.Table) -> list[int]:
-        if self._segment is None:
-            first = int(piece.column("seq")[0].as_py())
-            self._segment = LogSegment(self._opened() / f"log-{first:012d}.arrow")
-        self._segment.write(piece)
-        applied = apply_log(self._part, localize(piece, self._part.storage.evidence_count()))
-        ops = pc.is_valid(piece.column("op")).to_numpy(zero_copy_only=False)
-        seqs = piece.column("seq").to_numpy()[ops]
-        return [int(s) for s in seqs[~applied]]
+        async def write() -> None:
+            parts = self._opened()
+            for index, piece, text_ops in pieces:
+                parts.append(index, piece, text_ops)
 
-    def seal(self) -> tuple[str, str] | None:
-        """Close the open log segment (sealed, fsynced): its name and digest (None: none was open)."""
-        if self._segment is None:
-            return None
-        segment, self._segment = self._segment, None
-        digest = segment.close()
-        self._segments.append((segment.path.name, digest))
-        return segment.path.name, digest
+        await self._appends.take(turn, write)
 
-    def write_part(self, root: str) -> tuple[dict[str, int], dict[str, str]]:
-        """Write this part into the sharded state being built at ``root``: ``part-N/`` (its graph, in
-        the directory layout) and ``part-N/log/`` (its sealed segments, hard-linked: never copied where
-        the file system links). Returns the part graph's stats and each segment's digest (by path from
-        ``root``), as sealed."""
-        folder = Path(root) / part_name(self.index)
-        self._part.save(folder, layout="directory")
-        (folder / LOG).mkdir()
-        digests = {}
-        logs = self._opened()
-        for name, digest in self._segments:
-            try:
-                os.link(logs / name, folder / LOG / name)
-            except OSError:
-                shutil.copyfile(logs / name, folder / LOG / name)
-            digests[f"{folder.name}/{LOG}/{name}"] = digest
-        return self._part.stats(), digests
+    def seal(self) -> list[tuple[int, str, str]]:
+        """Close the parts' open log segments (sealed, fsynced): (part, name, digest) of each."""
+        return self._opened().seal()
 
-    def _opened(self) -> Path:
-        """The log folder :meth:`open_part` gave (a part's other calls come after it)."""
-        if self._part_dir is None:
-            msg = "this worker owns no part: open_part() first"
+    def write_parts(self, root: str) -> list[BuiltPart]:
+        """Write this worker's parts into the sharded state being built at ``root``, one at a time (see
+        :meth:`PartLogs.build`); the commits' graph is dropped first: nothing commits after the end."""
+        self.path.adopt_graph(PartitionGraph())
+        return self._opened().build(Path(root))
+
+    def _opened(self) -> PartLogs:
+        """The parts :meth:`open_parts` gave (a part's other calls come after it)."""
+        if self._parts is None:
+            msg = "this worker writes no part: open_parts() first"
             raise RuntimeError(msg)
-        return self._part_dir
+        return self._parts
+
+    def _commit_graph(self) -> PartitionGraph:
+        """The commits' graph; on a resumed sharded ingest's first commit, replayed from the parts' logs
+        at the checkpoint."""
+        if self._replay_first:
+            self._replay_first = False
+            graph = ProvenanceGraph()
+            self._opened().replay_kept(graph)
+            self.path.adopt_graph(PartitionGraph.from_bytes(graph.to_bytes()))
+        graph = self.path.graph
+        assert isinstance(graph, PartitionGraph)
+        return graph
 
     def close(self) -> None:
         """Close the response cache (its held entries written first): asked before the worker is

@@ -60,10 +60,17 @@ def loop_graph(log: pa.Table) -> ProvenanceGraph:
 
 
 def sharded_state(
-    tmp: Path, log: pa.Table, partitions: int, rows: int | None = None, registered: tuple[str, ...] = ()
+    tmp: Path,
+    log: pa.Table,
+    partitions: int,
+    rows: int | None = None,
+    registered: tuple[str, ...] = (),
+    *,
+    numbering: bool = True,
 ) -> Path:
     """A sharded state of ``log`` written as an ingest writes one (segments of a few batches each);
-    its index names ``rows`` rows (default: the log's), its registry holds the keys ``registered``."""
+    its index names ``rows`` rows (default: the log's), its registry holds the keys ``registered``;
+    without ``numbering``, of version 1 (no union numbering: a reader searches the parts)."""
     root = tmp / "state"
     root.mkdir()
     digests: dict[str, str] = {}
@@ -79,7 +86,8 @@ def sharded_state(
         # segments end at batch ends, where an observation starts the next row (an operation and the
         # evidence it cites are in one batch)
         starts = np.flatnonzero(pa.compute.is_null(piece.column("op")).to_numpy(zero_copy_only=False))
-        cuts = [0, *[int(starts[np.searchsorted(starts, c)]) for c in range(40, int(starts[-1]), 40)]]
+        last = int(starts[-1]) if len(starts) else 0  # a part may hold no row
+        cuts = [0, *[int(starts[np.searchsorted(starts, c)]) for c in range(40, last, 40)]]
         for start, end in zip(cuts, [*cuts[1:], piece.num_rows], strict=True):
             batch = piece.slice(start, end - start)
             if not batch.num_rows:
@@ -93,5 +101,6 @@ def sharded_state(
         (folder / LOG).mkdir()
         for s in segments:
             shutil.copyfile(s, folder / LOG / s.name)
-    write_index(root, partitions, log.num_rows if rows is None else rows, loop_graph(log).stats(), digests)
+    rows = log.num_rows if rows is None else rows
+    write_index(root, partitions, rows, loop_graph(log).stats(), digests, numbering=numbering)
     return root

@@ -11,6 +11,7 @@ import pytest
 from shardlogs import random_log, sharded_state
 
 from pmem.graph import ProvenanceGraph, StateFileError, StateReader, why
+from pmem.graph.shards import read_index
 
 
 def _same_answers(reader: StateReader, graph: ProvenanceGraph) -> None:
@@ -33,15 +34,31 @@ def _same_answers(reader: StateReader, graph: ProvenanceGraph) -> None:
     assert all((r["status"], r["support"]) == (cells[r["key"]].status, cells[r["key"]].support) for r in rows)
 
 
-@pytest.mark.parametrize("partitions", [1, 2, 3])
-@pytest.mark.parametrize("seed", [3, 11])
+# each way of numbering over 3 parts and both seeds; one pass over 1 and 2 parts
+_NUMBERINGS = [
+    *(
+        (seed, 3, numbering)
+        for seed in (3, 11)
+        for numbering in ("one pass", "passes of 7 seqs", "searched (version 1)")
+    ),
+    *((seed, partitions, "one pass") for seed in (3, 11) for partitions in (1, 2)),
+]
+
+
+@pytest.mark.parametrize(("seed", "partitions", "numbering"), _NUMBERINGS)
 def test_a_sharded_state_answers_as_its_union_with_the_unions_ids(
-    tmp_path: Path, seed: int, partitions: int
+    tmp_path: Path, seed: int, partitions: int, numbering: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every operation, open conflicts and valid times, over parts whose ids, evidence and seqs are their
-    own: the reader numbers them as the union does."""
+    own: the reader numbers them as the union does, from the parts' union numbering (written in one pass
+    or many) or, in a state of version 1, by searching the other parts."""
+    import pmem.graph.shards
+
+    if numbering == "passes of 7 seqs":
+        monkeypatch.setattr(pmem.graph.shards, "NUMBERING_SEQS", 7)
     log = random_log(seed, 600, keys=12, dated=0.1)
-    root = sharded_state(tmp_path, log, partitions)
+    root = sharded_state(tmp_path, log, partitions, numbering=numbering != "searched (version 1)")
+    assert read_index(root)["version"] == ("1" if numbering == "searched (version 1)" else "2")
     union = ProvenanceGraph.load(root)
     stats = union.stats()
     assert stats["op_contest"] and stats["op_revoke"] and stats["op_resolve"]  # the log exercises them
@@ -176,3 +193,27 @@ def test_a_cell_as_of_needs_a_write_log_and_a_seq(tmp_path: Path) -> None:
     for bad in (-1, "3", 2.0):
         with pytest.raises(ValueError, match="non-negative integer"):
             StateReader(root).cell_as_of("key1", bad)  # type: ignore[arg-type]
+
+
+def test_parts_with_no_rows_are_numbered_and_read(tmp_path: Path) -> None:
+    """One observation and the operations citing it, over 4 parts: three parts hold no row, and their
+    empty logs are numbered and searched as empty (the first numbering failed on them)."""
+    from pmem.graph.shards import conform
+
+    log = conform(
+        pa.table(
+            {
+                "op": [None, "accept", "accept"],
+                "text": ["the budget is $30k, then $50k", None, None],
+                "source": ["user", None, None],
+                "key": [None, "budget", "budget"],
+                "value": [None, "$30k", "$50k"],
+                "evidence": [0, 0, 0],
+                "seq": [1, 2, 3],
+            }
+        )
+    )
+    root = sharded_state(tmp_path, log, 4)
+    union = ProvenanceGraph.load(root)
+    assert [v.id for v in union.versions("budget")] == ["v0", "v1"]
+    _same_answers(StateReader(root), union)

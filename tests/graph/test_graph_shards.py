@@ -159,10 +159,20 @@ def test_a_sharded_state_loads_only_whole(tmp_path: Path) -> None:
 
     shutil.copytree(root, tmp_path / "kept")
     for table in (other / "part-0").glob("*.arrow"):  # part-0's tables from another state
-        shutil.copyfile(table, root / "part-0" / table.name)
+        if table.name != "union-versions.arrow":
+            shutil.copyfile(table, root / "part-0" / table.name)
     refused(r"part-0/metadata\.arrow: .*its digest is not the one the sharded state.s index lists")
     reseal(root / INDEX, {"file:part-0/metadata.arrow": digest_of(root / "part-0" / "metadata.arrow")})
     refused(r"part-0/versions\.arrow: .*(versions, the union|is not the union's)")  # the index resealed too
+    restore()
+    # part-1's union numbering from another state: the index names it, resealed; the union's ids differ
+    shutil.copyfile(other / "part-1" / "union-versions.arrow", root / "part-1" / "union-versions.arrow")
+    refused(r"part-1/union-versions\.arrow: .*its digest is not the one the sharded state.s index lists")
+    reseal(
+        root / INDEX,
+        {"file:part-1/union-versions.arrow": digest_of(root / "part-1" / "union-versions.arrow")},
+    )
+    refused(r"part-1/union-versions\.arrow: .*its union ids are not the union's ids")
     restore()
     # one value of part-1's versions edited, and every digest above it written anew: only the union
     # (replayed from the logs) can tell

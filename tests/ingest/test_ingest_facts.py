@@ -527,6 +527,13 @@ def test_a_bad_fact_row_is_one_line_and_the_fixed_stream_resumes(
     assert out.read_bytes() == ingest_sequential(stream, config=cfg).to_bytes()
 
 
+def _graph_of(arrivals: int) -> ProvenanceGraph:
+    graph = ProvenanceGraph()
+    for i in range(arrivals):
+        graph.observe(f"note {i}")
+    return graph
+
+
 def test_a_checkpoint_waits_while_writing_it_would_dominate_the_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -537,15 +544,35 @@ def test_a_checkpoint_waits_while_writing_it_would_dominate_the_time(
     points = Checkpointer(work, stream, identity="spec", layout=None)
     clock = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    assert points.affordable(1000)  # none written yet
-    points.save(ProvenanceGraph(), events=1000, since=999.0)  # a checkpoint of one second just ended
-    assert not points.affordable(1000)
+    small, large = _graph_of(1000), _graph_of(10_000)
+    assert points.affordable(small)  # none written yet
+    points.save(small, events=1000, since=999.0)  # a checkpoint of one second just ended
+    assert not points.affordable(small)
     clock[0] = 1000.0 + 1.5 / CHECKPOINT_SHARE
-    assert points.affordable(1000)
+    assert points.affordable(small)
     # the graph has grown tenfold since: so has the checkpoint's cost, and the time it needs behind it
-    assert not points.affordable(10_000)
+    assert not points.affordable(large)
     clock[0] = 1000.0 + 10.5 / CHECKPOINT_SHARE
-    assert points.affordable(10_000)
+    assert points.affordable(large)
+
+
+def test_a_driver_that_holds_no_graph_checkpoints_at_its_last_cost_however_long_the_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sharded ingest's driver checkpoints its registry (and seals the parts' logs): the cost does not
+    grow with the events. Before, it was predicted in proportion to them, and a 30M-fact ingest wrote
+    no checkpoint between its first and its end (a kill lost the whole run)."""
+    work = Workdir(workdir_of(tmp_path / "state"))
+    work.create()
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"text": "a"}\n')
+    points = Checkpointer(work, stream, identity="spec", layout=2)
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    registry_only = ProvenanceGraph()
+    points.save(registry_only, events=131_072, since=999.0)
+    clock[0] = 1000.0 + 1.5 / CHECKPOINT_SHARE  # 30 s on: the stream is at millions of events now
+    assert points.affordable(registry_only)
 
 
 def test_the_state_is_the_last_checkpoint_under_a_second_name(

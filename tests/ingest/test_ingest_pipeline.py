@@ -67,7 +67,7 @@ def test_any_partition_count_gives_the_bytes_of_sequential_ingestion(ray_cluster
         assert report.facts == 700  # one template fact per row
         assert report.calls["extract"]["calls"] == 700
         assert report.calls["annotate"]["calls"] == 700
-        assert set(report.stage_s) == {"read", "extract", "route", "commit", "merge", "checkpoint"}
+        assert set(report.stage_s) == {"read", "extract", "route", "commit", "merge", "checkpoint", "build"}
         # the state opens with the core's loader and `pmem inspect`
         assert ProvenanceGraph.load(out).stats() == stats
         shown = subprocess.run(

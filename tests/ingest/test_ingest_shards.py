@@ -40,13 +40,15 @@ def test_the_union_of_the_parts_is_the_sequential_state_for_any_partition_count(
 ) -> None:
     stream, cfg, reference = mixed
     whole = ingest(stream, tmp_path / "whole", config=cfg, partitions=2, progress=False)
-    for partitions in (1, 2, 3):
-        out = tmp_path / f"sharded-{partitions}"
-        report = ingest(stream, out, config=cfg, partitions=partitions, progress=False, shards=True)
+    for partitions, parts in ((1, 1), (2, 2), (3, 3), (2, 6)):
+        out = tmp_path / f"sharded-{parts}"
+        report = ingest(
+            stream, out, config=cfg, partitions=partitions, progress=False, shards=True, parts=parts
+        )
         assert is_sharded(out) and out.is_dir()
-        assert ProvenanceGraph.load(out).to_bytes() == reference, f"{partitions} parts differ"
+        assert ProvenanceGraph.load(out).to_bytes() == reference, f"{parts} parts differ"
         assert sorted(p.name for p in out.iterdir()) == sorted(
-            [INDEX, "registry", *(part_name(i) for i in range(partitions))]
+            [INDEX, "registry", *(part_name(i) for i in range(parts))]
         )
         # the report counts what the whole-graph ingest counts
         assert report.graph == whole.graph == ProvenanceGraph.from_bytes(reference).stats()
@@ -119,15 +121,28 @@ def test_a_sharded_ingest_stopped_by_a_bad_row_resumes_to_the_same_state(
     # the driver's checkpoint holds the registry, never the graph
     checkpoint = ProvenanceGraph.load(workdir_of(out) / doc["checkpoint"])
     assert checkpoint.stats()["evidence"] == 0 and checkpoint.registry.keys
-    # another layout is refused, naming it
+    # another layout (its parts) is refused, naming it
     with pytest.raises(ResumeError, match="output layout differs"):
         ingest(broken, out, config=cfg, partitions=3, progress=False, shards=True)
     write_jsonl(broken, rows)
-    report = ingest(broken, out, config=cfg, partitions=2, progress=False, shards=True)
+    # the parts are not the workers: another worker count that divides them goes on from their logs
+    report = ingest(broken, out, config=cfg, partitions=1, progress=False, shards=True, parts=2)
     assert report.resumed_from > 0 and report.attempts == 2
     assert ProvenanceGraph.load(out).to_bytes() == reference
+    # the refused writes of the fact rows before the stop are counted once the parts are built
+    whole = ingest(stream, tmp_path / "whole.arrow", config=cfg, partitions=2, progress=False)
+    assert (report.refused, report.fact_rows) == (whole.refused, whole.fact_rows)
     again = ingest(broken, out, config=cfg, partitions=2, progress=False, shards=True)
     assert again.state_sha256 == report.state_sha256  # already complete: nothing rewritten
+
+
+def test_parts_are_a_multiple_of_the_workers_and_only_of_a_sharded_state(tmp_path: Path) -> None:
+    stream = write_jsonl(tmp_path / "f.jsonl", [{"key": "k", "value": "v"}])
+    with pytest.raises(ValueError, match="--parts 3 is not a multiple of --partitions 2"):
+        ingest(stream, tmp_path / "state", partitions=2, progress=False, shards=True, parts=3)
+    with pytest.raises(ValueError, match="give --shards with it"):
+        ingest(stream, tmp_path / "state.arrow", progress=False, parts=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.jsonl"]
 
 
 def test_relative_paths_are_the_drivers_wherever_the_workers_run(
@@ -159,7 +174,8 @@ def test_relative_paths_are_the_drivers_wherever_the_workers_run(
 
 
 def _a_part_of_sixty_facts(tmp_path: Path) -> tuple[pa.Table, IngestWorker, Path]:
-    """The write log of 60 fact rows over 7 keys, and an in-process worker that owns a part in ``part/``."""
+    """The write log of 60 fact rows over 7 keys, and an in-process worker that writes part 0 in
+    ``part/``."""
     from pmem.ingest._merge import fact_log
     from pmem.ingest._stream import read_stream
 
@@ -167,27 +183,35 @@ def _a_part_of_sixty_facts(tmp_path: Path) -> tuple[pa.Table, IngestWorker, Path
     (batch,) = read_stream(stream)
     worker = IngestWorker(IngestSpec.default())
     folder = tmp_path / "part"
-    worker.open_part(str(folder), [], resumed=False)
+    worker.open_parts({0: str(folder)}, {}, resumed=False)
     return fact_log(batch.events, 0, 1), worker, folder
 
 
 def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -> None:
-    """In process: a segment written after the last checkpoint is removed, the named ones replayed."""
+    """In process: a segment written after the last checkpoint is removed, the named ones replayed into
+    the commits' graph before its first commit."""
+    from pmem.graph import apply_log
     from pmem.graph.shards import split_log
 
     log, worker, folder = _a_part_of_sixty_facts(tmp_path)
-    asyncio.run(worker.append(1, log.slice(0, 40)))
-    kept = worker.seal()
-    assert kept is not None
-    asyncio.run(worker.append(2, log.slice(40)))  # never sealed: a kill before the next checkpoint
+    asyncio.run(worker.append(1, [(0, log.slice(0, 40), None)]))
+    ((part, *kept),) = worker.seal()
+    assert part == 0
+    asyncio.run(
+        worker.append(2, [(0, log.slice(40), None)])
+    )  # never sealed: a kill before the next checkpoint
     worker.seal()
     assert len(list(folder.glob("*.arrow"))) == 2
     resumed = IngestWorker(IngestSpec.default())
-    assert resumed.open_part(str(folder), [kept], resumed=True) == 40
+    resumed.open_parts({0: str(folder)}, {0: [tuple(kept)]}, resumed=True)
     assert [p.name for p in folder.glob("*.arrow")] == [kept[0]]
+    assert not resumed.path.graph.frontier()  # a stream of fact rows only never needs it
+    # fact rows after the checkpoint, sealed by a later one: the commits read them from the stream
+    # (catch_up), so the commits' graph is the checkpoint's segments alone
+    asyncio.run(resumed.append(1, [(0, log.slice(40), None)]))
+    assert len(resumed.seal()) == 1
+    asyncio.run(resumed.commit(1, []))
     whole = ProvenanceGraph()
-    from pmem.graph import apply_log
-
     apply_log(whole, log.slice(0, 40))
     assert resumed.path.graph.frontier() == whole.frontier()
     assert split_log(log, 1)[0].equals(log)
@@ -203,20 +227,20 @@ def test_a_part_applies_its_appends_in_the_order_sent_whatever_order_they_arrive
     log, worker, folder = _a_part_of_sixty_facts(tmp_path)
 
     async def second_arrives_first() -> None:
-        second = asyncio.ensure_future(worker.append(2, log.slice(30)))
+        second = asyncio.ensure_future(worker.append(2, [(0, log.slice(30), None)]))
         await asyncio.sleep(0)  # the second append starts, and must wait for the first
-        await asyncio.gather(worker.append(1, log.slice(0, 30)), second)
+        await asyncio.gather(worker.append(1, [(0, log.slice(0, 30), None)]), second)
 
     asyncio.run(second_arrives_first())
-    kept = worker.seal()
-    assert kept is not None
+    ((_, *kept),) = worker.seal()
     assert read_segment(folder / kept[0], kept[1]).column("seq").equals(log.column("seq"))
     whole = ProvenanceGraph()
     apply_log(whole, log)
-    resumed = IngestWorker(IngestSpec.default())
-    assert resumed.open_part(str(folder), [kept], resumed=True) == log.num_rows
-    graph = resumed.path.graph
-    assert graph.frontier() == whole.frontier()
+    root = tmp_path / "state"
+    root.mkdir()
+    (built,) = worker.write_parts(str(root))
+    graph = ProvenanceGraph.load(root / part_name(0))
+    assert graph.frontier() == whole.frontier() and built.stats == whole.stats()
     assert all(graph.versions(k) == whole.versions(k) for k in whole.keys())  # noqa: SIM118 (a graph's)
 
 
@@ -308,6 +332,43 @@ def test_a_worker_writes_no_part_it_was_not_given(tmp_path: Path) -> None:
 
     stream = write_jsonl(tmp_path / "f.jsonl", [{"key": "k", "value": "v"}])
     (batch,) = read_stream(stream)
-    with pytest.raises(RuntimeError, match="open_part"):
-        asyncio.run(IngestWorker(IngestSpec.default()).append(1, fact_log(batch.events, 0, 1)))
+    with pytest.raises(RuntimeError, match="open_parts"):
+        asyncio.run(IngestWorker(IngestSpec.default()).append(1, [(0, fact_log(batch.events, 0, 1), None)]))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.jsonl"]
+
+
+def test_two_sharded_states_hold_one_union_however_their_logs_are_cut(ray_cluster, tmp_path: Path) -> None:
+    """``union_difference`` compares two sharded states part by part without building either: an ingest
+    stopped and resumed (its logs cut where it stopped) is the union of the one that was not; one value
+    changed is found in its part's log."""
+    from pmem.graph.shards import union_difference
+
+    rows = [{"key": f"user_{i % 9}.city", "value": f"c{i % 13}"} for i in range(300)]
+    stream = write_jsonl(tmp_path / "f.jsonl", rows)
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    cfg = tmp_path / "small.toml"
+    cfg.write_text("[ingest]\nbatch_events = 16\nfact_batch_events = 16\ncheckpoint_every = 16\n")
+    ingest(stream, whole, config=cfg, partitions=2, progress=False, shards=True, parts=4)
+    broken = write_jsonl(tmp_path / "b.jsonl", [*rows[:200], {"key": "k", "op": "upsert"}, *rows[201:]])
+    with pytest.raises(Exception, match="field 'op'"):
+        ingest(broken, resumed, config=cfg, partitions=2, progress=False, shards=True, parts=4)
+    write_jsonl(broken, rows)
+    ingest(broken, resumed, config=cfg, partitions=2, progress=False, shards=True, parts=4)
+    cut = [len(list((state / part_name(0) / LOG).glob("*.arrow"))) for state in (resumed, whole)]
+    assert cut[0] != cut[1], cut  # the logs are cut differently
+    assert union_difference(resumed, whole) is None
+    rows[150]["value"] = "elsewhere"
+    other = tmp_path / "other"
+    ingest(
+        write_jsonl(tmp_path / "g.jsonl", rows),
+        other,
+        config=cfg,
+        partitions=2,
+        progress=False,
+        shards=True,
+        parts=4,
+    )
+    assert (
+        union_difference(resumed, other)
+        == f"part {partition_of(rows[150]['key'], 4)}'s log: the same number of rows, not the same rows"
+    )

@@ -11,9 +11,10 @@ import pytest
 
 from pmem.graph import ProvenanceGraph, apply_log, partition_of
 from pmem.ingest import IngestSpec
+from pmem.ingest._memory import peak_rss_mb, reset_peak_rss
 from pmem.ingest._merge import batch_log
 from pmem.ingest._stream import EVENT_SCHEMA
-from pmem.ingest._worker import IngestWorker, commit_item, peak_rss_mb, reset_peak_rss
+from pmem.ingest._worker import IngestWorker, commit_item
 
 TEXTS = [
     "Earlier observation: apple 1 was in drawer 2.",
