@@ -2,9 +2,10 @@
 one key's history (``--ops``: with its operation log, each operation's evidence); ``--json`` prints any
 of these views as one JSON document.
 
-A ``--key`` view without ``--as-of`` reads the state without loading it
-(:class:`~pmem.graph.StateReader`, every file verified against its digest first): seconds for a state of
-millions of operations, whose load takes tens of seconds and gigabytes. Values and evidence are escaped
+A ``--key`` view reads the state without loading it (:class:`~pmem.graph.StateReader`, every file
+verified against its digest first), now or, for a sharded state, ``--as-of`` a seq (its key's rows of its
+part's log replayed alone): seconds for a state of millions of operations, whose load takes tens of
+seconds and gigabytes. Values and evidence are escaped
 as in ``render`` (one line each). ``--as-of`` shows the graph as it was:
 an integer is an arrival seq, anything else an ISO 8601 observation time (``ProvenanceGraph.as_of``).
 Errors go to stderr with exit status 2: an unreadable state file, a bad ``--as-of``, or a ``--key`` the
@@ -23,6 +24,7 @@ from pmem.graph._reader import StateReader
 from pmem.graph._render import escape
 from pmem.graph._state import StateFileError
 from pmem.graph._why import KeyView
+from pmem.graph.shards import is_sharded
 
 if TYPE_CHECKING:
     import argparse
@@ -142,11 +144,14 @@ def _cells_json(graph: ProvenanceGraph, with_empty: bool) -> list[dict[str, Any]
 
 def _key_reader(args: argparse.Namespace) -> StateReader | None:
     """A reader of the keys asked for, when the view needs nothing but their cells, versions and
-    operations (no replay as of a point): the state is verified and read without loading it, in seconds
-    and bounded memory whatever its size. None where the full load is needed: ``--as-of``, or a state the
-    reader does not read (an older schema, a journal of later writes beside it), whose load then reads it
-    or says why not."""
-    if not args.key or args.as_of is not None:
+    operations, now or (a sharded state, whose parts keep their write logs) as of an arrival seq: the
+    state is verified and read without loading it, in seconds and bounded memory whatever its size.
+    None where the full load is needed: ``--as-of`` a time, or a seq of a single state (which keeps no
+    log), or a state the reader does not read (an older schema, a journal of later writes beside it),
+    whose load then reads it or says why not."""
+    if not args.key:
+        return None
+    if args.as_of is not None and not (args.as_of.strip().isdigit() and is_sharded(args.state)):
         return None
     try:
         return StateReader(args.state, verify=True)
@@ -157,7 +162,10 @@ def _key_reader(args: argparse.Namespace) -> StateReader | None:
 def run(args: argparse.Namespace) -> int:
     reader = _key_reader(args)
     if reader is not None:
-        return _show_keys(args, reader, None)
+        if args.as_of is None:
+            return _show_keys(args, reader, None)
+        seq = int(args.as_of.strip())
+        return _show_keys(args, reader.as_of(seq), {"seq": seq})
     try:
         graph = ProvenanceGraph.load(args.state)
     except StateFileError as exc:

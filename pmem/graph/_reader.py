@@ -37,7 +37,7 @@ from pmem.graph._state import (
     journal_path,
 )
 from pmem.graph._types import Cell, Evidence, Operation, Version
-from pmem.graph._why import Why, why
+from pmem.graph._why import KeyView, Why, why
 from pmem.graph.shards import (
     REGISTRY,
     WRITE_LOG_SCHEMA,
@@ -454,7 +454,6 @@ class StateReader:
             for op in ops
         ]
 
-    @_releasing
     def cell_as_of(self, key: str, seq: int) -> Cell | None:
         """The cell of ``key`` as it was at arrival ``seq`` (``ProvenanceGraph.as_of(seq).cell(key)``), for
         a sharded state: the key's rows of its part's write log up to ``seq`` (its operations and the
@@ -466,16 +465,33 @@ class StateReader:
             ValueError: ``seq`` is not a non-negative integer, or the state is not sharded (a single state
                 keeps no write log: ``ProvenanceGraph.load(path).as_of(seq)`` replays it).
         """
+        return self.as_of(seq).cell(key)
+
+    def as_of(self, seq: int) -> KeyView:
+        """The state's keys as they were at arrival ``seq``, for a sharded state: what
+        ``ProvenanceGraph.as_of(seq)`` gives for a key's ``cell``, ``versions``, ``operations`` and their
+        ``evidence``, each key replayed alone from its rows of its part's log (see :meth:`cell_as_of`).
+
+        Raises:
+            ValueError: ``seq`` is not a non-negative integer, or the state is not sharded.
+        """
         if type(seq) is not int or seq < 0:
-            msg = f"cell_as_of: seq must be a non-negative integer, got {seq!r}"
+            msg = f"as_of: seq must be a non-negative integer, got {seq!r}"
             raise ValueError(msg)
-        part = self._part_of(key)
-        if part.log is None:
+        if self._rows is None:
             msg = (
-                f"{self.path}: cell_as_of reads a sharded state's write log; a single state keeps none "
+                f"{self.path}: a view as of a seq reads a sharded state's write log; a single state keeps none "
                 f"(ProvenanceGraph.load({str(self.path)!r}).as_of({seq}) replays it)"
             )
             raise ValueError(msg)
+        return _AsOf(self, seq)
+
+    @_releasing
+    def _key_as_of(self, key: str, seq: int) -> tuple[ProvenanceGraph, _Renumbering] | None:
+        """``key``'s rows of its part's log up to ``seq`` replayed into a graph of their own, and how that
+        graph's numbers become the union's; None when the key had no write by then."""
+        part = self._part_of(key)
+        assert part.log is not None  # as_of refused a single state
         row = part.tables.key_row(key)
         if row is None:
             return None
@@ -490,8 +506,6 @@ class StateReader:
         rows = pa.concat_tables([part.log.slice(i, 1) for i in sorted(wanted)]).combine_chunks()
         scratch = ProvenanceGraph()
         apply_log(scratch, localize(rows, 0))
-        cell = scratch.cell(key)
-        assert cell is not None  # the key has an operation
         chain = tables.chain(tables.key_fields(row)["newest"])
         created = sorted(
             numbers.versions(v["id"] for v in chain if numbers.seq(v["valid_from"]) <= seq).values()
@@ -499,7 +513,7 @@ class StateReader:
         seqs: list[int] = rows.column("seq").to_numpy().tolist()
         observed = pc.is_null(rows.column("op")).to_numpy(zero_copy_only=False)
         evidence = [int(e) for e in np.asarray(rows.column("evidence").to_pylist(), object)[observed]]
-        return _renumbered(cell, seqs, evidence, created)
+        return scratch, _Renumbering(seqs, evidence, created)
 
     def why(self, key: str) -> Why | None:
         """Why ``key`` holds what it holds (:func:`pmem.graph.why`): the evidence behind its current
@@ -613,27 +627,77 @@ def read_key_versions(path: str | Path, key: str) -> list[Version]:
     return StateReader(path).versions(key)
 
 
-def _renumbered(cell: Cell, seqs: list[int], evidence: list[int], versions: list[int]) -> Cell:
-    """``cell`` of a graph replayed from some rows of a write log, with that graph's seqs, evidence and
-    versions numbered as the log's whole graph numbers them: its arrival ``n`` is ``seqs[n - 1]``, its
-    evidence ``i`` is ``evidence[i]``, its version ``j`` is ``versions[j]``."""
+@dataclass(frozen=True)
+class _Renumbering:
+    """A graph replayed from some rows of a write log, numbered as the log's whole graph numbers it: its
+    arrival ``n`` is ``seqs[n - 1]``, its evidence ``i`` is ``evidence[i]``, its version ``j`` is
+    ``versions[j]``."""
 
-    def version_id(vid: str | None) -> str | None:
-        return None if vid is None else f"v{versions[int(vid[1:])]}"
+    seqs: list[int]
+    evidence: list[int]
+    versions: list[int]
 
-    history = [
-        dataclasses.replace(
+    def version_id(self, vid: str | None) -> str | None:
+        return None if vid is None else f"v{self.versions[int(vid[1:])]}"
+
+    def evidence_id(self, eid: str | None) -> str | None:
+        return None if eid is None else f"e{self.evidence[int(eid[1:])]}"
+
+    def version(self, v: Version) -> Version:
+        return dataclasses.replace(
             v,
-            id=f"v{versions[int(v.id[1:])]}",
-            valid_from=seqs[v.valid_from - 1],
-            valid_to=None if v.valid_to is None else seqs[v.valid_to - 1],
-            evidence=None if v.evidence is None else f"e{evidence[int(v.evidence[1:])]}",
-            supersedes=version_id(v.supersedes),
-            alternative_of=version_id(v.alternative_of),
+            id=f"v{self.versions[int(v.id[1:])]}",
+            valid_from=self.seqs[v.valid_from - 1],
+            valid_to=None if v.valid_to is None else self.seqs[v.valid_to - 1],
+            evidence=self.evidence_id(v.evidence),
+            supersedes=self.version_id(v.supersedes),
+            alternative_of=self.version_id(v.alternative_of),
         )
-        for v in cell.history
-    ]
-    return dataclasses.replace(cell, history=history)
+
+    def cell(self, cell: Cell) -> Cell:
+        return dataclasses.replace(cell, history=[self.version(v) for v in cell.history])
+
+    def operation(self, op: Operation) -> Operation:
+        return dataclasses.replace(
+            op,
+            seq=self.seqs[op.seq - 1],
+            evidence=self.evidence_id(op.evidence),
+            version=self.version_id(op.version),
+        )
+
+
+class _AsOf:
+    """A sharded state's keys as at an arrival (:meth:`StateReader.as_of`), each replayed when first
+    read and kept."""
+
+    def __init__(self, reader: StateReader, seq: int) -> None:
+        self._reader = reader
+        self._seq = seq
+        # each key read: its replayed graph and numbering (None: no write by then)
+        self._keys: dict[str, tuple[ProvenanceGraph, _Renumbering] | None] = {}
+
+    def _replayed(self, key: str) -> tuple[ProvenanceGraph, _Renumbering] | None:
+        if key not in self._keys:
+            self._keys[key] = self._reader._key_as_of(key, self._seq)
+        return self._keys[key]
+
+    def cell(self, key: str) -> Cell | None:
+        found = self._replayed(key)
+        if found is None:
+            return None
+        cell = found[0].cell(key)
+        return None if cell is None else found[1].cell(cell)
+
+    def versions(self, key: str) -> list[Version]:
+        found = self._replayed(key)
+        return [] if found is None else [found[1].version(v) for v in found[0].versions(key)]
+
+    def operations(self, key: str) -> list[Operation]:
+        found = self._replayed(key)
+        return [] if found is None else [found[1].operation(op) for op in found[0].operations(key)]
+
+    def evidence(self, evidence_id: str) -> Evidence:
+        return self._reader.evidence(evidence_id)
 
 
 def _version_ids(part: _Part, rows: list[dict[str, Any]]) -> dict[int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -105,7 +106,6 @@ def test_inspect_escapes_values_like_render(tmp_path, capsys):
 
 
 def test_erase_writes_a_new_state_and_prints_the_receipt(tmp_path, capsys):
-    import json
 
     g = ProvenanceGraph()
     g.apply("accept", "user.city", "Lisbon", evidence=g.observe("I live in Lisbon"))
@@ -125,7 +125,6 @@ def test_erase_writes_a_new_state_and_prints_the_receipt(tmp_path, capsys):
 
 
 def test_erase_folds_a_journal_beside_the_state_so_no_copy_of_the_text_stays(tmp_path, capsys):
-    import json
 
     from pmem.graph import JournaledGraph, journal_path
 
@@ -169,7 +168,6 @@ def test_inspect_as_of_a_time_on_a_state_without_times_is_an_error(tmp_path, cap
 
 
 def test_inspect_json_gives_every_view_as_one_document(tmp_path, capsys):
-    import json
 
     g = ProvenanceGraph()
     g.apply("accept", "budget", "$30k", evidence=g.observe("Budget is $30k", time="2024-01-01"))
@@ -227,9 +225,20 @@ def test_inspect_of_a_key_reads_the_state_without_loading_it_and_verified(tmp_pa
     def no_load(*args: object, **kwargs: object) -> None:
         raise AssertionError("the --key view loaded the graph")
 
+    # and as of a seq, each key replayed alone from its part's log
+    at = union.seq // 2
+    then = union.as_of(at)
+    past = [key for key in keys if then.cell(key) is not None]
+    assert past
+    expected_then = "\n".join(line for key in past for line in describe_key(then, key, with_ops=True)) + "\n"
     monkeypatch.setattr(ProvenanceGraph, "load", no_load)
     assert main(["inspect", str(state), "--ops", *(a for key in keys for a in ("--key", key))]) == 0
     assert capsys.readouterr().out == expected
+    as_of = ["--as-of", str(at), "--ops", *(a for key in past for a in ("--key", key))]
+    assert main(["inspect", str(state), *as_of]) == 0
+    assert capsys.readouterr().out == expected_then
+    assert main(["inspect", str(state), *as_of, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["as_of"] == {"seq": at}
     monkeypatch.undo()
     versions = state / "part-1" / "versions.arrow"
     data = bytearray(versions.read_bytes())

@@ -67,9 +67,15 @@ def test_a_sharded_state_answers_as_its_union_with_the_unions_ids(
     _same_answers(StateReader(root, verify=True), union)
     reader = StateReader(root)
     for at in (0, 1, 97, union.seq // 2, union.seq - 5, union.seq):
-        then = union.as_of(at)
+        then, view = union.as_of(at), reader.as_of(at)
         for key in [*union.keys(), "never.written"]:
             assert reader.cell_as_of(key, at) == then.cell(key), (key, at)
+            # the whole key view as of the seq: its versions, operations and their evidence
+            assert view.versions(key) == then.versions(key), (key, at)
+            assert list(view.operations(key)) == list(then.operations(key)), (key, at)
+            for v in view.versions(key):
+                if v.evidence is not None:
+                    assert view.evidence(v.evidence) == then.evidence(v.evidence)
 
 
 def _story(seed: int) -> ProvenanceGraph:
