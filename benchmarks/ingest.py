@@ -397,15 +397,18 @@ _MOON_WORKERS = 2
 def _moonshot(args: argparse.Namespace, root: Path) -> None:
     """The long fact stream and its baseline, each as a sharded state with parts of ``--part-rows`` rows;
     then the long one killed halfway and resumed, its union compared with the uninterrupted one's."""
+    from benchmarks.reader import fact_paths
     from pmem.graph.shards import union_difference
     from pmem.ingest._synthetic import write_fact_stream
+    from pmem.ingest._workdir import workdir_of
 
     runs = {}
     for label, rows, keys in (
         ("baseline", args.moon_base_rows, args.moon_base_keys),
         ("long", args.moon_rows, args.moon_keys),
     ):
-        stream = root / f"facts-{rows}-{keys}-seed{args.fact_seed}.parquet"  # pmem perf reader's names
+        parts = _MOON_WORKERS * max(1, -(-rows // (args.part_rows * _MOON_WORKERS)))
+        stream, out = fact_paths(root, rows, keys, args.fact_seed, parts)  # where pmem perf reader reads
         if not stream.exists():
             t0 = time.perf_counter()
             write_fact_stream(stream, rows, keys=keys, seed=args.fact_seed)
@@ -413,16 +416,14 @@ def _moonshot(args: argparse.Namespace, root: Path) -> None:
                 f"wrote {stream.name} ({stream.stat().st_size / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s",
                 flush=True,
             )
-        parts = _MOON_WORKERS * max(1, -(-rows // (args.part_rows * _MOON_WORKERS)))
-        out = root / f"state-{rows}-{keys}-seed{args.fact_seed}-p{parts}"
         argv = _sharded_argv(stream, out, parts)
         _remove(out)
-        shutil.rmtree(out.with_name(out.name + ".ingest"), ignore_errors=True)
+        shutil.rmtree(workdir_of(out), ignore_errors=True)
         t0 = time.perf_counter()
         report = _report_of(subprocess.run(argv, capture_output=True, text=True, check=False), argv)
         wall = time.perf_counter() - t0
         peaks = report["peak_rss_mb"]
-        runs[label] = {"rows": rows, "wall_s": wall, "out": out, "argv": argv, "stream": stream}
+        runs[label] = {"rows": rows, "wall_s": wall, "out": out, "stream": stream, "parts": parts}
         print(
             f"  {label:<8} {rows:,} facts over {keys:,} keys, --partitions {_MOON_WORKERS} --shards --parts {parts}: "
             f"{wall:,.1f} s end to end ({rows / wall:,.0f} facts/s; the ingest itself {report['wall_s']:,.1f} s, "
@@ -434,7 +435,7 @@ def _moonshot(args: argparse.Namespace, root: Path) -> None:
         )
         if label == "baseline":
             _remove(out)  # gigabytes: the long run's disk
-        shutil.rmtree(out.with_name(out.name + ".ingest"), ignore_errors=True)
+        shutil.rmtree(workdir_of(out), ignore_errors=True)
     base, long = runs["baseline"], runs["long"]
     ratio = (base["rows"] / base["wall_s"]) / (long["rows"] / long["wall_s"])
     print(
@@ -446,14 +447,10 @@ def _moonshot(args: argparse.Namespace, root: Path) -> None:
     if args.no_kill:
         return
     killed = long["out"].with_name(long["out"].name + "-killed")
-    argv = [
-        *long["argv"][: long["argv"].index("--out") + 1],
-        str(killed),
-        *long["argv"][long["argv"].index("--out") + 2 :],
-    ]
+    argv = _sharded_argv(long["stream"], killed, long["parts"])
     _remove(killed)
-    shutil.rmtree(killed.with_name(killed.name + ".ingest"), ignore_errors=True)
-    at = _kill_halfway(argv, killed.with_name(killed.name + ".ingest") / "manifest.json", long["rows"] // 2)
+    shutil.rmtree(workdir_of(killed), ignore_errors=True)
+    at = _kill_halfway(argv, workdir_of(killed) / "manifest.json", long["rows"] // 2)
     t0 = time.perf_counter()
     report = _report_of(subprocess.run(argv, capture_output=True, text=True, check=False), argv)
     wall = time.perf_counter() - t0
@@ -467,7 +464,7 @@ def _moonshot(args: argparse.Namespace, root: Path) -> None:
         flush=True,
     )
     _remove(killed)
-    shutil.rmtree(killed.with_name(killed.name + ".ingest"), ignore_errors=True)
+    shutil.rmtree(workdir_of(killed), ignore_errors=True)
     if difference is not None:
         raise SystemExit(1)
 

@@ -53,6 +53,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def fact_paths(root: Path, rows: int, keys: int, seed: int, parts: int) -> tuple[Path, Path]:
+    """The fact stream (Parquet) of ``rows`` rows over ``keys`` keys and its sharded state of ``parts``
+    parts, in ``root``: the names this benchmark reads, and ``pmem perf ingest --only moonshot`` writes."""
+    return (
+        root / f"facts-{rows}-{keys}-seed{seed}.parquet",
+        root / f"state-{rows}-{keys}-seed{seed}-p{parts}",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -61,9 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
     root = args.workdir
     root.mkdir(parents=True, exist_ok=True)
-    stream = root / f"facts-{args.rows}-{args.keys}-seed{args.seed}.parquet"
     parts = args.parts or args.partitions
-    state = root / f"state-{args.rows}-{args.keys}-seed{args.seed}-p{parts}"
+    stream, state = fact_paths(root, args.rows, args.keys, args.seed, parts)
     if not stream.exists():
         t0 = time.perf_counter()
         write_fact_stream(stream, args.rows, keys=args.keys, seed=args.seed)

@@ -84,6 +84,8 @@ class Ints:
 
 
 def mapped_segment(path: Path, maps: Maps) -> pa.Table:
+    """A sealed Arrow file of a sharded state (a log segment, a union numbering), memory-mapped through
+    ``maps`` and unverified."""
     try:
         return pa.ipc.open_file(maps.buffer(path)).read_all()
     except FileNotFoundError:
@@ -131,7 +133,8 @@ class Maps:
 
 
 def mapped_tables(path: Path, names: tuple[str, ...], maps: Maps) -> list[pa.Table]:
-    """Tables of a state of schema 4 or later, memory-mapped and unverified (see the module doc)."""
+    """Tables ``names`` of a state of schema 4 or later (either layout), memory-mapped through ``maps``
+    and unverified: Arrow validates the rows a reader takes (``pmem.graph._reader``)."""
     try:
         if path.is_dir():
             return [pa.ipc.open_file(maps.buffer(path / f"{n}.arrow")).read_all() for n in names]

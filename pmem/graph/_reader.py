@@ -5,8 +5,9 @@ a stream of Arrow batches, from memory-mapped tables.
 only the rows it is asked for: a key's row of ``keys``, the chain of its versions, the evidence they
 cite. Its answers are :class:`~pmem.graph.ProvenanceGraph`'s for the same state loaded whole, ids
 included. A sharded state's parts number their versions, evidence and seqs their own way; the reader
-gives the union's numbers (:class:`_UnionNumbers`), found by binary search in the parts' columns, so that
-nothing of the size of the state is built.
+gives the union's numbers (:class:`_UnionNumbers`): a version's from its part's union numbering (or, in a
+state of layout version 1, by binary searches in the other parts' columns), its seqs and evidence from
+its part's log, so that nothing of the size of the state is built.
 
 The price of reading without loading: the whole-file digests are not checked (that would read every
 byte). Arrow validates the rows returned; a state to be trusted whole is opened with
@@ -40,13 +41,13 @@ from pmem.graph._types import Cell, Evidence, Operation, Version
 from pmem.graph._why import KeyView, Why, why
 from pmem.graph.shards import (
     REGISTRY,
-    WRITE_LOG_SCHEMA,
     apply_log,
     is_sharded,
     listed_files,
     localize,
+    mapped_part_log,
+    numbered,
     part_name,
-    part_segments,
     partition_of,
     read_index,
     union_versions_name,
@@ -304,12 +305,11 @@ class StateReader:
         tables = [_Tables(self.path / part_name(p), self._maps) for p in range(partitions)]
         part_logs = []
         for p in range(partitions):
-            mapped = [mapped_segment(self.path / name, self._maps) for name in part_segments(listed, p)]
-            part_logs.append(pa.concat_tables(mapped) if mapped else WRITE_LOG_SCHEMA.empty_table())
+            part_logs.append(mapped_part_log(self.path, listed, p, self._maps))
             self._maps.release()  # each batch's header maps a run of pages: a part's at a time
         logs = [Ints(log.column("seq")) for log in part_logs]
         numberings: list[Ints | None] = [None] * partitions
-        if index["version"] != "1":
+        if numbered(index):
             for p in range(partitions):
                 numbering = mapped_segment(self.path / union_versions_name(p), self._maps)
                 numberings[p] = Ints(numbering.column("union_id"))

@@ -432,9 +432,7 @@ def write_union_numbering(root: Path, partitions: int, segments: dict[str, str])
         for p in range(partitions):
             (versions,) = mapped_tables(root / part_name(p), ("versions",), maps)
             created.append(Ints(versions.column("valid_from")))
-            mapped = [mapped_segment(root / name, maps) for name in part_segments(segments, p)]
-            table = pa.concat_tables(mapped) if mapped else WRITE_LOG_SCHEMA.empty_table()
-            logs.append(Ints(table.column("seq")))
+            logs.append(Ints(mapped_part_log(root, segments, p, maps).column("seq")))
             name = union_versions_name(p)
             writers.append(LogSegment(root / name, UNION_VERSIONS_SCHEMA, UNION_VERSIONS_FORMAT))
             maps.release()  # the pages read to open them (each batch's header maps a run of pages)
@@ -497,7 +495,7 @@ def read_index(path: str | Path) -> dict[str, str]:
         f"{REGISTRY}/{METADATA}.arrow",
         *(f"{part_name(p)}/{METADATA}.arrow" for p in range(partitions)),
     }
-    if entries["version"] != "1":
+    if numbered(entries):
         metadata |= {union_versions_name(p) for p in range(partitions)}
     missing = sorted(metadata - files.keys())
     if missing:
@@ -538,6 +536,19 @@ def listed_files(entries: dict[str, str]) -> dict[str, str]:
     """The files an index (:func:`read_index`'s entries) lists, by path relative to the state, with
     their digests."""
     return {name[len(_FILE) :]: digest for name, digest in entries.items() if name.startswith(_FILE)}
+
+
+def numbered(entries: dict[str, str]) -> bool:
+    """Whether a sharded state's index (:func:`read_index`'s entries) lists each part's union numbering
+    (layout version 2 and later)."""
+    return entries["version"] != "1"
+
+
+def mapped_part_log(root: Path, listed: dict[str, str], part: int, maps: Maps) -> pa.Table:
+    """Part ``part``'s write log: its segments among ``listed`` (:func:`listed_files`), memory-mapped
+    through ``maps`` and unverified, in arrival order (an empty log when it has none)."""
+    mapped = [mapped_segment(root / name, maps) for name in part_segments(listed, part)]
+    return pa.concat_tables(mapped) if mapped else WRITE_LOG_SCHEMA.empty_table()
 
 
 def union_versions_name(part: int) -> str:
@@ -694,7 +705,7 @@ def load_sharded(
         )
     versions = []
     listed = listed_files(entries)
-    numberings: list[NDArray[np.int64]] | None = None if entries["version"] == "1" else []
+    numberings: list[NDArray[np.int64]] | None = [] if numbered(entries) else None
     for p in range(partitions):
         folder = root / part_name(p)
         tables, meta, version = read_state(folder)  # each table checked against the part's metadata

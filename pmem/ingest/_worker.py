@@ -254,7 +254,7 @@ class IngestWorker:
         # an async actor runs calls in any order (Ray orders only a synchronous actor's calls): the
         # driver numbers the calls that must run in order, and each waits for its predecessor here
         self._commits = _Turns()  # commit and catch_up
-        self._appends = _Turns()  # a part's appends
+        self._appends = _Turns()  # the parts' appends
         self._parts: PartLogs | None = None  # a sharded ingest's parts this worker writes (open_parts)
         self._replay_first = False  # whether the commits' graph is the parts' logs' before its first use
 
