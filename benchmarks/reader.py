@@ -10,9 +10,13 @@ each measurement runs in a fresh process, so that its memory is its own:
   key's cell as of half the log (``cell_as_of``);
 - **frontier**: every non-empty cell streamed as Arrow batches: wall time and the process's peak
   resident memory (anonymous memory and mapped file pages, as the kernel counts them);
+- **search** (with ``--search``): the state's search index built by ``pmem index`` when it has none (wall
+  time, peak resident memory, size), then ``--samples`` queries (each a sampled key's words), the best 10
+  cells each: the median and the slowest, and the peak resident memory of the searches;
 - **the baseline, in the same run**: ``ProvenanceGraph.load(STATE)`` of the union, its wall time and peak,
   and the same answers from it. The reader's answers must equal the load's: each sampled key's cell and
-  history, and the frontier (compared by count and an order-free digest of its (key, value) rows).
+  history, and the frontier (compared by count and an order-free digest of its (key, value) rows); with
+  ``--search``, each query's hits, from every cell of the loaded frontier hashed and scored.
 
 Targets (issue 44): open under 1 s and 500 MB; a key's value and history under 50 ms; the frontier under 10 s
 and 1 GB; each answer the load's.
@@ -33,7 +37,9 @@ if TYPE_CHECKING:
     import argparse
 
 #: the child's modes: one measurement each, answers pickled to the file given
-_MODES = ("reader", "load")
+_MODES = ("reader", "load", "index")
+#: cells a query asks for
+_HITS = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-load", action="store_true", help="skip the full load (the baseline and the check)"
     )
+    parser.add_argument(
+        "--search",
+        action="store_true",
+        help="also search: build the index if the state has none, time queries",
+    )
 
 
 def fact_paths(root: Path, rows: int, keys: int, seed: int, parts: int) -> tuple[Path, Path]:
@@ -66,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    from pmem.graph._search import search_index_dir
     from pmem.ingest._synthetic import write_fact_stream
 
     root = args.workdir
@@ -95,8 +107,15 @@ def run(args: argparse.Namespace) -> int:
     sample = random.Random(args.seed).sample(sorted(keys), args.samples)
     del keys
     print(f"state: {state} ({size / 2**20:,.0f} MiB, {parts} parts); {len(sample)} random keys")
-
-    reader = _child("reader", state, sample, root)
+    queries = [key.replace("_", " ").replace(".", " ") for key in sample] if args.search else []
+    if args.search and not search_index_dir(state).is_dir():
+        built = _child("index", state, sample, root)
+        print(
+            f"index   pmem index: {built['cells']:,} cells in {built['index_s']:.1f} s, peak resident "
+            f"{built['peak_rss_mb']:,.0f} MiB, {built['bytes'] / 2**20:,.0f} MiB on disk",
+            flush=True,
+        )
+    reader = _child("reader", state, sample, root, queries)
     print(
         f"reader  open {reader['open_s'] * 1e3:,.0f} ms, resident {reader['open_rss_mb']:,.0f} MiB (target < 1 s, "
         f"500 MB) | one key, value and history: median {reader['key_median_ms']:.1f} ms, slowest "
@@ -107,27 +126,50 @@ def run(args: argparse.Namespace) -> int:
         f"median {reader['past_median_ms']:.1f} ms, slowest {reader['past_max_ms']:.1f} ms",
         flush=True,
     )
+    if queries:
+        print(
+            f"search  {len(queries)} queries, {_HITS} cells each: median {reader['search_median_ms']:,.0f} ms, slowest "
+            f"{reader['search_max_ms']:,.0f} ms, peak resident {reader['search_peak_mb']:,.0f} MiB",
+            flush=True,
+        )
     if args.no_load:
         return 0
-    load = _child("load", state, sample, root)
+    load = _child("load", state, sample, root, queries)
     same = (
         reader["answers"] == load["answers"]
         and reader["past"] == load["past"]
         and reader["frontier"] == load["frontier"]
+        and _same_hits(reader["hits"], load["hits"])
     )
     print(
         f"load    ProvenanceGraph.load {load['open_s']:.1f} s, peak resident {load['before_frontier_mb']:,.0f} MiB; "
         f"one key from the loaded graph: median {load['key_median_ms']:.2f} ms | the reader's answers are "
         f"the load's: {same} ({len(sample)} cells and histories, and cells as of half the log; the frontier of "
-        f"{load['frontier_rows']:,} cells)",
+        f"{load['frontier_rows']:,} cells{'; each query' + chr(39) + 's hits' if queries else ''})",
         flush=True,
     )
+    if queries:
+        print(
+            f"        the load's search (every cell hashed and scored): {load['search_s']:.1f} s for all queries"
+        )
     return 0 if same else 1
 
 
-def _child(mode: str, state: Path, sample: list[str], root: Path) -> dict[str, Any]:
+def _same_hits(found: list[list[tuple[str, float]]], expected: list[list[tuple[str, float]]]) -> bool:
+    """The reader's hits are the brute force's: the same keys in order, the same scores to float rounding."""
+    return all(
+        [k for k, _ in a] == [k for k, _ in b]
+        and all(abs(x - y) <= 2e-6 for (_, x), (_, y) in zip(a, b, strict=True))
+        for a, b in zip(found, expected, strict=True)
+    ) and len(found) == len(expected)
+
+
+def _child(
+    mode: str, state: Path, sample: list[str], root: Path, queries: list[str] | None = None
+) -> dict[str, Any]:
     out = root / f"answers-{mode}.pickle"
-    argv = [sys.executable, "-m", "benchmarks.reader", mode, str(state), str(out), json.dumps(sample)]
+    asked = json.dumps({"keys": sample, "queries": queries or []})
+    argv = [sys.executable, "-m", "benchmarks.reader", mode, str(state), str(out), asked]
     subprocess.run(argv, check=True)
     with out.open("rb") as f:
         found: dict[str, Any] = pickle.load(f)
@@ -143,7 +185,7 @@ def _rss_mb() -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["RssAnon"].split()[0]) / 1024
 
 
-def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
+def _measure(mode: str, state: Path, sample: list[str], queries: list[str]) -> dict[str, Any]:
     import statistics
 
     import numpy as np
@@ -151,8 +193,18 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
     import pyarrow as pa
 
     from pmem.graph import ProvenanceGraph, StateReader
+    from pmem.graph._search import build_search_index
     from pmem.ingest._memory import peak_rss_mb, reset_peak_rss
 
+    if mode == "index":
+        t0 = time.perf_counter()
+        stats = build_search_index(StateReader(state))
+        return {
+            "index_s": time.perf_counter() - t0,
+            "peak_rss_mb": peak_rss_mb(),
+            "cells": stats.cells,
+            "bytes": stats.bytes,
+        }
     t0 = time.perf_counter()
     source: Any = StateReader(state) if mode == "reader" else ProvenanceGraph.load(state)
     opened = time.perf_counter() - t0
@@ -179,6 +231,7 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
     reset_peak_rss()  # the frontier's peak is its own, not the reads' before it
     t = time.perf_counter()
     rows, digest, peak_anon = 0, 0, 0.0
+    items: list[tuple[str, str]] = []  # the load's frontier, which its search scores
     if mode == "reader":
         for batch in source.frontier_batches():
             frame = pl.DataFrame(pa.Table.from_batches([batch]).select(["key", "value"]))
@@ -190,7 +243,23 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
         frame = pl.DataFrame(items, schema=["key", "value"], orient="row")
         rows, digest = len(items), int(np.bitwise_xor.reduce(frame.hash_rows(seed=0).to_numpy()))
     frontier_s = time.perf_counter() - t
+    reset_peak_rss()
+    hits, search_times = [], []
+    t = time.perf_counter()
+    if mode == "reader":
+        for query in queries:
+            t = time.perf_counter()
+            hits.append([(c.key, c.score) for c in source.search(query, _HITS)])
+            search_times.append(time.perf_counter() - t)
+    elif queries:
+        hits = _brute_search(items, queries)
+    search_s = time.perf_counter() - t
     return {
+        "hits": hits,
+        "search_median_ms": statistics.median(search_times) * 1e3 if search_times else 0.0,
+        "search_max_ms": max(search_times, default=0.0) * 1e3,
+        "search_peak_mb": peak_rss_mb(),
+        "search_s": search_s,
         "open_s": opened,
         "open_rss_mb": open_rss,
         "key_median_ms": statistics.median(times) * 1e3,
@@ -208,10 +277,41 @@ def _measure(mode: str, state: Path, sample: list[str]) -> dict[str, Any]:
     }
 
 
+def _brute_search(items: list[tuple[str, str]], queries: list[str]) -> list[list[tuple[str, float]]]:
+    """Each query's best cells among ``items`` (key, value), every one hashed and scored as the index
+    scores them (a chunk at a time), ranked as ``StateReader.search`` ranks."""
+    import heapq
+
+    import numpy as np
+    import scipy.sparse
+
+    from pmem.graph import embedding_text, sparse_char_ngrams
+    from pmem.graph._search import DEFAULT_DIM, NGRAMS, SCORE_DECIMALS
+
+    vectors = np.stack([np.zeros(DEFAULT_DIM, np.float32) for _ in queries], axis=1)
+    for i, query in enumerate(queries):
+        _, columns, weights = sparse_char_ngrams([embedding_text(query)], DEFAULT_DIM, NGRAMS)
+        vectors[columns, i] = weights
+    best: list[list[tuple[float, str]]] = [[] for _ in queries]
+    chunk = 65_536
+    for start in range(0, len(items), chunk):
+        part = items[start : start + chunk]
+        texts = [embedding_text(f"{key}: {value}") for key, value in part]
+        offsets, columns, weights = sparse_char_ngrams(texts, DEFAULT_DIM, NGRAMS)
+        matrix = scipy.sparse.csr_matrix((weights, columns, offsets), shape=(len(part), DEFAULT_DIM))
+        scores = np.round(np.asarray(matrix @ vectors).astype(np.float64), SCORE_DECIMALS)
+        for i in range(len(queries)):
+            rows = np.flatnonzero(scores[:, i] > 0)
+            candidates = [(-float(scores[r, i]), part[r][0]) for r in rows.tolist()]
+            best[i] = heapq.nsmallest(_HITS, best[i] + candidates)
+    return [[(key, -score) for score, key in found] for found in best]
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] in _MODES:  # a measurement's child process
-        mode, state_path, out_path, keys_json = sys.argv[1:]
-        measured = _measure(mode, Path(state_path), json.loads(keys_json))
+        mode, state_path, out_path, asked_json = sys.argv[1:]
+        asked = json.loads(asked_json)
+        measured = _measure(mode, Path(state_path), asked["keys"], asked["queries"])
         with open(out_path, "wb") as f:
             pickle.dump(measured, f)
         raise SystemExit(0)

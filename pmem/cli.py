@@ -49,6 +49,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "pmem.graph._inspect",
         "print a saved P-Mem graph: current values, or one key's versions and evidence",
     ),
+    "index": (
+        "pmem.graph._index_cli",
+        "build a saved state's search index, part by part (for pmem inspect --search, StateReader.search)",
+    ),
     "erase": (
         "pmem._erase_cli",
         "erase one evidence item from a saved graph into a new state file; print the receipt",

@@ -10,7 +10,13 @@ from pmem.graph._bulk import WRITE_BATCH_SCHEMA, BatchResult
 from pmem.graph._codes import DISCLOSURES, EDGE_KINDS, OPS, STATUSES
 from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._guard import StateChangedError
-from pmem.graph._hashing import hash_char_ngrams
+from pmem.graph._hashing import (
+    HASHING_DIM,
+    HASHING_NGRAMS,
+    embedding_text,
+    hash_char_ngrams,
+    sparse_char_ngrams,
+)
 from pmem.graph._identity import (
     GENERIC_KEY_WORDS,
     HashingKeyEmbedding,
@@ -23,7 +29,7 @@ from pmem.graph._patch import Lowering, Patch, PatchController, lower_patch
 from pmem.graph._reader import StateReader, read_key_versions
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._state import StateFileError, journal_path
-from pmem.graph._types import Cell, Evidence, Operation, OpResult, Version
+from pmem.graph._types import Cell, Evidence, Operation, OpResult, ScoredCell, Version
 from pmem.graph._validate import check_text, key_problem, key_problems, valid_instant
 from pmem.graph._why import KeyView, Why, why
 from pmem.graph.shards import WRITE_LOG_SCHEMA, apply_log, is_sharded, partition_of, partitions_of
@@ -32,6 +38,8 @@ __all__ = [
     "DISCLOSURES",
     "EDGE_KINDS",
     "GENERIC_KEY_WORDS",
+    "HASHING_DIM",
+    "HASHING_NGRAMS",
     "OPS",
     "STATUSES",
     "WRITE_BATCH_SCHEMA",
@@ -52,6 +60,7 @@ __all__ = [
     "Patch",
     "PatchController",
     "ProvenanceGraph",
+    "ScoredCell",
     "StateChangedError",
     "StateFileError",
     "StateReader",
@@ -59,6 +68,7 @@ __all__ = [
     "Why",
     "apply_log",
     "check_text",
+    "embedding_text",
     "hash_char_ngrams",
     "is_sharded",
     "journal_path",
@@ -69,6 +79,7 @@ __all__ = [
     "partitions_of",
     "read_key_versions",
     "rule_confirm",
+    "sparse_char_ngrams",
     "valid_instant",
     "why",
 ]

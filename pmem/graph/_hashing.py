@@ -19,7 +19,12 @@ from collections.abc import Sequence
 
 import mmh3
 import numpy as np
+from numpy.typing import NDArray
 
+#: The ``hashing`` embedder's columns and n-gram lengths, unless configured otherwise (a state's search
+#: index hashes with them too).
+HASHING_DIM = 1024
+HASHING_NGRAMS = (2, 4)
 _WHITESPACE_RUNS = re.compile(r"\s\s+")
 #: a hash of -2**31 has no absolute value in 32 bits: the column scikit-learn gives it
 _INT32_MIN = -(2**31)
@@ -49,6 +54,23 @@ def hash_char_ngrams(
 ) -> np.ndarray:
     """One L2-normalized row of n-gram counts per text, ``dim`` columns, of ``dtype`` (see the module
     docstring). The texts are taken as they are: lowercase them first where that is wanted."""
+    offsets, columns, weights = sparse_char_ngrams(texts, dim, ngram_range, dtype)
+    out: np.ndarray = np.zeros((len(texts), dim), dtype=dtype)
+    rows = np.repeat(np.arange(len(texts), dtype=np.int64), np.diff(offsets))
+    out.reshape(-1)[rows * dim + columns] = weights
+    return out
+
+
+def sparse_char_ngrams(
+    texts: Sequence[str], dim: int, ngram_range: tuple[int, int] = (2, 4), dtype: type = np.float32
+) -> tuple[NDArray[np.int64], NDArray[np.int64], np.ndarray]:
+    """The rows of :func:`hash_char_ngrams` as a CSR matrix's arrays: ``offsets`` (row ``i``'s cells
+    are ``offsets[i]:offsets[i + 1]``), their ``columns`` (ascending within a row) and ``weights``.
+
+    >>> offsets, columns, weights = sparse_char_ngrams(["mug", ""], dim=64)
+    >>> offsets.tolist(), columns.tolist() == sorted(set(columns.tolist()))
+    ([0, 9, 9], True)
+    """
     low, high = ngram_range
     lengths: list[int] = []
     hashes: list[int] = []
@@ -67,6 +89,12 @@ def hash_char_ngrams(
     # as scikit-learn normalizes: squares summed in double, each count divided in double, then cast
     weights = counts.astype(np.float64)
     norms = np.sqrt(np.bincount(cell_rows, weights=weights * weights, minlength=n))
-    out: np.ndarray = np.zeros((n, dim), dtype=dtype)
-    out.reshape(-1)[cells] = (weights / norms[cell_rows]).astype(dtype)
-    return out
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cell_rows, minlength=n), out=offsets[1:])
+    return offsets, cells % dim, (weights / norms[cell_rows]).astype(dtype)
+
+
+def embedding_text(text: str) -> str:
+    """A text as the ``hashing`` embedder hashes it: lowercased, with underscores and dots as spaces, so
+    that ``alice_1.location`` shares the n-grams of the words ``alice`` and ``location``."""
+    return text.lower().replace("_", " ").replace(".", " ")

@@ -1,6 +1,7 @@
-"""`pmem inspect STATE [--key KEY [--ops]] [--as-of SEQ|TIME] [--all] [--json]`: a saved graph's cells, or
-one key's history (``--ops``: with its operation log, each operation's evidence); ``--json`` prints any
-of these views as one JSON document.
+"""`pmem inspect STATE [--key KEY [--ops]] [--as-of SEQ|TIME] [--all] [--search QUERY [--k N]] [--json]`: a
+saved graph's cells, one key's history (``--ops``: with its operation log, each operation's evidence), or
+the cells nearest a query (``--search``, through the index ``pmem index STATE`` builds); ``--json`` prints
+any of these views as one JSON document.
 
 A ``--key`` view reads the state without loading it (:class:`~pmem.graph.StateReader`, every file
 verified against its digest first), now or, for a sharded state, ``--as-of`` a seq (its key's rows of its
@@ -39,6 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--as-of",
         metavar="SEQ|TIME",
         help="show the graph as of an arrival seq (an integer) or an ISO 8601 observation time",
+    )
+    parser.add_argument(
+        "--search",
+        metavar="QUERY",
+        help="the cells whose current values are nearest QUERY, best first (needs `pmem index STATE` first)",
+    )
+    parser.add_argument(
+        "--k", type=int, default=12, help="with --search: how many cells at most (default 12)"
     )
     parser.add_argument(
         "--json", action="store_true", help="print the same view as one JSON document (every view)"
@@ -160,6 +169,8 @@ def _key_reader(args: argparse.Namespace) -> StateReader | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.search is not None:
+        return _search(args)
     reader = _key_reader(args)
     if reader is not None:
         if args.as_of is None:
@@ -210,6 +221,33 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key} = {_shown(cell.value)}  [{cell.status}]")
     else:
         print(graph.render(disclose=("support", "alternatives")))
+    return 0
+
+
+def _search(args: argparse.Namespace) -> int:
+    """The ``--search`` view: the state verified and its index read, not the state loaded."""
+    if args.key or args.as_of is not None or args.all or args.ops:
+        print(
+            "error: --search shows the cells nearest a query now: leave out --key, --as-of, --all and --ops",
+            file=sys.stderr,
+        )
+        return 2
+    if args.k <= 0:
+        print(f"error: --k {args.k}: give how many cells at most, 1 or more", file=sys.stderr)
+        return 2
+    try:
+        hits = StateReader(args.state, verify=True).search(args.search, args.k)
+    except StateFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        found = [{"key": c.key, "value": c.value, "status": c.status, "score": c.score} for c in hits]
+        print(json.dumps({"state": str(args.state), "query": args.search, "hits": found}, indent=1))
+        return 0
+    if not hits:
+        print(f"{args.state}: no cell shares an n-gram with {args.search!r}")
+    for cell in hits:
+        print(f"{cell.score:.3f}  {cell.key} = {_shown(cell.value)}  [{cell.status}]")
     return 0
 
 

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._mapped import Ints, Maps, locate, mapped_segment, mapped_tables
+from pmem.graph._search import PartIndexes
 from pmem.graph._state import (
     METADATA,
     TABLE_DIGEST_PREFIX,
@@ -37,7 +38,7 @@ from pmem.graph._state import (
     _refuse,
     journal_path,
 )
-from pmem.graph._types import Cell, Evidence, Operation, Version
+from pmem.graph._types import Cell, Evidence, Operation, ScoredCell, Version
 from pmem.graph._why import KeyView, Why, why
 from pmem.graph.shards import (
     REGISTRY,
@@ -85,6 +86,7 @@ class _Tables:
                         path / f"{name}.arrow",
                         "its digest is not the one the state's metadata lists (a file of another state?)",
                     )
+        self._maps = maps  # the digests a search index is checked against are read from the maps
         self._key_names = self.keys.column("key")
         # a version's row without its key's name: that column is a dictionary of every key, which a row
         # of it would validate and decode whole (milliseconds a row at a million keys); the reader knows
@@ -102,6 +104,14 @@ class _Tables:
     @property
     def seq(self) -> int:
         return int(self.meta["seq"])
+
+    @property
+    def identity(self) -> str:
+        """Which state this is, as a search index built from it records it: the digests its keys' and
+        versions' files carry (the state file's, for the file layout)."""
+        if not self.path.is_dir():
+            return self._maps.sealed(self.path)
+        return "+".join(self._maps.sealed(self.path / f"{name}.arrow") for name in ("keys", "versions"))
 
     def key_row(self, key: str) -> int | None:
         """The row of ``key`` in ``keys`` (its id), None when the state never wrote it."""
@@ -288,6 +298,7 @@ class StateReader:
         self._maps = Maps(verify)  # every file read, mapped
         self._parts: list[_Part] = []
         self._rows: int | None = None  # a sharded state's arrivals (its index's rows)
+        self._search: PartIndexes | None = None  # the search index, opened by the first search
         if is_sharded(self.path):
             self._open_sharded()
         else:
@@ -335,6 +346,15 @@ class StateReader:
     def seq(self) -> int:
         """The arrival seq of the state's last write."""
         return self._parts[0].tables.seq if self._rows is None else self._rows
+
+    @property
+    def parts(self) -> int:
+        """The state's parts: a sharded state's partitions, else 1."""
+        return len(self._parts)
+
+    def identity(self, part: int) -> str:
+        """Which state part ``part`` is: the digests of the files of its keys and versions."""
+        return self._parts[part].tables.identity
 
     def _part_of(self, key: str) -> _Part:
         return self._parts[partition_of(key, len(self._parts))] if len(self._parts) > 1 else self._parts[0]
@@ -563,13 +583,15 @@ class StateReader:
                 return part, lo
         return None
 
-    def frontier_batches(self, batch_rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+    def frontier_batches(
+        self, batch_rows: int = 65_536, *, part: int | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """Every non-empty cell's key, value, status and support (:data:`FRONTIER_SCHEMA`), in batches of
         at most ``batch_rows`` keys: a sharded state's part by part (each in the order its keys arrived),
-        so that memory holds one batch whatever the state's size. ``ProvenanceGraph.frontier_items`` is
-        the same set of (key, value), sorted."""
-        for part in self._parts:
-            tables = part.tables
+        so that memory holds one batch whatever the state's size; with ``part``, that part's only.
+        ``ProvenanceGraph.frontier_items`` is the same set of (key, value), sorted."""
+        for one in self._parts if part is None else [self._parts[part]]:
+            tables = one.tables
             for start in range(0, tables.keys.num_rows, batch_rows):
                 keys = tables.keys.slice(start, batch_rows)
                 heads = keys.column("head")
@@ -590,6 +612,31 @@ class StateReader:
                     schema=FRONTIER_SCHEMA,
                 )
                 self._maps.release()  # the batch is copied out: its pages need not stay resident
+
+    def search(self, query: str, k: int = 12, *, min_score: float | None = None) -> list[ScoredCell]:
+        """The cells whose current values are nearest ``query``, best first: at most ``k``, each with its
+        score, the cosine similarity of the ``hashing`` embedder's vectors of the query and of the cell's
+        ``key: value`` (ties: the smaller key first). A cell sharing no n-gram with the query, or scoring
+        below ``min_score``, is not found. Reads the state's search index (:mod:`pmem.graph._search`,
+        built by ``pmem index STATE``) a batch of a part at a time.
+
+        Raises:
+            SearchIndexError: the state has no index, or one of another state or of this one before it
+                changed.
+        """
+        if k <= 0:
+            return []
+        if self._search is None:
+            self._search = PartIndexes(self.path, [self.identity(p) for p in range(self.parts)], self._maps)
+        hits = self._search.search(query, k, min_score, self._maps.release)
+        out = []
+        for key, score in hits:
+            cell = self.cell(key)
+            assert cell is not None and cell.value is not None  # the index is of this state's frontier
+            out.append(
+                ScoredCell(**{f.name: getattr(cell, f.name) for f in dataclasses.fields(cell)}, score=score)
+            )
+        return out
 
 
 class _NullableInts:

@@ -65,6 +65,14 @@ class Cell:
 
 
 @dataclass(frozen=True, slots=True)
+class ScoredCell(Cell):
+    """A :class:`Cell` that a search found (``pmem.Memory.search``, ``StateReader.search``), with
+    ``score``: its cosine similarity to the query (higher is nearer)."""
+
+    score: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """An observation: ``time`` when it was observed, ``valid_time`` when what it states became true."""
 

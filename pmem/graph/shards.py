@@ -289,13 +289,20 @@ class LogSegment:
     (32, 1)
     """
 
-    def __init__(self, path: Path, schema: pa.Schema = WRITE_LOG_SCHEMA, form: str = LOG_FORMAT) -> None:
+    def __init__(
+        self,
+        path: Path,
+        schema: pa.Schema = WRITE_LOG_SCHEMA,
+        form: str = LOG_FORMAT,
+        meta: dict[str, str] | None = None,
+    ) -> None:
         self.path = path
-        self._schema = schema  # another sealed file written in pieces: a part's union numbering
+        self._schema = schema  # another sealed file written in pieces: a union numbering, a search index
         fd, self._tmp = _create_aside(path)
         self._file = os.fdopen(fd, "w+b")
         self._sealing = _Sealing(self._file)  # the digest, taken from the bytes as they are written
-        self._writer = pa.ipc.new_file(self._sealing.sink(), _sealed_schema(schema, {"format": form}))
+        sealed = _sealed_schema(schema, {**(meta or {}), "format": form})  # meta: what the file is of
+        self._writer = pa.ipc.new_file(self._sealing.sink(), sealed)
         self.rows = 0
 
     def write(self, rows: pa.Table) -> None:

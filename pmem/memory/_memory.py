@@ -23,6 +23,7 @@ from pmem.graph import (
     JournaledGraph,
     OpResult,
     ProvenanceGraph,
+    ScoredCell,
     Version,
     Why,
     is_sharded,
@@ -56,14 +57,6 @@ MODEL_REMEDY = (
     'for ordinary text give the memory a model: pmem.Memory({"backend": "openai", "url": ..., "model": ...}) '
     "or a local one (docs/models.md)"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ScoredCell(Cell):
-    """A :class:`~pmem.graph.Cell` that :meth:`AsyncMemory.search` found, with ``score``: its cosine
-    similarity to the query (higher is nearer)."""
-
-    score: float = 0.0
 
 
 @dataclass(frozen=True)

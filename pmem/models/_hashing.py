@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pmem.graph import hash_char_ngrams
+from pmem.graph import HASHING_DIM, HASHING_NGRAMS, embedding_text, hash_char_ngrams
 from pmem.models._tokens import estimate_tokens
 from pmem.models._types import CallContext, Embedder, Embedding
 
@@ -25,21 +25,20 @@ if TYPE_CHECKING:
 class HashingEmbedder(Embedder):
     """Char n-grams (within word boundaries, underscores and dots treated as spaces) hashed to ``dim``."""
 
-    def __init__(self, dim: int = 1024, ngram_range: tuple[int, int] = (2, 4)) -> None:
+    def __init__(self, dim: int = HASHING_DIM, ngram_range: tuple[int, int] = HASHING_NGRAMS) -> None:
         self.dim = int(dim)
         self.ngram_range = (int(ngram_range[0]), int(ngram_range[1]))
         self.model_id = f"hashing-char{ngram_range[0]}{ngram_range[1]}-{self.dim}"
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> HashingEmbedder:
-        ngram = spec.option("ngram_range", (2, 4))
-        return cls(dim=int(spec.option("dim", 1024)), ngram_range=(int(ngram[0]), int(ngram[1])))
+        ngram = spec.option("ngram_range", HASHING_NGRAMS)
+        return cls(dim=int(spec.option("dim", HASHING_DIM)), ngram_range=(int(ngram[0]), int(ngram[1])))
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        prepared = [t.lower().replace("_", " ").replace(".", " ") for t in texts]
-        return hash_char_ngrams(prepared, self.dim, self.ngram_range, np.float32)
+        return hash_char_ngrams([embedding_text(t) for t in texts], self.dim, self.ngram_range, np.float32)
 
     async def embed(self, texts: Sequence[str], *, context: CallContext | None = None) -> np.ndarray:
         return self.embed_sync(texts)  # no token count: this is the arms' hot path

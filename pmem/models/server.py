@@ -52,6 +52,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pmem.graph import HASHING_DIM
 from pmem.models._hashing import HashingEmbedder
 from pmem.models._heuristic import MODEL_ID, respond
 from pmem.models._loop import run as run_loop
@@ -123,7 +124,7 @@ class StandInServer:
         self,
         model: str = MODEL_ID,
         embed_model: str | None = None,
-        embed_dim: int = 1024,
+        embed_dim: int = HASHING_DIM,
         faults: Faults | None = None,
         api_key: str | None = None,
     ) -> None:
@@ -429,7 +430,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--embed-dim",
         type=int,
-        default=1024,
+        default=HASHING_DIM,
         help="dimension of the hashing embedder's vectors (default: %(default)s)",
     )
     parser.add_argument(
