@@ -502,7 +502,12 @@ class _Gen:
                                 q,
                                 {},
                                 ok=False,
-                                error="ContextWindowExceeded: prompt of 17,210 tokens > 16,384",
+                                # as a runner records one: the traceback, the exception last
+                                error=(
+                                    "Traceback (most recent call last):\n"
+                                    '  File "pmem/runner/_execute.py", line 346, in run_unit\n'
+                                    "ContextWindowExceeded: prompt of 17,210 tokens > 16,384"
+                                ),
                             )
                             continue
                         cells = self._fc_writes(h, arm, facts) if arm in WRITE_ARMS else None

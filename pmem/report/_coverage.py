@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from pmem.report._accounting import history_status
-from pmem.report._base import Metrics, expected_cells
+from pmem.report._base import Metrics, expected_cells, failure_reason
 from pmem.report._load import AGENT_SEP, PLAN, Run, agent_arm
 from pmem.report._table import Table
 from pmem.rundir import columns as C
@@ -104,7 +104,8 @@ def coverage_table(m: Metrics) -> Table:
     keys = [C.BENCHMARK, C.SUBSET, C.ARM]
     notes = [
         "What the run holds against what its config asked for. A cell with no result rows is reported "
-        "as missing, never as zero; failed histories are counted from histories/."
+        "as missing, never as zero; failed histories are counted from histories/, and first_error is "
+        "the first failure's reason in one line (its whole error is in histories/)."
     ]
     observed = (
         m.hist.group_by(keys).agg(
@@ -126,6 +127,9 @@ def coverage_table(m: Metrics) -> Table:
                 first_error=pl.col(C.ERROR).drop_nulls().first(),
             )
             .collect()
+            .with_columns(
+                first_error=pl.col("first_error").map_elements(failure_reason, return_dtype=pl.String)
+            )
         )
     else:
         st = None

@@ -17,6 +17,7 @@ import polars as pl
 
 from pmem.memory.writepath import WRITE_PURPOSES
 from pmem.report._accounting import READ_PURPOSES
+from pmem.report._base import failure_reason
 from pmem.report._stats import wilson
 from pmem.report._table import Table
 from pmem.rundir import columns as C
@@ -81,7 +82,7 @@ def peer_table(m: Metrics) -> Table:
             "design": arm if arm in COUNTERPART else f"ours ({arm})",
             "complete": done.height,
             "failed": failed.height,
-            "first_failure": _last_line(next(iter(failed[C.ERROR].drop_nulls().to_list()), None)),
+            "first_failure": failure_reason(next(iter(failed[C.ERROR].drop_nulls().to_list()), None)),
         }
         if results is not None and ids:
             r = results.filter((pl.col(C.ARM) == arm) & pl.col(C.HISTORY_ID).is_in(ids))
@@ -160,14 +161,3 @@ def _store_bytes(done: pl.DataFrame) -> float | None:
         if size is not None:
             sizes.append(int(size))
     return sum(sizes) / len(sizes) if sizes else None
-
-
-def _last_line(error: str | None) -> str | None:
-    """A failure's reason, short: its last line that says something (a pydantic error ends on a URL),
-    without the exception's module path."""
-    if not error:
-        return None
-    lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()]
-    said = [ln for ln in lines if not ln.startswith("For further information")] or lines
-    reason = said[-1].removeprefix("pmem.peers._base.")
-    return reason if len(reason) <= 160 else reason[:157] + "..."
