@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._mapped import Ints, Maps, locate, mapped_segment, mapped_tables
-from pmem.graph._search import PartIndexes
+from pmem.graph._search import PartIndexes, SearchIndexError
 from pmem.graph._state import (
     METADATA,
     TABLE_DIGEST_PREFIX,
@@ -616,7 +616,7 @@ class StateReader:
     def search(self, query: str, k: int = 12, *, min_score: float | None = None) -> list[ScoredCell]:
         """The cells whose current values are nearest ``query``, best first: at most ``k``, each with its
         score, the cosine similarity of the ``hashing`` embedder's vectors of the query and of the cell's
-        ``key: value`` (ties: the smaller key first). A cell sharing no n-gram with the query, or scoring
+        ``key: value``, rounded to 6 decimals (ties: the smaller key first). A cell sharing no n-gram with the query, or scoring
         below ``min_score``, is not found. Reads the state's search index (:mod:`pmem.graph._search`,
         built by ``pmem index STATE``) a batch of a part at a time.
 
@@ -632,10 +632,10 @@ class StateReader:
         out = []
         for key, score in hits:
             cell = self.cell(key)
-            assert cell is not None and cell.value is not None  # the index is of this state's frontier
-            out.append(
-                ScoredCell(**{f.name: getattr(cell, f.name) for f in dataclasses.fields(cell)}, score=score)
-            )
+            if cell is None or cell.value is None:  # the index is checked to be of this state: never
+                msg = f"{self.path}: the search index names {key!r}, which holds no value here: rebuild it"
+                raise SearchIndexError(msg)
+            out.append(ScoredCell.of(cell, score))
         return out
 
 

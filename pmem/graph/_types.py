@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -70,6 +71,11 @@ class ScoredCell(Cell):
     ``score``: its cosine similarity to the query (higher is nearer)."""
 
     score: float = 0.0
+
+    @classmethod
+    def of(cls, cell: Cell, score: float) -> ScoredCell:
+        """``cell`` found with ``score``."""
+        return cls(**{f.name: getattr(cell, f.name) for f in dataclasses.fields(cell)}, score=score)
 
 
 @dataclass(frozen=True, slots=True)

@@ -315,10 +315,12 @@ class AsyncMemory:
             c = self.graph.cell(key)
             if c is None or c.value is None:
                 continue
-            fields = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}
-            fields["alternatives"] = c.alternatives if "alternatives" in disclose else []
-            fields["history"] = c.history if "history" in disclose else []
-            out.append(ScoredCell(**fields, score=score))
+            shown = dataclasses.replace(
+                c,
+                alternatives=c.alternatives if "alternatives" in disclose else [],
+                history=c.history if "history" in disclose else [],
+            )
+            out.append(ScoredCell.of(shown, score))
         return out
 
     async def get(self, key: str) -> Cell | None:
