@@ -3,8 +3,9 @@ every copy the project keeps of it.
 
 Writes the erased graph to ``--out`` (atomically; never over STATE itself, which still holds the text:
 replace STATE with it when you have checked it) and scrubs what P-Mem wrote beside STATE: an ingest's
-working folder ``STATE.ingest/`` (:mod:`pmem.ingest._erase`), and the journal of a memory's writes
-(``STATE.journal``), which is folded into STATE so that no second copy of the text lies beside it. Prints the receipt as JSON: the evidence,
+working folder ``STATE.ingest/`` (:mod:`pmem.ingest._erase`), the journal of a memory's writes
+(``STATE.journal``), which is folded into STATE so that no second copy of the text lies beside it, and
+STATE's search index (``pmem index``: its keys and hashed values), which is removed. Prints the receipt as JSON: the evidence,
 the keys whose value changed (before, after), the versions erased, and ``cleaned``, every place cleaned.
 Errors go to stderr with exit status 2: an unreadable state file, an unknown evidence id, an ``--out``
 that is STATE or whose directory does not exist, a working folder an ingest is writing now, and a
@@ -16,13 +17,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pmem._lock import LockHeldError
 from pmem._scrub import stated_only_by
-from pmem.graph import ProvenanceGraph, StateChangedError, StateFileError, is_sharded, journal_path
+from pmem.graph import (
+    ProvenanceGraph,
+    StateChangedError,
+    StateFileError,
+    is_sharded,
+    journal_path,
+    search_index_dir,
+)
 from pmem.ingest import erase_in_workdir, sharded_copies
 from pmem.rundir import RUN_TOML
 from pmem.runner import RunErasureError, erase_in_run
@@ -124,6 +133,10 @@ def _state_file(args: argparse.Namespace) -> int:
         if journal.exists():  # a second copy of the text beside STATE: folded into STATE, then gone
             before.save(state)
             cleaned.append(f"{journal} (folded into {state}, which holds the text until you replace it)")
+        index = search_index_dir(state)
+        if index.is_dir():  # each cell's key and hashed `key: value`: a derived copy, rebuilt in seconds
+            shutil.rmtree(index)
+            cleaned.append(f"{index} (the search index: removed; `pmem index` the erased state)")
     except (LockHeldError, StateFileError, StateChangedError, OSError) as exc:
         print(
             f"error: {out} is written, but the copies beside {state} are not scrubbed: {exc}", file=sys.stderr

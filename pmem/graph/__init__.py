@@ -28,6 +28,7 @@ from pmem.graph._journaled import JournaledGraph
 from pmem.graph._patch import Lowering, Patch, PatchController, lower_patch
 from pmem.graph._reader import StateReader, read_key_versions
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
+from pmem.graph._search import SearchIndexError, build_search_index, search_index_dir
 from pmem.graph._state import StateFileError, journal_path
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, ScoredCell, Version
 from pmem.graph._validate import check_text, key_problem, key_problems, valid_instant
@@ -61,12 +62,14 @@ __all__ = [
     "PatchController",
     "ProvenanceGraph",
     "ScoredCell",
+    "SearchIndexError",
     "StateChangedError",
     "StateFileError",
     "StateReader",
     "Version",
     "Why",
     "apply_log",
+    "build_search_index",
     "check_text",
     "embedding_text",
     "hash_char_ngrams",
@@ -79,6 +82,7 @@ __all__ = [
     "partitions_of",
     "read_key_versions",
     "rule_confirm",
+    "search_index_dir",
     "sparse_char_ngrams",
     "valid_instant",
     "why",

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from pmem.graph._mapped import Maps
     from pmem.graph._reader import StateReader
 
-__all__ = ["DEFAULT_DIM", "IndexStats", "build_search_index", "search_index_dir"]
+__all__ = ["DEFAULT_DIM", "IndexStats", "SearchIndexError", "build_search_index", "search_index_dir"]
 
 #: Columns of the hashed vectors, unless the build names others.
 DEFAULT_DIM = HASHING_DIM

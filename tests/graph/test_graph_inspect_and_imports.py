@@ -111,9 +111,15 @@ def test_erase_writes_a_new_state_and_prints_the_receipt(tmp_path, capsys):
     g.apply("accept", "user.city", "Lisbon", evidence=g.observe("I live in Lisbon"))
     g.apply("accept", "user.city", "Oslo", evidence=g.observe("Moved to Oslo, said Xylophon"))
     g.save(tmp_path / "s.arrow")
+    assert main(["index", str(tmp_path / "s.arrow")]) == 0  # a search index: keys and hashed values
+    capsys.readouterr()
     out = tmp_path / "erased.arrow"
     assert main(["erase", str(tmp_path / "s.arrow"), "e1", "--out", str(out)]) == 0
     receipt = json.loads(capsys.readouterr().out)
+    assert not (tmp_path / "s.arrow.search").exists()
+    assert any(
+        c.startswith(f"{tmp_path / 's.arrow.search'} (the search index: removed") for c in receipt["cleaned"]
+    )
     assert receipt["evidence"] == "e1" and receipt["changed"] == {"user.city": ["Oslo", "Lisbon"]}
     assert receipt["erased_versions"] == ["v1"] and receipt["out"] == str(out)
     assert b"Xylophon" not in out.read_bytes() and b"Xylophon" in (tmp_path / "s.arrow").read_bytes()
