@@ -172,6 +172,11 @@ class KeyRegistry:
         return list(self._keys)
 
     @property
+    def key_count(self) -> int:
+        """How many canonical keys are registered (``len(keys)`` without copying them)."""
+        return len(self._keys)
+
+    @property
     def decisions(self) -> list[IdentityDecision]:
         return list(self._decisions)
 

@@ -265,7 +265,7 @@ def checkpoint_size(graph: ProvenanceGraph) -> int:
     2
     """
     registry = graph.registry_in_use
-    return graph.seq + (0 if registry is None else len(registry.keys))
+    return graph.seq + (0 if registry is None else registry.key_count)
 
 
 def checkpointed_events(work: Workdir) -> int | None:

@@ -570,8 +570,16 @@ def test_a_driver_that_holds_no_graph_checkpoints_at_its_last_cost_however_long_
     clock = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     registry_only = ProvenanceGraph()
+    for i in range(100):
+        registry_only.registry.register(f"user_{i}.city")
     points.save(registry_only, events=131_072, since=999.0)
     clock[0] = 1000.0 + 1.5 / CHECKPOINT_SHARE  # 30 s on: the stream is at millions of events now
+    assert points.affordable(registry_only)
+    # what it does grow with is the registry: ten times the keys, ten times the predicted cost
+    for i in range(100, 1000):
+        registry_only.registry.register(f"user_{i}.city")
+    assert not points.affordable(registry_only)
+    clock[0] = 1000.0 + 10.5 / CHECKPOINT_SHARE
     assert points.affordable(registry_only)
 
 
