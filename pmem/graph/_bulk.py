@@ -48,8 +48,10 @@ the two, state bytes and hidden state, over every operation type).
   the loop's insertion order: by operation, except support counts (at a version's first support) and
   open alternatives (a key re-enters at the first alternative it opens after its last closing).
 
-A graph with source authority or valid times goes through the loop itself (``_loop``): there an accept
-may be lowered to a contest or enter the history, outcomes the scan does not model.
+A graph with source authority goes through the loop itself (``_loop``): there an accept may be lowered
+to a contest, an outcome the scan does not model. So does a batch of a graph with valid times where an
+accept may enter its key's history (its evidence valid before a version the key may hold:
+``_may_enter_history``); a batch whose dated facts come in order goes column-wise.
 
 Speed. The graph's integer columns, per-key heads included, are typed (int64 ``array``), so the scan's
 results go into them as block copies; the batch's keys are looked up at once in a hash table
@@ -87,6 +89,7 @@ import itertools
 import sys
 from array import array
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
@@ -338,7 +341,8 @@ def apply_batch(
     try:
         is_obs, ops = _validate(graph, table, retracts)
         # Nothing below can fail.
-        if graph.storage.has_authority() or graph.storage.has_valid_times():
+        store = graph.storage
+        if store.has_authority() or (store.has_valid_times() and _may_enter_history(graph, ops)):
             # an accept may be lowered (authority) or enter the history (valid time): outcomes the
             # column-wise pass does not model, so the rows go through the loop itself
             code = _loop(graph, table, is_obs, retracts)
@@ -352,6 +356,46 @@ def apply_batch(
         if enabled:
             gc.enable()
     return BatchResult(((code >> 3) & 7).astype(np.int8), (code >> 6).astype(np.bool_), first_evidence)
+
+
+def _may_enter_history(graph: ProvenanceGraph, ops: _Ops) -> bool:
+    """Whether an accept of the batch may enter its key's history instead of superseding its head: the
+    one outcome valid time changes (``ProvenanceGraph.apply``: the accept cites evidence valid before
+    the evidence that made the head), which the column-wise pass does not model.
+
+    Judged without the heads the batch makes: an accept citing dated evidence may enter history when
+    its evidence is valid before that of any version its key could hold as head when it arrives: a
+    version of the key's history or an open alternative before the batch, or one an earlier operation of
+    the batch made (each operation citing dated evidence on the key is counted as making one). A batch
+    of facts whose valid times come in order is judged safe and goes column-wise, however many of its
+    rows are dated; a graph with a single dated fact no longer sends every later batch to the loop.
+    """
+    store = graph.storage
+    dated = np.fromiter((store.valid_instant(e) is not None for e in ops.ev.tolist()), np.bool_, len(ops.ev))
+    if not dated.any():
+        return False  # no accept cites dated evidence: none can enter history
+    keys = set(ops.kid[dated].tolist())  # only these keys' accepts can
+    latest: dict[int, datetime] = {}  # per key: the latest valid time of a version it may hold
+    for kid in keys:
+        if kid >= 0:  # a key new to the graph holds nothing yet
+            made = (
+                store.valid_instant(store.creating_evidence(v))
+                for v in (*store.chain(kid), *store.alternatives(kid))
+            )
+            found = [at for at in made if at is not None]
+            if found:
+                latest[kid] = max(found)
+    for j in np.flatnonzero(np.isin(ops.kid, np.fromiter(keys, _I64, len(keys)))).tolist():
+        kid = int(ops.kid[j])
+        mine = store.valid_instant(int(ops.ev[j])) if dated[j] else None
+        if mine is None:
+            continue
+        held = latest.get(kid)
+        if ops.code[j] == ACCEPT and held is not None and mine < held:
+            return True
+        if held is None or mine > held:
+            latest[kid] = mine
+    return False
 
 
 def _loop(

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import strategies as st
 from lengths import short_and_long
 
-from pmem.graph import OPS, WRITE_BATCH_SCHEMA, OpResult, ProvenanceGraph, _bulk
+from pmem.graph import OPS, WRITE_BATCH_SCHEMA, WRITE_LOG_SCHEMA, OpResult, ProvenanceGraph, _bulk, apply_log
 from pmem.graph._texts import TextColumn
 
 KEYS = ["a", "b", "c", "d", "e.f"]
@@ -549,3 +549,119 @@ def test_the_benchmark_stream_gives_identical_state_bytes() -> None:
     assert result["identical"] == 1.0
     assert result["rows"] == 6000
     assert result["state_bytes"] > 0
+
+
+def _dated(data: st.DataObject, script: list[Row], evidence_before: int, in_order: bool) -> list[Row]:
+    """``script`` with a valid time on some observations (``("obs", text, source, time, valid)``):
+    nondecreasing over the script when ``in_order``, else drawn at random."""
+    out: list[Row] = []
+    month = 1
+    for row in script:
+        if row[0] != "obs":
+            out.append(row)
+            continue
+        valid = None
+        if data.draw(st.integers(0, 2), label="dated") == 0:
+            step = data.draw(st.integers(0, 2), label="months on")
+            month = min(month + step, 12) if in_order else data.draw(st.integers(1, 12), label="month")
+            valid = f"2025-{month:02d}-01"
+        out.append((*row, valid))
+    return out
+
+
+def _as_log(rows_: list[Row], evidence_before: int) -> pa.Table:
+    """Rows as a write log (``apply_log``'s input): each observation numbered after ``evidence_before``."""
+    columns: dict[str, list[Any]] = {name: [] for name in WRITE_LOG_SCHEMA.names}
+    seen = evidence_before
+    for row in rows_:
+        if row[0] == "obs":
+            _, text, source, time, valid = row
+            fields = {
+                "text": text,
+                "source": source or "user",
+                "time": time,
+                "evidence": seen,
+                "valid_time": valid,
+            }
+            seen += 1
+        else:
+            op, key, value, ev = row
+            fields = {"op": op, "key": key, "value": value, "evidence": ev}
+        for name in WRITE_LOG_SCHEMA.names:
+            columns[name].append(fields.get(name))
+    columns["seq"] = list(range(1, len(rows_) + 1))
+    return pa.table(columns, schema=WRITE_LOG_SCHEMA)
+
+
+def _loop_dated(graph: ProvenanceGraph, rows_: list[Row]) -> None:
+    for row in rows_:
+        if row[0] == "obs":
+            _, text, source, time, valid = row
+            graph.observe(text, source or "user", time, valid)
+        else:
+            op, key, value, ev = row
+            graph.apply(op, key, value, evidence=None if ev is None else f"e{ev}")
+
+
+def check_dated_batches_equal_the_loop(data: st.DataObject) -> None:
+    """Observations with valid times, in order or not, batch after batch through ``apply_log``: a batch
+    in which an accept may enter history goes through the loop, the others column-wise; both leave the
+    graph the loop leaves."""
+    in_order = data.draw(st.booleans(), label="in order")
+    script = _dated(data, data.draw(scripts(max_size=80), label="script"), 0, in_order)
+    seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
+    for part in split(data, script):
+        before = len(bulk_graph.storage.ev_seq)
+        _loop_dated(seq_graph, part)
+        apply_log(bulk_graph, _as_log(part, before))
+        assert_same(bulk_graph, seq_graph)
+
+
+test_dated_batches_equal_the_loop, test_dated_batches_equal_the_loop_at_length = short_and_long(
+    check_dated_batches_equal_the_loop, st.data(), short=100, full=400
+)
+
+
+def test_facts_dated_in_order_go_column_wise_and_a_late_one_through_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before, one dated fact sent every later batch of the graph through the loop. Now a batch goes
+    column-wise unless one of its accepts may enter history (evidence valid before a version its key
+    may hold), and both ways equal the loop."""
+    calls: list[int] = []
+    real_loop = _bulk._loop
+
+    def counted(graph: ProvenanceGraph, table: pa.Table, *args: Any) -> Any:
+        calls.append(table.num_rows)
+        return real_loop(graph, table, *args)
+
+    monkeypatch.setattr(_bulk, "_loop", counted)
+    rng = np.random.default_rng(5)
+    script: list[Row] = []
+    for i in range(3000):
+        valid = f"2025-01-01T00:00:{i // 60 % 60:02d}" if i % 10 == 0 else None  # a tenth dated, in order
+        script.append(("obs", f"fact {i}", None, None, valid))
+        script.append(("accept", f"k{rng.integers(200)}", f"v{rng.integers(4)}", i))
+    seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
+    _loop_dated(seq_graph, script)
+    for start in range(0, len(script), 1000):
+        apply_log(bulk_graph, _as_log(script[start : start + 1000], start // 2))
+    assert_same(bulk_graph, seq_graph)
+    assert calls == [] and bulk_graph.storage.has_valid_times()
+    # late facts go through the loop: valid before a version made earlier in the batch ...
+    late = [
+        ("obs", "the newest fact", None, None, "2025-12-31"),
+        ("accept", "fresh.key", "new", 3000),
+        ("obs", "an old fact", None, None, "2024-06-01"),
+        ("accept", "fresh.key", "old", 3001),
+    ]
+    # ... or before a version made by an earlier batch (its own batch went column-wise)
+    newer = [("obs", "a newer fact", None, None, "2026-01-01"), ("accept", "other.key", "new", 3002)]
+    older = [("obs", "an older fact", None, None, "2024-01-01"), ("accept", "other.key", "old", 3003)]
+    for part, evidence_before in ((late, 3000), (newer, 3002), (older, 3003)):
+        _loop_dated(seq_graph, part)
+        apply_log(bulk_graph, _as_log(part, evidence_before))
+        assert_same(bulk_graph, seq_graph)
+    assert calls == [4, 2]
+    for key in ("fresh.key", "other.key"):  # the old value entered history; the head stayed
+        assert "old" in [v.value for v in bulk_graph.versions(key)] and bulk_graph.head_value(key) == "new"
