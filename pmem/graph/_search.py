@@ -171,7 +171,7 @@ class PartIndexes:
             if meta.get("state") != identity:
                 msg = f"{path}: the index of another state, or of this one before it changed: {_REBUILD}"
                 raise SearchIndexError(msg)
-            dim = int(meta.get("dim", "0"))
+            dim = int(meta["dim"]) if meta.get("dim", "").isdigit() else 0  # 0: damaged, refused below
             if (
                 meta.get("ngrams") != f"{NGRAMS[0]},{NGRAMS[1]}"
                 or not 0 < dim <= MAX_DIM
