@@ -81,7 +81,8 @@ def write_cost_table(m: Metrics) -> Table:
     run = m.run
     keys = [C.BENCHMARK, C.SUBSET, C.ARM]
     notes = [
-        "Write cost per completed history (means). Write calls: requests with a write purpose "
+        "Write cost per completed history (means), and per event (the cell's writes, tokens and wall "
+        "time over its histories' events: every arm, the peers included). Write calls: requests with a write purpose "
         f"({', '.join(sorted(WRITE_PURPOSES))}); read calls: {', '.join(sorted(READ_PURPOSES))}; the "
         f"evaluation harness ({', '.join(sorted(HARNESS_PURPOSES))}) is neither. Embed calls (purpose "
         f"{EMBED_PURPOSE}) are counted apart and not charged as writes: the runner logs embedding requests "
@@ -145,11 +146,14 @@ def write_cost_table(m: Metrics) -> Table:
     hs = run.frame("histories")
     hcols = set(run.columns("histories"))
     extra = [c for c in HISTORY_COSTS if c in hcols]
+    # per event as well (every arm, the peers included): a history's events are its n_events
+    per_event = hs is not None and C.N_EVENTS in hcols and C.WALL_S in hcols
     if hs is not None and extra and {C.BENCHMARK, C.SUBSET} <= hcols:
+        totals = [pl.col(C.N_EVENTS).sum().alias("events"), pl.col(C.WALL_S).sum().alias("wall_s_total")]
         frames.append(
             hs.filter(pl.col(C.STATUS) == "complete")
             .group_by(keys)
-            .agg(*[pl.col(c).mean().alias(f"{c}_mean") for c in extra])
+            .agg(*[pl.col(c).mean().alias(f"{c}_mean") for c in extra], *(totals if per_event else []))
         )
     out = frames[0]
     for f in frames[1:]:
@@ -169,6 +173,15 @@ def write_cost_table(m: Metrics) -> Table:
             (pl.col("embed_calls") / h).alias("embed_calls_per_history"),
             (pl.col("errors") / h).alias("errors_per_history"),
         ]
+        if per_event:
+            events = pl.when(pl.col("events") > 0).then(pl.col("events"))  # null: no event to divide by
+            per_hist += [
+                (pl.col("write_calls") / events).alias("write_calls_per_event"),
+                ((pl.col("write_prompt_tokens") + pl.col("write_completion_tokens")) / events).alias(
+                    "write_tokens_per_event"
+                ),
+                (pl.col("wall_s_total") / events).alias("wall_s_per_event"),
+            ]
     else:
         notes.append("requests/ is missing: model calls and tokens are not reported (not zero).")
     if wr is not None:
@@ -198,7 +211,7 @@ def write_cost_table(m: Metrics) -> Table:
     value_cols = [
         c
         for c in df.columns
-        if c.endswith("_per_history")
+        if c.endswith(("_per_history", "_per_event"))
         or c
         in (
             "calls_per_committed_fact",
@@ -221,6 +234,9 @@ def write_cost_table(m: Metrics) -> Table:
         "read_calls_per_history": "read calls",
         "embed_calls_per_history": "embed calls",
         "errors_per_history": "errors",
+        "write_calls_per_event": "write calls/event",
+        "write_tokens_per_event": "write tok/event",
+        "wall_s_per_event": "wall s/event",
     }
     disp_cols = [pl.col(c).round(2).alias(lbl) for c, lbl in show.items() if c in data.columns]
     op_cols = [c for c in data.columns if c.startswith("op_")]

@@ -199,14 +199,24 @@ def test_write_cost_and_break_even(metrics, fixture_run) -> None:
         ):
             e = per[(done[key], w["arm"])]
             e[2] += 1
-    histories = defaultdict(int)
-    for key, subset in done.items():
-        histories[(subset, key[1])] += 1
+    histories: dict[tuple[str, str], int] = defaultdict(int)
+    events: dict[tuple[str, str], int] = defaultdict(int)
+    wall: dict[tuple[str, str], float] = defaultdict(float)
+    for h in hist:
+        if h["status"] == "complete":
+            histories[(h["subset"], h["arm"])] += 1
+            events[(h["subset"], h["arm"])] += h["n_events"]
+            wall[(h["subset"], h["arm"])] += h["wall_s"]
+    assert any(calls for calls, *_ in per.values())
     for key, (calls, tokens, facts, _, _) in per.items():
         got = data[key]
         assert got["histories"] == histories[key]
         assert got["write_calls_per_history"] == pytest.approx(calls / histories[key])
         assert got["write_tokens_per_history"] == pytest.approx(tokens / histories[key])
+        # per event, for every arm: the cell's calls, tokens and wall time over its histories' events
+        assert got["write_calls_per_event"] == pytest.approx(calls / events[key])
+        assert got["write_tokens_per_event"] == pytest.approx(tokens / events[key])
+        assert got["wall_s_per_event"] == pytest.approx(wall[key] / events[key])
         if facts:
             assert got["committed_facts_per_history"] == pytest.approx(facts / histories[key])
             assert got["calls_per_committed_fact"] == pytest.approx(calls / facts)
