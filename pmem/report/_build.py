@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
+from pmem._source import source_commit
 from pmem.report._atomic import ReportWriter
 from pmem.report._base import Metrics
 from pmem.report._load import AGENT_SEP, Run, RunError, model_label, open_run
@@ -39,6 +41,14 @@ def _header(run: Run) -> list[tuple[str, str]]:
         ("run", run.run_id),
         ("directory", str(run.path)),
         ("config hash", run.config_hash or "not recorded"),
+        (
+            "sweep",
+            f"last run {run.written_at or '(time not recorded)'} by commit {run.commit or 'not recorded'}",
+        ),
+        (
+            "report",
+            f"written {_dt.datetime.now(_dt.UTC).isoformat(timespec='seconds')} by commit {source_commit() or 'not recorded (not a git checkout)'}",
+        ),
     ]
     for role, spec in sorted(run.models.items()):
         meta.append((f"model: {role}", model_label(spec)))

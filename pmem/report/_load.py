@@ -180,6 +180,18 @@ class Run:
         return None if v is None else str(v)
 
     @property
+    def commit(self) -> str | None:
+        """The commit of the P-Mem checkout that last ran the sweep (run.toml's ``[run] commit``)."""
+        v = self._meta("commit")
+        return None if v is None else str(v)
+
+    @property
+    def written_at(self) -> str | None:
+        """When the sweep last wrote run.toml (its last invocation's start)."""
+        v = self._meta("written_at")
+        return None if v is None else str(v)
+
+    @property
     def versions(self) -> dict[str, str]:
         v = self.doc.get("versions") or self.config.get("versions") or {}
         return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else {}

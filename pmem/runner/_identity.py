@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pmem._atomic import atomic_write_bytes
+from pmem._source import source_commit
 from pmem.runner._config import canonical_json
 
 if TYPE_CHECKING:
@@ -117,6 +118,7 @@ def run_toml(
             "config_hash": digest,
             "config_file": source,
             "written_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "commit": source_commit(),  # None (left out): not a git checkout
         },
         "versions": versions(),
         "model_ids": model_ids,

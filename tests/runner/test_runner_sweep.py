@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import threading
 import time
+import tomllib
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pyarrow.parquet as pq
 from runner_helpers import TINY, PoisonProxy, config, read, result_keys, runner_pids, tiny_chains_body
 
 import pmem
+from pmem._source import source_commit
 from pmem.runner import load_config, run_sweep
 from pmem.runner._cli_sweep import add_arguments
 from pmem.runner._cli_sweep import run as cli_run
@@ -83,6 +85,11 @@ def test_sweep_artifacts_then_resume_skips_everything(ray_cluster, tmp_path: Pat
     assert set(reqs.column("purpose").to_pylist()) == {"extract", "answer"}
     assert read(run, "writes").num_rows == sum(hist.column("facts").to_pylist())
     assert "config_hash" in (run / "run.toml").read_text()
+    # the checkout's commit the sweep ran (None, left out, outside a git checkout), and the report says it
+    recorded = tomllib.loads((run / "run.toml").read_text())["run"]
+    assert recorded.get("commit") == source_commit()
+    header = (run / "report" / "report.md").read_text()
+    assert f"by commit {source_commit() or 'not recorded'}" in header and "- **report**: written 20" in header
     parts = sorted(p.name for p in (run / "results").iterdir())
 
     again = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
