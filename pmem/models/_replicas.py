@@ -21,6 +21,7 @@ removes; the log's tail is in the error when a server fails to start.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import secrets
 import shutil
@@ -36,6 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from pmem._atomic import atomic_write_bytes
 
 #: vLLM's OpenAI-compatible server, run as ``python -m`` (the same module on GPUs and CPUs)
 VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -642,6 +645,9 @@ class ReplicaPool:
         self._placed: set[int] = set()  # indices of the actors Ray created (they can take a stop call)
         # set by cancel() from another thread: every wait of a start looks at it each WAIT_SLICE_S
         self._cancel = threading.Event()
+        # each replica's log as last kept (save_logs): its file's stem, and the length and digest of the
+        # log it held, so that a later save of the same log overwrites it and a new log gets a new file
+        self._kept: dict[int, tuple[str, int, bytes]] = {}
 
     @property
     def api_key(self) -> str | None:
@@ -761,7 +767,11 @@ class ReplicaPool:
         which deletes them), and its counters, where the server keeps them (vLLM), to
         ``<prefix>-replica-<i>.metrics``; replicas that cannot answer are skipped. A resumed sweep
         keeps the earlier parts' logs: a name already taken gets ``.2``, ``.3``, ... before its suffix,
-        so the run's logs hold every request its servers received."""
+        so the run's logs hold every request its servers received.
+
+        Called again (the sweep saves them every few minutes, so that a killed sweep keeps all but the
+        last minutes of its servers' logs), a replica's log that still begins with what was kept
+        overwrites its file; a log that does not (Ray restarted the actor: a new log) gets a new file."""
         ray = _ray()
         folder.mkdir(parents=True, exist_ok=True)
         written = []
@@ -771,13 +781,18 @@ class ReplicaPool:
                 metrics = ray.get(actor.read_metrics.remote(), timeout=60)
             except Exception:
                 continue
-            stem = free_stem(folder, f"{prefix}-replica-{i}", (".log", ".metrics"))
+            kept = self._kept.get(i)
+            if kept is not None and hashlib.sha256(data[: kept[1]]).digest() == kept[2]:
+                stem = kept[0]  # the same log, grown (or not): its file is rewritten
+            else:
+                stem = free_stem(folder, f"{prefix}-replica-{i}", (".log", ".metrics"))
             path = folder / f"{stem}.log"
-            path.write_bytes(data)
+            atomic_write_bytes(path, data)
+            self._kept[i] = (stem, len(data), hashlib.sha256(data).digest())
             written.append(path)
             if metrics:
                 written.append(folder / f"{stem}.metrics")
-                written[-1].write_bytes(metrics)
+                atomic_write_bytes(written[-1], metrics)
         return written
 
     def stop(self) -> None:

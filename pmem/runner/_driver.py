@@ -242,12 +242,18 @@ class _Runners:
         )
         self.tokens[i] = token
 
+    def keep_logs(self) -> None:
+        """Keep the hosted servers' logs in the run's ``logs/`` as they are now (each file rewritten with
+        its server's log so far): done every :data:`_LOG_SAVE_S` and at the end, so that a sweep killed
+        mid-way keeps all but its last minutes of them."""
+        self.hosts.save_logs(self.store.root / LOGS)
+
     def stop(self) -> None:
         for a in self.actors:
             if a is not None:
                 with contextlib.suppress(Exception):
                     self.ray.kill(a, no_restart=True)
-        self.hosts.save_logs(self.store.root / LOGS)
+        self.keep_logs()
         self.hosts.stop()
 
 
@@ -332,8 +338,12 @@ def execute(
     max_retries = plan.spec.run.max_unit_retries
     interrupted = False
     live = _LivePoll(min(progress.interval, _LIVE_POLL_S))
+    logs_kept = time.monotonic()
     try:
         while queue or inflight:
+            if time.monotonic() - logs_kept >= _LOG_SAVE_S:
+                pool.keep_logs()
+                logs_kept = time.monotonic()
             for i in range(pool.n):
                 while queue and per_runner[i] < cap:
                     u = queue.pop()
@@ -381,6 +391,8 @@ def execute(
     return summaries, redone
 
 
+#: seconds between two saves of the hosted servers' logs into the run's logs/ (a kill loses at most these)
+_LOG_SAVE_S = 120.0
 #: at most this long between two polls of the runners' live call counts (the progress line's interval if shorter)
 _LIVE_POLL_S = 5.0
 

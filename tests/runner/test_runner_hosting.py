@@ -13,7 +13,7 @@ from runner_helpers import TINY, config, read
 
 from pmem.models import _replicas
 from pmem.models.server import ServerThread
-from pmem.runner import load_config, run_sweep
+from pmem.runner import _driver, load_config, run_sweep
 from pmem.runner._hosting import Hosted, RoutedChat, RoutedEmbedder
 
 SECRET = "hosted-test-key-4b9e2d7c1a6f3e8b"
@@ -76,6 +76,17 @@ cases = 6
 
     monkeypatch.setattr(_replicas, "_new_api_key", recorded_draw)
     monkeypatch.setattr(_replicas.ReplicaPool, "stop", recorded_stop)
+    # the servers' logs are kept in logs/ as the sweep goes (here at every turn of its loop), each
+    # replica's in one file rewritten, so that a killed sweep keeps them
+    kept: list[int] = []
+    keep = _driver._Runners.keep_logs
+
+    def counted_keep(runners: Any) -> None:
+        kept.append(len(list((runners.store.root / "logs").glob("*-replica-*.log"))))
+        keep(runners)
+
+    monkeypatch.setattr(_driver, "_LOG_SAVE_S", 0.0)
+    monkeypatch.setattr(_driver._Runners, "keep_logs", counted_keep)
     p = config(tmp_path, body, name="hosted")
     p.write_text(
         p.read_text().replace(
@@ -97,6 +108,9 @@ cases = 6
     assert files and not [f for f in files if key in f.read_bytes()]
     assert not any(key in log for log in logs.values())
     assert not any(Path(log).exists() for log in logs)  # removed with the pool
+    saved = sorted((res.run_dir / "logs").glob("*-replica-*.log"))
+    assert len(kept) > 2 and kept[-1] == 3 and len(saved) == 3  # saved many times, one file a replica
+    assert sorted(p.read_bytes() for p in saved) == sorted(logs.values())  # each its server's whole log
     # the replicas were stopped with the sweep: their GPUs come back (killing actors is asynchronous)
     deadline = time.monotonic() + 30
     while ray_cluster.available_resources().get("GPU", 0) < gpus and time.monotonic() < deadline:
