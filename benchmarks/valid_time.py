@@ -24,34 +24,31 @@ if TYPE_CHECKING:
 
 
 def write_log(rows: int, dated: float, order: str, seed: int = 0) -> pa.Table:
-    """``rows`` observations, each followed by an accept citing it; ``dated`` of the observations carry a
-    valid time: growing with arrival (``order="in"``), drawn at random (``"random"``), or none (``dated``
-    0)."""
-    from pmem.graph import WRITE_LOG_SCHEMA
+    """``rows`` fact rows as an ingest logs them (``pmem.ingest._merge.fact_log``: each observation, then
+    the accept citing it); ``dated`` of the observations carry a valid time: growing with arrival
+    (``order="in"``), drawn at random (``"random"``), or none (``dated`` 0)."""
+    from pmem.ingest._merge import fact_log
 
     rng = np.random.default_rng(seed)
     is_dated = rng.random(rows) < dated
+    seconds = np.arange(rows) if order == "in" else rng.integers(0, rows, rows)
     start = datetime(2025, 1, 1)
-    if order == "in":
-        instants = [start + timedelta(seconds=i) for i in range(rows)]
-    else:
-        instants = [start + timedelta(seconds=int(s)) for s in rng.integers(0, rows, rows)]
-    valid = [instants[i].isoformat() if is_dated[i] else None for i in range(rows)]
-    keys = [f"k{k}" for k in rng.integers(0, max(rows // 10, 1), rows)]
-    values = [f"v{v}" for v in rng.integers(0, 7, rows)]
-    evidence = np.arange(rows).repeat(2)
-    columns = {
-        "op": [None, "accept"] * rows,
-        "text": [t for i in range(rows) for t in (f"fact {i}", None)],
-        "source": ["user", None] * rows,
-        "time": [None] * (2 * rows),
-        "key": [k for key in keys for k in (None, key)],
-        "value": [v for value in values for v in (None, value)],
-        "evidence": evidence.tolist(),
-        "valid_time": [v for vt in valid for v in (vt, None)],
-        "seq": list(range(1, 2 * rows + 1)),
-    }
-    return pa.table(columns, schema=WRITE_LOG_SCHEMA)
+    valid = [
+        (start + timedelta(seconds=int(s))).isoformat() if d else None
+        for s, d in zip(seconds, is_dated, strict=True)
+    ]
+    events = pa.RecordBatch.from_pydict(
+        {
+            "text": [f"fact {i}" for i in range(rows)],
+            "source": ["user"] * rows,
+            "time": pa.nulls(rows, pa.string()),
+            "valid_time": pa.array(valid, pa.string()),
+            "op": ["accept"] * rows,
+            "key": [f"k{k}" for k in rng.integers(0, max(rows // 10, 1), rows)],
+            "value": [f"v{v}" for v in rng.integers(0, 7, rows)],
+        }
+    )
+    return fact_log(events, 0, 1)
 
 
 def replay_seconds(log: pa.Table) -> float:

@@ -175,7 +175,7 @@ class PartIndexes:
             if (
                 meta.get("ngrams") != f"{NGRAMS[0]},{NGRAMS[1]}"
                 or not 0 < dim <= MAX_DIM
-                or dim != (self.dim or dim)
+                or (self.dim and dim != self.dim)
             ):
                 msg = f"{path}: hashed unlike the other parts, or unlike this version's search: {_REBUILD}"
                 raise SearchIndexError(msg)

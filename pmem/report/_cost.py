@@ -147,8 +147,9 @@ def write_cost_table(m: Metrics) -> Table:
     hcols = set(run.columns("histories"))
     extra = [c for c in HISTORY_COSTS if c in hcols]
     # per event as well (every arm, the peers included): a history's events are its n_events
-    per_event = hs is not None and C.N_EVENTS in hcols and C.WALL_S in hcols
-    if hs is not None and extra and {C.BENCHMARK, C.SUBSET} <= hcols:
+    by_cell = hs is not None and extra and {C.BENCHMARK, C.SUBSET} <= hcols
+    per_event = by_cell and C.N_EVENTS in hcols and C.WALL_S in hcols
+    if hs is not None and by_cell:
         totals = [pl.col(C.N_EVENTS).sum().alias("events"), pl.col(C.WALL_S).sum().alias("wall_s_total")]
         frames.append(
             hs.filter(pl.col(C.STATUS) == "complete")

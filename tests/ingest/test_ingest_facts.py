@@ -534,16 +534,23 @@ def _graph_of(arrivals: int) -> ProvenanceGraph:
     return graph
 
 
-def test_a_checkpoint_waits_while_writing_it_would_dominate_the_time(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _clocked_checkpointer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: int | None
+) -> tuple[Checkpointer, list[float]]:
+    """A checkpointer of a new work folder, and the clock it reads (``time.monotonic``, set by the test)."""
     work = Workdir(workdir_of(tmp_path / "state"))
     work.create()
     stream = tmp_path / "s.jsonl"
     stream.write_text('{"text": "a"}\n')
-    points = Checkpointer(work, stream, identity="spec", layout=None)
     clock = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    return Checkpointer(work, stream, identity="spec", layout=layout), clock
+
+
+def test_a_checkpoint_waits_while_writing_it_would_dominate_the_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    points, clock = _clocked_checkpointer(tmp_path, monkeypatch, layout=None)
     small, large = _graph_of(1000), _graph_of(10_000)
     assert points.affordable(small)  # none written yet
     points.save(small, events=1000, since=999.0)  # a checkpoint of one second just ended
@@ -562,13 +569,7 @@ def test_a_driver_that_holds_no_graph_checkpoints_at_its_last_cost_however_long_
     """A sharded ingest's driver checkpoints its registry (and seals the parts' logs): the cost does not
     grow with the events. Before, it was predicted in proportion to them, and a 30M-fact ingest wrote
     no checkpoint between its first and its end (a kill lost the whole run)."""
-    work = Workdir(workdir_of(tmp_path / "state"))
-    work.create()
-    stream = tmp_path / "s.jsonl"
-    stream.write_text('{"text": "a"}\n')
-    points = Checkpointer(work, stream, identity="spec", layout=2)
-    clock = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    points, clock = _clocked_checkpointer(tmp_path, monkeypatch, layout=2)
     registry_only = ProvenanceGraph()
     for i in range(100):
         registry_only.registry.register(f"user_{i}.city")
