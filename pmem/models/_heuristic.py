@@ -29,6 +29,7 @@ Token counts use :func:`pmem.models._tokens.estimate_tokens` and are flagged ``t
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import re
@@ -354,28 +355,55 @@ class _Item:
     relation: frozenset[str]
 
 
-def _items(context: str) -> list[_Item]:
-    out = []
-    for idx, line in enumerate(_section_lines(context)):
-        key, value, annotation = _line_parts(line)
-        fact_key = key
-        if not value:  # a raw sentence: read it with the extraction templates
-            facts = extract_facts(key)
-            if facts:
-                fact_key, value = facts[-1].key, facts[-1].value
-        subject, _, relation = fact_key.partition(".")
-        out.append(
-            _Item(
-                idx,
-                line,
-                value or key,
-                annotation,
-                frozenset(_tokens(key)),
-                snake(subject) if relation else "",
-                frozenset(_tokens(relation)),
-            )
-        )
-    return out
+@functools.lru_cache(maxsize=16_384)
+def _line_reading(line: str) -> tuple[str, str, frozenset[str], str, frozenset[str]]:
+    """A context line's value, annotation, key tokens, subject and relation words. Cached: the lines of a
+    history recur in every context built from it (each retrieved answer reads its top lines again)."""
+    key, value, annotation = _line_parts(line)
+    fact_key = key
+    if not value:  # a raw sentence: read it with the extraction templates
+        facts = extract_facts(key)
+        if facts:
+            fact_key, value = facts[-1].key, facts[-1].value
+    subject, _, relation = fact_key.partition(".")
+    return (
+        value or key,
+        annotation,
+        frozenset(_tokens(key)),
+        snake(subject) if relation else "",
+        frozenset(_tokens(relation)),
+    )
+
+
+def _items(context: str) -> tuple[_Item, ...]:
+    return tuple(_Item(idx, line, *_line_reading(line)) for idx, line in enumerate(_section_lines(context)))
+
+
+@dataclass(frozen=True)
+class _Context:
+    """A context section read once: its lines, how many lines hold each token, the lines of each subject,
+    and every relation word it names."""
+
+    items: tuple[_Item, ...]
+    df: Counter[str]
+    by_subject: dict[str, tuple[_Item, ...]]
+    vocabulary: frozenset[str]
+
+
+@functools.lru_cache(maxsize=16)
+def _context(context: str) -> _Context:
+    """The reading of a context section. Cached: a long-context arm asks every question of a history over
+    the same prompt, which took 35 ms to read each time on a 6k-token history (a few, not thousands: a
+    LongMemEval context is megabytes of lines)."""
+    items = _items(context)
+    df: Counter[str] = Counter()
+    by_subject: dict[str, list[_Item]] = {}
+    for it in items:
+        df.update(it.toks)
+        if it.subject:
+            by_subject.setdefault(it.subject, []).append(it)
+    vocabulary = frozenset(_RELATION_WORDS.union(*(it.relation for it in items)))
+    return _Context(items, df, {k: tuple(v) for k, v in by_subject.items()}, vocabulary)
 
 
 @dataclass(frozen=True)
@@ -394,7 +422,8 @@ _THREAD_ABOVE_CHARS = 20_000
 def _read(sec: dict[str, str]) -> _Reading | None:
     """The context line that best matches the question, followed through hops while later lines'
     relations explain more of the question's words (``X.spouse = Y``, ``y.citizenship_country = Z``)."""
-    items = _items(sec.get("CONTEXT", ""))
+    context = _context(sec.get("CONTEXT", ""))
+    items = context.items
     question = sec.get("QUESTION", "")
     q = _content(question)
     expanded = set(q)
@@ -403,9 +432,7 @@ def _read(sec: dict[str, str]) -> _Reading | None:
     # proper-noun tokens of the question (not its first word) must be matched if there are any
     words = re.findall(r"[\w'’]+", question)
     proper = {_stem(w.lower()) for w in words[1:] if w[:1].isupper()} - _STOP
-    df: Counter[str] = Counter()
-    for it in items:
-        df.update(it.toks)
+    df = context.df
     n = len(items)
     best: tuple[tuple[float, int, bool, int], _Item] | None = None
     for it in items:
@@ -424,12 +451,8 @@ def _read(sec: dict[str, str]) -> _Reading | None:
         return None
     path = [best[1]]
     used = set(best[1].toks & expanded)
-    by_subject: dict[str, list[_Item]] = {}
-    for it in items:
-        if it.subject:
-            by_subject.setdefault(it.subject, []).append(it)
     for _ in range(4):
-        candidates = [it for it in by_subject.get(snake(path[-1].value), []) if it not in path]
+        candidates = [it for it in context.by_subject.get(snake(path[-1].value), ()) if it not in path]
         gains = [(len((it.relation & expanded) - used), -it.idx, it) for it in candidates]
         gains = [g for g in gains if g[0] > 0]
         if not gains:
@@ -437,8 +460,7 @@ def _read(sec: dict[str, str]) -> _Reading | None:
         step = max(gains, key=lambda g: (g[0], g[1]))[2]
         path.append(step)
         used |= step.relation & expanded
-    vocabulary = set(_RELATION_WORDS).union(*(it.relation for it in items))
-    return _Reading(tuple(path), frozenset((expanded & vocabulary) - used - proper))
+    return _Reading(tuple(path), frozenset((expanded & context.vocabulary) - used - proper))
 
 
 def _answer(sec: dict[str, str]) -> str:

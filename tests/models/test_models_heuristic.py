@@ -214,6 +214,19 @@ def test_multi_hop_chain_and_lookup() -> None:
     assert ask("answer", CONTEXT=two, QUESTION="Who is Bianca Jagger married to?").text == "Mick Jagger"
 
 
+def test_lookup_asks_for_the_relations_its_context_names_and_each_context_is_read_alone() -> None:
+    """A relation the templates do not know (``favourite_colour``) is one the question can still ask for
+    once the context names it on any line. A context is read once and its reading reused (cached), never
+    another context's: the same question over a context without that line asks for nothing more."""
+    q = "What is the favourite colour of the spouse of Bianca Jagger?"
+    married = "bianca_jagger.married_to = Mick Jagger"
+    named = married + "\nkeith_richards.favourite_colour = red"
+    for _ in range(2):
+        assert ask("lookup", CONTEXT=named, QUESTION=q).text == "Mick Jagger colour favourit"
+        assert ask("lookup", CONTEXT=married, QUESTION=q).text == "ANSWER"
+    assert ask("answer", CONTEXT=named, QUESTION="Who is Bianca Jagger married to?").text == "Mick Jagger"
+
+
 def _extract(template: str, text: str) -> dict[str, object]:
     from pmem.memory.prompts import build_messages
 
