@@ -77,13 +77,15 @@ cases = 6
     monkeypatch.setattr(_replicas, "_new_api_key", recorded_draw)
     monkeypatch.setattr(_replicas.ReplicaPool, "stop", recorded_stop)
     # the servers' logs are kept in logs/ as the sweep goes (here at every turn of its loop), each
-    # replica's in one file rewritten, so that a killed sweep keeps them
-    kept: list[int] = []
+    # replica's in one file rewritten, so that a killed sweep keeps them: after each save, the files in
+    # logs/ and the histories complete then
+    kept: list[tuple[int, int]] = []
     keep = _driver._Runners.keep_logs
 
     def counted_keep(runners: Any) -> None:
-        kept.append(len(list((runners.store.root / "logs").glob("*-replica-*.log"))))
         keep(runners)
+        files = list((runners.store.root / "logs").glob("*-replica-*.log"))
+        kept.append((len(files), len(runners.store.completed())))
 
     monkeypatch.setattr(_driver, "_LOG_SAVE_S", 0.0)
     monkeypatch.setattr(_driver._Runners, "keep_logs", counted_keep)
@@ -109,7 +111,8 @@ cases = 6
     assert not any(key in log for log in logs.values())
     assert not any(Path(log).exists() for log in logs)  # removed with the pool
     saved = sorted((res.run_dir / "logs").glob("*-replica-*.log"))
-    assert len(kept) > 2 and kept[-1] == 3 and len(saved) == 3  # saved many times, one file a replica
+    # saved at the loop's first turn, before any history ran, and again at the end; one file a replica
+    assert kept[0] == (3, 0) and kept[-1] == (3, 6) and len(saved) == 3, kept
     assert sorted(p.read_bytes() for p in saved) == sorted(logs.values())  # each its server's whole log
     # the replicas were stopped with the sweep: their GPUs come back (killing actors is asynchronous)
     deadline = time.monotonic() + 30
