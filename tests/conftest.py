@@ -97,3 +97,24 @@ def tmpfs(tmp_path):
     yield mount
     for where in mounted:
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def quickstart(tmp_path_factory: pytest.TempPathFactory):
+    """The quickstart config with a progress line every 0.2 s, and an output folder
+    (tests/quickstart_sweep.py)."""
+    from quickstart_sweep import quickstart_config
+
+    tmp = tmp_path_factory.mktemp("quickstart")
+    return quickstart_config(tmp), tmp / "runs"
+
+
+@pytest.fixture(scope="session")
+def quickstart_first_run(ray_cluster, quickstart):
+    """The quickstart's first histories, swept once per test process through ``pmem sweep --limit 1`` at
+    ``COLUMNS=100`` without --summary or --verbose (what it printed; its run directory)."""
+    from quickstart_sweep import sweep
+
+    config, out = quickstart
+    with pytest.MonkeyPatch.context() as mp:
+        return sweep(str(config), "--out", str(out), "--limit", "1", monkeypatch=mp)

@@ -40,7 +40,8 @@ def test_the_union_of_the_parts_is_the_sequential_state_for_any_partition_count(
 ) -> None:
     stream, cfg, reference = mixed
     whole = ingest(stream, tmp_path / "whole", config=cfg, partitions=2, progress=False)
-    for partitions, parts in ((1, 1), (2, 2), (3, 3), (2, 6)):
+    # one part; as many parts as workers; more parts than workers (each worker writes several)
+    for partitions, parts in ((1, 1), (3, 3), (2, 6)):
         out = tmp_path / f"sharded-{parts}"
         report = ingest(
             stream, out, config=cfg, partitions=partitions, progress=False, shards=True, parts=parts

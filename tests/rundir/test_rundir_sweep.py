@@ -10,24 +10,24 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from quickstart_sweep import QUICKSTART_GROUP, Swept
 
 from pmem.report import build_report, compute, open_run
 from pmem.report._peers import COUNTERPART
 from pmem.report._probes import probe_tables
 from pmem.rundir import DATASETS
 from pmem.rundir import columns as C
-from pmem.runner import load_config, run_sweep
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "jobs" / "quickstart.toml"
+pytestmark = QUICKSTART_GROUP
 
 
 @pytest.fixture(scope="module")
-def quickstart_run(ray_cluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The quickstart, first history of each subset (the heuristic agent: no LLM)."""
-    spec = load_config(QUICKSTART)
-    res = run_sweep(spec, out=tmp_path_factory.mktemp("rundir") / "runs", limit=1, progress_enabled=False)
-    assert res.failed == 0 and res.completed == res.total > 0
-    return res.run_dir
+def quickstart_run(quickstart_first_run: Swept) -> Path:
+    """The quickstart, first history of each subset (the heuristic agent: no LLM), swept by ``pmem sweep``
+    once per test process (tests/quickstart_sweep.py)."""
+    assert quickstart_first_run.code == 0, quickstart_first_run.stderr[-3000:]
+    assert quickstart_first_run.stdout.startswith("pmem sweep: 84/84 histories complete, 0 failed")
+    return quickstart_first_run.run_dir
 
 
 def test_every_dataset_has_its_contract_schema(quickstart_run: Path) -> None:

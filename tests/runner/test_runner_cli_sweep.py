@@ -2,69 +2,33 @@
 stderr, a short result and the run directory last on stdout; ``--summary`` the table, ``--verbose`` the
 details, which the run's progress log always has.
 
-A real sweep of the quickstart (``--limit 1``: 84 histories x arms, every arm) on the session's cluster.
+A real sweep of the quickstart (``--limit 1``: 84 histories x arms, every arm) on the session's cluster
+(tests/quickstart_sweep.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import io
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from quickstart_sweep import COLUMNS, QUICKSTART_GROUP, Swept, quickstart_config, sweep
 
 from pmem.rundir import PROGRESS_LOG
-from pmem.runner._cli_sweep import add_arguments
-from pmem.runner._cli_sweep import run as cli_run
 
-REPO = Path(__file__).resolve().parents[2]
-COLUMNS = 100
+pytestmark = QUICKSTART_GROUP
 #: a progress line: histories done/total (the first field, whatever else the width left)
 PROGRESS = re.compile(r"(?:^|\] )(\d+)/(\d+) histories")
 #: the header of the per-cell table
 TABLE_HEADER = re.compile(r"^benchmark/subset\s+params\s+arm\s+question type\s+n\s+acc")
 
 
-@dataclass
-class Swept:
-    code: int
-    stdout: str
-    stderr: str
-
-
-def _sweep(*argv: str, monkeypatch: pytest.MonkeyPatch) -> Swept:
-    """``pmem sweep ARGV`` in this process (on the session's cluster), its stdout and stderr captured."""
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    args = parser.parse_args(list(argv))
-    out, err = io.StringIO(), io.StringIO()
-    monkeypatch.setenv("COLUMNS", str(COLUMNS))
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli_run(args)
-    return Swept(code, out.getvalue(), err.getvalue())
-
-
 @pytest.fixture(scope="module")
-def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The quickstart config with a progress line every 0.2 s (several lines in a short sweep), and an
-    output folder."""
-    tmp = tmp_path_factory.mktemp("cli-sweep")
-    text = (REPO / "jobs" / "quickstart.toml").read_text()
-    assert "progress_s = 10" in text
-    config = tmp / "quickstart.toml"
-    config.write_text(text.replace("progress_s = 10", "progress_s = 0.2"))
-    return config, tmp / "runs"
-
-
-@pytest.fixture(scope="module")
-def first_run(ray_cluster, quickstart: tuple[Path, Path]) -> Swept:
-    """The quickstart's first histories, swept at ``COLUMNS=100`` without --summary or --verbose."""
-    config, out = quickstart
-    with pytest.MonkeyPatch.context() as mp:
-        return _sweep(str(config), "--out", str(out), "--limit", "1", monkeypatch=mp)
+def first_run(quickstart_first_run: Swept) -> Swept:
+    """The quickstart's first histories, swept at ``COLUMNS=100`` without --summary or --verbose (the
+    session's run, which tests/rundir reads too)."""
+    return quickstart_first_run
 
 
 def test_progress_is_one_line_that_fits_the_terminal(first_run: Swept) -> None:
@@ -104,7 +68,7 @@ def test_summary_prints_the_table_per_cell(
     first_run: Swept, quickstart: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config, out = quickstart
-    again = _sweep(str(config), "--out", str(out), "--limit", "1", "--summary", monkeypatch=monkeypatch)
+    again = sweep(str(config), "--out", str(out), "--limit", "1", "--summary", monkeypatch=monkeypatch)
     assert again.code == 0, again.stderr[-3000:]
     lines = again.stdout.splitlines()
     assert lines[-1] == first_run.stdout.splitlines()[-1]  # still the run directory last
@@ -117,32 +81,37 @@ def test_summary_prints_the_table_per_cell(
 
 
 def test_verbose_shows_the_details_and_the_progress_log_keeps_them(
-    first_run: Swept, quickstart: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+    first_run: Swept, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config, out = quickstart
-    # --limit 2 is a run of its own (a run reports every history its directory holds)
-    more = _sweep(str(config), "--out", str(out), "--limit", "2", "--verbose", monkeypatch=monkeypatch)
+    # the same histories into a new output folder: a run of its own, swept again with --verbose
+    config = quickstart_config(tmp_path)
+    more = sweep(
+        str(config), "--out", str(tmp_path / "runs"), "--limit", "1", "--verbose", monkeypatch=monkeypatch
+    )
     assert more.code == 0, more.stderr[-3000:]
     lines = more.stderr.splitlines()
     joined = " ".join(ln.strip() for ln in lines)
     assert "runner event loops: longest stall" in joined
     assert "runner(s) (32 in flight each)" in joined
-    # histories done per subset and arm (8 chains per arm at --limit 2: L = 1, 2, 4, 8), wrapped to fit
+    # histories done per subset and arm (4 chains per arm at --limit 1: L = 1, 2, 4, 8), wrapped to fit
     assert re.search(
-        r"alfworld-revision/chains: pmem 8/8, pmem-oracle 8/8, raw 8/8,? raw-ordered 8/8", joined
+        r"alfworld-revision/chains: pmem 4/4, pmem-oracle 4/4, raw 4/4,? raw-ordered 4/4", joined
     )
     assert "factconsolidation/sh_6k: add-only 1/1, bitemporal 1/1" in joined
     ours = [ln for ln in lines if ln.startswith(("[pmem sweep]", "  ")) or PROGRESS.search(ln)]
     # no line past the width but one that is a single word longer than it (a path is never split)
     too_wide = [ln for ln in ours if len(ln) > COLUMNS and len(ln.split()) > 1]
     assert len(ours) > 10 and not too_wide, too_wide
-    run_dir = Path(more.stdout.splitlines()[-1])
-    assert run_dir != Path(first_run.stdout.splitlines()[-1]) and run_dir.name.endswith("-limit2")
+    run_dir = more.run_dir
+    assert run_dir.parent == tmp_path / "runs" and run_dir.name == first_run.run_dir.name
     # the progress log has the details, verbose or not, one unwrapped line each
-    log = (run_dir / PROGRESS_LOG).read_text()
-    assert log.count("runner event loops: longest stall") == 1
-    assert re.search(r"alfworld-revision/chains: pmem 8/8, pmem-oracle 8/8, raw 8/8, raw-ordered 8/8\n", log)
-    assert re.search(r"\[pmem sweep\] 140/140 histories \(100%\) \| 0 failed \| .* \| elapsed \d", log)
+    for swept in (more, first_run):
+        log = (swept.run_dir / PROGRESS_LOG).read_text()
+        assert log.count("runner event loops: longest stall") == 1
+        assert re.search(
+            r"alfworld-revision/chains: pmem 4/4, pmem-oracle 4/4, raw 4/4, raw-ordered 4/4\n", log
+        )
+        assert re.search(r"\[pmem sweep\] 84/84 histories \(100%\) \| 0 failed \| .* \| elapsed \d", log)
 
 
 def test_a_failed_history_is_named_on_one_line_that_fits(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,12 +61,15 @@ def test_protocol_names_every_step(tmp_path: Path) -> None:
 
 def test_writer_killed_at_each_step_leaves_batch_whole_or_absent(tmp_path: Path) -> None:
     steps = _steps(tmp_path)
+    committed = tmp_path / "b1-committed"
+    first = _writer(committed, "b1", "none")  # an earlier batch that must survive untouched
+    assert first.returncode == 0, first.stderr
     outcomes = {}
     for step in steps:
         root = tmp_path / f"run-{step.replace(':', '_')}"
-        first = _writer(root, "b1", "none")  # an earlier batch that must survive untouched
-        assert first.returncode == 0, first.stderr
+        shutil.copytree(committed, root)  # the run as the earlier batch left it (a copy per step)
         before = {p: (root / p).read_bytes() for p in _dataset_files(root)}
+        assert before, "the earlier batch wrote no file"
         killed = _writer(root, "b2", step)
         assert killed.returncode == 137, (step, killed.stderr)
 
