@@ -24,8 +24,9 @@ demo: $(STAMP)
 	$(PY) -m compileall -q -j 0 pmem >/dev/null
 	$(VENV)/bin/pmem demo
 
-# the default suite over TEST_WORKERS processes (pytest-xdist; each starts its own local Ray): on CI's 2
-# cores, 363 s against 548 s in one process (2026-12-05). TEST_WORKERS=0 runs it in this process.
+# the default suite over TEST_WORKERS processes (pytest-xdist; each starts its own local Ray). A fresh clone's
+# `make test` on 2 quiet cores, 2026-12-05: 320 s, set-up included (296 s of tests); 601 s before the
+# changes of that day (548 s of tests in one process). TEST_WORKERS=0 runs it in this process.
 # --dist loadgroup: the tests marked with one xdist_group run in one process, which then sweeps the
 # quickstart once for all of them (tests/quickstart_sweep.py).
 TEST_WORKERS ?= 2
