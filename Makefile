@@ -4,7 +4,7 @@
 # which takes the CPU torch lying on this kind of machine's disk (uv would download a CUDA build).
 # Bytecode is compiled at install (uv does not by default, pip does) and for pmem/ and tests/ before the
 # suite: where PYTHONDONTWRITEBYTECODE is set, as on CI, every process (each Ray worker, each CLI a test
-# runs) otherwise compiles every module it imports, and the suite took 451 s instead of about 330.
+# runs) otherwise compiles every module it imports: a fresh clone's suite took 451 s so, 296 s compiled.
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
 VENV   := .venv
 PY     := $(VENV)/bin/python

@@ -393,8 +393,8 @@ class _Context:
 @functools.lru_cache(maxsize=16)
 def _context(context: str) -> _Context:
     """The reading of a context section. Cached: a long-context arm asks every question of a history over
-    the same prompt, which took 35 ms to read each time on a 6k-token history (a few, not thousands: a
-    LongMemEval context is megabytes of lines)."""
+    the same prompt, which took 35 ms to read each time on a 6k-token history. The cache holds 16 contexts,
+    not thousands, since a LongMemEval context is megabytes of lines."""
     items = _items(context)
     df: Counter[str] = Counter()
     by_subject: dict[str, list[_Item]] = {}
