@@ -30,29 +30,6 @@ class Metrics:
     missing_notes: list[str] = field(default_factory=list)
 
 
-def failure_reason(error: str | None) -> str | None:
-    """A failed history's reason in one short line: a Python traceback's last line that says something
-    (a pydantic error ends on a URL), else the error's first line (Ray's out-of-memory kill puts its
-    reason first and the node's memory report after it), without the exception's module path; the whole
-    error stays in ``histories/``.
-
-    >>> failure_reason("Traceback (most recent call last):\\n  File ...\\npmem.peers._base.PeerFailed: graphiti add_episode")
-    'PeerFailed: graphiti add_episode'
-    >>> failure_reason("runner error: 3 worker(s) were killed due to the node running low on memory.\\nMemory on the node ...")
-    'runner error: 3 worker(s) were killed due to the node running low on memory.'
-    """
-    if not error:
-        return None
-    lines = [ln.strip() for ln in error.strip().splitlines() if ln.strip()]
-    if "Traceback (most recent call last)" in error:
-        said = [ln for ln in lines if not ln.startswith("For further information")] or lines
-        reason = said[-1]
-    else:
-        reason = lines[0]
-    reason = reason.removeprefix("pmem.peers._base.")
-    return reason if len(reason) <= 160 else reason[:157] + "..."
-
-
 def group_keys(params: Sequence[str]) -> list[str]:
     """The keys an accuracy cell is grouped by: benchmark, subset, arm, the run's parameters, question type."""
     return [C.BENCHMARK, C.SUBSET, C.ARM, *params, C.QUESTION_TYPE]

@@ -8,10 +8,11 @@ from typing import Any
 import polars as pl
 
 from pmem.report._accounting import history_status
-from pmem.report._base import Metrics, expected_cells, failure_reason
+from pmem.report._base import Metrics, expected_cells
 from pmem.report._load import AGENT_SEP, PLAN, Run, agent_arm
 from pmem.report._table import Table
 from pmem.rundir import columns as C
+from pmem.rundir import failure_reason
 
 
 def _planned(run: Run) -> pl.DataFrame | None:

@@ -17,10 +17,10 @@ import polars as pl
 
 from pmem.memory.writepath import WRITE_PURPOSES
 from pmem.report._accounting import READ_PURPOSES
-from pmem.report._base import failure_reason
 from pmem.report._stats import wilson
 from pmem.report._table import Table
 from pmem.rundir import columns as C
+from pmem.rundir import failure_reason
 
 if TYPE_CHECKING:
     from pmem.report._base import Metrics

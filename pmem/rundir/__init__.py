@@ -36,6 +36,7 @@ from pmem.rundir._datasets import (
     dataset,
     to_table,
 )
+from pmem.rundir._errors import failure_reason
 from pmem.rundir._files import LOGS, PROGRESS_LOG
 from pmem.rundir._layout import (
     CACHE,
@@ -113,6 +114,7 @@ __all__ = [
     "failed_history_file",
     "failed_requests_file",
     "failed_unit",
+    "failure_reason",
     "judge_file",
     "part_file",
     "record_digests",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from pmem.memory.prompts import template
-from pmem.rundir import HISTORIES, REQUESTS, RESULTS, WRITES
+from pmem.rundir import HISTORIES, REQUESTS, RESULTS, WRITES, failure_reason
 from pmem.rundir import columns as C
 from pmem.runner._progress import terminal_width, wrap_lines
 
@@ -82,21 +82,6 @@ def arms_without_facts(run_dir: Path) -> dict[str, int]:
     return {r[C.ARM]: r["calls"] for r in calls.sort(C.ARM).to_dicts() if r[C.ARM] not in wrote}
 
 
-def brief_error(error: str | None, width: int = 400) -> str:
-    """An error's last line, at most ``width`` characters: its start and its end, since a server's
-    reason comes last (``... HTTP 400: {"error": ... "context_length_exceeded"}``).
-
-    >>> brief_error("Traceback ...\\nModelCallError: " + "x" * 500 + " context_length_exceeded", width=60)
-    'ModelCallError: … xxxxxxxxxxxxxxxxxx context_length_exceeded'
-    """
-    lines = [ln for ln in (error or "").splitlines() if ln.strip()]
-    last = lines[-1].strip() if lines else ""
-    if len(last) <= width:
-        return last
-    head = width // 4
-    return f"{last[:head]} … {last[-(width - head - 3) :]}"
-
-
 def print_summary(res: SweepResult, stream: TextIO | None = None) -> None:
     """The counts, the table of accuracy per cell (every benchmark, subset, parameter, arm and question
     type: over a hundred rows for the quickstart) and up to ten failures (``pmem sweep --summary``)."""
@@ -130,7 +115,7 @@ def print_summary(res: SweepResult, stream: TextIO | None = None) -> None:
                 )
     for f in res.failures[:10]:
         print(
-            f"failed: {f[C.SUBSET]} {f[C.ARM]} {f[C.HISTORY_ID]}: {brief_error(f[C.ERROR])}",
+            f"failed: {f[C.SUBSET]} {f[C.ARM]} {f[C.HISTORY_ID]}: {failure_reason(f[C.ERROR], width=400) or ''}",
             file=out,
         )
     if len(res.failures) > 10:
@@ -172,7 +157,7 @@ def print_result(
         if res.failures:
             f = res.failures[0]
             head = f"first failure: {f[C.ARM]} {f[C.HISTORY_ID]}: "
-            line = head + brief_error(f[C.ERROR], width=max(24, width - len(head)))
+            line = head + (failure_reason(f[C.ERROR], width=max(24, width - len(head))) or "")
             print(line if len(line) <= width else line[: width - 1] + "…", file=out)
     command = f"report: pmem report {_shown_path(res.run_dir)}"
     hint = "" if table else "(a table per cell and every failure: --summary)"

@@ -149,6 +149,42 @@ def test_a_failed_history_is_named_on_one_line_that_fits(tmp_path: Path) -> None
         assert lines[2:] == [f"report: pmem report {res.run_dir}", f"    {hint}"]
 
 
+def test_a_history_ray_killed_for_memory_is_named_by_the_kill_not_the_node_report(tmp_path: Path) -> None:
+    """Ray's out-of-memory kill puts its reason first and the node's memory report after it: the line
+    names the kill (the report's coverage table reads the same reason, pmem.rundir.failure_reason)."""
+    from pmem.runner._driver import SweepResult
+    from pmem.runner._summary import print_result, print_summary
+
+    error = (
+        "runner error: 3 worker(s) were killed due to the node running low on memory.\n"
+        "Memory on the node (IP: 10.0.0.2, ID: 8f3a) where the lease was running was 22.1GB / 23.2GB.\n"
+        "Top 10 memory users:\nPID\tMEM(GB)\tCOMMAND\n4242\t9.80\tray::Runner"
+    )
+    failure = {"subset": "chains", "arm": "pmem", "history_id": "alfworld-revision/chains/L2/case002"}
+    res = SweepResult(
+        run_dir=tmp_path / "r",
+        run_id="r",
+        total=2,
+        skipped=0,
+        completed=1,
+        failed=1,
+        redone=0,
+        wall_s=1.0,
+        failures=[{**failure, "error": error}],
+    )
+    short, table = io.StringIO(), io.StringIO()
+    print_result(res, stream=short, width=COLUMNS)
+    print_summary(res, table)
+    kill = "3 worker(s) were killed due to the node running low on memory"
+    (first,) = [ln for ln in short.getvalue().splitlines() if ln.startswith("first failure: ")]
+    # cut to the width, its start and its end kept
+    assert first.endswith(" running low on memory.") and "runner err" in first and len(first) <= COLUMNS, (
+        first
+    )
+    (named,) = [ln for ln in table.getvalue().splitlines() if ln.startswith("failed: ")]
+    assert named.endswith(kill + "."), named
+
+
 def test_every_result_line_fits_the_width_at_any_count(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
