@@ -3,8 +3,9 @@
 # the dev extra in 18 s against pip's 43 s from an empty cache (2026-12-05). The tiers' extras stay on pip,
 # which takes the CPU torch lying on this kind of machine's disk (uv would download a CUDA build).
 # Bytecode is compiled at install (uv does not by default, pip does) and for pmem/ and tests/ before the
-# suite: where PYTHONDONTWRITEBYTECODE is set, as on CI, every process (each Ray worker, each CLI a test
-# runs) otherwise compiles every module it imports: a fresh clone's suite took 451 s so, 296 s compiled.
+# suite: where PYTHONDONTWRITEBYTECODE is set (as on the development machines), every process (each Ray
+# worker, each CLI a test runs) otherwise compiles every module it imports: a fresh clone's suite took
+# 451 s so, 296 s compiled.
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
 VENV   := .venv
 PY     := $(VENV)/bin/python
