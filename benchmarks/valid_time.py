@@ -3,9 +3,11 @@
 A write log of ``--rows`` fact rows (each an observation and the accept citing it, over ``--rows / 10``
 keys) is replayed into a new graph with ``pmem.graph.apply_log`` three ways in one process, one after the
 other: undated (the baseline), a ``--dated`` share of the observations dated in arrival order (valid
-times that only grow), and the same share dated at random (a late fact now and then). A batch goes
-column-wise unless one of its accepts may enter its key's history (``pmem.graph._bulk``), so facts dated
-in order cost about what undated ones do, and facts dated out of order go through the per-call loop.
+times that only grow), the same in order but for a ``--late`` share of them dated a day early, and the
+same share dated at random. A batch goes column-wise unless one of its accepts may enter its key's history
+(``pmem.graph._bulk``): facts dated in order cost about what undated ones do; a batch with a few late
+accepts is split around them, each alone through the per-call loop; facts dated at random (many late
+ones a batch) go through the loop whole.
 Prints each way's seconds and its ratio to the baseline; on a shared machine only the ratios of one run
 mean anything.
 """
@@ -23,15 +25,18 @@ if TYPE_CHECKING:
     import argparse
 
 
-def write_log(rows: int, dated: float, order: str, seed: int = 0) -> pa.Table:
+def write_log(rows: int, dated: float, order: str, seed: int = 0, late: float = 0.0) -> pa.Table:
     """``rows`` fact rows as an ingest logs them (``pmem.ingest._merge.fact_log``: each observation, then
     the accept citing it); ``dated`` of the observations carry a valid time: growing with arrival
-    (``order="in"``), drawn at random (``"random"``), or none (``dated`` 0)."""
+    (``order="in"``; ``late`` of them a day early), drawn at random (``"random"``), or none (``dated`` 0)."""
     from pmem.ingest._merge import fact_log
 
     rng = np.random.default_rng(seed)
     is_dated = rng.random(rows) < dated
-    seconds = np.arange(rows) if order == "in" else rng.integers(0, rows, rows)
+    if order == "in":
+        seconds = np.arange(rows) - 86_400 * (rng.random(rows) < late)
+    else:
+        seconds = rng.integers(0, rows, rows)
     start = datetime(2025, 1, 1)
     valid = [
         (start + timedelta(seconds=int(s))).isoformat() if d else None
@@ -65,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dated", type=float, default=0.1, help="share of the observations with a valid time"
     )
+    parser.add_argument(
+        "--late", type=float, default=0.001, help="share of the in-order dated observations a day early"
+    )
     parser.add_argument("--seed", type=int, default=0, help="the log's seed")
 
 
@@ -72,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     ways = {
         "undated": write_log(args.rows, 0.0, "in", args.seed),
         f"{args.dated:.0%} dated in order": write_log(args.rows, args.dated, "in", args.seed),
+        f"{args.late:.1%} of them late": write_log(args.rows, args.dated, "in", args.seed, args.late),
         f"{args.dated:.0%} dated at random": write_log(args.rows, args.dated, "random", args.seed),
     }
     base = None

@@ -49,9 +49,10 @@ the two, state bytes and hidden state, over every operation type).
   open alternatives (a key re-enters at the first alternative it opens after its last closing).
 
 A graph with source authority goes through the loop itself (``_loop``): there an accept may be lowered
-to a contest, an outcome the scan does not model. So does a batch of a graph with valid times where an
-accept may enter its key's history (its evidence valid before a version the key may hold:
-``_may_enter_history``); a batch whose dated facts come in order goes column-wise.
+to a contest, an outcome the scan does not model. With valid times, an accept may enter its key's history
+instead (its evidence valid before a version the key may hold: ``_late_accepts``): a batch whose dated
+facts come in order goes column-wise; one with a few such accepts goes column-wise around them, each alone
+through the loop (``_split_around``); one with many, through the loop whole.
 
 Speed. The graph's integer columns, per-key heads included, are typed (int64 ``array``), so the scan's
 results go into them as block copies; the batch's keys are looked up at once in a hash table
@@ -342,26 +343,83 @@ def apply_batch(
         is_obs, ops = _validate(graph, table, retracts)
         # Nothing below can fail.
         store = graph.storage
-        if store.has_authority() or (store.has_valid_times() and _may_enter_history(graph, ops)):
+        late = _late_accepts(graph, ops, _split_at_most(table.num_rows)) if _dated(store) else []
+        if 0 < len(late) <= _split_at_most(table.num_rows):
+            # a few accepts may enter their key's history (valid time): each goes alone through the
+            # loop, and the rows between them column-wise. An accept not listed cannot enter history
+            # however the listed ones end (they were counted as heads its key may hold).
+            return _split_around(graph, table, is_obs, retracts, late, first_evidence)
+        if store.has_authority() or late:
             # an accept may be lowered (authority) or enter the history (valid time): outcomes the
             # column-wise pass does not model, so the rows go through the loop itself
             code = _loop(graph, table, is_obs, retracts)
         else:
-            writer = _Writer(graph, table, is_obs, ops)
-            # a batch whose scan takes more steps than it saves (a few keys with long runs) costs less
-            # through the loop: each step costs a few dozen numpy calls however few keys it takes
-            slow = writer.steps > _FEW_STEPS and writer.steps * _STEP_COST > writer.n
-            code = _loop(graph, table, is_obs, retracts) if slow else writer.run()
+            code = _column_wise(graph, table, is_obs, ops, retracts)
     finally:
         if enabled:
             gc.enable()
     return BatchResult(((code >> 3) & 7).astype(np.int8), (code >> 6).astype(np.bool_), first_evidence)
 
 
-def _may_enter_history(graph: ProvenanceGraph, ops: _Ops) -> bool:
-    """Whether an accept of the batch may enter its key's history instead of superseding its head: the
-    one outcome valid time changes (``ProvenanceGraph.apply``: the accept cites evidence valid before
-    the evidence that made the head), which the column-wise pass does not model.
+def _column_wise(
+    graph: ProvenanceGraph,
+    table: pa.Table,
+    is_obs: NDArray[np.bool_],
+    ops: _Ops,
+    retracts: pa.Array[Any] | None,
+) -> NDArray[np.int64]:
+    """The validated rows written column-wise; the operation rows' result codes."""
+    writer = _Writer(graph, table, is_obs, ops)
+    # a batch whose scan takes more steps than it saves (a few keys with long runs) costs less through
+    # the loop: each step costs a few dozen numpy calls however few keys it takes
+    slow = writer.steps > _FEW_STEPS and writer.steps * _STEP_COST > writer.n
+    return _loop(graph, table, is_obs, retracts) if slow else writer.run()
+
+
+def _dated(store: Any) -> bool:
+    """Valid time may change an outcome: the graph has valid times, and no source authority (with it,
+    every batch takes the loop)."""
+    return bool(store.has_valid_times()) and not store.has_authority()
+
+
+def _split_at_most(rows: int) -> int:
+    """How many late accepts a batch of ``rows`` rows is split around: a split costs a column-wise pass's
+    fixed cost (its own validation, a few dozen numpy calls), which pays while late rows are rarer than
+    about one in a thousand; with more, the whole batch takes the loop."""
+    return max(8, rows // 1024)
+
+
+def _split_around(
+    graph: ProvenanceGraph,
+    table: pa.Table,
+    is_obs: NDArray[np.bool_],
+    retracts: pa.Array[Any] | None,
+    late: list[int],
+    first_evidence: int,
+) -> BatchResult:
+    """``table`` (validated whole) with each ``late`` row alone through the loop and the rows between
+    them column-wise, in order; the outcomes of its operation rows, in batch order."""
+    codes: list[NDArray[np.int64]] = []
+    start = 0
+    for row in [*late, table.num_rows]:
+        if row > start:
+            part = table.slice(start, row - start)
+            part_retracts = None if retracts is None else retracts.slice(start, row - start)
+            part_obs, part_ops = _validate(graph, part, part_retracts)  # refuses nothing: checked whole
+            codes.append(_column_wise(graph, part, part_obs, part_ops, part_retracts))
+        if row < table.num_rows:
+            one = None if retracts is None else retracts.slice(row, 1)
+            codes.append(_loop(graph, table.slice(row, 1), is_obs[row : row + 1], one))
+        start = row + 1
+    code = np.concatenate(codes)
+    return BatchResult(((code >> 3) & 7).astype(np.int8), (code >> 6).astype(np.bool_), first_evidence)
+
+
+def _late_accepts(graph: ProvenanceGraph, ops: _Ops, at_most: int) -> list[int]:
+    """The batch rows of the accepts that may enter their key's history instead of superseding its head,
+    in order; at most ``at_most + 1`` of them (one more only says: too many to split around). Entering
+    history is the one outcome valid time changes (``ProvenanceGraph.apply``: the accept cites evidence
+    valid before the evidence that made the head), which the column-wise pass does not model.
 
     Judged without the heads the batch makes: an accept citing dated evidence may enter history when
     its evidence is valid before that of any version its key could hold as head when it arrives: a
@@ -373,7 +431,7 @@ def _may_enter_history(graph: ProvenanceGraph, ops: _Ops) -> bool:
     store = graph.storage
     dated = np.fromiter((store.valid_instant(e) is not None for e in ops.ev.tolist()), np.bool_, len(ops.ev))
     if not dated.any():
-        return False  # no accept cites dated evidence: none can enter history
+        return []  # no accept cites dated evidence: none can enter history
     keys = set(ops.kid[dated].tolist())  # only these keys' accepts can
     latest: dict[int, datetime] = {}  # per key: the latest valid time of a version it may hold
     for kid in keys:
@@ -385,6 +443,7 @@ def _may_enter_history(graph: ProvenanceGraph, ops: _Ops) -> bool:
             found = [at for at in made if at is not None]
             if found:
                 latest[kid] = max(found)
+    late: list[int] = []
     for j in np.flatnonzero(np.isin(ops.kid, np.fromiter(keys, _I64, len(keys)))).tolist():
         kid = int(ops.kid[j])
         mine = store.valid_instant(int(ops.ev[j])) if dated[j] else None
@@ -392,10 +451,12 @@ def _may_enter_history(graph: ProvenanceGraph, ops: _Ops) -> bool:
             continue
         held = latest.get(kid)
         if ops.code[j] == ACCEPT and held is not None and mine < held:
-            return True
+            late.append(int(ops.rows[j]))
+            if len(late) > at_most:
+                break
         if held is None or mine > held:
             latest[kid] = mine
-    return False
+    return late
 
 
 def _loop(

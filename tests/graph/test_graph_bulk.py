@@ -605,8 +605,9 @@ def _loop_dated(graph: ProvenanceGraph, rows_: list[Row]) -> None:
 
 def check_dated_batches_equal_the_loop(data: st.DataObject) -> None:
     """Observations with valid times, in order or not, batch after batch through ``apply_log``: a batch
-    in which an accept may enter history goes through the loop, the others column-wise; both leave the
-    graph the loop leaves."""
+    in which accepts may enter history goes column-wise around them (each alone through the loop), or
+    through the loop whole when they are many, the others column-wise; each leaves the graph the loop
+    leaves."""
     in_order = data.draw(st.booleans(), label="in order")
     script = _dated(data, data.draw(scripts(max_size=80), label="script"), 0, in_order)
     seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
@@ -620,6 +621,64 @@ def check_dated_batches_equal_the_loop(data: st.DataObject) -> None:
 test_dated_batches_equal_the_loop, test_dated_batches_equal_the_loop_at_length = short_and_long(
     check_dated_batches_equal_the_loop, st.data(), short=100, full=400
 )
+
+
+def test_a_batch_with_a_few_late_accepts_is_split_around_them_and_equals_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch whose accepts may enter history, a few of them, goes column-wise around them: each late
+    accept alone through the loop. Its outcomes, op by op, and the graph are the loop's; a retraction
+    after a late accept is given its own retracted value (replay's side column, sliced with the rows)."""
+    calls: list[int] = []
+    real_loop = _bulk._loop
+
+    def counted(graph: ProvenanceGraph, table: pa.Table, *args: Any) -> Any:
+        calls.append(table.num_rows)
+        return real_loop(graph, table, *args)
+
+    monkeypatch.setattr(_bulk, "_loop", counted)
+    valid = ["2025-06-01", "2025-09-01", "2025-01-01", "2025-03-01", "2025-12-01", "2024-01-01"]
+    rows = [  # (op, key, value, evidence, the value a retraction retracts)
+        ("accept", "k", "june", 0, None),
+        ("accept", "p", "a", 0, None),
+        ("reject", "p", None, 0, "gone"),  # retracts a value p does not hold: a noop, as in an undo's replay
+        ("accept", "k", "sept", 1, None),
+        ("accept", "k", "jan", 2, None),  # late: valid before the head it meets
+        ("accept", "m", "march", 3, None),
+        ("reject", "k", None, 4, "sept"),
+        ("accept", "m", "old", 5, None),  # late again, on another key
+        ("accept", "n", "dec", 4, None),
+    ]
+    graphs = []
+    for _ in range(2):
+        g = ProvenanceGraph()
+        for i, at in enumerate(valid):
+            g.observe(f"fact {i}", "user", None, at)
+        graphs.append(g)
+    seq_graph, bulk_graph = graphs
+    looped = [
+        seq_graph.apply(op, key, value, evidence=f"e{ev}", retracts=target)
+        for op, key, value, ev, target in rows
+    ]
+    table = pa.table(
+        {
+            "op": [r[0] for r in rows],
+            "text": [None] * len(rows),
+            "source": [None] * len(rows),
+            "time": [None] * len(rows),
+            "key": [r[1] for r in rows],
+            "value": [r[2] for r in rows],
+            "evidence": [r[3] for r in rows],
+        },
+        schema=WRITE_BATCH_SCHEMA,
+    )
+    result = _bulk.apply_batch(bulk_graph, table, pa.array([r[4] for r in rows], pa.large_string()))
+    assert calls == [1, 1]  # the two late accepts, each alone
+    assert [OPS[c] for c in result.op.tolist()] == [r.op for r in looped]
+    assert result.applied.tolist() == [r.applied for r in looped]
+    assert_same(bulk_graph, seq_graph)
+    assert "jan" in [v.value for v in bulk_graph.versions("k")] and bulk_graph.head_value("m") == "march"
+    assert bulk_graph.head_value("p") == "a"
 
 
 def test_facts_dated_in_order_go_column_wise_and_a_late_one_through_the_loop(
@@ -662,6 +721,6 @@ def test_facts_dated_in_order_go_column_wise_and_a_late_one_through_the_loop(
         _loop_dated(seq_graph, part)
         apply_log(bulk_graph, _as_log(part, evidence_before))
         assert_same(bulk_graph, seq_graph)
-    assert calls == [4, 2]
+    assert calls == [1, 1]  # only the late accept takes the loop; its batch's other rows go column-wise
     for key in ("fresh.key", "other.key"):  # the old value entered history; the head stayed
         assert "old" in [v.value for v in bulk_graph.versions(key)] and bulk_graph.head_value(key) == "new"
