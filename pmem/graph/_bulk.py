@@ -343,8 +343,9 @@ def apply_batch(
         is_obs, ops = _validate(graph, table, retracts)
         # Nothing below can fail.
         store = graph.storage
-        late = _late_accepts(graph, ops, _split_at_most(table.num_rows)) if _dated(store) else []
-        if 0 < len(late) <= _split_at_most(table.num_rows):
+        at_most = _split_at_most(table.num_rows)
+        late = _late_accepts(graph, ops, at_most) if _dated(store) else []
+        if 0 < len(late) <= at_most:
             # a few accepts may enter their key's history (valid time): each goes alone through the
             # loop, and the rows between them column-wise. An accept not listed cannot enter history
             # however the listed ones end (they were counted as heads its key may hold).

@@ -623,12 +623,9 @@ test_dated_batches_equal_the_loop, test_dated_batches_equal_the_loop_at_length =
 )
 
 
-def test_a_batch_with_a_few_late_accepts_is_split_around_them_and_equals_the_loop(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A batch whose accepts may enter history, a few of them, goes column-wise around them: each late
-    accept alone through the loop. Its outcomes, op by op, and the graph are the loop's; a retraction
-    after a late accept is given its own retracted value (replay's side column, sliced with the rows)."""
+@pytest.fixture
+def loop_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The rows of each batch (or part of one) ``apply_batch`` sends through the per-call loop."""
     calls: list[int] = []
     real_loop = _bulk._loop
 
@@ -637,6 +634,15 @@ def test_a_batch_with_a_few_late_accepts_is_split_around_them_and_equals_the_loo
         return real_loop(graph, table, *args)
 
     monkeypatch.setattr(_bulk, "_loop", counted)
+    return calls
+
+
+def test_a_batch_with_a_few_late_accepts_is_split_around_them_and_equals_the_loop(
+    loop_calls: list[int],
+) -> None:
+    """A batch whose accepts may enter history, a few of them, goes column-wise around them: each late
+    accept alone through the loop. Its outcomes, op by op, and the graph are the loop's; a retraction
+    after a late accept is given its own retracted value (replay's side column, sliced with the rows)."""
     valid = ["2025-06-01", "2025-09-01", "2025-01-01", "2025-03-01", "2025-12-01", "2024-01-01"]
     rows = [  # (op, key, value, evidence, the value a retraction retracts)
         ("accept", "k", "june", 0, None),
@@ -673,7 +679,7 @@ def test_a_batch_with_a_few_late_accepts_is_split_around_them_and_equals_the_loo
         schema=WRITE_BATCH_SCHEMA,
     )
     result = _bulk.apply_batch(bulk_graph, table, pa.array([r[4] for r in rows], pa.large_string()))
-    assert calls == [1, 1]  # the two late accepts, each alone
+    assert loop_calls == [1, 1]  # the two late accepts, each alone
     assert [OPS[c] for c in result.op.tolist()] == [r.op for r in looped]
     assert result.applied.tolist() == [r.applied for r in looped]
     assert_same(bulk_graph, seq_graph)
@@ -682,19 +688,11 @@ def test_a_batch_with_a_few_late_accepts_is_split_around_them_and_equals_the_loo
 
 
 def test_facts_dated_in_order_go_column_wise_and_a_late_one_through_the_loop(
-    monkeypatch: pytest.MonkeyPatch,
+    loop_calls: list[int],
 ) -> None:
     """Before, one dated fact sent every later batch of the graph through the loop. Now a batch goes
     column-wise unless one of its accepts may enter history (evidence valid before a version its key
     may hold), and both ways equal the loop."""
-    calls: list[int] = []
-    real_loop = _bulk._loop
-
-    def counted(graph: ProvenanceGraph, table: pa.Table, *args: Any) -> Any:
-        calls.append(table.num_rows)
-        return real_loop(graph, table, *args)
-
-    monkeypatch.setattr(_bulk, "_loop", counted)
     rng = np.random.default_rng(5)
     script: list[Row] = []
     for i in range(3000):
@@ -706,7 +704,7 @@ def test_facts_dated_in_order_go_column_wise_and_a_late_one_through_the_loop(
     for start in range(0, len(script), 1000):
         apply_log(bulk_graph, _as_log(script[start : start + 1000], start // 2))
     assert_same(bulk_graph, seq_graph)
-    assert calls == [] and bulk_graph.storage.has_valid_times()
+    assert loop_calls == [] and bulk_graph.storage.has_valid_times()
     # late facts go through the loop: valid before a version made earlier in the batch ...
     late = [
         ("obs", "the newest fact", None, None, "2025-12-31"),
@@ -721,6 +719,6 @@ def test_facts_dated_in_order_go_column_wise_and_a_late_one_through_the_loop(
         _loop_dated(seq_graph, part)
         apply_log(bulk_graph, _as_log(part, evidence_before))
         assert_same(bulk_graph, seq_graph)
-    assert calls == [1, 1]  # only the late accept takes the loop; its batch's other rows go column-wise
+    assert loop_calls == [1, 1]  # only the late accept takes the loop; its batch's other rows go column-wise
     for key in ("fresh.key", "other.key"):  # the old value entered history; the head stayed
         assert "old" in [v.value for v in bulk_graph.versions(key)] and bulk_graph.head_value(key) == "new"

@@ -16,6 +16,7 @@ import pytest
 from quickstart_sweep import COLUMNS, QUICKSTART_GROUP, Swept, quickstart_config, sweep
 
 from pmem.rundir import PROGRESS_LOG
+from pmem.runner._driver import SweepResult
 
 pytestmark = QUICKSTART_GROUP
 #: a progress line: histories done/total (the first field, whatever else the width left)
@@ -114,26 +115,33 @@ def test_verbose_shows_the_details_and_the_progress_log_keeps_them(
         assert re.search(r"\[pmem sweep\] 84/84 histories \(100%\) \| 0 failed \| .* \| elapsed \d", log)
 
 
+#: the failed history of the tests of how a failure is named
+FAILED = {"subset": "chains", "arm": "pmem", "history_id": "alfworld-revision/chains/L2/case002"}
+
+
+def _failed_sweep(run_dir: Path, error: str, *, total: int, completed: int, wall_s: float) -> SweepResult:
+    """A sweep's result whose failures are :data:`FAILED` with ``error``, the rest complete."""
+    return SweepResult(
+        run_dir=run_dir,
+        run_id=run_dir.name,
+        total=total,
+        skipped=0,
+        completed=completed,
+        failed=total - completed,
+        redone=0,
+        wall_s=wall_s,
+        failures=[{**FAILED, "error": error}],
+    )
+
+
 def test_a_failed_history_is_named_on_one_line_that_fits(tmp_path: Path) -> None:
     """Without --summary the first failure is one line cut to the width, the end of its error kept."""
-    from pmem.runner._driver import SweepResult
     from pmem.runner._summary import print_result
 
     error = (
         "Traceback (most recent call last):\n  ...\nModelCallError: HTTP 500: " + "x" * 3000 + " overloaded"
     )
-    failure = {"subset": "chains", "arm": "pmem", "history_id": "alfworld-revision/chains/L2/case002"}
-    res = SweepResult(
-        run_dir=tmp_path / "runs" / "t-0123",
-        run_id="t-0123",
-        total=10,
-        skipped=0,
-        completed=7,
-        failed=3,
-        redone=0,
-        wall_s=3.25,
-        failures=[{**failure, "error": error}],
-    )
+    res = _failed_sweep(tmp_path / "runs" / "t-0123", error, total=10, completed=7, wall_s=3.25)
     out = io.StringIO()
     print_result(res, stream=out, width=COLUMNS)
     lines = out.getvalue().splitlines()
@@ -152,7 +160,6 @@ def test_a_failed_history_is_named_on_one_line_that_fits(tmp_path: Path) -> None
 def test_a_history_ray_killed_for_memory_is_named_by_the_kill_not_the_node_report(tmp_path: Path) -> None:
     """Ray's out-of-memory kill puts its reason first and the node's memory report after it: the line
     names the kill (the report's coverage table reads the same reason, pmem.rundir.failure_reason)."""
-    from pmem.runner._driver import SweepResult
     from pmem.runner._summary import print_result, print_summary
 
     error = (
@@ -160,18 +167,7 @@ def test_a_history_ray_killed_for_memory_is_named_by_the_kill_not_the_node_repor
         "Memory on the node (IP: 10.0.0.2, ID: 8f3a) where the lease was running was 22.1GB / 23.2GB.\n"
         "Top 10 memory users:\nPID\tMEM(GB)\tCOMMAND\n4242\t9.80\tray::Runner"
     )
-    failure = {"subset": "chains", "arm": "pmem", "history_id": "alfworld-revision/chains/L2/case002"}
-    res = SweepResult(
-        run_dir=tmp_path / "r",
-        run_id="r",
-        total=2,
-        skipped=0,
-        completed=1,
-        failed=1,
-        redone=0,
-        wall_s=1.0,
-        failures=[{**failure, "error": error}],
-    )
+    res = _failed_sweep(tmp_path / "r", error, total=2, completed=1, wall_s=1.0)
     short, table = io.StringIO(), io.StringIO()
     print_result(res, stream=short, width=COLUMNS)
     print_summary(res, table)
@@ -190,7 +186,6 @@ def test_every_result_line_fits_the_width_at_any_count(
 ) -> None:
     """A resumed run of thousands of histories, all judged: the counts line went past 100 columns at
     COLUMNS=100 (issue 41); the counts wrap and the hint moves below its command."""
-    from pmem.runner._driver import SweepResult
     from pmem.runner._summary import print_result
 
     monkeypatch.chdir(tmp_path)
@@ -221,7 +216,6 @@ def test_the_summary_says_when_the_agent_is_rule_based(
 ) -> None:
     """`make demo` printed 139,364 "model calls" and a table of 100.0 without saying that no LLM made
     them: the summary of a run with the heuristic agent says so first; a real model's does not."""
-    from pmem.runner._driver import SweepResult
     from pmem.runner._summary import HEURISTIC_NOTICE, print_summary
 
     def summary(agents: tuple[str, ...]) -> list[str]:
