@@ -38,6 +38,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import weakref
 from pathlib import Path
@@ -189,7 +190,14 @@ def _fold(graph: ProvenanceGraph, path: Path, layout: Layout) -> str:
     journal = _journal.read_journal(path, state_version(path))
     if journal is not None:
         _journal.cut_torn_tail(journal)  # a note after a torn line would make that line a damaged one
-    version = save_graph(graph, path, layout, before_replace=lambda d: _journal.mark_compacting(path, d))
+    noted = journal_path(path).stat().st_size
+    try:
+        version = save_graph(graph, path, layout, before_replace=lambda d: _journal.mark_compacting(path, d))
+    except BaseException:
+        # the state was not replaced: its journal goes on as it was (a note left behind is passed over)
+        with contextlib.suppress(OSError):
+            os.truncate(journal_path(path), noted)
+        raise
     _journal.remove_journal(path)
     return version
 
@@ -203,25 +211,68 @@ def commit_journal(graph: ProvenanceGraph, path: str | Path, calls: list[list[An
     Raises:
         StateChangedError: the state at ``path`` is not the version ``graph`` holds (another process
             wrote it since): nothing was written.
+        OSError: the state or its journal could not be written (a full disk, a read-only folder):
+            nothing of ``calls`` is on disk, and a later commit goes on from what is (the failed write
+            changed nothing another process could have made: the lock is held throughout).
     """
     path = Path(path)
     where = _where(path)
     expected = _recorded.get(graph, {}).get(where)
     with _locked(lock_path(path), path, "commit"):
         _check_version(path, expected)  # expected None: nothing may be there (no state arrived since)
-        if any(call[0] == "erase" for call in calls) or _outgrown(path):
-            version = _fold(graph, path, "file")
-            _records.get(graph, {}).pop(where, None)
-        else:
-            if not path.exists():
-                _journal.start_journal(path, save_state_bytes(path, base))
-            elif not journal_path(path).exists():
-                _journal.start_journal(path, state_version(path))
-            n = _records.get(graph, {}).get(where, 0) + 1
-            _journal.append_record(path, n, calls)
-            _records.setdefault(graph, {})[where] = n
-            version = str(current_version(path))
+        try:
+            if any(call[0] == "erase" for call in calls) or _outgrown(path):
+                version = _fold(graph, path, "file")
+                _records.get(graph, {}).pop(where, None)
+            else:
+                _append_record(graph, path, calls, base)
+                version = str(current_version(path))
+        except OSError:
+            # what the failed write left (a state file made for the journal, a file's new times) is
+            # this graph's own doing under the lock: the next commit checks against it, not against
+            # what the failure replaced, and is not refused as another writer's change
+            now = current_version(path)
+            if now is None:
+                _recorded.get(graph, {}).pop(where, None)
+            else:
+                _recorded.setdefault(graph, {})[where] = now
+            raise
     _recorded.setdefault(graph, {})[where] = version
+
+
+def _append_record(graph: ProvenanceGraph, path: Path, calls: list[list[Any]], base: bytes) -> None:
+    """Append ``calls`` to the journal of ``path`` as the record after the last one ``graph`` holds
+    (the lock held), starting the journal (and the state file: ``base``) when there is none."""
+    where = _where(path)
+    journal = journal_path(path)
+    if journal.exists():
+        if where not in _records.get(graph, {}):
+            # this graph loaded no record of the journal there (a spent one a read-only folder kept):
+            # read it whole, once
+            _remove_spent(path)
+        else:
+            _journal.cut_torn_end(path)  # a failed append's line whose cut failed: later lines go after
+        if journal.exists() and journal.stat().st_size == 0:
+            journal.unlink()  # a journal cut back to nothing had no whole header: it is started anew
+    if not path.exists():
+        _journal.start_journal(path, save_state_bytes(path, base))
+    elif not journal.exists():
+        _journal.start_journal(path, state_version(path))
+    n = _records.get(graph, {}).get(where, 0) + 1
+    _journal.append_record(path, n, calls)
+    _records.setdefault(graph, {})[where] = n
+
+
+def _remove_spent(path: Path) -> None:
+    """Cut the journal of ``path`` to its whole lines, or remove it when a fold already holds them."""
+    digest = state_version(path)
+    journal = _journal.read_journal(path, digest)
+    if journal is None:
+        return
+    if _journal.spent(journal, digest):
+        _journal.remove_journal(path)
+    else:
+        _journal.cut_torn_tail(journal)
 
 
 def _outgrown(path: Path) -> bool:
@@ -250,13 +301,20 @@ def _changed(path: Path, expected: str | None, found: str) -> str:
 
 @contextlib.contextmanager
 def _locked(lock: Path, path: Path, what: str = "save") -> Iterator[None]:
-    """Hold the lock of ``path``'s saves (``lock``) for a ``with`` block."""
+    """Hold the lock of ``path``'s saves (``lock``) for a ``with`` block. A load whose lock file cannot
+    be opened for writing (a read-only folder) reads without it: a save cannot take it either, and a
+    state and journal read across another writer's fold do not agree, which the load refuses."""
     held = FileLock(str(lock), timeout=LOCK_TIMEOUT_S, thread_local=False)
     try:
         held.acquire()
     except Timeout:
         msg = f"{what}: {path} has been locked by another save for {LOCK_TIMEOUT_S:.0f} s (lock {lock}); nothing was written"
         raise TimeoutError(msg) from None
+    except OSError as exc:
+        if what != "load" or exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        yield
+        return
     try:
         yield
     finally:

@@ -21,10 +21,15 @@ of the JSON's bytes (the JSON is ASCII: no newline inside)::
 - A save folds the journal: it appends ``compacting`` naming the digest of the state it is writing,
   replaces the state file (written aside, renamed), then removes the journal. Killed between the two, the
   state file carries the digest ``compacting`` names: the records are in it, and the journal is spent.
-- A write is durable once its line is fsynced. A line cut short by a crash can only be the last one (a
-  write that never returned): readers leave it out and the next writer cuts it off. Any other line that
-  does not verify is damage: the state is refused with :class:`~pmem.graph.StateFileError`, never replayed
-  in part.
+- A write is durable once its line is fsynced. An append lands whole or not at all: the line is written
+  until every byte is in the file and fsynced, and a write that fails part-way (a full disk, an I/O
+  error) cuts the file back to where it started before it raises. A line cut short all the same (the
+  process killed mid-write, or the cut itself failing) can only be the last one: readers leave it out,
+  and the next open or append cuts it off, so that later records land after the last whole one. Any
+  other line that does not verify is damage: the state is refused with
+  :class:`~pmem.graph.StateFileError`, never replayed in part.
+- A ``compacting`` note followed by records, or naming another state than the file beside it, is a fold
+  that never replaced the state (it failed, or was killed, before its rename): readers pass over it.
 
 >>> import tempfile
 >>> from pmem.graph import ProvenanceGraph
@@ -158,9 +163,10 @@ def read_journal(state: str | Path, state_digest: str | None) -> Journal | None:
             compacting = str(entry["compacting"])
             continue
         n, calls = entry.get("n"), entry.get("calls")
-        if n != len(records) + 1 or not isinstance(calls, list) or compacting is not None:
+        if n != len(records) + 1 or not isinstance(calls, list):
             raise _refuse(path, f"line {i} is out of order (record {n!r} after {len(records)})")
         records.append(Record(n, calls))
+        compacting = None  # a note with records after it: a fold that never replaced the state
     if base != state_digest and compacting != state_digest:
         raise _refuse(
             path,
@@ -177,15 +183,56 @@ def spent(journal: Journal, state_digest: str | None) -> bool:
 
 
 def _append(path: Path, data: bytes, *, create: bool = False) -> None:
+    """Append ``data`` to the file at ``path`` whole, fsynced, or not at all: a write that fails part-way
+    cuts the file back to its size before, then raises (the journal's lock is held: no one else
+    appends meanwhile)."""
     flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(path, flags | (os.O_CREAT | os.O_EXCL if create else 0), 0o666)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
+        start = os.fstat(fd).st_size
+        try:
+            # os.write may write part of the bytes and return their count (a disk that fills mid-line):
+            # the rest is written until done, or until a write raises
+            view, written = memoryview(data), 0
+            while written < len(data):
+                written += os.write(fd, view[written:])
+            os.fsync(fd)
+        except BaseException as exc:
+            _cut_back(fd, start, path, exc)
+            raise
+    except BaseException:
         os.close(fd)
+        if create:
+            path.unlink(missing_ok=True)  # a journal that never got its header is no journal
+        raise
+    os.close(fd)
     if create:
         _fsync_directory(path.parent)
+
+
+def _cut_back(fd: int, size: int, path: Path, failure: BaseException) -> None:
+    """Cut the file open at ``fd`` back to ``size`` bytes after a failed append. When the cut fails too,
+    ``failure`` says so: the torn line stays, and the next open or append cuts it."""
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError as exc:
+        failure.add_note(f"{path}: the torn line could not be cut ({exc}); the next open or append cuts it")
+
+
+def cut_torn_end(state: str | Path) -> None:
+    """Cut a torn last line off the journal of ``state``, if it has one: one byte read when it ends
+    whole (a whole line ends with its newline), the journal read when it does not."""
+    path = journal_path(state)
+    with path.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return
+    data = path.read_bytes()
+    os.truncate(path, data.rfind(b"\n") + 1)
 
 
 def start_journal(state: str | Path, state_digest: str | None) -> None:

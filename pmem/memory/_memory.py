@@ -9,9 +9,10 @@ core's :class:`~pmem.graph.ProvenanceGraph`. The ``pmem`` arms and ``pmem ingest
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,10 @@ from pmem.graph import (
     ScoredCell,
     Version,
     Why,
+    check_text,
     is_sharded,
+    key_problem,
+    valid_instant,
     why,
 )
 from pmem.memory._extract import no_fact_reason
@@ -38,6 +42,7 @@ from pmem.models import (
     HeuristicChatModel,
     InstrumentedChatModel,
     InstrumentedEmbedder,
+    ModelCallError,
     RequestLog,
     RequestRecord,
     make_chat_model,
@@ -119,6 +124,20 @@ def _embedder(embedder: Any, log: RequestLog) -> Embedder:
     return make_embedder({"backend": "hashing"} if embedder is None else embedder, log=log)
 
 
+def _check_times(where: str, time: object, valid_time: object) -> None:
+    """Refuse, before anything is written, an observation time that is neither text nor a datetime and
+    a valid time that is no ISO 8601 date or datetime (the graph orders facts by it)."""
+    if time is not None:
+        iso = getattr(time, "isoformat", None)
+        text = time if type(time) is str else iso() if callable(iso) else None
+        if type(text) is not str:
+            msg = f"{where}: time must be text (ISO 8601 or free) or a datetime, got {type(time).__name__} {time!r:.60}"
+            raise ValueError(msg)
+        check_text(text, "time", where)
+    if valid_time is not None:
+        valid_instant(valid_time, where)
+
+
 def _existing(path: str | Path) -> Path:
     """``path``, a state file (or a sharded state: ``pmem ingest --shards``) that exists (a memory loaded
     from nothing is a mistake, not a new memory)."""
@@ -176,9 +195,9 @@ class AsyncMemory:
             concurrency=opts.pop("concurrency", 16),
             raise_failed_calls=True,
         )
-        self._writepath = WritePath(self._writer, opts, name="Memory")
+        self._options = opts  # the write path's options, for a write path made anew (_discard)
+        self._writepath = self._new_writepath()
         self._agent_backend = _backend(model)
-        self._writepath.track_attribution = False  # nothing audits a builder's memory: no per-event record
         self._file = None if path is None else Path(path)
         self._events = 0  # texts added so far: the next one's event index
         self._opened = self._file is None  # whether the state at path was read (the first use reads it)
@@ -188,11 +207,38 @@ class AsyncMemory:
         # the graph whose writes are committed to path's journal (None: no path, or a state read only)
         self._journaled: JournaledGraph | None = None
 
+    def _new_writepath(self) -> WritePath:
+        writepath = WritePath(self._writer, self._options, name="Memory")
+        writepath.track_attribution = False  # nothing audits a builder's memory: no per-event record
+        return writepath
+
+    def _discard(self) -> None:
+        """Forget every change that is not on disk: a write whose commit failed (a full disk, a read-only
+        folder, another writer) is no part of the memory, in memory as on disk. The next call reads the
+        state again (cutting what a failed append left), so the memory goes on by itself once the cause
+        is gone."""
+        self._writepath = self._new_writepath()
+        self._writer.take_write_log()
+        self._journaled = None
+        self._events = 0
+        self._opened = False
+        # a state another writer made meanwhile is read, not refused: the memory starts from it
+        self._new_file = not (self._file is not None and (self._file.exists() or _is_sharded(self._file)))
+
     async def _ready(self) -> None:
         if self._opened:
             return
-        assert self._file is not None
+        try:
+            await self._open()
+        except BaseException:
+            self._discard()  # half-read: the next call reads it again
+            raise
         self._opened = True
+
+    async def _open(self) -> None:
+        """Read the state at the memory's path into its write path (a journaled graph, unless the state
+        is read only)."""
+        assert self._file is not None
         wp = self._writepath
         registry = wp.graph.registry
         if not wp.retention or self._file.is_dir() or _is_sharded(self._file):
@@ -218,11 +264,34 @@ class AsyncMemory:
             self._events = journaled.stats()["evidence"]
 
     def _commit(self) -> None:
-        """Make the writes made since the last commit durable (a memory with a file state)."""
-        if self._journaled is not None:
-            self._journaled.commit()
-            if self._journaled.path is not None and self._journaled.path.exists():
-                self._new_file = False  # the state is there now: later saves check its version
+        """Make the writes made since the last commit durable (a memory with a file state); when that
+        fails, they are discarded (:meth:`_discard`) and the failure raised."""
+        journaled = self._journaled
+        if journaled is None:
+            return
+        try:
+            journaled.commit()
+        except BaseException:
+            self._discard()
+            raise
+        if journaled.path is not None and journaled.path.exists():
+            self._new_file = False  # the state is there now: later saves check its version
+
+    @contextlib.contextmanager
+    def _writing(self, *, keep: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+        """One write: committed when the block ends; when it raises, discarded (a file state's memory
+        reads the state again), except for a failure of a ``keep`` type, after which what was applied
+        is committed."""
+        try:
+            yield
+        except keep:
+            self._commit()
+            raise
+        except BaseException:
+            if self._journaled is not None:
+                self._discard()
+            raise
+        self._commit()
 
     def _observed(self, evidence_id: str) -> bool:
         try:
@@ -259,8 +328,9 @@ class AsyncMemory:
         Args:
             text: what was said or observed, or chat messages (one unit).
             source: who said it (source authority ranks it).
-            time: when it was observed (ISO 8601 or free text).
-            valid_time: when what it states became true (ISO 8601): late news enters the history.
+            time: when it was observed (ISO 8601, free text or a datetime).
+            valid_time: when what it states became true (an ISO 8601 date or datetime; anything else is
+                refused with ValueError before anything is written): late news enters the history.
 
         Returns:
             the evidence id, the facts extracted and the operations applied. A model reply that does
@@ -272,15 +342,18 @@ class AsyncMemory:
                 the retries). A failed extraction has written nothing; a failed later call stops the
                 unit there, with the operations before it applied.
         """
+        _check_times("add", time, valid_time)
         await self._ready()
         event = Event(self._events, _unit_text(text), time=time, source=source, valid_time=valid_time)
         evidence = f"e{self._events}"  # one unit, one evidence: the texts added so far number them
-        try:
-            (extraction,) = await self._writepath.write([[event]])
-        finally:
-            if self._observed(evidence):  # also when a model call failed after the text was admitted
-                self._events += 1
-                self._commit()  # what was applied is on disk before the call returns or raises
+        # what was applied is on disk before the call returns; a model call that failed after the text
+        # was admitted keeps the operations before it
+        with self._writing(keep=(ModelCallError,)):
+            try:
+                (extraction,) = await self._writepath.write([[event]])
+            finally:
+                if self._observed(evidence):
+                    self._events += 1
         records = self._writer.take_write_log()  # this unit's records (the memory keeps no log of its own)
         ops = [
             AppliedOp(r.op, r.key, r.value, r.applied, r.reason, r.requested, r.source_key) for r in records
@@ -361,13 +434,11 @@ class AsyncMemory:
         await self._ready()
         text = note if note is not None else f"{key} resolved to {value}"
         graph = self.graph
-        evidence = graph.observe(text, source=source)
-        self._events += 1
-        try:
+        with self._writing():
+            evidence = graph.observe(text, source=source)
+            self._events += 1
             result = graph.apply("resolve", key, value, evidence=evidence)
-        finally:
             self._writepath.cells_changed([key])
-            self._commit()
         return result
 
     async def render(
@@ -399,15 +470,22 @@ class AsyncMemory:
         >>> [op.op for op in m.put("budget", None).operations], m.get("budget").value
         (['revoke', 'revoke'], None)
         """
+        problem = key_problem(key)
+        if problem is not None:  # refused before anything is written, the statement included
+            msg = f"put: key {problem}"
+            raise ValueError(msg)
+        check_text(value, "value", "put", optional=True)
+        check_text(text, "text", "put", optional=True)
+        _check_times("put", time, None)
         await self._ready()
         graph = self.graph
         stated = (
             text if text is not None else (f"{key} = {value}" if value is not None else f"{key} withdrawn")
         )
-        evidence = graph.observe(stated, source=source, time=time)
-        self._events += 1
         ops: list[AppliedOp] = []
-        try:
+        with self._writing():
+            evidence = graph.observe(stated, source=source, time=time)
+            self._events += 1
             if value is not None:
                 r = graph.apply("accept", key, value, evidence=evidence)
                 ops.append(AppliedOp(r.op, key, value, r.applied, r.reason))
@@ -422,9 +500,7 @@ class AsyncMemory:
                     ops.append(AppliedOp(r.op, key, current, r.applied, r.reason))
                     if not r.applied:
                         break
-        finally:
             self._writepath.cells_changed([key])
-            self._commit()
         if not ops:
             ops.append(AppliedOp("noop", key, None, False, "put: the key holds no value to withdraw"))
         return AddResult(evidence, [(key, value)], ops)
@@ -433,17 +509,17 @@ class AsyncMemory:
         """Undo one operation (by its seq): its key becomes what the log without it gives. The result
         says whether it applied, and why not."""
         await self._ready()
-        result = self.graph.undo(op_seq)
-        self._writepath.cells_changed(self.graph)  # which key is the log's business: every cell is re-read
-        self._commit()
+        with self._writing():
+            result = self.graph.undo(op_seq)
+            self._writepath.cells_changed(self.graph)  # which key is the log's: every cell is re-read
         return result
 
     async def erase(self, evidence_id: str) -> ErasureReceipt:
         """Erase an evidence: its text leaves the graph and every byte saved afterwards."""
         await self._ready()
-        receipt = self.graph.erase(evidence_id)
-        self._writepath.cells_changed(receipt.changed)
-        self._commit()  # an erasure rewrites the state file: its text leaves the disk too
+        with self._writing():  # an erasure rewrites the state file: its text leaves the disk too
+            receipt = self.graph.erase(evidence_id)
+            self._writepath.cells_changed(receipt.changed)
         return receipt
 
     async def as_of(self, seq: int | None = None, *, time: str | None = None) -> ProvenanceGraph:

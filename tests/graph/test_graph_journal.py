@@ -266,3 +266,96 @@ def test_a_per_key_read_of_the_saved_file_alone_is_refused_while_a_journal_holds
         read_key_versions(path, "budget")
     g.save(path)  # folded: the file is the whole state again
     assert [v.value for v in read_key_versions(path, "budget")] == ["$0k", "$1k", "$2k"]
+
+
+# ---------------------------------------------------------------------- failed writes (issue 54)
+
+
+def _fill(folder, leave: int = 0):
+    """Fill ``folder``'s file system but for ``leave`` bytes; the filler (remove it to free the space)."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    os.truncate(filler, max(0, filler.stat().st_size - leave))
+    return filler
+
+
+def test_an_append_that_finds_the_disk_full_is_cut_back_raises_and_is_made_again_once_there_is_room(
+    tmpfs,
+) -> None:
+    g, path = _journaled(tmpfs(128))
+    journal = journal_path(path)
+    filler = _fill(path.parent, leave=64)  # room for part of a record: the disk fills mid-line
+    before = journal.read_bytes()
+    g.apply("accept", "owner", "x" * 6000, g.observe("the owner is " + "x" * 6000))
+    with pytest.raises(OSError):
+        g.commit()
+    assert journal.read_bytes() == before  # nothing of the record is left
+    assert g.pending == 2  # the writes wait for a commit that lands
+    filler.unlink()
+    g.commit()
+    assert ProvenanceGraph.load(path).to_bytes() == g.to_bytes()
+
+
+def test_a_torn_line_whose_cut_failed_is_cut_by_the_next_append(tmp_path, monkeypatch) -> None:
+    g, path = _journaled(tmp_path)
+    real_write, real_truncate = os.write, os.ftruncate
+
+    def half_then_full(fd: int, data) -> int:
+        if len(data) > 40:
+            real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(28, "No space left on device")
+
+    def cannot_cut(fd: int, size: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    g.apply("accept", "owner", "Bob", g.observe("the owner is Bob"))
+    monkeypatch.setattr(os, "write", half_then_full)
+    monkeypatch.setattr(os, "ftruncate", cannot_cut)
+    with pytest.raises(OSError, match="No space left") as failed:
+        g.commit()
+    assert any("the next open or append cuts it" in note for note in failed.value.__notes__)
+    monkeypatch.setattr(os, "write", real_write)
+    monkeypatch.setattr(os, "ftruncate", real_truncate)
+    assert not journal_path(path).read_bytes().endswith(b"\n")  # the torn half-line is there
+    g.apply("accept", "owner", "Carol", g.observe("the owner is Carol"))
+    g.commit()  # lands after the last whole record, the torn line cut off
+    assert ProvenanceGraph.load(path).to_bytes() == g.to_bytes()
+
+
+def test_a_fold_that_fails_before_it_replaces_the_state_leaves_the_journal_going_on(
+    tmp_path, monkeypatch
+) -> None:
+    from pmem.graph import _state
+
+    g, path = _journaled(tmp_path)
+    real_replace = _state.os.replace
+
+    def refused(src, dst) -> None:
+        raise OSError(28, "No space left on device")
+
+    g.erase("e0")  # an erasure folds the journal into the state
+    monkeypatch.setattr(_state.os, "replace", refused)
+    with pytest.raises(OSError):
+        g.commit()  # the note of the fold was written, the rename failed
+    monkeypatch.setattr(_state.os, "replace", real_replace)
+    assert b"compacting" not in journal_path(path).read_bytes()  # the note was taken back
+    g.apply("accept", "owner", "Bob", g.observe("the owner is Bob"))
+    g.commit()
+    assert ProvenanceGraph.load(path).to_bytes() == g.to_bytes()
+
+
+def test_a_fold_note_followed_by_records_is_a_fold_that_never_replaced_the_state(tmp_path) -> None:
+    g, path = _journaled(tmp_path)
+    journal = journal_path(path)
+    # a fold killed between its note and its rename, then a writer (an older one) appended records
+    lines = journal.read_bytes().splitlines(keepends=True)
+    note = _journal._line({"compacting": "0" * 32})
+    journal.write_bytes(b"".join([*lines[:2], note, *lines[2:]]))
+    assert ProvenanceGraph.load(path).to_bytes() == g.to_bytes()
