@@ -583,12 +583,15 @@ class ProvenanceGraph:
         Every operation that cited it is treated as never having happened (its keys are re-derived by
         replay without them; a value other evidence also stated survives through that evidence's own
         operation); versions that existed only through it get status ``erased`` and no value. The
-        receipt names the evidence, the keys whose value changed (before, after) and the versions
-        erased; it holds no erased text.
+        evidence keeps its id and arrival seq (every later arrival is numbered after it) and loses what
+        identifies the statement: its text, time, valid time and source (``"erased"``; the source's name
+        leaves the graph when nothing else names it). The receipt names the evidence, the keys whose
+        value changed (before, after) and the versions erased; it holds no erased text.
         """
         receipt = erase_evidence(self, evidence_id)
         if receipt.evidence == self._last_eid:  # the observe-then-apply fast path must not cite it either
             self._last_eid, self._last_ev = None, NONE
+        self._last_source, self._last_code = _NO_SOURCE, NONE  # the erased source's code may be renamed
         return receipt
 
     # ------------------------------------------------------------------ source authority

@@ -78,6 +78,8 @@ if TYPE_CHECKING:
 
 #: a valid time as given (ISO 8601) and as parsed (naive UTC)
 ValidTime: TypeAlias = "tuple[str, datetime]"
+#: the source an erased evidence is left with: who made the statement goes with it
+ERASED_SOURCE = "erased"
 
 
 class EvidenceArrays(NamedTuple):
@@ -515,9 +517,27 @@ class GraphStore:
         self.log(self.next_seq(), UNDO, effect, kid, ev, applied, NONE, None, reason)
 
     def erase_evidence(self, ev: int) -> None:
-        """Mark evidence ``ev`` erased and blank its text (its operations are re-derived by the caller)."""
+        """Mark evidence ``ev`` erased and blank what identifies the statement: its text, its time, its
+        valid time, and its source (which becomes :data:`ERASED_SOURCE`; the source's name leaves the
+        graph too when no other evidence and no authority setting names it). Its id and seq stay: every
+        later arrival is numbered after it. Its operations are re-derived by the caller."""
         self.erased.add(ev)
         self.ev_text[ev] = ""
+        self.ev_time.pop(ev, None)
+        self.ev_valid.pop(ev, None)
+        self.valid_at.pop(ev, None)
+        code = self.ev_source[ev]
+        name = self.sources[code]
+        if name == ERASED_SOURCE:
+            return
+        if self.ev_source.count(code) == 1 and name not in (self.authority or {}):
+            # the name is no one else's: its code stays (the codes after it keep their numbers) and
+            # reads ERASED_SOURCE, which names the first code of that text (as a load derives it)
+            self.sources[code] = ERASED_SOURCE
+            del self.source_code[name]
+            self.source_code[ERASED_SOURCE] = min(code, self.source_code.get(ERASED_SOURCE, code))
+        else:
+            self.ev_source[ev] = self.admit_source(ERASED_SOURCE)
 
     def forget_retracted_values(self, ops: list[int], gone: set[str]) -> None:
         """Of retractions ``ops``, those that retract one of the values ``gone`` (erased, and stated by
@@ -797,7 +817,7 @@ class GraphStore:
             ValueError: a key named twice.
         """
         self.sources = list(evidence.sources)
-        self.source_code = {s: i for i, s in enumerate(self.sources)}
+        self.source_code = _first_codes(self.sources)
         self.ev_text = TextColumn()
         self.ev_text.extend_arrow(evidence.text)  # as read: no Python string per text
         self.ev_source, self.ev_seq = _typed(evidence.source), _typed(evidence.seq)
@@ -909,7 +929,7 @@ class GraphStore:
         if "key_names" in columns:
             self.kid = {name: kid for kid, name in enumerate(self.key_names)}
         if "sources" in columns:
-            self.source_code = {source: code for code, source in enumerate(self.sources)}
+            self.source_code = _first_codes(self.sources)
         if "ev_valid" in columns:
             self.valid_at = {n: valid_instant(text, "load")[1] for n, text in self.ev_valid.items()}
 
@@ -1481,6 +1501,14 @@ class GraphStore:
             at = np.fromiter(self.op_extra, np.int64, len(self.op_extra))
             keys[at] = np.fromiter((e[1] for e in self.op_extra.values()), np.int64, len(self.op_extra))
         return np.flatnonzero(keys == kid).tolist()
+
+
+def _first_codes(sources: list[str]) -> dict[str, int]:
+    """Each source's code: its first in ``sources`` (an erasure may leave a text at two codes)."""
+    codes: dict[str, int] = {}
+    for code, source in enumerate(sources):
+        codes.setdefault(source, code)
+    return codes
 
 
 #: the store's columns: every table of its nodes, edges and log, and the lookups derived from them. No

@@ -283,6 +283,35 @@ def test_erasure_leaves_no_byte_of_the_text_and_repairs_the_frontier(tmp_path) -
     assert loaded.to_bytes() == g.to_bytes()
 
 
+def test_erasure_removes_what_identifies_the_statement_its_source_time_and_valid_time(tmp_path) -> None:
+    g = ProvenanceGraph(authority={"user": 2})
+    g.apply("accept", "user.city", "Lisbon", g.observe("I live in Lisbon", "user", "2024-01-01"))
+    secret = g.observe("Moved to Oslo", "Melanie-Zq", "1:56 pm on 8 May, 2023", valid_time="2023-05-01")
+    g.apply("accept", "user.city", "Oslo", secret)
+    shared = g.observe("Oslo is cold", "user", "2024-02-02")
+    g.apply("accept", "weather", "cold", shared)
+    g.erase(secret)
+    erased = g.evidence(secret)
+    assert (erased.text, erased.source, erased.time, erased.valid_time) == ("", "erased", None, None)
+    assert erased.seq == 3 and erased.id == secret  # kept: every later arrival is numbered after it
+    g.save(tmp_path / "s.arrow")
+    for data in (g.to_bytes(), (tmp_path / "s.arrow").read_bytes()):
+        for text in (b"Melanie-Zq", b"8 May, 2023", b"2023-05-01"):
+            assert data.count(text) == 0
+    # a source others also name keeps its name for them; a configured one is the configuration's
+    g.erase(shared)
+    assert g.evidence(shared).source == "erased" and g.evidence("e0").source == "user"
+    assert g.evidence("e0").time == "2024-01-01"
+    loaded = ProvenanceGraph.load(tmp_path / "s.arrow")
+    loaded.erase(shared)
+    assert loaded.to_bytes() == g.to_bytes()
+    # the source erased away is a new source when it speaks again, for the loaded graph as for this one
+    for graph in (g, loaded):
+        graph.apply("accept", "user.city", "Rome", graph.observe("Rome now", "Melanie-Zq"))
+    assert loaded.to_bytes() == g.to_bytes()
+    assert g.evidence("e3").source == "Melanie-Zq"
+
+
 def test_a_value_also_stated_by_other_evidence_survives_erasure() -> None:
     g = ProvenanceGraph()
     first = g.observe("k is a (first source)")
