@@ -57,7 +57,8 @@ T = TypeVar("T")
 
 #: Who a LangGraph put is stated by, in the memory's evidence.
 SOURCE = "langgraph"
-#: The time an item written without one (by pmem.Memory's text path) reads as created and updated.
+#: The time an item written without one, or with a free-text one (by pmem.Memory's text path), reads as
+#: created and updated.
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
     "$eq": operator.eq,
@@ -67,6 +68,19 @@ _OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
     "$lt": operator.lt,
     "$lte": operator.le,
 }
+
+
+def _observed_at(time: str | None) -> datetime:
+    """An evidence's observation time as an item's (UTC): :data:`_EPOCH` when it has none, or when it is
+    free text, which ``pmem.Memory.add`` takes (LoCoMo's "1:56 pm on 8 May, 2023", "last spring") and
+    which names no instant this store could give."""
+    if time is None:
+        return _EPOCH
+    try:
+        at = datetime.fromisoformat(time)
+    except ValueError:
+        return _EPOCH
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
 
 def to_namespace(labels: tuple[str, ...]) -> Namespace:
@@ -203,8 +217,7 @@ class PMemStore(BaseStore):
         )
 
         def stamp(evidence: str | None) -> datetime:
-            time = None if evidence is None else graph.evidence(evidence).time
-            return _EPOCH if time is None else datetime.fromisoformat(time)
+            return _observed_at(None if evidence is None else graph.evidence(evidence).time)
 
         return Item(
             value=_decode(cell.value),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pmem._lock import LockHeldError
 from pmem.server._mcp import StaticTokens, build_server, serve_http
-from pmem.server._store import Store
+from pmem.server._store import MAX_OPEN, Store
 
 if TYPE_CHECKING:
     import argparse
@@ -42,6 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--config", type=Path, metavar="FILE.toml", help="[models.agent], [models.embedder], [memory]"
+    )
+    parser.add_argument(
+        "--max-open",
+        type=int,
+        default=MAX_OPEN,
+        metavar="N",
+        help=f"namespaces kept open at most; the least recently used beyond is closed (default {MAX_OPEN})",
     )
 
 
@@ -74,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         options = read_config(args.config)
         tokens = StaticTokens.from_environment() if args.http else None
-        store = Store.open(args.store, **options)
+        store = Store.open(args.store, max_open=args.max_open, **options)
     except (ValueError, TypeError, LockHeldError, NotADirectoryError) as exc:
         print(f"pmem mcp: error: {exc}", file=sys.stderr)
         return 2

@@ -97,6 +97,11 @@ class MemoryTools:
         except ModelCallError as exc:
             msg = f"{namespace.label}: the memory's model could not be reached ({exc}); what was applied before is kept"
             raise ToolCallError(msg) from None
+        except OSError as exc:  # the server's files (a full disk, a read-only folder): no path is named
+            reason = exc.strerror or type(exc).__name__
+            done = "nothing was written" if write else "nothing was read"
+            msg = f"{namespace.label}: the server could not {'write' if write else 'read'} this namespace's files ({reason}); {done}, retry once the server's disk is mended"
+            raise ToolCallError(msg) from None
 
     async def add(
         self,

@@ -162,3 +162,59 @@ def test_get_put_delete_answer_as_langgraphs_in_memory_store(store: PMemStore) -
                 mine, theirs = store.get(check_ns, check_key), reference.get(check_ns, check_key)
                 assert (mine and mine.value) == (theirs and theirs.value), (check_ns, check_key)
     assert store.list_namespaces() == sorted(reference.list_namespaces())
+
+
+def test_items_written_with_a_free_text_time_are_read_and_searched(tmp_path: Path) -> None:
+    from pmem.server import Namespace, Store
+
+    async def write() -> None:  # the store as pmem mcp writes it: pmem.Memory's text path takes free text
+        shared = Store.open(tmp_path / "store")
+        try:
+            async with shared.using(Namespace.of("alice"), write=True) as memory:
+                await memory.add("The city of Alice is Paris.", time="last spring")
+                await memory.add("The city of Alice is Rome.", time="2024-03-01")
+        finally:
+            await shared.aclose()
+
+    asyncio.run(write())
+    store = PMemStore(tmp_path / "store")
+    try:
+        item = store.get(("alice",), "alice.city")
+        assert item is not None and item.created_at.year == 1970  # no instant: the epoch, as for no time
+        assert item.updated_at.isoformat() == "2024-03-01T00:00:00+00:00"
+        assert [i.key for i in store.search((), query="city of Alice")] == ["alice.city"]
+    finally:
+        store.close()
+
+
+def test_a_put_the_full_disk_refuses_raises_is_not_read_back_and_puts_go_on_once_there_is_room(
+    tmpfs,
+) -> None:
+    import os
+
+    folder = tmpfs(192)
+    store = PMemStore(folder / "store")
+    try:
+        store.put(("alice",), "goal", {"text": "ship v1"})
+        filler = folder / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        with pytest.raises(OSError):
+            store.put(("alice",), "goal", {"text": "ship v2 " + "x" * 8000})
+        assert store.get(("alice",), "goal").value == {"text": "ship v1"}
+        filler.unlink()
+        store.put(("alice",), "goal", {"text": "ship v3"})
+        assert store.history(("alice",), "goal") == [{"text": "ship v1"}, {"text": "ship v3"}]
+    finally:
+        store.close()
+    reopened = PMemStore(folder / "store")
+    try:
+        assert reopened.history(("alice",), "goal") == [{"text": "ship v1"}, {"text": "ship v3"}]
+    finally:
+        reopened.close()

@@ -1,0 +1,101 @@
+"""A server whose disk fails (issue 54): over MCP, a write the file system refuses replies with its reason
+in one line (never "Error executing tool add" alone, never a server path), nothing of it is answered, and
+the namespace takes writes again once the disk has room, without a restart. The server keeps a bounded
+number of namespaces open, however many it is asked about."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from mcp_client import reply, stdio_session
+
+from pmem.server import Namespace, Store
+
+
+def _fill(folder: Path) -> Path:
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_disk_over_mcp_replies_its_reason_keeps_nothing_refused_and_goes_on(tmpfs) -> None:
+    store = tmpfs(320) / "store"
+
+    async def run() -> list:
+        replies = []
+        async with stdio_session(store) as session:
+
+            async def call(tool: str, **args: object) -> object:
+                return reply(await session.call_tool(tool, {"user_id": "alice", **args}))
+
+            replies.append(await call("add", text="The city of Alice is Paris."))
+            filler = _fill(store.parent)
+            refused = await call("add", text="The city of Alice is Rome. " + "x" * 8000)
+            replies.append(refused)
+            replies.append(await call("get", key="alice.city"))
+            filler.unlink()
+            replies.append(await call("add", text="The city of Bob is Oslo."))
+            replies.append(await call("get", key="bob.city"))
+            replies.append(await call("history", key="alice.city"))
+        return replies
+
+    first, refused, alice, later, bob, history = asyncio.run(run())
+    assert "error" not in first
+    error = refused["error"]
+    assert "alice: the server could not write this namespace's files (No space left on device)" in error
+    assert "\n" not in error and str(store) not in error
+    assert alice["value"] == "Paris"  # the refused Rome is not answered
+    assert "error" not in later and bob["value"] == "Oslo"  # room again: no restart needed
+    assert [v["value"] for v in history] == ["Paris"]
+
+
+def test_open_namespaces_are_bounded_and_reads_of_unwritten_ones_keep_nothing(tmp_path: Path) -> None:
+    async def run() -> tuple[int, int, list[str | None], int]:
+        store = Store.open(tmp_path / "store", max_open=3)
+        try:
+            for i in range(8):
+                async with store.using(Namespace.of(f"user{i}"), write=True) as memory:
+                    await memory.add(f"The city of User{i} is Town{i}.")
+            written_open = store.open_count
+
+            async def read_unwritten(n: int, start: int) -> None:
+                for i in range(start, start + n):
+                    async with store.using(Namespace.of(f"stranger{i}")) as memory:
+                        assert await memory.get("stranger.city") is None
+
+            await read_unwritten(200, 0)  # warm: the allocator's pools, the embedder's caches
+            tracemalloc.start()
+            before = tracemalloc.get_traced_memory()[0]
+            await read_unwritten(2000, 10_000)
+            grown = tracemalloc.get_traced_memory()[0] - before
+            tracemalloc.stop()
+            values = []
+            for i in range(8):  # closed ones are read again from their files
+                async with store.using(Namespace.of(f"user{i}")) as memory:
+                    cell = await memory.get(f"user{i}.city")
+                    values.append(None if cell is None else cell.value)
+            return written_open, store.open_count, values, grown
+        finally:
+            await store.aclose()
+
+    written_open, open_after, values, grown = asyncio.run(run())
+    assert written_open == 3 and open_after == 3
+    assert values == [f"Town{i}" for i in range(8)]
+    # before: about 18 KB kept for every namespace asked about (36 MB for these 2,000)
+    assert grown < 2_000_000, f"{grown:,} bytes kept after 2,000 reads of unwritten namespaces"
+
+
+def test_max_open_must_be_a_positive_whole_number(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="max_open must be a whole number of at least 1"):
+        Store(tmp_path / "store", max_open=0)
