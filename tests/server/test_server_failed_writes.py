@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from mcp_client import reply, stdio_session
 
+import pmem
 from pmem.server import Namespace, Store
 
 
-def _fill(folder: Path) -> Path:
+def _fill(folder: Path, leave: int) -> Path:
+    """Fill ``folder``'s file system but for about ``leave`` bytes; the filler file."""
     filler = folder / "filler"
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
     try:
@@ -26,38 +28,60 @@ def _fill(folder: Path) -> Path:
         pass
     finally:
         os.close(fd)
+    os.truncate(filler, max(0, filler.stat().st_size - leave))
     return filler
+
+
+#: bytes left free on the store's disk in each round
+FILL_LEVELS = (0, 5_000, 24_000)
 
 
 def test_a_full_disk_over_mcp_replies_its_reason_keeps_nothing_refused_and_goes_on(tmpfs) -> None:
     store = tmpfs(320) / "store"
 
-    async def run() -> list:
-        replies = []
+    async def run() -> tuple[dict[str, str], list[str], dict[str, str], list[list[str]]]:
+        acknowledged: dict[str, str] = {}
+        errors: list[str] = []
+        histories = []
         async with stdio_session(store) as session:
 
             async def call(tool: str, **args: object) -> object:
                 return reply(await session.call_tool(tool, {"user_id": "alice", **args}))
 
-            replies.append(await call("add", text="The city of Alice is Paris."))
-            filler = _fill(store.parent)
-            refused = await call("add", text="The city of Alice is Rome. " + "x" * 8000)
-            replies.append(refused)
-            replies.append(await call("get", key="alice.city"))
-            filler.unlink()
-            replies.append(await call("add", text="The city of Bob is Oslo."))
-            replies.append(await call("get", key="bob.city"))
-            replies.append(await call("history", key="alice.city"))
-        return replies
+            i = 0
+            for leave in FILL_LEVELS:
+                filler = _fill(store.parent, leave)
+                for _ in range(400):  # adds until the disk refuses one
+                    i += 1
+                    added = await call("add", text=f"The city of Person{i} is Town{i}. " + "x" * 300)
+                    if isinstance(added, dict) and "error" in added:
+                        errors.append(added["error"])
+                        assert await call("get", key=f"person{i}.city") is None  # not answered
+                        hits = await call("search", query=f"Person{i} Town{i}", k=20)
+                        assert f"person{i}.city" not in [hit["key"] for hit in hits]
+                        break
+                    (op,) = added["operations"]  # the value as the memory extracted it
+                    acknowledged[op["key"]] = op["value"]
+                filler.unlink()
+                i += 1  # room again: the same server takes writes
+                assert "error" not in await call("add", text=f"The city of Person{i} is Town{i}.")
+                acknowledged[f"person{i}.city"] = f"Town{i}"
+            answered = {key: (await call("get", key=key))["value"] for key in acknowledged}
+            histories = [
+                [v["value"] for v in await call("history", key=key)] for key in list(acknowledged)[:3]
+            ]
+        return acknowledged, errors, answered, histories
 
-    first, refused, alice, later, bob, history = asyncio.run(run())
-    assert "error" not in first
-    error = refused["error"]
-    assert "alice: the server could not write this namespace's files (No space left on device)" in error
-    assert "\n" not in error and str(store) not in error
-    assert alice["value"] == "Paris"  # the refused Rome is not answered
-    assert "error" not in later and bob["value"] == "Oslo"  # room again: no restart needed
-    assert [v["value"] for v in history] == ["Paris"]
+    acknowledged, errors, answered, histories = asyncio.run(run())
+    assert len(errors) == len(FILL_LEVELS)  # each round's disk filled
+    for error in errors:
+        assert "alice: the server could not write this namespace's files (No space left on device)" in error
+        assert "\n" not in error and str(store) not in error
+    assert answered == acknowledged  # every acknowledged add, nothing refused
+    assert all(len(h) == 1 for h in histories)
+    state = store / "namespaces" / Namespace.of("alice").folder / "state.arrow"
+    loaded = pmem.ProvenanceGraph.load(state)
+    assert {k: c.value for k, c in loaded.frontier().items()} == acknowledged
 
 
 def test_open_namespaces_are_bounded_and_reads_of_unwritten_ones_keep_nothing(tmp_path: Path) -> None:
