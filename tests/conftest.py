@@ -99,6 +99,28 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
+def fill_disk(folder, leave: int = 0):
+    """Fill ``folder``'s file system (a small ``tmpfs``) but for about ``leave`` bytes; the filler file,
+    whose removal gives the space back."""
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:  # full
+        pass
+    finally:
+        os.close(fd)
+    os.truncate(filler, max(0, filler.stat().st_size - leave))
+    return filler
+
+
+@pytest.fixture(name="fill_disk")
+def fill_disk_fixture():
+    """:func:`fill_disk`, for the tests that fill a ``tmpfs``."""
+    return fill_disk
+
+
 @pytest.fixture(scope="session")
 def quickstart(tmp_path_factory: pytest.TempPathFactory):
     """The quickstart config with a progress line every 0.2 s, and an output folder

@@ -271,27 +271,12 @@ def test_a_per_key_read_of_the_saved_file_alone_is_refused_while_a_journal_holds
 # ---------------------------------------------------------------------- failed writes (issue 54)
 
 
-def _fill(folder, leave: int = 0):
-    """Fill ``folder``'s file system but for ``leave`` bytes; the filler (remove it to free the space)."""
-    filler = folder / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    os.truncate(filler, max(0, filler.stat().st_size - leave))
-    return filler
-
-
 def test_an_append_that_finds_the_disk_full_is_cut_back_raises_and_is_made_again_once_there_is_room(
-    tmpfs,
+    tmpfs, fill_disk
 ) -> None:
     g, path = _journaled(tmpfs(128))
     journal = journal_path(path)
-    filler = _fill(path.parent, leave=64)  # room for part of a record: the disk fills mid-line
+    filler = fill_disk(path.parent, leave=64)  # room for part of a record: the disk fills mid-line
     before = journal.read_bytes()
     g.apply("accept", "owner", "x" * 6000, g.observe("the owner is " + "x" * 6000))
     with pytest.raises(OSError):

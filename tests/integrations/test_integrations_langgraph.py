@@ -189,25 +189,14 @@ def test_items_written_with_a_free_text_time_are_read_and_searched(tmp_path: Pat
 
 @pytest.mark.parametrize("leave", [0, 5_000, 24_000])
 def test_a_put_the_full_disk_refuses_raises_is_not_read_back_and_puts_go_on_once_there_is_room(
-    tmpfs, leave: int
+    tmpfs, fill_disk, leave: int
 ) -> None:
-    import os
-
     folder = tmpfs(192)
     store = PMemStore(folder / "store")
     try:
         store.put(("alice",), "goal", {"text": "ship v0"})
         kept = [{"text": "ship v0"}]
-        filler = folder / "filler"
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-        try:
-            while True:
-                os.write(fd, b"\0" * 4096)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        os.truncate(filler, max(0, filler.stat().st_size - leave))
+        filler = fill_disk(folder, leave)
         for i in range(1, 400):
             value = {"text": f"ship v{i} " + "x" * 2000}
             try:

@@ -10,7 +10,6 @@ add."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,22 +17,6 @@ import pytest
 
 import pmem
 from pmem.graph import StateChangedError
-
-
-def fill(folder: Path, leave: int) -> Path:
-    """Fill ``folder``'s file system but for about ``leave`` bytes; the filler file (remove it to free
-    the space)."""
-    filler = folder / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    os.truncate(filler, max(0, filler.stat().st_size - leave))
-    return filler
 
 
 def fact(i: int) -> tuple[str, str, str]:
@@ -52,13 +35,13 @@ def cities(state: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("leave_kib", [0, 6, 20, 44])
 def test_a_full_disk_loses_no_acknowledged_add_and_the_memory_goes_on_once_space_is_back(
-    tmpfs, leave_kib: int
+    tmpfs, fill_disk, leave_kib: int
 ) -> None:
     folder = tmpfs(192)
     state = folder / "memory.arrow"
     with pmem.Memory(path=state) as memory:
         memory.add("The city of Alice is Paris.")
-        filler = fill(folder, leave_kib * 1024)
+        filler = fill_disk(folder, leave_kib * 1024)
         acknowledged = {"alice.city": "Paris"}
         refused = 0
         for i in range(600):
@@ -84,13 +67,13 @@ def test_a_full_disk_loses_no_acknowledged_add_and_the_memory_goes_on_once_space
     assert cities(state) == acknowledged
 
 
-def test_an_erasure_refused_by_a_full_disk_keeps_the_text_until_it_is_done(tmpfs) -> None:
+def test_an_erasure_refused_by_a_full_disk_keeps_the_text_until_it_is_done(tmpfs, fill_disk) -> None:
     folder = tmpfs(192)
     state = folder / "memory.arrow"
     with pmem.Memory(path=state) as memory:
         first = memory.add("The city of Alice is Paris.").evidence
         memory.add("The city of Bob is Oslo.")
-        filler = fill(folder, 0)
+        filler = fill_disk(folder)
         with pytest.raises(OSError):
             memory.erase(first)  # an erasure saves the whole state: there is no room for it
         assert memory.graph.evidence(first).text == "The city of Alice is Paris."  # not erased

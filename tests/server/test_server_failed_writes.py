@@ -6,7 +6,6 @@ number of namespaces open, however many it is asked about."""
 from __future__ import annotations
 
 import asyncio
-import os
 import tracemalloc
 from pathlib import Path
 
@@ -16,27 +15,11 @@ from mcp_client import reply, stdio_session
 import pmem
 from pmem.server import Namespace, Store
 
-
-def _fill(folder: Path, leave: int) -> Path:
-    """Fill ``folder``'s file system but for about ``leave`` bytes; the filler file."""
-    filler = folder / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-    os.truncate(filler, max(0, filler.stat().st_size - leave))
-    return filler
-
-
 #: bytes left free on the store's disk in each round
 FILL_LEVELS = (0, 5_000, 24_000)
 
 
-def test_a_full_disk_over_mcp_replies_its_reason_keeps_nothing_refused_and_goes_on(tmpfs) -> None:
+def test_a_full_disk_over_mcp_replies_its_reason_keeps_nothing_refused_and_goes_on(tmpfs, fill_disk) -> None:
     store = tmpfs(320) / "store"
 
     async def run() -> tuple[dict[str, str], list[str], dict[str, str], list[list[str]]]:
@@ -50,7 +33,7 @@ def test_a_full_disk_over_mcp_replies_its_reason_keeps_nothing_refused_and_goes_
 
             i = 0
             for leave in FILL_LEVELS:
-                filler = _fill(store.parent, leave)
+                filler = fill_disk(store.parent, leave)
                 for _ in range(400):  # adds until the disk refuses one
                     i += 1
                     added = await call("add", text=f"The city of Person{i} is Town{i}. " + "x" * 300)
