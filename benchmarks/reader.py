@@ -5,7 +5,10 @@ ingested by ``pmem ingest --partitions N --parts P --shards`` (skipped when ``--
 state: ``pmem perf ingest --only moonshot`` leaves its long one there), then
 each measurement runs in a fresh process, so that its memory is its own:
 
-- **open**: ``StateReader(STATE)``, its wall time and resident memory after it;
+- **open**: ``StateReader(STATE)``, its wall time and resident memory after it (the default reader checks
+  each file against its digest when a read first needs it: a key's first read of a part hashes that
+  part's files; with ``--trusted``, the same measurements of ``StateReader(STATE, trusted=True)``, which
+  hands the bytes to Arrow unchecked, run first in the same run, and the default's ratios to them);
 - **one key**: ``cell`` and ``versions`` of ``--samples`` random keys: the median and the slowest; and each
   key's cell as of half the log (``cell_as_of``);
 - **frontier**: every non-empty cell streamed as Arrow batches: wall time and the process's peak
@@ -37,7 +40,9 @@ if TYPE_CHECKING:
     import argparse
 
 #: the child's modes: one measurement each, answers pickled to the file given
-_MODES = ("reader", "load", "index")
+_MODES = ("reader", "trusted", "load", "index")
+#: the modes that read through a ``StateReader`` (checking each file, or trusting the bytes)
+_READERS = ("reader", "trusted")
 #: cells a query asks for
 _HITS = 10
 
@@ -56,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--no-load", action="store_true", help="skip the full load (the baseline and the check)"
+    )
+    parser.add_argument(
+        "--trusted",
+        action="store_true",
+        help="also measure StateReader(STATE, trusted=True) (the bytes unchecked) first, and print ratios to it",
     )
     parser.add_argument(
         "--search",
@@ -115,17 +125,18 @@ def run(args: argparse.Namespace) -> int:
             f"{built['peak_rss_mb']:,.0f} MiB, {built['bytes'] / 2**20:,.0f} MiB on disk",
             flush=True,
         )
+    trusted = _child("trusted", state, sample, root, queries) if args.trusted else None
+    if trusted is not None:
+        _print_reader("trusted", trusted)
     reader = _child("reader", state, sample, root, queries)
-    print(
-        f"reader  open {reader['open_s'] * 1e3:,.0f} ms, resident {reader['open_rss_mb']:,.0f} MiB (target < 1 s, "
-        f"500 MB) | one key, value and history: median {reader['key_median_ms']:.1f} ms, slowest "
-        f"{reader['key_max_ms']:.1f} ms (target < 50 ms) | frontier {reader['frontier_rows']:,} cells in "
-        f"{reader['frontier_s']:.1f} s, peak resident {reader['peak_rss_mb']:,.0f} MiB "
-        f"(anonymous {reader['peak_anon_mb']:,.0f} MiB; target < 10 s, 1 GB; the reads before it peaked at "
-        f"{reader['before_frontier_mb']:,.0f} MiB) | a key's cell as of half the log: "
-        f"median {reader['past_median_ms']:.1f} ms, slowest {reader['past_max_ms']:.1f} ms",
-        flush=True,
-    )
+    _print_reader("reader", reader)
+    if trusted is not None:
+        ratios = ", ".join(
+            f"{name} {reader[field] / trusted[field]:.2f}x" if trusted[field] else f"{name} -"
+            for name, field in _RATIOS
+        )
+        same = reader["answers"] == trusted["answers"] and reader["frontier"] == trusted["frontier"]
+        print(f"        checked / trusted: {ratios}; the same answers: {same}", flush=True)
     if queries:
         print(
             f"search  {len(queries)} queries, {_HITS} cells each: median {reader['search_median_ms']:,.0f} ms, slowest "
@@ -153,6 +164,30 @@ def run(args: argparse.Namespace) -> int:
             f"        the load's search (every cell hashed and scored): {load['search_s']:.1f} s for all queries"
         )
     return 0 if same else 1
+
+
+#: what ``--trusted`` compares, by the name it prints
+_RATIOS = (
+    ("open", "open_s"),
+    ("key median", "key_median_ms"),
+    ("key slowest", "key_max_ms"),
+    ("frontier", "frontier_s"),
+    ("frontier peak", "peak_rss_mb"),
+    ("as-of median", "past_median_ms"),
+)
+
+
+def _print_reader(name: str, reader: dict[str, Any]) -> None:
+    print(
+        f"{name:<7} open {reader['open_s'] * 1e3:,.0f} ms, resident {reader['open_rss_mb']:,.0f} MiB (target < 1 s, "
+        f"500 MB) | one key, value and history: median {reader['key_median_ms']:.1f} ms, slowest "
+        f"{reader['key_max_ms']:.1f} ms (target < 50 ms; first read of each part {reader['part_first_ms']}) | "
+        f"frontier {reader['frontier_rows']:,} cells in {reader['frontier_s']:.1f} s, peak resident "
+        f"{reader['peak_rss_mb']:,.0f} MiB (anonymous {reader['peak_anon_mb']:,.0f} MiB; target < 10 s, 1 GB; the "
+        f"reads before it peaked at {reader['before_frontier_mb']:,.0f} MiB) | a key's cell as of half the log: "
+        f"median {reader['past_median_ms']:.1f} ms, slowest {reader['past_max_ms']:.1f} ms",
+        flush=True,
+    )
 
 
 def _same_hits(found: list[list[tuple[str, float]]], expected: list[list[tuple[str, float]]]) -> bool:
@@ -194,6 +229,7 @@ def _measure(mode: str, state: Path, sample: list[str], queries: list[str]) -> d
 
     from pmem.graph import ProvenanceGraph, StateReader
     from pmem.graph._search import build_search_index
+    from pmem.graph.shards import partition_of
     from pmem.ingest._memory import peak_rss_mb, reset_peak_rss
 
     if mode == "index":
@@ -206,25 +242,26 @@ def _measure(mode: str, state: Path, sample: list[str], queries: list[str]) -> d
             "bytes": stats.bytes,
         }
     t0 = time.perf_counter()
-    source: Any = StateReader(state) if mode == "reader" else ProvenanceGraph.load(state)
+    reading = mode in _READERS
+    source: Any = StateReader(state, trusted=mode == "trusted") if reading else ProvenanceGraph.load(state)
     opened = time.perf_counter() - t0
     open_rss, _ = _rss_mb()
     answers, times = [], []
+    part_first: dict[int, float] = {}  # the first read of each part's key: it checks the part's files
+    parts = source.parts if reading else 1
     for key in sample:
         t = time.perf_counter()
-        if mode == "reader":
-            answer = (source.cell(key), source.versions(key))
-        else:
-            answer = (source.cell(key), source.versions(key))
+        answer = (source.cell(key), source.versions(key))
         times.append(time.perf_counter() - t)
         answers.append(answer)
+        part_first.setdefault(partition_of(key, parts) if parts > 1 else 0, times[-1])
     at = source.seq // 2
     past, past_times = [], []
     # the load replays half the log once (not timed per key)
-    then: Any = None if mode == "reader" else source.as_of(at)
+    then: Any = None if reading else source.as_of(at)
     for key in sample:
         t = time.perf_counter()
-        past.append(source.cell_as_of(key, at) if mode == "reader" else then.cell(key))
+        past.append(source.cell_as_of(key, at) if reading else then.cell(key))
         past_times.append(time.perf_counter() - t)
     del then
     before_frontier_mb = peak_rss_mb()  # the open's and the reads' peak (the load's, for the load)
@@ -232,7 +269,7 @@ def _measure(mode: str, state: Path, sample: list[str], queries: list[str]) -> d
     t = time.perf_counter()
     rows, digest, peak_anon = 0, 0, 0.0
     items: list[tuple[str, str]] = []  # the load's frontier, which its search scores
-    if mode == "reader":
+    if reading:
         for batch in source.frontier_batches():
             frame = pl.DataFrame(pa.Table.from_batches([batch]).select(["key", "value"]))
             rows += batch.num_rows
@@ -246,7 +283,7 @@ def _measure(mode: str, state: Path, sample: list[str], queries: list[str]) -> d
     reset_peak_rss()
     hits, search_times = [], []
     t = time.perf_counter()
-    if mode == "reader":
+    if reading:
         for query in queries:
             t = time.perf_counter()
             hits.append([(c.key, c.score) for c in source.search(query, _HITS)])
@@ -264,6 +301,7 @@ def _measure(mode: str, state: Path, sample: list[str], queries: list[str]) -> d
         "open_rss_mb": open_rss,
         "key_median_ms": statistics.median(times) * 1e3,
         "key_max_ms": max(times) * 1e3,
+        "part_first_ms": ", ".join(f"{p}: {part_first[p] * 1e3:,.0f} ms" for p in sorted(part_first)),
         "answers": answers,
         "past": past,
         "past_median_ms": statistics.median(past_times) * 1e3,

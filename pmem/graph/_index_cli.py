@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     started = time.perf_counter()
     try:
-        stats = build_search_index(StateReader(args.state, verify=True), dim=args.dim)
+        stats = build_search_index(StateReader(args.state), dim=args.dim)
     except StateFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

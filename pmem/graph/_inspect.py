@@ -3,14 +3,13 @@ saved graph's cells, one key's history (``--ops``: with its operation log, each 
 the cells nearest a query (``--search``, through the index ``pmem index STATE`` builds); ``--json`` prints
 any of these views as one JSON document.
 
-A ``--key`` view reads the state without loading it (:class:`~pmem.graph.StateReader`, every file
-verified against its digest first), now or, for a sharded state, ``--as-of`` a seq (its key's rows of its
-part's log replayed alone): seconds for a state of millions of operations, whose load takes tens of
-seconds and gigabytes. Values and evidence are escaped
-as in ``render`` (one line each). ``--as-of`` shows the graph as it was:
-an integer is an arrival seq, anything else an ISO 8601 observation time (``ProvenanceGraph.as_of``).
-Errors go to stderr with exit status 2: an unreadable state file, a bad ``--as-of``, or a ``--key`` the
-(replayed) graph does not hold.
+A ``--key`` view reads the state without loading it (:class:`~pmem.graph.StateReader`, each file it
+reads checked against its digest first: of a sharded state, the key's part alone), now or, for a sharded
+state, ``--as-of`` a seq (its key's rows of its part's log replayed alone): seconds for a state of
+millions of operations, whose load takes tens of seconds and gigabytes. Values and evidence are escaped
+as in ``render`` (one line each). ``--as-of`` shows the graph as it was: an integer is an arrival seq,
+anything else an ISO 8601 observation time (``ProvenanceGraph.as_of``). Errors go to stderr with exit
+status 2: an unreadable state file, a bad ``--as-of``, or a ``--key`` the (replayed) graph does not hold.
 """
 
 from __future__ import annotations
@@ -154,7 +153,8 @@ def _cells_json(graph: ProvenanceGraph, with_empty: bool) -> list[dict[str, Any]
 def _key_reader(args: argparse.Namespace) -> StateReader | None:
     """A reader of the keys asked for, when the view needs nothing but their cells, versions and
     operations, now or (a sharded state, whose parts keep their write logs) as of an arrival seq: the
-    state is verified and read without loading it, in seconds and bounded memory whatever its size.
+    files read are checked and the state is read without loading it, in seconds and bounded memory
+    whatever its size.
     None where the full load is needed: ``--as-of`` a time, or a seq of a single state (which keeps no
     log), or a state the reader does not read (an older schema, a journal of later writes beside it),
     whose load then reads it or says why not."""
@@ -163,7 +163,7 @@ def _key_reader(args: argparse.Namespace) -> StateReader | None:
     if args.as_of is not None and not (args.as_of.strip().isdigit() and is_sharded(args.state)):
         return None
     try:
-        return StateReader(args.state, verify=True)
+        return StateReader(args.state)
     except StateFileError:
         return None
 
@@ -173,10 +173,14 @@ def run(args: argparse.Namespace) -> int:
         return _search(args)
     reader = _key_reader(args)
     if reader is not None:
-        if args.as_of is None:
-            return _show_keys(args, reader, None)
-        seq = int(args.as_of.strip())
-        return _show_keys(args, reader.as_of(seq), {"seq": seq})
+        try:  # the reader checks each file as a key's read first needs it
+            if args.as_of is None:
+                return _show_keys(args, reader, None)
+            seq = int(args.as_of.strip())
+            return _show_keys(args, reader.as_of(seq), {"seq": seq})
+        except StateFileError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         graph = ProvenanceGraph.load(args.state)
     except StateFileError as exc:
@@ -225,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    """The ``--search`` view: the state verified and its index read, not the state loaded."""
+    """The ``--search`` view: the state's index read and the cells found read from their files (each
+    checked), not the state loaded."""
     if args.key or args.as_of is not None or args.all or args.ops:
         print(
             "error: --search shows the cells nearest a query now: leave out --key, --as-of, --all and --ops",
@@ -236,7 +241,7 @@ def _search(args: argparse.Namespace) -> int:
         print(f"error: --k {args.k}: give how many cells at most, 1 or more", file=sys.stderr)
         return 2
     try:
-        hits = StateReader(args.state, verify=True).search(args.search, args.k)
+        hits = StateReader(args.state).search(args.search, args.k)
     except StateFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -264,6 +269,6 @@ def _show_keys(args: argparse.Namespace, graph: KeyView, as_of: dict[str, Any] |
         keys = [key_json(graph, key, args.ops) for key in dict.fromkeys(args.key)]
         print(json.dumps({"state": str(args.state), "as_of": as_of, "keys": keys}, indent=1))
         return 0
-    for key in args.key:
-        print("\n".join(describe_key(graph, key, args.ops)))
+    # every key read before anything is printed: a file refused midway leaves no partial answer
+    print("\n".join(line for key in args.key for line in describe_key(graph, key, args.ops)))
     return 0

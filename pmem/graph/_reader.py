@@ -9,9 +9,15 @@ gives the union's numbers (:class:`_UnionNumbers`): a version's from its part's 
 state of layout version 1, by binary searches in the other parts' columns), its seqs and evidence from
 its part's log, so that nothing of the size of the state is built.
 
-The price of reading without loading: the whole-file digests are not checked (that would read every
-byte). Arrow validates the rows returned; a state to be trusted whole is opened with
-``ProvenanceGraph.load``.
+Every file is checked before Arrow parses a byte of it, when a read first needs it (:class:`Maps`): its
+bytes against the digest it is sealed with, and that digest against the one its state lists (a
+directory's metadata lists its tables', a sharded state's index its parts' metadata, log segments and
+union numberings). A damaged, truncated or foreign file is refused with one ``StateFileError`` naming
+it, never parsed, and a file no read needs is never hashed: one key of a sharded state reads and checks
+its part's files only. The price: the first read of a part hashes the files it needs (every byte, some
+3 GiB/s from the page cache, its pages released as it goes). ``StateReader(path, trusted=True)`` skips
+the checks, for a caller that checked the bytes itself: Arrow then validates each row's structure, not
+its values, and a damaged file can crash the process or answer wrong.
 """
 
 from __future__ import annotations
@@ -28,12 +34,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pmem.graph._graph import ProvenanceGraph
-from pmem.graph._mapped import Ints, Maps, locate, mapped_segment, mapped_tables
+from pmem.graph._mapped import Ints, Maps, locate, mapped_segment, mapped_table, mapped_tables
 from pmem.graph._search import PartIndexes, SearchIndexError
 from pmem.graph._state import (
+    FLAT_SINCE,
     METADATA,
-    TABLE_DIGEST_PREFIX,
     StateFileError,
+    _algorithm_of,
+    _check_algorithm,
+    _check_format,
     _entries,
     _refuse,
     journal_path,
@@ -41,7 +50,8 @@ from pmem.graph._state import (
 from pmem.graph._types import Cell, Evidence, Operation, ScoredCell, Version
 from pmem.graph._why import KeyView, Why, why
 from pmem.graph.shards import (
-    REGISTRY,
+    LOG,
+    UNION_VERSIONS_SCHEMA,
     apply_log,
     is_sharded,
     listed_files,
@@ -72,27 +82,44 @@ FRONTIER_SCHEMA = pa.schema(
 
 
 class _Tables:
-    """One saved state's tables (file or directory layout), memory-mapped; reads in the state's own ids."""
+    """One saved state's tables (file or directory layout), memory-mapped; reads in the state's own ids.
 
-    def __init__(self, path: Path, maps: Maps) -> None:
+    A state file is mapped (and checked) whole when opened. A directory's metadata is read when opened
+    (``listed``: the digest a sharded state's index lists for it), and each table file's digest, as its
+    frames carry it, is matched with the one the metadata lists (a few pages a file: a file of another
+    state is refused before any answer); each table file is checked against that digest, every byte,
+    when a read first needs it (:meth:`Maps.buffer`).
+    """
+
+    def __init__(self, path: Path, maps: Maps, listed: str | None = None) -> None:
         self.path = path
-        tables = mapped_tables(path, (*_TABLES, METADATA), maps)
-        self.keys, self.versions, self.evidence, self.operations, meta = tables
-        self.meta = _entries(meta, path)
-        if maps.verifying and path.is_dir():  # each table file is the one the metadata lists
-            for name in _TABLES:
-                if self.meta.get(f"{TABLE_DIGEST_PREFIX}{name}") != maps.digests[path / f"{name}.arrow"]:
+        self._maps = maps  # the state's files, each mapped (and checked) when a read first needs it
+        self._tables: dict[str, pa.Table] = {}  # each table read so far, by name
+        self._listed: dict[str, str | None] = {}  # a directory's: each table file's digest, as listed
+        if path.is_dir():
+            file = path / f"{METADATA}.arrow"
+            self.meta = _entries(mapped_table(file, maps, listed, "the sharded state's index"), file)
+            version = _check_format(self.meta, file)
+            if version < FLAT_SINCE:
+                raise _refuse(path, f"a directory state of schema {version}")
+            algorithm = maps.algorithm(file)
+            if algorithm is not None:
+                _check_algorithm(algorithm, version, file)
+            key = _algorithm_of(version).key
+            self._listed = {name: self.meta.get(f"{key}.{name}") for name in _TABLES}
+            for name, digest in self._listed.items() if not maps.trusted else ():
+                table = path / f"{name}.arrow"
+                if digest is None:
+                    raise _refuse(table, "the state's metadata lists no digest of it")
+                if maps.sealed(table) != digest:
                     raise _refuse(
-                        path / f"{name}.arrow",
+                        table,
                         "its digest is not the one the state's metadata lists (a file of another state?)",
                     )
-        self._maps = maps  # the digests a search index is checked against are read from the maps
-        self._key_names = self.keys.column("key")
-        # a version's row without its key's name: that column is a dictionary of every key, which a row
-        # of it would validate and decode whole (milliseconds a row at a million keys); the reader knows
-        # the key it reads
-        self._version_rows = self.versions.drop_columns(["key"])
-        self._operation_rows = self.operations.drop_columns(["key", "alias", "premise_keys"])
+        else:
+            *tables, meta = mapped_tables(path, (*_TABLES, METADATA), maps)
+            self._tables = dict(zip(_TABLES, tables, strict=True))
+            self.meta = _entries(meta, path)
         authority = json.loads(self.meta.get("authority", "null") or "null")
         # the level each source ranks at now (the last setting wins), when authority is configured
         self._authority: dict[str, int] | None = None
@@ -101,6 +128,43 @@ class _Tables:
             self._default_level = int(authority["default"])
             self._authority = {str(source): int(level) for _, source, level in authority["settings"]}
 
+    def _table(self, name: str) -> pa.Table:
+        """Table ``name`` of a directory, mapped (and checked) when first asked for."""
+        if name not in self._tables:
+            self._tables[name] = mapped_table(self.path / f"{name}.arrow", self._maps, self._listed[name])
+        return self._tables[name]
+
+    @property
+    def keys(self) -> pa.Table:
+        return self._table("keys")
+
+    @property
+    def versions(self) -> pa.Table:
+        return self._table("versions")
+
+    @property
+    def evidence(self) -> pa.Table:
+        return self._table("evidence")
+
+    @property
+    def operations(self) -> pa.Table:
+        return self._table("operations")
+
+    @functools.cached_property
+    def _key_names(self) -> pa.ChunkedArray[Any]:
+        return self.keys.column("key")
+
+    @functools.cached_property
+    def _version_rows(self) -> pa.Table:
+        # a version's row without its key's name: that column is a dictionary of every key, which a row
+        # of it would validate and decode whole (milliseconds a row at a million keys); the reader knows
+        # the key it reads
+        return self.versions.drop_columns(["key"])
+
+    @functools.cached_property
+    def _operation_rows(self) -> pa.Table:
+        return self.operations.drop_columns(["key", "alias", "premise_keys"])
+
     @property
     def seq(self) -> int:
         return int(self.meta["seq"])
@@ -108,10 +172,15 @@ class _Tables:
     @property
     def identity(self) -> str:
         """Which state this is, as a search index built from it records it: the digests its keys' and
-        versions' files carry (the state file's, for the file layout)."""
+        versions' files carry (the state file's, for the file layout); a directory's as its metadata
+        lists them (what a read of those files checks them against), so that naming the state hashes
+        neither file."""
         if not self.path.is_dir():
             return self._maps.sealed(self.path)
-        return "+".join(self._maps.sealed(self.path / f"{name}.arrow") for name in ("keys", "versions"))
+        return "+".join(
+            self._listed[name] or self._maps.sealed(self.path / f"{name}.arrow")
+            for name in ("keys", "versions")
+        )
 
     def key_row(self, key: str) -> int | None:
         """The row of ``key`` in ``keys`` (its id), None when the state never wrote it."""
@@ -119,10 +188,10 @@ class _Tables:
         return None if at < 0 else int(at)
 
     def key_fields(self, row: int) -> dict[str, Any]:
-        return _row(self.keys, row, self.path)
+        return _row(self.keys, row, self.path, self._maps.trusted)
 
     def version(self, vid: int) -> dict[str, Any]:
-        return _row(self._version_rows, vid, self.path)
+        return _row(self._version_rows, vid, self.path, self._maps.trusted)
 
     def chain(self, newest: int | None) -> list[dict[str, Any]]:
         """A key's versions newest first, along ``previous`` (its arrival order)."""
@@ -143,12 +212,12 @@ class _Tables:
         at = 0
         for chunk in self.operations.column("key_id").chunks:
             found = np.flatnonzero(chunk.to_numpy(zero_copy_only=True) == kid)
-            rows += (_row(self._operation_rows, at + int(i), self.path) for i in found)
+            rows += (_row(self._operation_rows, at + int(i), self.path, self._maps.trusted) for i in found)
             at += len(chunk)
         return rows
 
     def evidence_row(self, eid: int) -> dict[str, Any]:
-        return _row(self.evidence, eid, self.path)
+        return _row(self.evidence, eid, self.path, self._maps.trusted)
 
     def rank(self, evidence: int | None) -> int:
         """The authority level of ``evidence``'s source (the default without evidence or authority)."""
@@ -162,13 +231,16 @@ class _Tables:
         return self._authority is not None
 
 
-def _row(table: pa.Table, row: int, path: Path) -> dict[str, Any]:
-    """One row of a mapped table, validated (its bytes were never checked against the file's digest)."""
+def _row(table: pa.Table, row: int, path: Path, trusted: bool) -> dict[str, Any]:
+    """One row of a mapped table; of a ``trusted`` file, validated first (its bytes were not checked
+    against its digest: a checked file's are the bytes Arrow wrote, and validating them again is a
+    tenth of a millisecond a row)."""
     if not 0 <= row < table.num_rows:
         raise _refuse(path, f"it refers to row {row} of a table of {table.num_rows} rows (a damaged state?)")
     one = table.slice(row, 1)
     try:
-        one.validate(full=True)
+        if trusted:
+            one.validate(full=True)
     except pa.ArrowInvalid as exc:
         raise _refuse(path, f"row {row} of a table is damaged ({exc})") from exc
     found: dict[str, Any] = one.to_pylist()[0]
@@ -187,26 +259,23 @@ class _Numbers:
 
 
 class _UnionNumbers(_Numbers):
-    """The union's numbers of part ``part``'s seqs and versions (see :mod:`pmem.graph.shards`).
+    """The union's numbers of a sharded state's part's seqs and versions (see :mod:`pmem.graph.shards`).
 
     A part's arrival ``n`` is row ``n - 1`` of its write log, whose ``seq`` is the union's. The union
     numbers versions in the order they were created, across parts: version ``v`` of part ``p``, created
     at union seq ``s``, is preceded by the ``v`` versions of ``p`` before it and by every other part's
-    versions created before ``s``. A part creates its versions in its arrival order, so each count is
-    two binary searches: in the part's log seqs, then in its versions' ``valid_from`` (the creating
-    arrival, in the part's seqs).
+    versions created before ``s``. A state of layout version 2 lists each part's union numbering; in one
+    of version 1, a part creates its versions in its arrival order, so each count is two binary searches:
+    in the other part's log seqs, then in its versions' ``valid_from`` (the creating arrival, in the
+    part's seqs), which opens every part.
     """
 
-    def __init__(
-        self, part: int, logs: list[Ints], created: list[Ints], numbering: Ints | None = None
-    ) -> None:
+    def __init__(self, part: _ShardPart, parts: list[_ShardPart]) -> None:
         self._part = part
-        self._logs = logs  # each part's log seqs, in its arrival order
-        self._created = created  # each part's versions' creating arrival (its own seq), by version id
-        self._numbering = numbering  # the part's union numbering (a state of version 2), else searched
+        self._parts = parts  # every part of the state (searched without a union numbering)
 
     def seq(self, local: int) -> int:
-        return self._logs[self._part][local - 1]
+        return self._part.log_seqs[local - 1]
 
     def versions(self, local: Iterable[int | None]) -> dict[int, int]:
         # all of a read's versions at once: per other part, one search of its log and one of its
@@ -214,30 +283,114 @@ class _UnionNumbers(_Numbers):
         wanted = sorted({v for v in local if v is not None})
         if not wanted:
             return {}
-        if self._numbering is not None:
-            return dict(zip(wanted, self._numbering.take(np.array(wanted, np.int64)).tolist(), strict=True))
-        created = self._created[self._part]
+        numbering = self._part.numbering
+        if numbering is not None:
+            return dict(zip(wanted, numbering.take(np.array(wanted, np.int64)).tolist(), strict=True))
+        created = self._part.created
         union_seqs = np.array([self.seq(created[v]) for v in wanted], np.int64)
         before = np.array(wanted, np.int64)
-        for q, (log, made) in enumerate(zip(self._logs, self._created, strict=True)):
-            if q != self._part:
-                before += made.count_at_most(log.count_below(union_seqs))
+        for other in self._parts:
+            if other is not self._part:
+                before += other.created.count_at_most(other.log_seqs.count_below(union_seqs))
         return dict(zip(wanted, before.tolist(), strict=True))
 
 
-@dataclass
 class _Part:
-    """A state the reader reads keys from, and how its numbers become the graph's."""
+    """A state the reader reads keys from, opened when a read first needs it (and each of its tables
+    then), and how its numbers become the graph's: a single state's are the graph's."""
 
-    tables: _Tables
-    numbers: _Numbers
-    evidence_seqs: Ints  # each evidence node's arrival, in the state's own seqs
-    log_evidence: _NullableInts | None  # a sharded part's log's evidence column (None: a single state)
-    log: pa.Table | None = None  # a sharded part's write log, mapped (None: a single state)
+    def __init__(self, path: Path, maps: Maps, listed: str | None = None) -> None:
+        self.path = path
+        self._maps = maps
+        self._listed = listed  # the digest of its metadata file the state lists (a sharded state's part)
+
+    @functools.cached_property
+    def tables(self) -> _Tables:
+        return _Tables(self.path, self._maps, self._listed)
+
+    @functools.cached_property
+    def numbers(self) -> _Numbers:
+        return _Numbers()
+
+    @functools.cached_property
+    def evidence_seqs(self) -> Ints:
+        """Each evidence node's arrival, in the state's own seqs."""
+        return Ints(self.tables.evidence.column("seq"))
+
+    @property
+    def log(self) -> pa.Table | None:
+        """A sharded part's write log, mapped (a single state keeps none)."""
+        return None
 
     def union_evidence(self, local: int) -> int:
-        if self.log_evidence is None:
-            return local
+        return local
+
+
+class _ShardPart(_Part):
+    """Part ``index`` of the sharded state at ``root`` (``index``: its entries, :func:`read_index`): its
+    tables, its write log and (layout version 2) its union numbering, each file checked against the
+    digest the index lists for it when a read first needs it. With the numbering, a part is read alone;
+    without, numbering a version searches every part of ``parts``."""
+
+    def __init__(
+        self, root: Path, index: int, entries: dict[str, str], maps: Maps, parts: list[_ShardPart]
+    ) -> None:
+        self._root = root
+        self.index = index
+        self._files = listed_files(entries)
+        self._numbered = numbered(entries)
+        self._parts = parts
+        super().__init__(
+            root / part_name(index), maps, self._files.get(f"{part_name(index)}/{METADATA}.arrow")
+        )
+
+    @functools.cached_property
+    def log(self) -> pa.Table:
+        """The part's write log, its segments mapped in arrival order."""
+        log = mapped_part_log(self._root, self._files, self.index, self._maps)
+        if log.num_rows != self.tables.seq:  # a part's arrival n is its log's row n - 1
+            raise _refuse(
+                self.path / LOG,
+                f"its segments hold {log.num_rows} rows, not the {self.tables.seq} arrivals of the part's "
+                "metadata (a part of another state?)",
+            )
+        return log
+
+    @functools.cached_property
+    def log_seqs(self) -> Ints:
+        """The union's seq of each of the part's arrivals, in its arrival order."""
+        return Ints(self.log.column("seq"))
+
+    @functools.cached_property
+    def log_evidence(self) -> _NullableInts:
+        """The union's number of each arrival's evidence (an observation's: the node it is observed as)."""
+        return _NullableInts(self.log.column("evidence"))
+
+    @functools.cached_property
+    def created(self) -> Ints:
+        """Each of the part's versions' creating arrival (its own seq), by version id."""
+        return Ints(self.tables.versions.column("valid_from"))
+
+    @functools.cached_property
+    def numbering(self) -> Ints | None:
+        """The union's id of each of the part's versions (layout version 2), else None."""
+        if not self._numbered:
+            return None
+        name = union_versions_name(self.index)
+        file = self._root / name
+        table = mapped_segment(file, self._maps, self._files[name])
+        same = table.schema.equals(UNION_VERSIONS_SCHEMA, check_metadata=False)
+        if not same or table.num_rows != self.tables.versions.num_rows:
+            raise _refuse(
+                file, f"not a union numbering of the part's {self.tables.versions.num_rows} versions"
+            )
+        return Ints(table.column("union_id"))
+
+    @functools.cached_property
+    def numbers(self) -> _Numbers:
+        return _UnionNumbers(self, self._parts)
+
+    def union_evidence(self, local: int) -> int:
         return self.log_evidence[self.evidence_seqs[local] - 1]
 
 
@@ -261,16 +414,28 @@ def _releasing(read: _Read) -> _Read:
 class StateReader:
     """A saved state (file, directory or sharded), read a key at a time without loading it.
 
+    Every file is checked before it is read, when a read first needs it: its bytes against the digest it
+    is sealed with (every byte hashed once, its pages released as it goes) and that digest against the
+    one the state lists for it (a directory's metadata, a sharded state's index). A damaged, truncated
+    or foreign file is refused with a ``StateFileError`` naming it, and no answer is given from it. A
+    state file is checked whole when opened; a directory's and a sharded state's files one at a time as
+    reads need them, so that one key of a sharded state checks its part's files only (and, in a state of
+    layout version 1, which has no union numbering, every part's log and versions). What ``load`` checks
+    of the state's consistency beyond its files (the parts' tables against the union of their logs) is
+    not repeated: an index edited and resealed to name another state's part is ``load``'s to refuse.
+
     Args:
         path: the state: a file, a directory state, or a sharded state's directory.
-        verify: check every file the reader maps against the digest it is sealed with (and a directory's
-            or sharded state's files against those its metadata or index lists) before answering: every
-            byte is read once, at memory speed, and its pages released; what ``load`` checks of the
-            state's consistency beyond that is not repeated.
+        trusted: hand the files' bytes to Arrow unchecked, for a caller that checked them itself (each row
+            read is still validated for its structure, not its values: a damaged file can then crash the
+            process or answer with another state's values).
+        verify: the keyword of the reader before checking became the default: ``verify=False`` is
+            ``trusted=True``.
 
     Raises:
         StateFileError: not a readable state of schema 4 or later, or a state with a journal of later
-            writes beside it (the saved file alone is not the state: ``ProvenanceGraph.load`` it).
+            writes beside it (the saved file alone is not the state: ``ProvenanceGraph.load`` it); or,
+            from the read that first needs it, a damaged, truncated, missing or foreign file.
 
     Example:
         >>> import tempfile
@@ -287,7 +452,12 @@ class StateReader:
         'Make that $50k.'
     """
 
-    def __init__(self, path: str | Path, *, verify: bool = False) -> None:
+    def __init__(self, path: str | Path, *, trusted: bool = False, verify: bool | None = None) -> None:
+        if verify is not None:
+            if trusted and verify:
+                msg = "StateReader: trusted=True skips the checks verify=True asks for: give one of them"
+                raise ValueError(msg)
+            trusted = not verify
         self.path = Path(path)
         if journal_path(self.path).exists():
             msg = (
@@ -295,50 +465,33 @@ class StateReader:
                 "read of the saved file alone would miss; ProvenanceGraph.load replays them (a save folds them in)"
             )
             raise StateFileError(msg)
-        self._maps = Maps(verify)  # every file read, mapped
+        self.trusted = trusted
+        self._maps = Maps(trusted=trusted)  # every file read, mapped (and checked when first read)
         self._parts: list[_Part] = []
         self._rows: int | None = None  # a sharded state's arrivals (its index's rows)
         self._search: PartIndexes | None = None  # the search index, opened by the first search
         if is_sharded(self.path):
-            self._open_sharded()
-        else:
-            tables = _Tables(self.path, self._maps)
-            evidence_seqs = Ints(tables.evidence.column("seq"))
-            self._parts.append(_Part(tables, _Numbers(), evidence_seqs, None))
-        # what opening read (footers, each log chunk's first seq) need not stay resident: 16 parts of a
-        # 30M-fact state kept 387 MiB of file pages
-        self._maps.release()
-
-    def _open_sharded(self) -> None:
-        index = read_index(self.path)
-        listed = listed_files(index)
-        partitions = int(index["partitions"])
-        tables = [_Tables(self.path / part_name(p), self._maps) for p in range(partitions)]
-        part_logs = []
-        for p in range(partitions):
-            part_logs.append(mapped_part_log(self.path, listed, p, self._maps))
-            self._maps.release()  # each batch's header maps a run of pages: a part's at a time
-        logs = [Ints(log.column("seq")) for log in part_logs]
-        numberings: list[Ints | None] = [None] * partitions
-        if numbered(index):
-            for p in range(partitions):
-                numbering = mapped_segment(self.path / union_versions_name(p), self._maps)
-                numberings[p] = Ints(numbering.column("union_id"))
-        if self._maps.verifying:  # each part's metadata and log segment is the one the index lists
-            for name, digest in listed.items():
-                file = self.path / name
-                if not name.startswith(f"{REGISTRY}/") and self._maps.digests.get(file) != digest:
+            index = read_index(self.path)  # checked whole (a few KiB): it lists every other file's digest
+            listed = listed_files(index)
+            shards: list[_ShardPart] = []
+            for p in range(int(index["partitions"])):
+                shards.append(_ShardPart(self.path, p, index, self._maps, shards))
+                metadata = self.path / part_name(p) / f"{METADATA}.arrow"
+                # the index is of these parts (each metadata's digest as its frames carry it, a few pages
+                # each): an index of another state answers nothing, not even its seq
+                if not trusted and self._maps.sealed(metadata) != listed[f"{part_name(p)}/{METADATA}.arrow"]:
                     raise _refuse(
-                        file,
+                        metadata,
                         "its digest is not the one the sharded state's index lists (a file of another state?)",
                     )
-        created = [Ints(t.versions.column("valid_from")) for t in tables]
-        for p, part in enumerate(tables):
-            numbers = _UnionNumbers(p, logs, created, numberings[p])
-            evidence_seqs = Ints(part.evidence.column("seq"))
-            log_evidence = _NullableInts(part_logs[p].column("evidence"))
-            self._parts.append(_Part(part, numbers, evidence_seqs, log_evidence, part_logs[p]))
-        self._rows = int(index["rows"])
+            self._parts = list(shards)
+            self._rows = int(index["rows"])
+        else:
+            single = _Part(self.path, self._maps)
+            _ = single.tables  # a single state is opened now: a path that is no state is refused here
+            self._parts.append(single)
+        # what opening read (footers, metadata) need not stay resident
+        self._maps.release()
 
     # ------------------------------------------------------------------ reads
 
@@ -658,9 +811,14 @@ class _NullableInts:
 
 def read_key_versions(path: str | Path, key: str) -> list[Version]:
     """The versions of ``key`` in a saved state (any layout), read from its memory-mapped tables:
-    ``StateReader(path).versions(key)``. Only the key names and the key's rows are read, so this takes
-    milliseconds on a state of millions of operations where ``load`` takes seconds. An unknown key gives
-    an empty list.
+    ``StateReader(path).versions(key)``, each file it reads checked first. Only the key names and the
+    key's rows are read (and the files that hold them hashed: of a sharded state, the key's part's), so
+    this takes milliseconds on a state of millions of operations where ``load`` takes seconds. An
+    unknown key gives an empty list.
+
+    Raises:
+        StateFileError: not a readable state, or a file the read needs is damaged, truncated, missing
+            or of another state.
 
     >>> import tempfile
     >>> from pmem.graph import ProvenanceGraph

@@ -253,22 +253,44 @@ def _sealed_digest(data: _Bytes | pa.Buffer) -> str:
     return bytes(view[at : at + algorithm.hex_digits]).decode("ascii", "replace")
 
 
-def _file_digest(data: _Bytes, slots: tuple[int, int], algorithm: _Algorithm = XXH3_128) -> str:
-    """The digest of ``data`` with both digest slots read as zeros (no copy of the data)."""
+#: Bytes hashed between two calls of a digest's ``hashed`` hook (see :func:`_file_digest`).
+_DIGEST_STEP = 64 << 20
+
+
+def _file_digest(
+    data: _Bytes,
+    slots: tuple[int, int],
+    algorithm: _Algorithm = XXH3_128,
+    hashed: Callable[[int], None] | None = None,
+) -> str:
+    """The digest of ``data`` with both digest slots read as zeros (no copy of the data). ``hashed(end)``,
+    when given, is called each time the bytes before ``end`` are hashed, every :data:`_DIGEST_STEP`
+    bytes: a reader of a mapped file releases their pages, so that checking a file of gigabytes never
+    holds it resident."""
     view = memoryview(data)
     digest = algorithm.new()
+    step = _DIGEST_STEP if hashed is not None else max(len(view), 1)
+
+    def update(start: int, end: int) -> None:
+        for piece in range(start, end, step):
+            digest.update(view[piece : min(piece + step, end)])
+            if hashed is not None:
+                hashed(min(piece + step, end))
+
     at = 0
     for slot in sorted(slots):
-        digest.update(view[at:slot])
+        update(at, slot)
         digest.update(algorithm.placeholder)
         at = slot + algorithm.hex_digits
-    digest.update(view[at:])
+    update(at, len(view))
     return digest.hexdigest()
 
 
-def _check_file_digest(data: _Bytes, path: Path) -> _Algorithm | None:
+def _check_file_digest(
+    data: _Bytes, path: Path, hashed: Callable[[int], None] | None = None
+) -> _Algorithm | None:
     """Verify a sealed file's digest over every byte: its algorithm; None for a file written before
-    schema 3 (no digest).
+    schema 3 (no digest). ``hashed``: see :func:`_file_digest`.
 
     Raises:
         StateFileError: the digest is damaged, missing from one place, or does not match the bytes.
@@ -283,7 +305,7 @@ def _check_file_digest(data: _Bytes, path: Path) -> _Algorithm | None:
     first, second = (bytes(data[at : at + algorithm.hex_digits]) for at in slots)
     if first != second or not all(c in b"0123456789abcdef" for c in first):
         raise _refuse(path, "its two copies of the file digest differ (the file was altered or damaged)")
-    if _file_digest(data, slots, algorithm) != first.decode():
+    if _file_digest(data, slots, algorithm, hashed) != first.decode():
         raise _refuse(path, "checksum mismatch over the whole file (the file was altered or damaged)")
     return algorithm
 

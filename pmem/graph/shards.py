@@ -433,7 +433,8 @@ def write_union_numbering(root: Path, partitions: int, segments: dict[str, str])
     their creating seqs from the part's log), and numbers them all in seq order after the versions of
     the passes before. Memory: one pass's versions, and the mapped pages of one pass (released).
     """
-    maps = Maps(verify=False)
+    # the files as their writers just sealed them: hashing them again would double the build's reads
+    maps = Maps(trusted=True)
     logs, created, writers = [], [], []
     try:
         for p in range(partitions):
@@ -553,8 +554,9 @@ def numbered(entries: dict[str, str]) -> bool:
 
 def mapped_part_log(root: Path, listed: dict[str, str], part: int, maps: Maps) -> pa.Table:
     """Part ``part``'s write log: its segments among ``listed`` (:func:`listed_files`), memory-mapped
-    through ``maps`` and unverified, in arrival order (an empty log when it has none)."""
-    mapped = [mapped_segment(root / name, maps) for name in part_segments(listed, part)]
+    through ``maps`` (unless it trusts them, each checked whole and against its listed digest), in
+    arrival order (an empty log when it has none)."""
+    mapped = [mapped_segment(root / name, maps, listed[name]) for name in part_segments(listed, part)]
     return pa.concat_tables(mapped) if mapped else WRITE_LOG_SCHEMA.empty_table()
 
 

@@ -222,6 +222,7 @@ def test_inspect_of_a_key_reads_the_state_without_loading_it_and_verified(tmp_pa
     from shardlogs import random_log, sharded_state
 
     from pmem.graph._inspect import describe_key
+    from pmem.graph.shards import owning_part
 
     state = sharded_state(tmp_path, random_log(9, 400), 3)
     union = ProvenanceGraph.load(state)
@@ -246,7 +247,7 @@ def test_inspect_of_a_key_reads_the_state_without_loading_it_and_verified(tmp_pa
     assert main(["inspect", str(state), *as_of, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["as_of"] == {"seq": at}
     monkeypatch.undo()
-    versions = state / "part-1" / "versions.arrow"
+    versions = owning_part(state, keys[0]) / "versions.arrow"  # the part a read of keys[0] checks
     data = bytearray(versions.read_bytes())
     data[len(data) // 2] ^= 0x10
     versions.write_bytes(bytes(data))

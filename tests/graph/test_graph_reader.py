@@ -64,7 +64,7 @@ def test_a_sharded_state_answers_as_its_union_with_the_unions_ids(
     assert stats["op_contest"] and stats["op_revoke"] and stats["op_resolve"]  # the log exercises them
     assert any(cell.status == "contested" for cell in union.frontier().values())
     _same_answers(StateReader(root), union)
-    _same_answers(StateReader(root, verify=True), union)
+    _same_answers(StateReader(root, trusted=True), union)
     reader = StateReader(root)
     for at in (0, 1, 97, union.seq // 2, union.seq - 5, union.seq):
         then, view = union.as_of(at), reader.as_of(at)
@@ -117,7 +117,7 @@ def test_a_single_state_answers_as_the_graph_it_holds(tmp_path: Path, seed: int,
     path = tmp_path / "state"
     graph.save(path, layout=layout)  # type: ignore[arg-type]
     _same_answers(StateReader(path), ProvenanceGraph.load(path))
-    _same_answers(StateReader(path, verify=True), graph)
+    _same_answers(StateReader(path, trusted=True), graph)
 
 
 def test_a_state_with_a_journal_beside_it_is_refused(tmp_path: Path) -> None:
@@ -146,48 +146,139 @@ def _flip(path: Path, at: float) -> None:
     path.write_bytes(bytes(data))
 
 
+def _read_all(reader: StateReader, keys: list[str]) -> None:
+    """Every read the reader offers, of every key: what reaches every file it reads."""
+    for key in keys:
+        reader.cell(key), reader.versions(key), reader.operations(key)
+    list(reader.frontier_batches())
+
+
 @pytest.mark.parametrize(
     ("layout", "damaged"),
     [
         ("file", "."),
         ("directory", "versions.arrow"),
+        ("directory", "metadata.arrow"),
         ("sharded", "part-1/versions.arrow"),
         ("sharded", "part-0/log"),
+        ("sharded", "part-1/union-versions.arrow"),
     ],
 )
-def test_verify_refuses_a_damaged_file_the_reader_would_read(
+def test_a_damaged_file_is_refused_by_the_read_that_needs_it(
     tmp_path: Path, layout: str, damaged: str
 ) -> None:
-    """Without ``verify`` the reader trusts the bytes it maps (Arrow checks each row's structure, not its
-    values); with it, a flipped bit anywhere in a file it reads is refused, naming the file."""
+    """A flipped bit anywhere in a file the reader reads is refused, naming the file: a state file when
+    it is opened, a directory's or sharded state's file by the first read that needs it. Trusted, the
+    reader hands the bytes to Arrow (which checks each row's structure, not its values)."""
     if layout == "sharded":
         state = sharded_state(tmp_path, random_log(5, 300), 2)
+        keys = sorted(ProvenanceGraph.load(state).keys())
     else:
         state = tmp_path / "state"
         _story(3).save(state, layout=layout)  # type: ignore[arg-type]
+        keys = sorted(ProvenanceGraph.load(state).keys())
     target = state / damaged if damaged != "." else state
     if target.is_dir():
         target = sorted(target.glob("*.arrow"))[0]
     _flip(target, 0.6)
     with pytest.raises(StateFileError) as refused:
-        StateReader(state, verify=True)
-    assert str(target) in str(refused.value)
+        _read_all(StateReader(state), keys)
+    assert str(target) in str(refused.value) and "\n" not in str(refused.value)
+    StateReader(state, trusted=True)  # trusted, it opens on the damaged bytes
 
 
-def test_verify_refuses_a_file_of_another_state(tmp_path: Path) -> None:
+def test_a_file_of_another_state_is_refused(tmp_path: Path) -> None:
     """A table file copied in from another state is whole and sealed: only the listing catches it."""
     for n, seed in enumerate((3, 4)):
         _story(seed).save(tmp_path / f"s{n}", layout="directory")
     (tmp_path / "s0" / "versions.arrow").write_bytes((tmp_path / "s1" / "versions.arrow").read_bytes())
-    StateReader(tmp_path / "s0")  # unverified: it opens (and would answer from the other state's versions)
-    with pytest.raises(StateFileError, match="not the one the state's metadata lists"):
-        StateReader(tmp_path / "s0", verify=True)
+    StateReader(tmp_path / "s0", trusted=True).cell("k1")  # trusted: read from the other state's versions
+    with pytest.raises(StateFileError, match=r"versions\.arrow: .*not the one the state's metadata lists"):
+        StateReader(tmp_path / "s0").versions("k1")
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     one, other = (sharded_state(tmp_path / n, random_log(seed, 300), 2) for n, seed in (("a", 5), ("b", 6)))
     segment = sorted((one / "part-0" / "log").glob("*.arrow"))[0]
     segment.write_bytes(sorted((other / "part-0" / "log").glob("*.arrow"))[0].read_bytes())
-    with pytest.raises(StateFileError, match="not the one the sharded state's index lists"):
-        StateReader(one, verify=True)
+    with pytest.raises(StateFileError, match=r"log-.*not the one the sharded state's index lists"):
+        _read_all(StateReader(one), sorted(ProvenanceGraph.load(other).keys()))
+
+
+def test_verify_is_the_old_name_of_the_default(tmp_path: Path) -> None:
+    """``verify=True`` (what callers passed before checking became the default) is the default;
+    ``verify=False`` is ``trusted=True``."""
+    state = tmp_path / "s"
+    _story(1).save(state, layout="directory")
+    assert not StateReader(state, verify=True).trusted and StateReader(state, verify=False).trusted
+    assert not StateReader(state).trusted and StateReader(state, trusted=True).trusted
+    with pytest.raises(ValueError, match="give one of them"):
+        StateReader(state, trusted=True, verify=True)
+
+
+def _hashing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files the readers check from now on, as their paths' last two parts, in order."""
+    import pmem.graph._mapped
+
+    checked: list[str] = []
+    check = pmem.graph._mapped._check_file_digest
+
+    def recording(data: object, path: Path, hashed: object = None) -> object:
+        checked.append(f"{path.parent.name}/{path.name}")
+        return check(data, path, hashed)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pmem.graph._mapped, "_check_file_digest", recording)
+    return checked
+
+
+@pytest.mark.parametrize("numbering", [True, False])
+def test_a_read_checks_the_files_it_needs_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, numbering: bool
+) -> None:
+    """Each file is hashed once, when a read first needs it: one key of a sharded state checks its part's
+    metadata, tables, log and union numbering, not the other parts' (in a state of version 1, without
+    the numbering, the other parts' logs and versions number its versions); the frontier checks every
+    part's keys and versions only. A damaged file of another part does not stop a key's read."""
+    from pmem.graph.shards import partition_of
+
+    root = sharded_state(tmp_path, random_log(4, 400, keys=12), 3, numbering=numbering)
+    union = ProvenanceGraph.load(root)
+    key = union.keys()[0]
+    mine = f"part-{partition_of(key, 3)}"
+    checked = _hashing(monkeypatch)
+    reader = StateReader(root)
+    assert checked == []  # opening a sharded state reads its index (checked whole by read_index) only
+    assert reader.cell(key) == union.cell(key) and reader.versions(key) == union.versions(key)
+    folders = {name.split("/")[0] for name in checked}
+    names = {name.split("/")[1] for name in checked if not name.startswith("log/")}
+    if numbering:
+        assert folders == {mine, "log"} and len(checked) == len(set(checked))
+        assert names == {
+            "metadata.arrow",
+            "keys.arrow",
+            "versions.arrow",
+            "evidence.arrow",
+            "union-versions.arrow",
+        }
+    else:  # every part's log segments and versions
+        assert folders == {"part-0", "part-1", "part-2", "log"} and "operations.arrow" not in names
+    before = len(checked)
+    reader.cell(key), reader.versions(key)
+    assert len(checked) == before  # each file is checked once
+    reader.operations(key)
+    assert checked[before:] == [f"{mine}/operations.arrow"]
+    checked.clear()
+    list(StateReader(root).frontier_batches())
+    assert sorted(checked) == sorted(
+        f"part-{p}/{name}.arrow" for p in range(3) for name in ("metadata", "keys", "versions")
+    )
+    # a damaged table of another part: the key is read from its own, the other part's keys refused
+    other = next(p for p in range(3) if f"part-{p}" != mine)
+    _flip(root / f"part-{other}" / "versions.arrow", 0.5)
+    reader = StateReader(root)
+    if numbering:
+        assert reader.cell(key) == union.cell(key)
+    foreign = next(k for k in union if partition_of(k, 3) == other)
+    with pytest.raises(StateFileError, match=f"part-{other}/versions.arrow"):
+        reader.cell(foreign)
 
 
 def test_a_cell_as_of_needs_a_write_log_and_a_seq(tmp_path: Path) -> None:

@@ -161,7 +161,7 @@ def test_a_missing_or_damaged_part_index_is_refused_naming_it(tmp_path: Path) ->
         StateReader(root).search("key1", 3)
     index.write_bytes(saved[:-9] + bytes([saved[-9] ^ 1]) + saved[-8:])
     with pytest.raises(SearchIndexError, match=r"part-2\.arrow"):
-        StateReader(root, verify=True).search("key1", 3)
+        StateReader(root).search("key1", 3)
     # an index file of another part is the index of another state
     index.write_bytes(part_index_path(root, 1).read_bytes())
     with pytest.raises(SearchIndexError, match=r"the index of another state"):
