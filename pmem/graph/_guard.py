@@ -228,9 +228,11 @@ def commit_journal(graph: ProvenanceGraph, path: str | Path, calls: list[list[An
                 _append_record(graph, path, calls, base)
                 version = str(current_version(path))
         except OSError:
-            # what the failed write left (a state file made for the journal, a file's new times) is
-            # this graph's own doing under the lock: the next commit checks against it, not against
-            # what the failure replaced, and is not refused as another writer's change
+            # what the failed write left (a state file made for the journal, a file's new times, a
+            # torn line or a spent journal it could not cut or remove) is this graph's own doing under
+            # the lock: the next commit checks against it, not against what the failure replaced (it is
+            # no other writer's change), and reads the journal whole before it appends
+            _records.get(graph, {}).pop(where, None)
             now = current_version(path)
             if now is None:
                 _recorded.get(graph, {}).pop(where, None)
@@ -241,19 +243,12 @@ def commit_journal(graph: ProvenanceGraph, path: str | Path, calls: list[list[An
 
 
 def _append_record(graph: ProvenanceGraph, path: Path, calls: list[list[Any]], base: bytes) -> None:
-    """Append ``calls`` to the journal of ``path`` as the record after the last one ``graph`` holds
-    (the lock held), starting the journal (and the state file: ``base``) when there is none."""
+    """Append ``calls`` to the journal of ``path`` as the record after its last one (the lock held),
+    starting the journal (and the state file: ``base``) when there is none."""
     where = _where(path)
     journal = journal_path(path)
-    if journal.exists():
-        if where not in _records.get(graph, {}):
-            # this graph loaded no record of the journal there (a spent one a read-only folder kept):
-            # read it whole, once
-            _remove_spent(path)
-        else:
-            _journal.cut_torn_end(path)  # a failed append's line whose cut failed: later lines go after
-        if journal.exists() and journal.stat().st_size == 0:
-            journal.unlink()  # a journal cut back to nothing had no whole header: it is started anew
+    if journal.exists() and where not in _records.get(graph, {}):
+        _resume_journal(graph, path)
     if not path.exists():
         _journal.start_journal(path, save_state_bytes(path, base))
     elif not journal.exists():
@@ -263,16 +258,20 @@ def _append_record(graph: ProvenanceGraph, path: Path, calls: list[list[Any]], b
     _records.setdefault(graph, {})[where] = n
 
 
-def _remove_spent(path: Path) -> None:
-    """Cut the journal of ``path`` to its whole lines, or remove it when a fold already holds them."""
+def _resume_journal(graph: ProvenanceGraph, path: Path) -> None:
+    """Read the journal of ``path`` whole, for a graph that holds no count of its records (a commit of it
+    failed, or it loaded a spent journal a read-only folder kept): its torn last line is cut and its
+    record count noted, or it is removed when a fold already holds its records, or when it holds no
+    whole header. The version check passed: what is there is this graph's."""
     digest = state_version(path)
     journal = _journal.read_journal(path, digest)
     if journal is None:
         return
-    if _journal.spent(journal, digest):
+    if _journal.spent(journal, digest) or journal.end == 0:
         _journal.remove_journal(path)
-    else:
-        _journal.cut_torn_tail(journal)
+        return
+    _journal.cut_torn_tail(journal)
+    _records.setdefault(graph, {})[_where(path)] = journal.last
 
 
 def _outgrown(path: Path) -> bool:

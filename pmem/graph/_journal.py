@@ -220,21 +220,6 @@ def _cut_back(fd: int, size: int, path: Path, failure: BaseException) -> None:
         failure.add_note(f"{path}: the torn line could not be cut ({exc}); the next open or append cuts it")
 
 
-def cut_torn_end(state: str | Path) -> None:
-    """Cut a torn last line off the journal of ``state``, if it has one: one byte read when it ends
-    whole (a whole line ends with its newline), the journal read when it does not."""
-    path = journal_path(state)
-    with path.open("rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return
-    data = path.read_bytes()
-    os.truncate(path, data.rfind(b"\n") + 1)
-
-
 def start_journal(state: str | Path, state_digest: str | None) -> None:
     """Create the journal of ``state`` (there must be none), applying to the state file whose digest
     is ``state_digest`` (None: no state file yet)."""

@@ -344,3 +344,25 @@ def test_a_fold_note_followed_by_records_is_a_fold_that_never_replaced_the_state
     note = _journal._line({"compacting": "0" * 32})
     journal.write_bytes(b"".join([*lines[:2], note, *lines[2:]]))
     assert ProvenanceGraph.load(path).to_bytes() == g.to_bytes()
+
+
+def test_a_fold_whose_spent_journal_could_not_be_removed_is_made_again_by_the_next_commit(
+    tmp_path, monkeypatch
+) -> None:
+    g, path = _journaled(tmp_path)
+
+    def refused(state) -> None:
+        raise OSError(5, "Input/output error")
+
+    g.erase("e0")
+    monkeypatch.setattr(_journal, "remove_journal", refused)
+    with pytest.raises(OSError):
+        g.commit()  # the state was replaced; its journal, spent, holds the erased text still
+    monkeypatch.undo()
+    assert b"the budget is $0k" in journal_path(path).read_bytes()
+    assert g.pending == 1  # the erasure waits for a commit that lands whole
+    g.apply("accept", "owner", "Bob", g.observe("the owner is Bob"))
+    g.commit()
+    assert ProvenanceGraph.load(path).to_bytes() == g.to_bytes()
+    assert not journal_path(path).exists()  # folded again, the spent journal gone with the text
+    assert b"the budget is $0k" not in path.read_bytes()
