@@ -94,6 +94,7 @@ class ResultRow(_UnitKeys):
     read_tokens: int | None
     read_chars: int | None
     read_items: int | None = None
+    read_context: str | None = None
     answer_error: str | None = None
     L: int | None
     d: int | None

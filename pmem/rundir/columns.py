@@ -45,6 +45,9 @@ AFTER_EVENT: Final = "after_event"
 READ_TOKENS: Final = "read_tokens"
 READ_CHARS: Final = "read_chars"
 READ_ITEMS: Final = "read_items"
+#: what the arm read for the question: the context its answer prompt was given, as the arm rendered it
+#: (``read_tokens`` and ``read_chars`` count it), so that a reviewer reads it instead of inferring it
+READ_CONTEXT: Final = "read_context"
 ANSWER_ERROR: Final = "answer_error"
 #: is the gold (a stale value) the value of an active cell of the arm's graph when the question is asked
 GOLD_IN_STATE: Final = "gold_in_state"

@@ -382,6 +382,7 @@ async def run_unit(
                         read_tokens=int(ans.read.tokens),
                         read_chars=int(ans.read.chars),
                         read_items=len(ans.read.items),
+                        read_context=ans.read.text,
                         answer_error=ans.error,
                         **pcols,
                         gold_in_state=gold_in,

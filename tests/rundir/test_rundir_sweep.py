@@ -96,3 +96,24 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
     for col in ("write_calls_per_history", "committed_facts_per_history", "wall_s_mean", "state_bytes_mean"):
         assert wc[col].drop_nulls().len() > 0, col
     assert paths.markdown.is_file() and {p.stem for p in paths.tables} == set(m.tables)
+
+
+def test_every_result_records_what_its_arm_read(quickstart_run: Path) -> None:
+    """The context each arm was given for each question is in results/ (``read_context``), the very text
+    ``read_tokens`` and ``read_chars`` count: a reviewer reads it instead of inferring it."""
+    import polars as pl
+
+    from pmem.memory._retrieval import count_tokens
+
+    results = pl.read_parquet(quickstart_run / "results" / "*.parquet")
+    assert results[C.READ_CONTEXT].null_count() == 0
+    contexts = results[C.READ_CONTEXT].to_list()
+    assert results[C.READ_CHARS].to_list() == [len(c) for c in contexts]
+    assert results[C.READ_TOKENS].to_list() == [count_tokens(c) for c in contexts]
+    # the arms read differently: the memory arms' cells, the long-context arm the whole history
+    by_arm = results.group_by(C.ARM).agg(pl.col(C.READ_CHARS).mean())
+    assert by_arm[C.READ_CHARS].n_unique() > 1
+    # the heuristic reader is extractive: a right answer of the pmem arm comes from what it read
+    right = results.filter((pl.col(C.ARM) == "pmem") & pl.col(C.CORRECT))
+    found = [p.lower() in c.lower() for p, c in zip(right[C.PREDICTION], right[C.READ_CONTEXT], strict=True)]
+    assert right.height >= 50 and sum(found) >= 0.9 * right.height, (sum(found), right.height)
