@@ -23,6 +23,8 @@ from pmem.memory._writer import completion_json
 from pmem.memory.prompts import ASSERTION_STATUSES
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pmem.bench import Event
     from pmem.memory._writer import Writer
 
@@ -183,25 +185,59 @@ async def extract_units(
 ) -> list[Extraction]:
     """One extraction call per unit (prompt template ``prompt``), run concurrently (bounded by the
     writer's concurrency); results in arrival order. A unit whose reply held no usable fact is logged as
-    a noop with its reason."""
+    a noop with its reason.
+
+    A reply cut at the reply limit (``finish_reason == "length"``) lost the facts after the cut, so it is
+    never used as it is: a unit of several events is split in two halves, each asked again (and split
+    again while its reply is cut), their facts making the unit's; each split is logged as a noop saying
+    so. A single event's cut reply cannot be split: its unit is a noop with that reason."""
     sem = asyncio.Semaphore(writer.concurrency)
 
-    async def one(unit: list[Event]) -> Extraction:
+    async def ask(unit: list[Event]) -> Extraction:
         text = unit_text(unit)
         async with sem:
             c = await writer.call(prompt, **extraction_sections(unit))
         if c.error is not None:  # the model layer let it through: the prompt does not fit the context
             return Extraction(unit, text, [], f"extract: {c.error}")
+        if c.truncated:
+            if len(unit) == 1:
+                cut = f"extract: the reply was cut at the reply limit ({c.completion_tokens} tokens) on one event: nothing to split"
+                return Extraction(unit, text, [], cut)
+            half = len(unit) // 2
+            writer.record(
+                "noop",
+                None,
+                None,
+                False,
+                f"extract: the reply was cut at the reply limit ({c.completion_tokens} tokens): the unit's "
+                f"{len(unit)} events asked again as {half} and {len(unit) - half}",
+                event=unit[0].index,
+            )
+            parts = await asyncio.gather(ask(unit[:half]), ask(unit[half:]))
+            return _joined(unit, text, parts)
         payload = completion_json(c)
         facts, error = parse_extraction(unit, payload)
         forget, distinct = parse_requests(payload)
         return Extraction(unit, text, facts, error, forget, distinct)
 
-    out = await asyncio.gather(*(one(u) for u in units))
+    out = await asyncio.gather(*(ask(u) for u in units))
     for ex in out:
         if ex.error:
             writer.record("noop", None, None, False, ex.error, event=ex.unit[0].index)
     return list(out)
+
+
+def _joined(unit: list[Event], text: str, parts: Sequence[Extraction]) -> Extraction:
+    """One extraction of ``unit`` from the extractions of its parts, in order."""
+    errors = list(dict.fromkeys(p.error for p in parts if p.error))  # each reason once
+    return Extraction(
+        unit,
+        text,
+        [f for p in parts for f in p.facts],
+        "; ".join(errors) if errors else None,
+        tuple(k for p in parts for k in p.forget),
+        tuple(d for p in parts for d in p.distinct),
+    )
 
 
 # ---------------------------------------------------------------------------- oracle (templates)

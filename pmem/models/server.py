@@ -127,8 +127,13 @@ class StandInServer:
         embed_dim: int = HASHING_DIM,
         faults: Faults | None = None,
         api_key: str | None = None,
+        cut_replies: bool = False,
     ) -> None:
         self.model = model
+        # cut a reply past the request's max_tokens there (finish_reason "length"), as a model server does;
+        # off by default: tokens are estimated (4 bytes a token), and a one-word reply such as
+        # "different" that a real tokenizer counts as 1 token would be cut at max_tokens 2
+        self.cut_replies = cut_replies
         # kept as the whole expected header value, compared in constant time (no prefix or timing oracle)
         self._expected_auth = f"Bearer {api_key}".encode() if api_key else None
         self.embed_dim = embed_dim
@@ -139,7 +144,7 @@ class StandInServer:
         self.inflight = 0
         self.inflight_max = 0
         #: the largest ``max_tokens`` a chat request asked for (the heuristic's replies are short and are
-        #: not cut to it; tests read what clients asked)
+        #: not cut to it unless ``cut_replies``; tests read what clients asked)
         self.largest_reply_asked = 0
         self._memo: dict[str, tuple[str, int, int]] = {}
 
@@ -250,6 +255,9 @@ class StandInServer:
             return early
         if kind == "malformed":
             text = text[: max(1, len(text) // 2)] if text.startswith("{") else '{"' + text
+        finish = "stop"
+        if self.cut_replies and 0 < asked < completion:
+            text, completion, finish = _cut_to_tokens(text, asked), asked, "length"
         self.stats["chat"] += 1
         payload = {
             "id": f"chatcmpl-{uuid.uuid4().hex[:16]}",
@@ -257,7 +265,7 @@ class StandInServer:
             "created": int(time.time()),
             "model": body.get("model") or self.model,
             "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
             ],
             "usage": {
                 "prompt_tokens": prompt,
@@ -330,6 +338,14 @@ class StandInServer:
         self.faults.rates = {}
         self.faults.latency_s = 0.0
         return web.json_response({"ok": True})
+
+
+def _cut_to_tokens(text: str, tokens: int) -> str:
+    """The longest start of ``text`` that :func:`estimate_tokens` counts as at most ``tokens``."""
+    cut = text[: tokens * 4]
+    while cut and estimate_tokens(cut) > tokens:
+        cut = cut[:-1]
+    return cut
 
 
 def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
