@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pmem.bench import Event
 from pmem.graph import (
@@ -151,6 +152,23 @@ def _is_sharded(path: Path) -> bool:
     return is_sharded(path)
 
 
+_Call = TypeVar("_Call", bound="Callable[..., Awaitable[Any]]")
+
+
+def _in_turn(call: _Call) -> _Call:
+    """A memory's call that takes its turn: calls on one memory run one at a time, as a store's calls on
+    one namespace do. Concurrent ``add`` calls otherwise interleave inside the write path (each numbered
+    its evidence before the others wrote theirs: every one answered ``e0``), and a write discarded after
+    a failed commit would take another call's write with it."""
+
+    @functools.wraps(call)
+    async def in_turn(self: AsyncMemory, *args: Any, **kwargs: Any) -> Any:
+        async with self._turn:
+            return await call(self, *args, **kwargs)
+
+    return cast("_Call", in_turn)
+
+
 class AsyncMemory:
     """P-Mem for an agent, with coroutines (:class:`Memory` is the same with plain calls).
 
@@ -206,6 +224,7 @@ class AsyncMemory:
         self._new_file = self._file is not None and not (self._file.exists() or _is_sharded(self._file))
         # the graph whose writes are committed to path's journal (None: no path, or a state read only)
         self._journaled: JournaledGraph | None = None
+        self._turn = asyncio.Lock()  # the memory's calls take turns (_in_turn)
 
     def _new_writepath(self) -> WritePath:
         writepath = WritePath(self._writer, self._options, name="Memory")
@@ -315,6 +334,7 @@ class AsyncMemory:
         """The provenance graph underneath (every version, evidence and operation)."""
         return self._writepath.state()
 
+    @_in_turn
     async def add(
         self,
         text: Text,
@@ -367,6 +387,7 @@ class AsyncMemory:
             self._agent_backend, "m.requests()", MODEL_REMEDY
         )
 
+    @_in_turn
     async def search(
         self,
         query: str,
@@ -396,16 +417,19 @@ class AsyncMemory:
             out.append(ScoredCell.of(shown, score))
         return out
 
+    @_in_turn
     async def get(self, key: str) -> Cell | None:
         """The cell of ``key`` (None when the memory never held it)."""
         await self._ready()
         return self.graph.cell(key)
 
+    @_in_turn
     async def history(self, key: str) -> list[Version]:
         """Every version of ``key``, in arrival order."""
         await self._ready()
         return self.graph.versions(key)
 
+    @_in_turn
     async def why(self, key: str) -> Why | None:
         """Why ``key`` holds what it holds (None when the memory never held it): the evidence behind
         its current value (texts, sources, times) and the operations on the key.
@@ -419,11 +443,13 @@ class AsyncMemory:
         await self._ready()
         return why(self.graph, key)
 
+    @_in_turn
     async def conflicts(self) -> list[Cell]:
         """The open contests: every cell whose head is contested, with its alternatives, by key."""
         await self._ready()
         return [c for c in self.graph.frontier().values() if c.status == "contested"]
 
+    @_in_turn
     async def resolve(
         self, key: str, value: str, *, source: str = "user", note: str | None = None
     ) -> OpResult:
@@ -441,6 +467,7 @@ class AsyncMemory:
             self._writepath.cells_changed([key])
         return result
 
+    @_in_turn
     async def render(
         self, query: str | None = None, *, k: int = 12, disclose: Sequence[str] = ("support", "alternatives")
     ) -> str:
@@ -449,6 +476,7 @@ class AsyncMemory:
         keys = None if query is None else await self._writepath.search_keys(query, k)
         return self.graph.render(keys=keys, disclose=tuple(disclose))
 
+    @_in_turn
     async def put(
         self,
         key: str,
@@ -505,6 +533,7 @@ class AsyncMemory:
             ops.append(AppliedOp("noop", key, None, False, "put: the key holds no value to withdraw"))
         return AddResult(evidence, [(key, value)], ops)
 
+    @_in_turn
     async def undo(self, op_seq: int) -> OpResult:
         """Undo one operation (by its seq): its key becomes what the log without it gives. The result
         says whether it applied, and why not."""
@@ -514,6 +543,7 @@ class AsyncMemory:
             self._writepath.cells_changed(self.graph)  # which key is the log's: every cell is re-read
         return result
 
+    @_in_turn
     async def erase(self, evidence_id: str) -> ErasureReceipt:
         """Erase an evidence: its text leaves the graph and every byte saved afterwards."""
         await self._ready()
@@ -522,11 +552,13 @@ class AsyncMemory:
             self._writepath.cells_changed(receipt.changed)
         return receipt
 
+    @_in_turn
     async def as_of(self, seq: int | None = None, *, time: str | None = None) -> ProvenanceGraph:
         """The graph as it was after arrival ``seq`` or observation ``time`` (read-only)."""
         await self._ready()
         return self.graph.as_of(seq, time=time)
 
+    @_in_turn
     async def save(self, path: str | Path | None = None) -> Path:
         """Write the state file (``path``, else the one given at construction); its path.
 

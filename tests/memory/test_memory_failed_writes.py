@@ -146,3 +146,27 @@ def test_an_unreadable_valid_time_is_refused_like_a_bad_time_and_writes_nothing(
         assert memory.get("alice.city").value == "Paris"
         assert memory.add("The city of Alice is Rome.", valid_time="2024-03-01").evidence == "e1"
     assert pmem.ProvenanceGraph.load(state).stats()["evidence"] == 2
+
+
+def test_concurrent_calls_on_one_memory_take_turns_and_each_add_cites_its_own_evidence(tmp_path) -> None:
+    """Before, 20 adds gathered on one AsyncMemory interleaved in the write path and every one answered
+    evidence e0: a wrong citation for 19 of them."""
+    import asyncio
+
+    from pmem.memory import AsyncMemory
+
+    state = tmp_path / "memory.arrow"
+
+    async def run() -> list:
+        memory = AsyncMemory(path=state)
+        adds = [memory.add(fact(i)[0]) for i in range(20)]
+        reads = [memory.get(fact(i)[1]) for i in range(20)]
+        return await asyncio.gather(*adds, *reads)
+
+    results = asyncio.run(run())
+    adds = results[:20]
+    assert [r.evidence for r in adds] == [f"e{i}" for i in range(20)]
+    graph = pmem.ProvenanceGraph.load(state)
+    for i, r in enumerate(adds):
+        text, key, value = fact(i)
+        assert graph.evidence(r.evidence).text == text and graph.cell(key).value == value
