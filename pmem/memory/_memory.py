@@ -125,6 +125,17 @@ def _embedder(embedder: Any, log: RequestLog) -> Embedder:
     return make_embedder({"backend": "hashing"} if embedder is None else embedder, log=log)
 
 
+def _check_statement(where: str, key: object, value: object, text: tuple[str, object]) -> None:
+    """Refuse, before anything is written, a key that is no valid key, and a value or statement text
+    (``text``: its argument's name and value) that is not text; ``put``'s value may be None."""
+    problem = key_problem(key)
+    if problem is not None:
+        msg = f"{where}: key {problem}"
+        raise ValueError(msg)
+    check_text(value, "value", where, optional=where == "put")
+    check_text(text[1], text[0], where, optional=True)
+
+
 def _check_times(where: str, time: object, valid_time: object) -> None:
     """Refuse, before anything is written, an observation time that is neither text nor a datetime and
     a valid time that is no ISO 8601 date or datetime (the graph orders facts by it)."""
@@ -457,6 +468,7 @@ class AsyncMemory:
         the head and every other competitor is contradicted. The resolution is evidence of its own
         (``note``, else a sentence saying it), by ``source``; the result says whether it applied, and
         why not (no contest, a value that is not a competitor, a source ranked too low)."""
+        _check_statement("resolve", key, value, ("note", note))  # before anything is written
         await self._ready()
         text = note if note is not None else f"{key} resolved to {value}"
         graph = self.graph
@@ -498,12 +510,7 @@ class AsyncMemory:
         >>> [op.op for op in m.put("budget", None).operations], m.get("budget").value
         (['revoke', 'revoke'], None)
         """
-        problem = key_problem(key)
-        if problem is not None:  # refused before anything is written, the statement included
-            msg = f"put: key {problem}"
-            raise ValueError(msg)
-        check_text(value, "value", "put", optional=True)
-        check_text(text, "text", "put", optional=True)
+        _check_statement("put", key, value, ("text", text))  # before anything is written
         _check_times("put", time, None)
         await self._ready()
         graph = self.graph

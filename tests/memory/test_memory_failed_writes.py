@@ -170,3 +170,19 @@ def test_concurrent_calls_on_one_memory_take_turns_and_each_add_cites_its_own_ev
     for i, r in enumerate(adds):
         text, key, value = fact(i)
         assert graph.evidence(r.evidence).text == text and graph.cell(key).value == value
+
+
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_refused_puts_and_resolves_write_nothing_with_or_without_a_file(tmp_path, on_disk: bool) -> None:
+    with pmem.Memory(path=tmp_path / "memory.arrow" if on_disk else None) as memory:
+        memory.put("budget", "$30k")
+        for call, args in (
+            (memory.put, ("a\nb", "$1")),
+            (memory.put, ("budget", 50)),
+            (memory.resolve, ("", "$30k")),
+            (memory.resolve, ("budget", None)),
+        ):
+            with pytest.raises(ValueError, match=r"^(put|resolve): (key|value) "):
+                call(*args)
+        assert memory.graph.stats()["evidence"] == 1  # not one statement of the refused calls
+        assert memory.put("budget", "$40k").evidence == "e1"  # and the next one is numbered on
