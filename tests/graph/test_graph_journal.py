@@ -288,26 +288,34 @@ def test_an_append_that_finds_the_disk_full_is_cut_back_raises_and_is_made_again
     assert ProvenanceGraph.load(path).to_bytes() == g.to_bytes()
 
 
+class _FailingOs:
+    """The ``os`` module as one graph module sees it, with some calls replaced: a fault injected there
+    alone, never into the process's ``os`` (other threads of a test process write too)."""
+
+    def __init__(self, **calls: object) -> None:
+        self._calls = calls
+
+    def __getattr__(self, name: str) -> object:
+        return self._calls.get(name, getattr(os, name))
+
+
 def test_a_torn_line_whose_cut_failed_is_cut_by_the_next_append(tmp_path, monkeypatch) -> None:
     g, path = _journaled(tmp_path)
-    real_write, real_truncate = os.write, os.ftruncate
 
     def half_then_full(fd: int, data) -> int:
         if len(data) > 40:
-            real_write(fd, bytes(data[: len(data) // 2]))
+            os.write(fd, bytes(data[: len(data) // 2]))
         raise OSError(28, "No space left on device")
 
     def cannot_cut(fd: int, size: int) -> None:
         raise OSError(5, "Input/output error")
 
     g.apply("accept", "owner", "Bob", g.observe("the owner is Bob"))
-    monkeypatch.setattr(os, "write", half_then_full)
-    monkeypatch.setattr(os, "ftruncate", cannot_cut)
+    monkeypatch.setattr(_journal, "os", _FailingOs(write=half_then_full, ftruncate=cannot_cut))
     with pytest.raises(OSError, match="No space left") as failed:
         g.commit()
     assert any("the next open or append cuts it" in note for note in failed.value.__notes__)
-    monkeypatch.setattr(os, "write", real_write)
-    monkeypatch.setattr(os, "ftruncate", real_truncate)
+    monkeypatch.undo()
     assert not journal_path(path).read_bytes().endswith(b"\n")  # the torn half-line is there
     g.apply("accept", "owner", "Carol", g.observe("the owner is Carol"))
     g.commit()  # lands after the last whole record, the torn line cut off
@@ -320,16 +328,15 @@ def test_a_fold_that_fails_before_it_replaces_the_state_leaves_the_journal_going
     from pmem.graph import _state
 
     g, path = _journaled(tmp_path)
-    real_replace = _state.os.replace
 
     def refused(src, dst) -> None:
         raise OSError(28, "No space left on device")
 
     g.erase("e0")  # an erasure folds the journal into the state
-    monkeypatch.setattr(_state.os, "replace", refused)
+    monkeypatch.setattr(_state, "os", _FailingOs(replace=refused))
     with pytest.raises(OSError):
         g.commit()  # the note of the fold was written, the rename failed
-    monkeypatch.setattr(_state.os, "replace", real_replace)
+    monkeypatch.undo()
     assert b"compacting" not in journal_path(path).read_bytes()  # the note was taken back
     g.apply("accept", "owner", "Bob", g.observe("the owner is Bob"))
     g.commit()
