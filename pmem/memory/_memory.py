@@ -232,10 +232,14 @@ class AsyncMemory:
         self._opened = self._file is None  # whether the state at path was read (the first use reads it)
         # a memory made on a path that holds no state yet: its first save there must find none still
         # (another process may have saved one meanwhile, which a plain save would replace)
-        self._new_file = self._file is not None and not (self._file.exists() or _is_sharded(self._file))
+        self._new_file = self._no_state_yet()
         # the graph whose writes are committed to path's journal (None: no path, or a state read only)
         self._journaled: JournaledGraph | None = None
         self._turn = asyncio.Lock()  # the memory's calls take turns (_in_turn)
+
+    def _no_state_yet(self) -> bool:
+        """Whether the memory has a path and no state is there (yet)."""
+        return self._file is not None and not (self._file.exists() or _is_sharded(self._file))
 
     def _new_writepath(self) -> WritePath:
         writepath = WritePath(self._writer, self._options, name="Memory")
@@ -253,7 +257,7 @@ class AsyncMemory:
         self._events = 0
         self._opened = False
         # a state another writer made meanwhile is read, not refused: the memory starts from it
-        self._new_file = not (self._file is not None and (self._file.exists() or _is_sharded(self._file)))
+        self._new_file = self._no_state_yet()
 
     async def _ready(self) -> None:
         if self._opened:
