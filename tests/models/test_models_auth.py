@@ -48,19 +48,22 @@ def _up(base: str) -> bool:
 
 @pytest.mark.parametrize("how", ["flag", "env"])
 def test_standin_cli_requires_the_key(how: str) -> None:
-    args, env = (["--api-key", KEY], {}) if how == "flag" else ([], {"PMEM_API_KEY": KEY})
+    # a key of each case's own: the other case may be serving at the same time in another test process,
+    # with its key on its command line
+    key = f"{KEY}-{how}"
+    args, env = (["--api-key", key], {}) if how == "flag" else ([], {"PMEM_API_KEY": key})
     proc, base = _serve([*args, "--workers", "2"], env)
     try:
         for _ in range(4):  # two processes share the port (SO_REUSEPORT): each must enforce the key
-            check_auth(base, KEY)
+            check_auth(base, key)
         if how == "env":  # given through the environment, the key shows on no command line (workers included)
-            assert not any(KEY.encode() in c for c in cmdlines())
-        m = make_chat_model({"backend": "openai", "url": f"{base}/v1", "model": "heuristic", "api_key": KEY})
+            assert not any(key.encode() in c for c in cmdlines())
+        m = make_chat_model({"backend": "openai", "url": f"{base}/v1", "model": "heuristic", "api_key": key})
         assert asyncio.run(m.complete(MSG, purpose="identity")).text == "same"
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=10)
-    assert KEY.encode() not in out  # nor in what it prints
+    assert key.encode() not in out  # nor in what it prints
 
 
 def test_standin_without_key_stays_open() -> None:
