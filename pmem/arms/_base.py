@@ -39,6 +39,9 @@ class ReadResult:
     tokens: int
     chars: int
     items: tuple[str, ...] = ()
+    #: the turns what was read cites, as the benchmark names them where it does ("D1:3"), else as
+    #: evidence ids: a fact's cited turn and every turn shown (empty for a read that cites none)
+    cites: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

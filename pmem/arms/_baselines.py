@@ -194,13 +194,15 @@ class RawArm(_ItemStore):
         self._stats.cells = len(self._items)
 
     async def read(self, question: Question) -> ReadResult:
-        slots = await self._top(question.text, self._k())
+        slots = await self._top(question.text, self.read_k(self._k()))
+        slots = self.within_budget(slots, self._line)
         if self.ordered:
             slots = sorted(slots, key=lambda s: (self._items[s].t, s))
-            lines = [f"[t={self._items[s].t}] {self._items[s].text}" for s in slots]
-        else:
-            lines = [self._items[s].text for s in slots]
-        return self.make_read(lines, [str(s) for s in slots])
+        return self.make_read([self._line(s) for s in slots], [str(s) for s in slots])
+
+    def _line(self, slot: int) -> str:
+        it = self._items[slot]
+        return f"[t={it.t}] {it.text}" if self.ordered else it.text
 
 
 class ChunksArm(_ItemStore):
@@ -225,7 +227,8 @@ class ChunksArm(_ItemStore):
             self._add(_Item(unit_text(g), g[0].index, frozenset(e.index for e in g)))
 
     async def read(self, question: Question) -> ReadResult:
-        slots = await self._top(question.text, self.top_k)
+        slots = await self._top(question.text, self.read_k(self.top_k))
+        slots = self.within_budget(slots, lambda s: self._items[s].text)
         return self.make_read([self._items[s].text for s in slots], [str(s) for s in slots])
 
     def active_facts(self) -> list[tuple[str, str, frozenset[int]]] | None:
@@ -274,10 +277,12 @@ class _FactMemory(_ItemStore):
         return slot if slot in shown else None
 
     async def read(self, question: Question) -> ReadResult:
-        slots = await self._top(question.text, self._k())
-        return self.make_read(
-            [f"{self._items[s].key}: {self._items[s].value}" for s in slots], [str(s) for s in slots]
-        )
+        slots = await self._top(question.text, self.read_k(self._k()))
+        slots = self.within_budget(slots, self._fact_line)
+        return self.make_read([self._fact_line(s) for s in slots], [str(s) for s in slots])
+
+    def _fact_line(self, slot: int) -> str:
+        return f"{self._items[slot].key}: {self._items[slot].value}"
 
 
 class CrudArm(_FactMemory):
@@ -425,11 +430,10 @@ class BitemporalArm(_FactMemory):
         self.record("add", fact.key, fact.value, True, event=first_event)
 
     async def read(self, question: Question) -> ReadResult:
-        slots = await self._top(question.text, self._k())
+        slots = await self._top(question.text, self.read_k(self._k()))
+        slots = self.within_budget(slots, self._fact_line)
         slots = sorted(slots, key=lambda s: (-(self._items[s].valid_at or 0), s))  # recency first
-        return self.make_read(
-            [f"{self._items[s].key}: {self._items[s].value}" for s in slots], [str(s) for s in slots]
-        )
+        return self.make_read([self._fact_line(s) for s in slots], [str(s) for s in slots])
 
     def stored_values(self, key: str) -> list[str]:
         """Every value ever stored for ``key``, invalidated edges included."""

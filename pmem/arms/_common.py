@@ -12,13 +12,14 @@ Stream kinds (detected from the first events, or set with the ``stream`` option)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pmem.arms._audit import AuditIndex, audit_store
 from pmem.arms._base import Answer, ReadResult
 from pmem.bench import chunk_events
-from pmem.memory.writepath import Writer, count_tokens, pause
+from pmem.memory.writepath import Writer, count_tokens, fit, pause
 
 if TYPE_CHECKING:
     from pmem.arms._base import ModelSet
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from pmem.graph import ProvenanceGraph
 
 STREAM_KINDS = ("facts", "dialogue", "events")
+T = TypeVar("T")
 
 
 def detect_stream(events: Sequence[Event]) -> str:
@@ -54,12 +56,43 @@ def split_units(events: Sequence[Event], kind: str, chunk_chars: int = 1000) -> 
     return [[e] for e in events]
 
 
-def clean_prediction(text: str) -> str:
-    """The reader's answer: stripped; a leading ``Answer:`` dropped."""
+#: a memory key as a reader may copy it (``melanie.hobby``); and words joined by underscores
+_IDENTIFIER = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)+")
+_SNAKE_WORDS = re.compile(r"(?=[a-z0-9_]*[a-z])[a-z0-9]+(?:_[a-z0-9]+)+")
+
+
+def clean_prediction(text: str, context: str = "") -> str:
+    """The reader's answer: stripped; a leading ``Answer:`` dropped. An answer that is a memory key or
+    a snake_case identifier instead of words (the answer prompt asks for words; a small model copies
+    the key it read) is read as words: the key's value where ``context`` shows ``key = value``; words
+    joined by underscores are words.
+
+    >>> clean_prediction("Answer: melanie.hobby", "melanie.hobby = pottery (current; from D1:4, 2023-05-08)")
+    'pottery'
+    >>> clean_prediction("improving_education_and_infrastructure")
+    'improving education and infrastructure'
+    >>> clean_prediction("fridge 1"), clean_prediction("3.5"), clean_prediction("example.com")
+    ('fridge 1', '3.5', 'example.com')
+    """
     out = (text or "").strip()
     if out.lower().startswith("answer:"):
         out = out[7:].strip()
+    if _IDENTIFIER.fullmatch(out):
+        for line in context.splitlines():
+            if line.startswith(f"{out} = "):
+                return _split_fact_value(line[len(out) + 3 :])
+    if _SNAKE_WORDS.fullmatch(out):
+        return out.replace("_", " ")
     return out
+
+
+def _split_fact_value(rest: str) -> str:
+    """The value of a fact line's remainder (``value (current; ...) | alternatives: ...``)."""
+    for mark in (" (", " | ", " ["):
+        cut = rest.find(mark)
+        if cut >= 0:
+            rest = rest[:cut]
+    return rest.strip()
 
 
 class ArmBase(Writer):
@@ -68,8 +101,10 @@ class ArmBase(Writer):
     ``_ingest_units`` and ``read``."""
 
     #: Names of the options this arm reads (documentation and validation).
-    OPTIONS: tuple[str, ...] = ("stream", "chunk_chars", "top_k", "concurrency")
+    OPTIONS: tuple[str, ...] = ("stream", "chunk_chars", "top_k", "concurrency", "read_tokens")
     DEFAULT_TOP_K = 12
+    #: with a read budget and no ``top_k`` of its own, how many items a read ranks to fill the budget
+    BUDGET_CANDIDATES = 40
 
     def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
         self.name = name
@@ -83,6 +118,13 @@ class ArmBase(Writer):
         self.top_k = int(self.options.get("top_k", self.DEFAULT_TOP_K))
         self.chunk_chars = int(self.options.get("chunk_chars", 1000))
         self.stream: str | None = self.options.get("stream")
+        #: the read budget (tokens of what the reader is shown; ``read_tokens``, one value for every arm
+        #: of a sweep, ``[run] read_tokens``): a read keeps its best items that fit; None: no budget
+        budget = self.options.get("read_tokens")
+        self.read_tokens: int | None = None if budget is None else int(budget)
+        if self.read_tokens is not None and self.read_tokens <= 0:
+            msg = f"arm {name!r}: read_tokens must be a positive number of tokens, got {budget!r}"
+            raise ValueError(msg)
         if self.stream is not None and self.stream not in STREAM_KINDS:
             msg = f"arm {name!r}: stream must be one of {STREAM_KINDS}, got {self.stream!r}"
             raise ValueError(msg)
@@ -108,9 +150,25 @@ class ArmBase(Writer):
     async def read(self, question: Question) -> ReadResult:
         raise NotImplementedError
 
-    def make_read(self, lines: Sequence[str], items: Sequence[str] = ()) -> ReadResult:
+    def read_k(self, k: int) -> int:
+        """How many items a read ranks: ``k``, or with a read budget and no ``top_k`` option enough to
+        fill the budget (:data:`BUDGET_CANDIDATES`)."""
+        if self.read_tokens is None or "top_k" in self.options:
+            return k
+        return max(k, self.BUDGET_CANDIDATES)
+
+    def within_budget(self, ranked: Sequence[T], line: Callable[[T], str]) -> list[T]:
+        """The items of ``ranked`` (best first) whose lines fit the read budget together, in rank
+        order; one that does not fit is passed over for smaller ones after it. All without a budget."""
+        return fit(ranked, self.read_tokens, lambda item: count_tokens(line(item)))
+
+    def make_read(
+        self, lines: Sequence[str], items: Sequence[str] = (), cites: Sequence[str] = ()
+    ) -> ReadResult:
         text = "\n".join(lines)
-        return ReadResult(text=text, tokens=count_tokens(text), chars=len(text), items=tuple(items))
+        return ReadResult(
+            text=text, tokens=count_tokens(text), chars=len(text), items=tuple(items), cites=tuple(cites)
+        )
 
     async def answer(self, question: Question) -> Answer:
         read = await self.read(question)
@@ -177,4 +235,4 @@ async def reader_answer(arm: ArmBase, read: ReadResult, question: Question) -> A
     if question.question_date:
         sections["DATE"] = f"The question is asked on {question.question_date}."
     c = await arm.call("answer", **sections)
-    return Answer(prediction=clean_prediction(c.text), read=read, raw=c.text, error=c.error)
+    return Answer(prediction=clean_prediction(c.text, read.text), read=read, raw=c.text, error=c.error)

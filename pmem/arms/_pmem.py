@@ -1,8 +1,12 @@
 """The ``pmem`` arms: P-Mem's write path and state read (:class:`pmem.memory.writepath.WritePath`, the
 code :class:`pmem.Memory` runs) over a benchmark's stream, and the read paths the paper compares.
 
-Read paths: ``state`` (the write path's cosine top-k over ``key: value`` cells, rendered current value
-first with the disclosure defaults), ``iterative`` (up to three lookups of six more cells each, then the
+Read paths: ``recall`` (facts and the turns they came from, ranked by BM25 and the embedder fused by
+reciprocal rank, as dated lines within the read budget, ``read_tokens``; see
+:mod:`pmem.memory._recall`), ``state`` (the paper's read: the write path's cosine top-k over
+``key: value`` cells, rendered current value first with the disclosure defaults; one cell for an event
+stream), ``auto`` (the default: ``recall`` for a dialogue, where what was said and when is the answer's
+evidence; ``state`` for fact and event streams, whose one fact per event the cells hold word for word), ``iterative`` (up to three lookups of six more cells each, then the
 answer), ``turns`` (top-k raw turns, no write path; retrieved pairs with cosine >= 0.55 and different dates
 are put to the binary "different values of the queried attribute?" check and on yes the earlier-dated
 turn is dropped; an optional question-only gate decides whether to prune at all: a one-token ``gate``
@@ -21,13 +25,26 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.arms._common import ArmBase
 from pmem.arms._gate import QuestionGate
-from pmem.memory.writepath import WRITE_OPTIONS, VectorIndex, WritePath, event_line, first_word
+from pmem.memory.writepath import (
+    WRITE_OPTIONS,
+    VectorIndex,
+    WritePath,
+    context_lines,
+    event_line,
+    first_word,
+)
 
 if TYPE_CHECKING:
     from pmem.arms._base import ModelSet, ReadResult
     from pmem.bench import Event, Question
     from pmem.graph import ProvenanceGraph
     from pmem.memory.writepath import WriteStats
+
+
+#: the recall read's budget (tokens) when the sweep sets none: a third of the LoCoMo slice's mean
+#: long-context read (1,620 tokens in reports/cpu-qwen)
+RECALL_TOKENS = 500
+READ_MODES = ("auto", "recall", "state", "iterative", "turns")
 
 
 class PMemArm(ArmBase):
@@ -45,9 +62,9 @@ class PMemArm(ArmBase):
     def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(name, models, options)
         o = self.options
-        self.read_mode = str(o.get("read", "state"))
-        if self.read_mode not in ("state", "iterative", "turns"):
-            msg = f"arm {name!r}: read must be state, iterative or turns, got {self.read_mode!r}"
+        self.read_mode = str(o.get("read", "auto"))
+        if self.read_mode not in READ_MODES:
+            msg = f"arm {name!r}: read must be one of {', '.join(READ_MODES)}, got {self.read_mode!r}"
             raise ValueError(msg)
         self.lookup_k = int(o.get("lookup_k", 6))
         self.max_lookups = int(o.get("max_lookups", 3))
@@ -106,10 +123,17 @@ class PMemArm(ArmBase):
     async def read(self, question: Question) -> ReadResult:
         if self.read_mode == "turns":
             return await self._read_turns(question)
-        keys = await self.path.search_keys(question.text, self._k())
+        if self.read_mode == "recall" or (self.read_mode == "auto" and self.stream == "dialogue"):
+            budget = RECALL_TOKENS if self.read_tokens is None else self.read_tokens
+            items = await self.path.recall(question.text, budget, graph=self.path.past(question.text))
+            cites = dict.fromkeys(self.path.cite(e) for item in items for e in item.cites)
+            return self.make_read(context_lines(items), [i.id for i in items], list(cites))
+        keys = await self.path.search_keys(question.text, self.read_k(self._k()))
         if self.read_mode == "iterative":
             keys = await self._lookups(question, keys)
-        return self.make_read(self.path.render(keys, self.path.past(question.text)), keys)
+        lines = self.path.render(keys, self.path.past(question.text))  # one line per key, in rank order
+        kept = self.within_budget(list(zip(keys, lines, strict=False)), lambda pair: pair[1])
+        return self.make_read([line for _, line in kept], [key for key, _ in kept])
 
     async def _lookups(self, question: Question, keys: list[str]) -> list[str]:
         keys = list(keys)
@@ -132,8 +156,8 @@ class PMemArm(ArmBase):
     async def _read_turns(self, question: Question) -> ReadResult:
         await self._flush_turns()
         q = (await self.embed([question.text]))[0]
-        hits = self._turn_index.search(q, self.top_k)
-        slots = [s for s, _ in hits]
+        hits = self._turn_index.search(q, self.read_k(self.top_k))
+        slots = self.within_budget([s for s, _ in hits], lambda s: event_line(self._turns[s]))
         prune = True
         if self.gate == "model":
             c = await self.call("gate", QUESTION=question.text)

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         parse_stale_values,
         stale_extraction_prompt,
     )
-    from pmem.bench._locomo import LOCOMO_CATEGORIES
+    from pmem.bench._locomo import LOCOMO_CATEGORIES, evidence_turns
     from pmem.bench._probes import ERASED_PARAMS, SOURCE_AUTHORITY, artifact_bytes
     from pmem.bench._registry import (
         Benchmark,
@@ -85,6 +85,7 @@ _LAZY: dict[str, str] = {
     "parse_stale_values": "_judge",
     "stale_extraction_prompt": "_judge",
     "LOCOMO_CATEGORIES": "_locomo",
+    "evidence_turns": "_locomo",
     "ERASED_PARAMS": "_probes",
     "SOURCE_AUTHORITY": "_probes",
     "artifact_bytes": "_probes",
@@ -128,6 +129,7 @@ __all__ = [
     "benchmark_info",
     "benchmark_names",
     "chunk_events",
+    "evidence_turns",
     "exact_match",
     "fact_key",
     "histories_from_arrow",

@@ -202,6 +202,20 @@ def evidence_sessions(evidence: list[str]) -> set[int]:
     return {int(m.group(1)) for e in evidence for m in _EVIDENCE.finditer(e)}
 
 
+def evidence_turns(question: Question) -> tuple[str, ...] | None:
+    """The turns a question's ``evidence`` names, as the turns' own ids (``D8:6``), in order; None for
+    a question that carries no evidence list (another benchmark's).
+
+    >>> evidence_turns(Question("q", "?", (), "temporal", 0, params={"evidence": ["D8:6; D9:17", "D:11:26", "D"]}))
+    ('D8:6', 'D9:17', 'D11:26')
+    """
+    evidence = question.params.get("evidence")
+    if not isinstance(evidence, list):
+        return None
+    found = (f"D{m.group(1)}:{m.group(2)}" for e in evidence for m in _EVIDENCE.finditer(str(e)))
+    return tuple(dict.fromkeys(found))
+
+
 def turn_text(turn: Turn) -> str:
     """A turn's text, with the caption of a photo it shares (the official code's ``[shares ...]``)."""
     return f"{turn.text} [shares {turn.caption}]" if turn.caption else turn.text
@@ -259,6 +273,7 @@ def build_history(
                     source="user",
                     session_id=f"session_{s.number}",
                     role=turn.speaker,
+                    turn_id=turn.dia_id,
                 )
             )
     last = len(events) - 1

@@ -24,6 +24,13 @@ class Event:
     #: when what the event states became true (ISO 8601), where the benchmark says; ``time`` is when
     #: it was observed
     valid_time: str | None = None
+    #: the benchmark's own id of the turn (LoCoMo's ``dia_id``, "D1:3"): what a citation of it names
+    turn_id: str | None = None
+
+    @property
+    def speaker(self) -> str:
+        """Who said it: the dialogue role or speaker where there is one, else the source."""
+        return self.role or self.source or "user"
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,10 @@ from pmem.graph._journaled import JournaledGraph
 from pmem.graph._patch import Lowering, Patch, PatchController, lower_patch
 from pmem.graph._reader import StateReader, read_key_versions
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
+from pmem.graph._render import escape as escape_value
 from pmem.graph._search import SearchIndexError, build_search_index, search_index_dir
 from pmem.graph._state import StateFileError, journal_path
+from pmem.graph._store import ERASED_SOURCE
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, ScoredCell, Version
 from pmem.graph._validate import check_text, key_problem, key_problems, valid_instant
 from pmem.graph._why import KeyView, Why, why
@@ -38,6 +40,7 @@ from pmem.graph.shards import WRITE_LOG_SCHEMA, apply_log, is_sharded, partition
 __all__ = [
     "DISCLOSURES",
     "EDGE_KINDS",
+    "ERASED_SOURCE",
     "GENERIC_KEY_WORDS",
     "HASHING_DIM",
     "HASHING_NGRAMS",
@@ -72,6 +75,7 @@ __all__ = [
     "build_search_index",
     "check_text",
     "embedding_text",
+    "escape_value",
     "hash_char_ngrams",
     "is_sharded",
     "journal_path",

@@ -9,9 +9,11 @@ key of that memory whose value is the item's JSON:
   history keeps; ``delete`` (a put of None) revokes the key's values until none is current;
 - ``get`` and ``search`` read current values (``search`` with a query ranks them by P-Mem's search; a
   filter compares the items' fields, with ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``);
-- and the reads no other store has: :meth:`PMemStore.history` (every value an item held),
-  :meth:`PMemStore.as_of` (an item as it was after an arrival or at a time) and :meth:`PMemStore.why`
-  (the evidence and operations behind its value), with async twins.
+- and the reads no other store has: :meth:`PMemStore.recall` (the context to answer a question from:
+  the items nearest it, each with the put it comes from and that put's date, within a token budget),
+  :meth:`PMemStore.history` (every value an item held), :meth:`PMemStore.as_of` (an item as it was
+  after an arrival or at a time) and :meth:`PMemStore.why` (the evidence and operations behind its
+  value), with async twins.
 
 The store's memories live on an event loop of its own (one thread), so that sync and async callers share
 them safely. ``pip install 'pmem[langgraph]'`` installs LangGraph; the core install does not need it.
@@ -50,7 +52,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from pmem.memory import AsyncMemory, Why
+from pmem.memory import RECALL_TOKENS, AsyncMemory, Recall, Why
 from pmem.server import Namespace, NamespaceError, Store
 
 T = TypeVar("T")
@@ -278,6 +280,19 @@ class PMemStore(BaseStore):
         return sorted(out)[op.offset : op.offset + op.limit]
 
     # ------------------------------------------------------------------ reads only P-Mem has
+
+    async def _recall(self, labels: tuple[str, ...], query: str, budget: int) -> Recall:
+        async with self._store.using(to_namespace(labels)) as memory:
+            return await memory.recall(query, budget)
+
+    def recall(self, namespace: tuple[str, ...], query: str, *, budget: int = RECALL_TOKENS) -> Recall:
+        """The context to answer ``query`` from, within ``budget`` tokens (:meth:`pmem.Memory.recall`):
+        the namespace's items nearest it, each with the put it comes from and that put's date, and the
+        puts themselves. Put ``.context`` in the prompt."""
+        return self._run(self._recall(namespace, query, budget))
+
+    async def arecall(self, namespace: tuple[str, ...], query: str, *, budget: int = RECALL_TOKENS) -> Recall:
+        return await self._arun(self._recall(namespace, query, budget))
 
     async def _history(self, labels: tuple[str, ...], key: str) -> list[dict[str, Any]]:
         async with self._store.using(to_namespace(labels)) as memory:

@@ -12,6 +12,27 @@
 from __future__ import annotations
 
 from pmem.graph import Why
-from pmem.memory._memory import SEARCH_MIN_SCORE, AddResult, AppliedOp, AsyncMemory, Memory, ScoredCell
+from pmem.memory._memory import (
+    RECALL_TOKENS,
+    SEARCH_MIN_SCORE,
+    AddResult,
+    AppliedOp,
+    AsyncMemory,
+    Memory,
+    Recall,
+    ScoredCell,
+)
+from pmem.memory._recall import Recalled
 
-__all__ = ["SEARCH_MIN_SCORE", "AddResult", "AppliedOp", "AsyncMemory", "Memory", "ScoredCell", "Why"]
+__all__ = [
+    "RECALL_TOKENS",
+    "SEARCH_MIN_SCORE",
+    "AddResult",
+    "AppliedOp",
+    "AsyncMemory",
+    "Memory",
+    "Recall",
+    "Recalled",
+    "ScoredCell",
+    "Why",
+]

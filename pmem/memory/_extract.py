@@ -4,7 +4,12 @@ the template parsers of the oracle write path.
 Extraction output is validated, never trusted: a reply that is not JSON, or facts with an empty key or
 value, are dropped and the drop is written to the write log with its reason. Keys are
 normalized to lower-case snake_case parts joined by dots; an unknown status reads as ``asserted``.
-Each fact is attributed to the event of its unit whose text contains its value (the audit uses it).
+
+Each fact cites the event of its unit it came from (:func:`cited_event`): a dialogue's turns are shown
+to a citing prompt numbered, and the reply names the turn of each fact; the text checks the name (a
+turn that holds the value word for word wins over a named turn that does not), and where no turn was
+named, or a named one is out of range, the turn holding the value, else the one sharing most words
+with the fact.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pmem.bench import probe_templates as P
 from pmem.bench.alfworld_templates import location_key, parse_event
 from pmem.graph import key_problem
 from pmem.memory._writer import completion_json
-from pmem.memory.prompts import ASSERTION_STATUSES
+from pmem.memory.prompts import ASSERTION_STATUSES, cites_turns
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from pmem.memory._writer import Writer
 
 _SNAKE = re.compile(r"[\W_]+", re.UNICODE)
+_WORD = re.compile(r"\w{3,}", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -78,15 +84,28 @@ def unit_text(unit: list[Event]) -> str:
     return "\n".join(event_line(e) for e in unit)
 
 
-def extraction_sections(unit: list[Event]) -> dict[str, str]:
+def numbers_turns(unit: list[Event]) -> bool:
+    """Whether a citing prompt is shown ``unit``'s turns numbered: a dialogue of more than one turn."""
+    return len(unit) > 1 and any(e.session_id is not None for e in unit)
+
+
+def extraction_sections(unit: list[Event], numbered: bool = False) -> dict[str, str]:
     """The extraction prompt's sections of ``unit``: an event's time is its own ``TIME`` section, not
     a ``[time]`` prefix of its text, so that it never reaches a key or a value (a dialogue keeps each
-    turn's stamp: its turns are dated one by one).
+    turn's stamp: its turns are dated one by one). ``numbered``: a dialogue's turns are numbered from 1
+    (``Turn 3: ...``, unlike any benchmark's own numbering), for a prompt whose facts name their turn
+    (:func:`numbers_turns`).
 
     >>> from pmem.bench import Event
     >>> extraction_sections([Event(0, "Alice moved to Berlin.", time="2026-01-01T00:00:01")])
     {'TEXT': 'Alice moved to Berlin.', 'TIME': '2026-01-01T00:00:01'}
+    >>> turns = [Event(i, t, session_id="s1", role=r) for i, (r, t) in enumerate([("Ann", "Hi."), ("Bo", "I moved.")])]
+    >>> print(extraction_sections(turns, numbered=True)["TEXT"])
+    Turn 1: Ann: Hi.
+    Turn 2: Bo: I moved.
     """
+    if numbered and numbers_turns(unit):
+        return {"TEXT": "\n".join(f"Turn {i}: {event_line(e)}" for i, e in enumerate(unit, start=1))}
     if any(e.session_id is not None for e in unit) or all(e.time is None for e in unit):
         return {"TEXT": unit_text(unit)}
     times = dict.fromkeys(str(e.time) for e in unit if e.time is not None)
@@ -107,6 +126,45 @@ def attribute(unit: list[Event], value: str, used: set[int]) -> int:
             used.add(idx)
             return idx
     return hits[-1] if hits else -1
+
+
+def _overlap_turn(unit: list[Event], words: str) -> int:
+    """The event of ``unit`` that shares the most words with ``words`` (the first of a tie), else -1."""
+    wanted = set(_WORD.findall(words.lower()))
+    best, best_shared = -1, 0
+    for e in unit:
+        shared = len(wanted & set(_WORD.findall(e.text.lower())))
+        if shared > best_shared:
+            best, best_shared = e.index, shared
+    return best
+
+
+def cited_event(unit: list[Event], key: str, value: str, named: Any, used: set[int]) -> int:
+    """The event of ``unit`` a fact cites: the turn the reply named (``named``, 1-based, when the turns
+    were numbered; anything else is no name) unless the value stands word for word in other turns only,
+    whose first unused one is cited then (:func:`attribute`); with no usable name, that turn, else the
+    turn sharing most words with the key and value, else -1.
+
+    >>> from pmem.bench import Event
+    >>> unit = [Event(5, "I went to a support group yesterday."), Event(6, "It was about LGBTQ people.")]
+    >>> cited_event(unit, "caroline.support_group", "LGBTQ support group", 2, set())
+    6
+    >>> cited_event(unit, "caroline.event", "support group", 2, set())  # the text overrules the name
+    5
+    >>> cited_event(unit, "caroline.event", "went to a support group", None, set())
+    5
+    >>> cited_event(unit, "caroline.mood", "about people", "two", set())  # no number: the closest turn
+    6
+    """
+    if not isinstance(named, int) or isinstance(named, bool) or not 1 <= named <= len(unit):
+        named = None
+    v = value.strip().lower()
+    holding = [e.index for e in unit if v and v in e.text.lower()]
+    if named is not None and (not holding or unit[named - 1].index in holding):
+        return unit[named - 1].index
+    if holding:
+        return attribute(unit, value, used)
+    return _overlap_turn(unit, f"{key.replace('.', ' ').replace('_', ' ')} {value}")
 
 
 def _storable(text: str) -> bool:
@@ -145,7 +203,11 @@ def _pairs(raw: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def parse_extraction(unit: list[Event], payload: dict[str, Any] | None) -> tuple[list[Fact], str | None]:
+def parse_extraction(
+    unit: list[Event], payload: dict[str, Any] | None, numbered: bool = False
+) -> tuple[list[Fact], str | None]:
+    """The facts of a reply (``numbered``: the unit's turns were shown numbered, so a fact's ``turn``
+    names the one it cites), and why some were dropped, if any were."""
     if payload is None:
         return [], "extract: reply is not a JSON object"
     raw = payload.get("facts")
@@ -169,7 +231,8 @@ def parse_extraction(unit: list[Event], payload: dict[str, Any] | None) -> tuple
             status = "asserted"
         premises = tuple(k for k in _keys(item.get("depends_on")) if k != key)
         valid = _valid_time(item.get("valid_time"))
-        out.append(Fact(key, value, status, attribute(unit, value, used), None, valid, premises))
+        event = cited_event(unit, key, value, item.get("turn") if numbered else None, used)
+        out.append(Fact(key, value, status, event, None, valid, premises))
     return out, (f"extract: dropped {dropped} malformed fact(s)" if dropped else None)
 
 
@@ -192,11 +255,13 @@ async def extract_units(
     again while its reply is cut), their facts making the unit's; each split is logged as a noop saying
     so. A single event's cut reply cannot be split: its unit is a noop with that reason."""
     sem = asyncio.Semaphore(writer.concurrency)
+    citing = cites_turns(prompt)
 
     async def ask(unit: list[Event]) -> Extraction:
         text = unit_text(unit)
+        numbered = citing and numbers_turns(unit)
         async with sem:
-            c = await writer.call(prompt, **extraction_sections(unit))
+            c = await writer.call(prompt, **extraction_sections(unit, numbered))
         if c.error is not None:  # the model layer let it through: the prompt does not fit the context
             return Extraction(unit, text, [], f"extract: {c.error}")
         if c.truncated:
@@ -216,7 +281,7 @@ async def extract_units(
             parts = await asyncio.gather(ask(unit[:half]), ask(unit[half:]))
             return _joined(unit, text, parts)
         payload = completion_json(c)
-        facts, error = parse_extraction(unit, payload)
+        facts, error = parse_extraction(unit, payload, numbered)
         forget, distinct = parse_requests(payload)
         return Extraction(unit, text, facts, error, forget, distinct)
 

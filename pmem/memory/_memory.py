@@ -35,6 +35,7 @@ from pmem.graph import (
     why,
 )
 from pmem.memory._extract import no_fact_reason
+from pmem.memory._recall import Recalled, context_lines
 from pmem.memory._writepath import WRITE_OPTIONS, WritePath
 from pmem.memory._writer import Writer
 from pmem.models import (
@@ -58,6 +59,8 @@ Text = str | Sequence[Mapping[str, str]]
 #: 0.2 to 0.7 ("Where is the pan 1 now?" and ``pan_1.location: fridge 1``: 0.27), cells of questions
 #: about something else 0.0 to 0.19. Another embedder has its own scale: give ``min_score``.
 SEARCH_MIN_SCORE = 0.2
+#: :meth:`AsyncMemory.recall`'s budget unless asked otherwise: tokens of the context it hands the model
+RECALL_TOKENS = 1000
 #: How a memory brings a real model, for the reason an ``add`` that found no fact gives.
 MODEL_REMEDY = (
     'for ordinary text give the memory a model: pmem.Memory({"backend": "openai", "url": ..., "model": ...}) '
@@ -88,6 +91,34 @@ class AddResult:
     evidence: str
     facts: list[tuple[str, str | None]]
     operations: list[AppliedOp]
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What :meth:`AsyncMemory.recall` found for a query within its budget: the facts (current value,
+    status, the turn it cites and that turn's date) and the turns themselves (dated, with their
+    speaker), best first. ``context`` is what to put in the model's prompt.
+
+    >>> m = Memory()
+    >>> _ = m.add("The city of Alice is Paris.", source="Alice", time="2024-03-01T09:00:00")
+    >>> print(m.recall("Where does Alice live?").context)
+    alice.city = Paris (current; from e0, 2024-03-01)
+    [2024-03-01] Alice: The city of Alice is Paris.
+    """
+
+    items: list[Recalled]
+    #: the budget it was found within (tokens, the read-size count of :func:`pmem.models.estimate_tokens`)
+    budget: int
+
+    @property
+    def context(self) -> str:
+        """The lines for a prompt: the facts in rank order, then the turns in the order observed."""
+        return "\n".join(context_lines(self.items))
+
+    @property
+    def tokens(self) -> int:
+        """The tokens the items take together (at most the budget)."""
+        return sum(item.tokens for item in self.items)
 
 
 def _unit_text(text: Text) -> str:
@@ -433,6 +464,20 @@ class AsyncMemory:
         return out
 
     @_in_turn
+    async def recall(self, query: str, budget: int = RECALL_TOKENS) -> Recall:
+        """The facts and the turns a model needs to answer ``query``, within ``budget`` tokens: each
+        fact with its status, the turn it cites and that turn's date, each turn dated with its speaker
+        (the ``source`` it was added with). Facts and turns are ranked by BM25 and by the embedder,
+        fused by reciprocal rank (:mod:`pmem.memory._recall`). Put :attr:`Recall.context` in the prompt.
+        """
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+            msg = f"recall: budget must be a positive number of tokens, got {budget!r}"
+            raise ValueError(msg)
+        check_text(query, "query", "recall")
+        await self._ready()
+        return Recall(await self._writepath.recall(query, budget), budget)
+
+    @_in_turn
     async def get(self, key: str) -> Cell | None:
         """The cell of ``key`` (None when the memory never held it)."""
         await self._ready()
@@ -654,6 +699,9 @@ class Memory:
     ) -> list[Cell]:
         found = self._async.search(query, k, disclose=disclose, min_score=min_score)
         return self._run(found)  # type: ignore[no-any-return]
+
+    def recall(self, query: str, budget: int = RECALL_TOKENS) -> Recall:
+        return self._run(self._async.recall(query, budget))  # type: ignore[no-any-return]
 
     def get(self, key: str) -> Cell | None:
         return self._run(self._async.get(key))  # type: ignore[no-any-return]

@@ -36,10 +36,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pmem.graph import KeyRegistry, Lowering, OpResult, Patch, ProvenanceGraph, lower_patch, valid_instant
+from pmem.graph import (
+    ERASED_SOURCE,
+    KeyRegistry,
+    Lowering,
+    OpResult,
+    Patch,
+    ProvenanceGraph,
+    lower_patch,
+    valid_instant,
+)
 from pmem.memory._cells import Cells, GraphCells, Head, OverwriteCells, Write
 from pmem.memory._extract import Extraction, Fact, extract_units, normalize_key, template_extraction
-from pmem.memory._retrieval import VectorIndex
+from pmem.memory._lexical import LexicalIndex
+from pmem.memory._recall import CANDIDATES, EvidenceIndex, Recalled, evidence_line, fact_line, fit, fuse
+from pmem.memory._retrieval import VectorIndex, count_tokens
 from pmem.memory._writer import completion_json, first_word, pause
 from pmem.memory.prompts import ANNOTATION_OPS
 
@@ -127,6 +138,11 @@ class WritePath:
         self._slot_keys: list[str] = []
         self._dirty: set[str] = set()
         self._index = VectorIndex()
+        self._cell_words = LexicalIndex()  # the same slots, by BM25 (recall)
+        # recall's turns: every evidence node's text, lexically and densely (indexed at the next recall)
+        self._evidence = EvidenceIndex()
+        # evidence id -> the benchmark's own id of its turn ("D1:3"), for the events that carry one
+        self._turn_labels: dict[str, str] = {}
         # key -> the stream events behind its writes, read only by the write-path audit (active_items); a
         # writer that never audits and runs for a whole stream (an ingest worker, a memory) turns this off
         self.track_attribution = True
@@ -293,7 +309,10 @@ class WritePath:
         valid = self.evidence_valid_time(e, facts)
         if valid is not None:
             self._valid_times = True
-        return self._graph.observe(e.text, source=e.source or "user", time=e.time, valid_time=valid)
+        eid = self._graph.observe(e.text, source=e.speaker, time=e.time, valid_time=valid)
+        if e.turn_id:
+            self._turn_labels[eid] = e.turn_id
+        return eid
 
     def _forget(self, key: str, source: str, first_event: int) -> None:
         """Erase every statement ``source`` made about ``key`` (the evidence its operations cite)."""
@@ -341,7 +360,7 @@ class WritePath:
         subject (or a pair whose names) the unit's text does not mention is dropped, with its reason."""
         if not self.provenance or not self._cells.retains:
             return
-        source, first = ex.unit[0].source or "user", ex.unit[0].index
+        source, first = ex.unit[0].speaker, ex.unit[0].index
         words = set(_WORDS.findall(ex.text.lower()))
         for key in ex.forget:
             subject = key.split(".", 1)[0]
@@ -571,9 +590,11 @@ class WritePath:
             slot = self._slot(key)
             if value is None:
                 self._index.clear(slot)
+                self._cell_words.clear(slot)
             else:
                 live.append(slot)
                 texts.append(f"{key}: {value}")
+                self._cell_words.set(slot, texts[-1])
         if texts:
             self._index.set_many(live, await self._w.embed(texts))
 
@@ -590,6 +611,51 @@ class WritePath:
         q = (await self._w.embed([query]))[0]
         seen = {self._slots[key] for key in exclude}
         return [(self._slot_keys[s], score) for s, score in self._index.search(q, k, exclude=seen)]
+
+    def cite(self, evidence_id: str) -> str:
+        """How a line names a turn: the benchmark's id of it where the event carried one, else its
+        evidence id."""
+        return self._turn_labels.get(evidence_id, evidence_id)
+
+    async def recall(
+        self, query: str, budget: int | None, *, graph: ProvenanceGraph | None = None
+    ) -> list[Recalled]:
+        """The facts and turns nearest ``query`` (:mod:`pmem.memory._recall`), best first, that fit
+        ``budget`` tokens together (None: every candidate); ``graph``: a past state whose facts to
+        read instead (the turns are the evidence observed so far)."""
+        await self._flush_cells()
+        state = self._cells.as_graph()
+        await self._evidence.sync(self._graph, self._w.embed)
+        vector = (await self._w.embed([query]))[0]
+        cells = (self._slot_keys[s] for s, _ in self._index.search(vector, CANDIDATES))
+        words = (self._slot_keys[s] for s, _ in self._cell_words.search(query, CANDIDATES))
+        lexical, dense = self._evidence.rankings(query, vector, CANDIDATES)
+        ranked = fuse(
+            [
+                [("fact", k) for k in cells],
+                [("fact", k) for k in words],
+                [("evidence", n) for n in lexical],
+                [("evidence", n) for n in dense],
+            ]
+        )
+        facts_from = graph if graph is not None else state
+        candidates: list[Recalled] = []
+        for (kind, ref), score in ranked:
+            if kind == "fact":
+                shown = fact_line(facts_from, str(ref), self.cite, self.disclose)
+                if shown is None:
+                    continue
+                line, cited = shown
+                cites = (cited,) if cited else ()
+                candidates.append(Recalled("fact", str(ref), line, cites, score, count_tokens(line)))
+                continue
+            ev = self._graph.evidence(f"e{ref}")
+            if ev.source == ERASED_SOURCE:  # erased since it was indexed
+                self._evidence.drop(int(ref))
+                continue
+            line = evidence_line(ev, self.cite(ev.id))
+            candidates.append(Recalled("evidence", ev.id, line, (ev.id,), score, count_tokens(line)))
+        return fit(candidates, budget, lambda item: item.tokens)
 
     def render(self, keys: Sequence[str], graph: ProvenanceGraph | None = None) -> list[str]:
         """The cells of ``keys`` as lines, current value first, with the configured disclosure

@@ -130,7 +130,11 @@ def _provenance_schema(base: dict[str, Any] | None) -> dict[str, Any]:
     schema = copy.deepcopy(base or {})
     props = schema["properties"]
     props["facts"]["items"]["properties"].update(
-        {"valid_time": {"type": "string"}, "depends_on": {"type": "array", "items": {"type": "string"}}}
+        {
+            "valid_time": {"type": "string"},
+            "depends_on": {"type": "array", "items": {"type": "string"}},
+            "turn": {"type": "integer", "minimum": 1},
+        }
     )
     props["forget"] = {"type": "array", "items": {"type": "string"}}
     pair = {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2}
@@ -145,7 +149,7 @@ def _provenance_schema(base: dict[str, Any] | None) -> dict[str, Any]:
 #: cut at their limit with this prompt, 21 of 81 with the paper's).
 _EXTRACT_PROVENANCE = PromptTemplate(
     name="extract_provenance",
-    version=1,
+    version=2,
     purpose="extract",
     preamble=(
         _EXTRACT.preamble.replace(
@@ -154,6 +158,8 @@ _EXTRACT_PROVENANCE = PromptTemplate(
             "...'): that date as YYYY-MM-DD.\n"
             "- depends_on (only when the text gives the fact as following from other facts, as in '... "
             "because ...'): the keys of those premise facts.\n"
+            "- turn (only when the lines of TEXT are numbered turns, 'Turn 3: ...'): the number of the turn "
+            "that states the fact.\n"
             "Keep the facts in the order",
         )
         + '\nTwo more lists, only when the text asks for them: "forget": the keys the user asks you to forget '
@@ -211,16 +217,19 @@ _IDENTITY = PromptTemplate(
 
 _ANSWER = PromptTemplate(
     name="answer",
-    version=2,
+    version=3,
     purpose="answer",
     preamble=(
-        "Answer the question using the memory under CONTEXT, one item per line. The memory overrides what "
-        "you know about the world. When two items give different values for the same thing, the later one "
-        "holds (a higher [t=...] tag or a later date). If the memory marks a value as contested, give every "
-        "candidate value; a value held by source authority is the current one, and its alternatives are "
-        "claims by lower-ranked sources (name them only when asked about conflicting reports). If the memory "
-        "marks a value as stale, say that it may be out of date. Reply with the answer only, as short as "
-        "possible."
+        "Answer the question using the memory under CONTEXT, one item per line: facts (key = value, with "
+        "their status and the turn and date they come from) and dated turns of what was said "
+        "([date] speaker: text). The memory overrides what you know about the world. When two items give "
+        "different values for the same thing, the later one holds (a higher [t=...] tag or a later date). "
+        "If the memory marks a value as contested, give every candidate value; a value held by source "
+        "authority is the current one, and its alternatives are claims by lower-ranked sources (name them "
+        "only when asked about conflicting reports). If the memory marks a value as stale, say that it may "
+        "be out of date. A relative time in an item (yesterday, last week, next month) counts from that "
+        "item's date: answer with the date it means. Answer in plain words, never with a key, an id or a "
+        "tag. Reply with the answer only, as short as possible."
     ),
     sections=("CONTEXT", "QUESTION"),
     optional=("DATE",),
@@ -337,6 +346,17 @@ def template(name: str) -> PromptTemplate:
     except KeyError:
         msg = f"unknown prompt template {name!r}; known: {', '.join(sorted(TEMPLATES))}"
         raise KeyError(msg) from None
+
+
+def cites_turns(name: str) -> bool:
+    """Whether template ``name``'s facts name the numbered turn they come from (a ``turn`` field).
+
+    >>> cites_turns("extract_provenance"), cites_turns("extract")
+    (True, False)
+    """
+    schema = template(name).schema or {}
+    item = schema.get("properties", {}).get("facts", {}).get("items", {})
+    return "turn" in item.get("properties", {})
 
 
 def build_messages(name: str, **sections: str) -> list[dict[str, str]]:

@@ -6,7 +6,8 @@ none of them: :class:`pmem.Memory` holds them together.
 - :class:`WritePath`: P-Mem's write path and state read over one provenance graph.
 - extraction: :func:`extract_units`, :func:`template_extraction` (the oracle's template parsers),
   :class:`Fact`, :class:`Extraction`; replies: :func:`completion_json`, :func:`first_word`.
-- retrieval: :class:`VectorIndex`, the read-size count :func:`count_tokens`.
+- retrieval: :class:`VectorIndex`, the read-size count :func:`count_tokens`; recall:
+  :class:`Recalled`, :func:`context_lines`, :func:`fit` (a read budget).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pmem.memory._extract import (
     template_facts,
     unit_text,
 )
+from pmem.memory._recall import Recalled, context_lines, fit
 from pmem.memory._retrieval import VectorIndex, count_tokens
 from pmem.memory._writepath import (
     DISCLOSURE_DEFAULT,
@@ -54,16 +56,19 @@ __all__ = [
     "Extraction",
     "Fact",
     "Head",
+    "Recalled",
     "VectorIndex",
     "WritePath",
     "WriteRecord",
     "WriteStats",
     "Writer",
     "completion_json",
+    "context_lines",
     "count_tokens",
     "event_line",
     "extract_units",
     "first_word",
+    "fit",
     "no_fact_reason",
     "normalize_key",
     "parse_extraction",

@@ -150,11 +150,15 @@ _CUE_CURRENT = re.compile(
 )
 _CUE_CONFLICT_Q = re.compile(r"\b(conflict\w*|contest\w*|disput\w*|alternatives?|both|reports?)\b", re.I)
 _CUE_STALE = re.compile(r"\|\s*stale:", re.I)
+#: a fact line the memory marks current: "key = value (current; from e3, 2023-05-08)"
+_CURRENT = re.compile(r"^\s*\(current\b", re.I)
+#: how a turn read back starts: its date and its speaker ("[2023-05-08] Caroline: ", "environment: ")
+_TURN_PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?[A-Za-z][\w .'-]{0,40}:\s+(?=\S)")
 _ANNOT = re.compile(r"\s*[\[(]([^\])]*)[\])]\s*$")
 _NUMBER_TAG = re.compile(r"^\s*(?:\[(?:t=)?(\d+)\]|(\d+)[.)])\s*")
 # where a rendered cell's disclosures start: " [contested]", " | support: 3", " (contested; ...)"
 _LINE_ANNOT = re.compile(
-    r"\s(?:\[|\|\s|\((?=(?:contested|active|asserted|reported|hedged|alternatives?|support\w*|history|superseded|previously|was|status)\b))",
+    r"\s(?:\[|\|\s|\((?=(?:contested|active|current|asserted|reported|hedged|alternatives?|support\w*|history|superseded|previously|was|status)\b))",
     re.I,
 )
 _ALTERNATIVES = re.compile(r"alternatives?:\s*([^\]|)]+)", re.I)
@@ -223,10 +227,16 @@ def _extract(sec: dict[str, str]) -> str:
     asked = sec.get("", "")
     fields = {"key", "value", "status", "confirmed"} | {f for f in ("valid_time", "depends_on") if f in asked}
     facts = []
-    for f in extract_facts(text):
-        d = {k: v for k, v in f.as_dict().items() if k in fields}
-        d["key"] = known.get(snake(f.key), f.key)
-        facts.append(d)
+    # a prompt that asks which numbered line states each fact gets it, as a model that follows it would
+    for line in text.splitlines():
+        m = _TURN_NUMBER.match(line) if "- turn (" in asked else None
+        turn = int(m.group(1)) if m else None
+        for f in extract_facts(line[m.end() :] if m else line):
+            d = {k: v for k, v in f.as_dict().items() if k in fields}
+            d["key"] = known.get(snake(f.key), f.key)
+            if turn is not None:
+                d["turn"] = turn
+            facts.append(d)
     out: dict[str, object] = {"facts": facts}
     asks = extract_requests(text) if '"forget"' in asked else None
     if asks is not None and asks.forget:  # only when present: other replies stay as they were
@@ -234,6 +244,10 @@ def _extract(sec: dict[str, str]) -> str:
     if asks is not None and asks.distinct:
         out["distinct"] = [list(pair) for pair in asks.distinct]
     return json.dumps(out, ensure_ascii=False)
+
+
+#: a numbered turn of a citing extraction prompt: "Turn 3: ..."
+_TURN_NUMBER = re.compile(r"^\s*Turn (\d+):\s")
 
 
 def _fact_fields(sec: dict[str, str]) -> tuple[str, str, str, bool]:
@@ -361,8 +375,8 @@ def _line_reading(line: str) -> tuple[str, str, frozenset[str], str, frozenset[s
     history recur in every context built from it (each retrieved answer reads its top lines again)."""
     key, value, annotation = _line_parts(line)
     fact_key = key
-    if not value:  # a raw sentence: read it with the extraction templates
-        facts = extract_facts(key)
+    if not value:  # a raw sentence (a turn read back: "[date] speaker: text"): read it with the templates
+        facts = extract_facts(key) or extract_facts(_TURN_PREFIX.sub("", key))
         if facts:
             fact_key, value = facts[-1].key, facts[-1].value
     subject, _, relation = fact_key.partition(".")
@@ -449,8 +463,18 @@ def _read(sec: dict[str, str]) -> _Reading | None:
             best = (rank, it)
     if best is None:
         return None
-    path = [best[1]]
-    used = set(best[1].toks & expanded)
+    chosen = best[1]
+    if not _CURRENT.search(chosen.annotation) and chosen.subject:
+        # a turn about a subject whose value the memory marks current: the current value answers (the
+        # turn may be an earlier move of it)
+        current = [
+            it
+            for it in context.by_subject.get(chosen.subject, ())
+            if it.relation == chosen.relation and _CURRENT.search(it.annotation)
+        ]
+        chosen = current[0] if current else chosen
+    path = [chosen]
+    used = set(chosen.toks & expanded)
     for _ in range(4):
         candidates = [it for it in context.by_subject.get(snake(path[-1].value), ()) if it not in path]
         gains = [(len((it.relation & expanded) - used), -it.idx, it) for it in candidates]

@@ -266,3 +266,75 @@ def adversarial_table(m: Metrics) -> Table:
         values=empty.values,
         section=SECTION,
     )
+
+
+def citation_table(m: Metrics) -> Table:
+    """Of the questions (categories 1-4) an arm answers right, the share whose read cites a turn that
+    LoCoMo names as the question's evidence: whether the answer stood on the right turn. Arms whose
+    reads cite no turn (``read_cites`` empty) are left out."""
+    notes = [
+        "LoCoMo categories 1-4, the questions each arm answered right (the judge's verdict, else F1 >= "
+        "0.5): % [Wilson 95% CI] (n) whose read cites at least one of the question's evidence turns "
+        "(LoCoMo's `evidence`, e.g. D1:3). A read cites the turn each fact shown came from and each turn "
+        "shown (results/ `read_cites`); an arm whose reads cite no turn is not listed.",
+    ]
+    empty = Table(
+        "locomo_citations",
+        "LoCoMo: right answers whose read cites the question's evidence turn",
+        pl.DataFrame(),
+        None,
+        notes,
+        keys=(C.ARM,),
+        values=("cited",),
+        section=SECTION,
+    )
+    lf = m.run.frame("results")
+    cols = set(m.run.columns("results"))
+    if lf is None or not {C.READ_CITES, C.EVIDENCE_TURNS, C.BENCHMARK} <= cols:
+        return empty
+    rows = (
+        lf.filter(
+            (pl.col(C.BENCHMARK) == BENCHMARK)
+            & pl.col(C.QUESTION_TYPE).is_in(ORDER)
+            & pl.col(C.CORRECT).fill_null(False)
+        )
+        .select(C.ARM, C.READ_CITES, C.EVIDENCE_TURNS)
+        .collect()
+    )
+    citing = rows.group_by(C.ARM).agg(cites=pl.col(C.READ_CITES).list.len().sum()).filter(pl.col("cites") > 0)
+    rows = rows.filter(pl.col(C.ARM).is_in(citing[C.ARM].implode()))
+    if rows.height == 0:
+        return empty
+    data = (
+        rows.with_columns(
+            hit=pl.col(C.READ_CITES).list.set_intersection(pl.col(C.EVIDENCE_TURNS)).list.len() > 0
+        )
+        .group_by(C.ARM)
+        .agg(right=pl.len(), cited_k=pl.col("hit").sum())
+        .sort(C.ARM)
+    )
+    bounds = [wilson(int(k), int(n)) for k, n in data.select("cited_k", "right").iter_rows()]
+    data = data.with_columns(
+        cited=pl.col("cited_k") / pl.col("right"),
+        cited_wilson_lo=pl.Series([b[0] for b in bounds]),
+        cited_wilson_hi=pl.Series([b[1] for b in bounds]),
+    )
+    idx = {r[C.ARM]: r for r in data.iter_rows(named=True)}
+    out = [
+        {
+            C.ARM: arm,
+            "right answers": str(idx[arm]["right"]),
+            "cite an evidence turn": f"{pct(idx[arm]['cited'])} {ci(idx[arm]['cited_wilson_lo'], idx[arm]['cited_wilson_hi'])} (n={idx[arm]['cited_k']})",
+        }
+        for arm in order_arms(idx)
+    ]
+    return Table(
+        empty.name,
+        empty.title,
+        data,
+        pl.DataFrame(out),
+        notes,
+        keys=empty.keys,
+        values=empty.values,
+        section=SECTION,
+    )

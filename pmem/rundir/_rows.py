@@ -95,6 +95,8 @@ class ResultRow(_UnitKeys):
     read_chars: int | None
     read_items: int | None = None
     read_context: str | None = None
+    read_cites: tuple[str, ...] | None = None
+    evidence_turns: tuple[str, ...] | None = None
     answer_error: str | None = None
     L: int | None
     d: int | None

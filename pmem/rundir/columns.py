@@ -48,6 +48,12 @@ READ_ITEMS: Final = "read_items"
 #: what the arm read for the question: the context its answer prompt was given, as the arm rendered it
 #: (``read_tokens`` and ``read_chars`` count it), so that a reviewer reads it instead of inferring it
 READ_CONTEXT: Final = "read_context"
+#: the turns what the arm read cites, as the benchmark names them ("D1:3" in LoCoMo), else evidence ids:
+#: the cited turn of each fact shown and each turn shown (empty where the arm's read cites none)
+READ_CITES: Final = "read_cites"
+#: the turns the benchmark names as the question's evidence, as it names them (LoCoMo's ``evidence``:
+#: "D1:3"); null where it names none
+EVIDENCE_TURNS: Final = "evidence_turns"
 ANSWER_ERROR: Final = "answer_error"
 #: is the gold (a stale value) the value of an active cell of the arm's graph when the question is asked
 GOLD_IN_STATE: Final = "gold_in_state"

@@ -45,7 +45,11 @@ def _secret_env(name: str) -> bool:
     return any(w in name.upper() for w in _SECRET_ENV_WORDS)
 
 
-_TOP_KEYS = {"name", "description", "arms", "run", "models", "benchmarks", "arm_options"}
+_TOP_KEYS = {"name", "description", "arms", "run", "models", "benchmarks", "arm_options", "read_tokens"}
+#: the arms of ours that read within a budget: ``read_tokens`` (one value for the sweep) becomes theirs
+#: unless their own table sets it. The reference reads (long-context: the whole history; no-memory:
+#: nothing) and the peers (at their own defaults) keep theirs.
+_UNBUDGETED = frozenset({"long-context", "no-memory", *PEER_ARM_NAMES})
 _BENCH_KEYS = {"name", "subset", "subsets", "arms", "limit"}
 
 
@@ -495,13 +499,21 @@ def parse_config(data: dict[str, Any], *, source: str = "<config>", base: Path |
     if not isinstance(arm_opts_t, dict):
         raise config_error(source, "[arm_options]", "must be a table of [arm_options.ARM] tables")
     used = {a for b in benches for a in b.arms}
-    arm_options = []
+    tables: dict[str, dict[str, Any]] = {}
     for arm, opts in sorted(arm_opts_t.items()):
         if arm not in used:
             raise config_error(source, f"[arm_options.{arm}]", f"arm {arm!r} is not run by any benchmark")
         if not isinstance(opts, dict):
             raise config_error(source, f"[arm_options.{arm}]", "must be a table")
-        arm_options.append((arm, tuple(sorted(opts.items()))))
+        tables[arm] = dict(opts)
+    budget = data.get("read_tokens")
+    if budget is not None:
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0:
+            raise config_error(source, "read_tokens", f"must be a positive number of tokens, got {budget!r}")
+        for arm in sorted(used - _UNBUDGETED):
+            if resolve_arm(arm).builtin:
+                tables.setdefault(arm, {}).setdefault("read_tokens", budget)
+    arm_options = [(arm, tuple(sorted(opts.items()))) for arm, opts in sorted(tables.items())]
 
     spec = SweepSpec(
         name=name,

@@ -21,6 +21,7 @@ from pmem.bench import (
     Score,
     UnknownBenchmarkError,
     artifact_bytes,
+    evidence_turns,
     normalize_answer,
     score_question,
 )
@@ -383,6 +384,8 @@ async def run_unit(
                         read_chars=int(ans.read.chars),
                         read_items=len(ans.read.items),
                         read_context=ans.read.text,
+                        read_cites=tuple(ans.read.cites),
+                        evidence_turns=evidence_turns(q),
                         answer_error=ans.error,
                         **pcols,
                         gold_in_state=gold_in,

@@ -36,7 +36,9 @@ ANY_USER = "*"
 
 _INSTRUCTIONS = (
     "P-Mem: a memory that keeps the current value of each fact and everything it displaced. Call add with "
-    "what the user said or what you observed; search or get to read current values; history, as_of and "
+    "what the user said or what you observed; recall for the context to answer from (the facts, each with "
+    "the turn and date it comes from, and the turns themselves), search or get to read current values; "
+    "history, as_of and "
     "why to see how a value came to be; undo, erase, conflicts and resolve to correct it. Every call names "
     "user_id (and agent_id or run_id for a narrower memory); namespaces never see each other."
 )
@@ -215,6 +217,21 @@ def _register(server: Any, tools: MemoryTools) -> None:
         reply: list[dict[str, Any] | None] = await run(
             tools.search(user_id, query, agent_id, run_id, k, disclose)
         )
+        return reply
+
+    @server.tool(annotations=read)
+    async def recall(
+        user_id: UserId,
+        query: Annotated[str, Field(description="the question to answer, or a topic")],
+        agent_id: AgentId = None,
+        run_id: RunId = None,
+        budget: Annotated[int, Field(description="the most tokens the context may take (1-32000)")] = 1000,
+    ) -> dict[str, Any]:
+        """The context to answer a question from, within a token budget: the current facts (each with
+        its status, the turn it comes from and that turn's date) and the turns of what was said (dated,
+        with their speaker), best first. Put `context` in your prompt; `items` lists each line with the
+        evidence it cites."""
+        reply: dict[str, Any] = await run(tools.recall(user_id, query, agent_id, run_id, budget))
         return reply
 
     @server.tool(annotations=read)

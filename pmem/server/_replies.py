@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pmem.graph import Cell, ErasureReceipt, OpResult, ProvenanceGraph, Version
-    from pmem.memory import AddResult, Why
+    from pmem.memory import AddResult, Recall, Why
 
 
 def _plain(value: Any) -> Any:
@@ -49,6 +49,17 @@ def cell_reply(cell: Cell | None) -> dict[str, Any] | None:
 
 def cells_reply(cells: list[Cell]) -> list[dict[str, Any] | None]:
     return [cell_reply(c) for c in cells]
+
+
+def recall_reply(found: Recall) -> dict[str, Any]:
+    """A recall: the context to put in a prompt, its tokens and budget, and each item (a fact or a turn)
+    with its line, the evidence it cites and its fused score."""
+    return {
+        "context": found.context,
+        "tokens": found.tokens,
+        "budget": found.budget,
+        "items": [_fields(item) for item in found.items],
+    }
 
 
 def add_reply(result: AddResult) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pmem.graph import DISCLOSURES, StateChangedError
+from pmem.memory import RECALL_TOKENS
 from pmem.models import ModelCallError
 from pmem.server._namespace import Namespace, NamespaceError
 from pmem.server._replies import (
@@ -32,6 +33,7 @@ from pmem.server._replies import (
     cell_reply,
     cells_reply,
     op_reply,
+    recall_reply,
     receipt_reply,
     version_reply,
     why_reply,
@@ -42,6 +44,8 @@ from pmem.server._store import Store
 AS_OF_LIMIT = 500
 #: The most hits one ``search`` returns.
 SEARCH_LIMIT = 100
+#: The largest budget (tokens) one ``recall`` fills.
+RECALL_LIMIT = 32_000
 
 
 class ToolCallError(ValueError):
@@ -57,7 +61,7 @@ def _everyone(namespace: Namespace) -> bool:
 
 
 class MemoryTools:
-    """The ten tools over a :class:`~pmem.server._store.Store`.
+    """The eleven tools over a :class:`~pmem.server._store.Store`.
 
     Args:
         store: the namespaces.
@@ -143,6 +147,25 @@ class MemoryTools:
             return cells_reply(await m.search(query, k, disclose=tuple(disclose)))
 
         reply: list[dict[str, Any] | None] = await self._call((user_id, agent_id, run_id), call)
+        return reply
+
+    async def recall(
+        self,
+        user_id: str,
+        query: str,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        budget: int = RECALL_TOKENS,
+    ) -> dict[str, Any]:
+        """The facts and the turns nearest ``query`` within ``budget`` tokens, as a context."""
+        if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= RECALL_LIMIT:
+            msg = f"recall: budget must be 1 to {RECALL_LIMIT} tokens, got {budget!r}"
+            raise ToolCallError(msg)
+
+        async def call(m: Any) -> dict[str, Any]:
+            return recall_reply(await m.recall(query, budget))
+
+        reply: dict[str, Any] = await self._call((user_id, agent_id, run_id), call)
         return reply
 
     async def get(

@@ -218,3 +218,24 @@ def test_a_put_the_full_disk_refuses_raises_is_not_read_back_and_puts_go_on_once
         assert reopened.history(("alice",), "goal") == kept
     finally:
         reopened.close()
+
+
+def test_recall_gives_the_items_with_the_put_they_come_from_and_its_date_within_a_budget(
+    tmp_path: Path,
+) -> None:
+    store = PMemStore(tmp_path / "store")
+    try:
+        store.put(("alice",), "food", {"likes": "pizza"})
+        store.put(("alice",), "food", {"likes": "sushi"})
+        store.put(("bob",), "food", {"likes": "ramen"})
+        found = store.recall(("alice",), "what food does alice like", budget=120)
+        facts = [i.line for i in found.items if i.kind == "fact"]
+        assert len(facts) == 1 and facts[0].startswith('food = {"likes":"sushi"} (current; from e1, ')
+        assert 'earlier: {"likes":"pizza"}' in facts[0]
+        assert found.tokens <= 120 and "ramen" not in found.context  # bob's namespace is his own
+        assert (
+            asyncio.run(store.arecall(("alice",), "food", budget=120)).context
+            == store.recall(("alice",), "food", budget=120).context
+        )
+    finally:
+        store.close()

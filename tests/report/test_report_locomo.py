@@ -160,3 +160,26 @@ def test_the_summary_quotes_f1_and_j(metrics: Any) -> None:
     assert lines[2].startswith("Adversarial questions, abstained (scored apart): long-context 50.0% [")
     tidy = metrics.tables["summary"].data.filter(pl.col("metric") == "f1")
     assert set(tidy[C.ARM].to_list()) == {"add-only", "long-context"}
+
+
+def test_the_citation_table_counts_right_answers_whose_read_cites_an_evidence_turn(tmp_path: Path) -> None:
+    def cited(arm: str, i: int, correct: bool, cites: list[str], evidence: list[str]) -> dict[str, Any]:
+        return {**row(arm, i, "single-hop", 1.0 if correct else 0.0, correct)} | {
+            C.READ_CITES: cites,
+            C.EVIDENCE_TURNS: evidence,
+        }
+
+    rows = [
+        cited("pmem", 0, True, ["D1:3", "D1:4"], ["D1:4"]),  # right, cites its evidence turn
+        cited("pmem", 1, True, ["D1:7"], ["D2:1", "D2:2"]),  # right, on other turns
+        cited("pmem", 2, True, ["D2:5"], ["D2:5"]),
+        cited("pmem", 3, False, ["D1:1"], ["D1:1"]),  # wrong: not counted
+        cited("add-only", 0, True, [], ["D1:4"]),  # an arm whose reads cite nothing: not listed
+        cited("add-only", 1, True, [], ["D2:1"]),
+    ]
+    run = results_run(tmp_path / "run", rows, run_id="locomo", arms=["pmem", "add-only"])
+    table = compute(open_run(run)).tables["locomo_citations"]
+    (pmem,) = table.data.iter_rows(named=True)
+    assert (pmem[C.ARM], pmem["right"], pmem["cited_k"]) == ("pmem", 3, 2)
+    assert pmem["cited"] == pytest.approx(2 / 3) and pmem["cited_wilson_lo"] < 2 / 3 < pmem["cited_wilson_hi"]
+    assert table.display.row(0, named=True)["cite an evidence turn"].endswith("(n=2)")

@@ -60,6 +60,8 @@ def test_valid_config_expands_targets(tmp_path: Path) -> None:
             "url: the openai backend needs a base URL ending in /v1",
         ),
         ("\n[arm_options.crud]\nk = 1\n", "[arm_options.crud]: arm 'crud' is not run"),
+        ("^read_tokens = 0\n", "read_tokens: must be a positive number of tokens, got 0"),
+        ("^read_tokens = '500'\n", "read_tokens: must be a positive number of tokens, got '500'"),
     ],
 )
 def test_errors_name_file_and_key(tmp_path: Path, extra: str, needle: str) -> None:
@@ -184,6 +186,26 @@ def test_configured_api_key_never_written_and_not_in_the_run_identity() -> None:
     assert spec.agents[0].as_dict()["api_key"] == secret  # the model layer still gets it
     # a rotated key is the same run: resume must not start over
     assert config_hash(spec, {}) == config_hash(spec_with("another"), {}) == config_hash(spec_with(None), {})
+
+
+def test_one_read_budget_for_every_memory_arm_of_ours_and_none_for_the_references(tmp_path: Path) -> None:
+    """``read_tokens`` at the top level is every budgeted arm's option (their own table wins); the
+    whole-history reference, no-memory and the peers keep their own reads; the budget is in the run's
+    identity (it changes answers)."""
+    arms = '["pmem", "raw-ordered", "add-only", "long-context", "no-memory", "mem0"]'
+    text = "read_tokens = 500\n" + BASE.replace('arms = ["pmem", "raw"]', f"arms = {arms}")
+    spec = load_config(_write(tmp_path, text + "\n[arm_options.add-only]\nread_tokens = 200\n"))
+    budgets = {arm: spec.options_for(arm).get("read_tokens") for arm in spec.arms}
+    assert budgets == {
+        "pmem": 500,
+        "raw-ordered": 500,
+        "add-only": 200,
+        "long-context": None,
+        "no-memory": None,
+        "mem0": None,
+    }
+    unbudgeted = load_config(_write(tmp_path, text.replace("read_tokens = 500\n", "")))
+    assert config_hash(spec, {}) != config_hash(unbudgeted, {})
 
 
 def test_quickstart_identity_is_pinned() -> None:

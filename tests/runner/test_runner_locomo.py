@@ -7,7 +7,7 @@ from pathlib import Path
 
 from runner_helpers import config, read
 
-from pmem.bench import iter_histories, score_question
+from pmem.bench import evidence_turns, iter_histories, score_question
 from pmem.report import compute, open_run
 from pmem.rundir import LOGS, verify_commits
 from pmem.rundir import columns as C
@@ -22,6 +22,8 @@ name = "locomo"
 sessions = 1
 conversations = "conv-26,conv-30"
 arms = ["long-context", "pmem"]
+[arm_options.pmem]
+read_tokens = 300
 # a hosted judge (the stand-in server): the judging pass starts its replicas, and keeps their logs
 [models.judge]
 backend = "vllm"
@@ -51,6 +53,14 @@ def test_a_locomo_sweep_writes_ids_f1_bleu1_and_judge_verdicts(ray_cluster, tmp_
         s = score_question("locomo", questions[(r[C.HISTORY_ID], r[C.QUESTION_ID])], r[C.PREDICTION])
         assert (r[C.F1], r[C.BLEU1]) == (s.f1, s.bleu1)
     assert all(isinstance(r[C.F1], float) and 0.0 <= r[C.BLEU1] <= 1.0 for r in judged)
+    # what each read cites, as LoCoMo names turns, beside the question's own evidence turns
+    for r in rows:
+        q = questions[(r[C.HISTORY_ID], r[C.QUESTION_ID])]
+        assert r[C.EVIDENCE_TURNS] == list(evidence_turns(q)) and r[C.EVIDENCE_TURNS]
+    pmem = [r for r in rows if r[C.ARM] == "pmem"]
+    assert all(r[C.READ_CITES] and r[C.READ_TOKENS] <= 300 for r in pmem)
+    assert all(turn in r[C.READ_CONTEXT] for r in pmem for turn in r[C.READ_CITES])
+    assert all(r[C.READ_CITES] == [] for r in rows if r[C.ARM] == "long-context")
     assert {r[C.JUDGE_MODEL] for r in judged} == {"heuristic"}
     # adversarial questions are scored by the official abstention rule, never judged
     assert all(r[C.F1] is None and r[C.JUDGE_MODEL] is None and r[C.CORRECT] is not None for r in adversarial)

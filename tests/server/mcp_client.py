@@ -20,8 +20,8 @@ from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-#: The ten tools the issue names (the server must list exactly these).
-TOOLS = ("add", "search", "get", "history", "as_of", "why", "undo", "erase", "conflicts", "resolve")
+#: The eleven tools (issue 48 named ten; issue 55 added recall): the server must list exactly these.
+TOOLS = ("add", "recall", "search", "get", "history", "as_of", "why", "undo", "erase", "conflicts", "resolve")
 #: How long a server may take to start on a loaded machine.
 START_TIMEOUT_S = 120
 

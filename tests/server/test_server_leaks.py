@@ -24,6 +24,7 @@ SECRET = "Reykjavik"
 #: Arguments each tool needs besides the namespace.
 ARGS: dict[str, dict[str, Any]] = {
     "add": {"text": "The city of Mallory is Nowhere."},
+    "recall": {"query": "city"},
     "search": {"query": "city"},
     "get": {"key": "bob.city"},
     "history": {"key": "bob.city"},

@@ -5,6 +5,7 @@ for the same calls (issue 42, acceptance 1), and what a fresh client reads after
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from pmem.server._replies import (
     cell_reply,
     cells_reply,
     op_reply,
+    recall_reply,
     receipt_reply,
     version_reply,
     why_reply,
@@ -78,6 +80,7 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("why", {**A, "key": "bob.city"}),
     ("conflicts", {**A}),
     ("search", {**A, "query": "city", "k": 5, "disclose": ["alternatives"]}),
+    ("recall", {**A, "query": "Where is the mug now?", "budget": 300}),  # 30
 ]
 
 
@@ -94,6 +97,8 @@ def on_memory(memories: dict[Namespace, pmem.Memory], tool: str, args: dict[str,
         return add_reply(m.add(a["text"], source=a.get("source", "user"), time=a.get("time")))
     if tool == "search":
         return cells_reply(m.search(a["query"], a.get("k", 12), disclose=a.get("disclose", ())))
+    if tool == "recall":
+        return recall_reply(m.recall(a["query"], a.get("budget", 1000)))
     if tool == "get":
         return cell_reply(m.get(a["key"]))
     if tool == "history":
@@ -133,7 +138,7 @@ def test_the_script_exercises_every_tool_and_what_each_is_for() -> None:
     compare empty answers)."""
     tools = {tool for tool, _ in SCRIPT}
     assert tools == set(TOOLS)
-    assert len(SCRIPT) == 30
+    assert len(SCRIPT) == 31
     r = expected_replies()
     assert r[8]["operations"][0]["op"] == "contest"  # the web source contests
     assert r[9][0]["alternatives"] == ["Madrid"] and r[10]["applied"]
@@ -141,6 +146,9 @@ def test_the_script_exercises_every_tool_and_what_each_is_for() -> None:
     assert r[17]["changed"] == {"mug_1.location": {"before": "desk 1", "after": "shelf 2"}}
     assert r[21]["value"] == "Oslo" and r[22] is None  # the agent's memory is its own
     assert r[24]["value"] == "Lima" and r[25]["value"] == "Berlin"  # and so is each user's
+    # the recall: the mug's current value with its turn, and nothing of the erased turn
+    assert r[30]["context"].splitlines()[0] == "mug_1.location = shelf 2 (current; from e5)"
+    assert "desk 1" not in json.dumps(r[30]) and r[30]["tokens"] <= 300
 
 
 @pytest.fixture
@@ -187,7 +195,8 @@ def test_tools_list_every_tool_with_a_schema_and_a_description(store: Path) -> N
     assert set(tools) == set(TOOLS)
     assert tools["erase"].annotations.destructive_hint and not tools["add"].annotations.read_only_hint
     assert all(
-        tools[t].annotations.read_only_hint for t in ("search", "get", "history", "as_of", "why", "conflicts")
+        tools[t].annotations.read_only_hint
+        for t in ("recall", "search", "get", "history", "as_of", "why", "conflicts")
     )
     for tool in tools.values():
         assert len(tool.description or "") > 60, tool.name
