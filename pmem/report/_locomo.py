@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
+from scipy.stats import wilcoxon
 
 from pmem.bench import LOCOMO_CATEGORIES
 from pmem.report._base import Metrics, order_arms
-from pmem.report._stats import wilson
+from pmem.report._stats import cluster_bootstrap, seed_for, wilson
 from pmem.report._table import Table, ci, pct
 from pmem.rundir import columns as C
 
@@ -30,7 +32,8 @@ OVERALL_ALL = "overall 1-5"
 
 
 def locomo_rows(m: Metrics) -> pl.DataFrame:
-    """One row per answered LoCoMo question: arm, category, f1, bleu1, correct, judged (cached per run)."""
+    """One row per answered LoCoMo question: history, question, arm, category, f1, bleu1, correct, judged
+    (cached per run)."""
     if "locomo_rows" in m.run.cache:
         rows: pl.DataFrame = m.run.cache["locomo_rows"]
         return rows
@@ -39,6 +42,7 @@ def locomo_rows(m: Metrics) -> pl.DataFrame:
     empty = pl.DataFrame(
         schema={
             C.HISTORY_ID: pl.String,
+            C.QUESTION_ID: pl.String,
             C.ARM: pl.String,
             C.QUESTION_TYPE: pl.String,
             C.F1: pl.Float64,
@@ -59,6 +63,7 @@ def locomo_rows(m: Metrics) -> pl.DataFrame:
             lf.filter(pl.col(C.BENCHMARK) == BENCHMARK)
             .select(
                 C.HISTORY_ID,
+                C.QUESTION_ID,
                 C.ARM,
                 C.QUESTION_TYPE,
                 col(C.F1, pl.Float64),
@@ -337,4 +342,76 @@ def citation_table(m: Metrics) -> Table:
         keys=empty.keys,
         values=empty.values,
         section=SECTION,
+    )
+
+
+def f1_paired_table(m: Metrics, reference: str = "pmem") -> Table:
+    """LoCoMo's own metric, paired: each arm's F1 against ``reference``'s on the questions (categories
+    1-4) both answered, with a conversation-clustered bootstrap interval of the mean difference and the
+    Wilcoxon signed-rank test on the per-question differences."""
+    notes = [
+        f"LoCoMo categories 1-4, LoCoMo's F1 (x100) on the questions both `{reference}` and the arm "
+        f"answered: diff = F1({reference}) − F1(arm), mean over questions, with a 95% percentile interval "
+        "from resampling whole conversations (histories); p: two-sided Wilcoxon signed-rank test on the "
+        "per-question differences (ties at zero dropped; 1.0 when every difference is zero).",
+    ]
+    empty = Table(
+        "locomo_f1_paired",
+        f"LoCoMo: F1 of each arm against {reference}, paired",
+        pl.DataFrame(),
+        None,
+        notes,
+        keys=("arm_b",),
+        values=("diff",),
+        section=SECTION,
+    )
+    rows = locomo_rows(m).filter(pl.col(C.QUESTION_TYPE).is_in(ORDER) & pl.col(C.F1).is_not_null())
+    if rows.height == 0 or reference not in set(rows[C.ARM].to_list()):
+        return empty
+    ref = rows.filter(pl.col(C.ARM) == reference).select(C.HISTORY_ID, C.QUESTION_ID, ref_f1=C.F1)
+    out = []
+    for arm in order_arms([a for a in rows[C.ARM].unique().to_list() if a != reference]):
+        pairs = (
+            rows.filter(pl.col(C.ARM) == arm)
+            .join(ref, on=[C.HISTORY_ID, C.QUESTION_ID])
+            .with_columns(d=pl.col("ref_f1") - pl.col(C.F1))
+        )
+        if pairs.height == 0:
+            continue
+        per = pairs.group_by(C.HISTORY_ID).agg(num=pl.col("d").sum(), den=pl.len())
+        lo, hi = cluster_bootstrap(
+            per["num"].to_numpy(), per["den"].to_numpy(), np.ones(per.height), seed=seed_for("f1", arm)
+        )
+        diffs = pairs["d"].to_numpy()
+        p = 1.0 if not np.any(diffs) else float(wilcoxon(diffs, zero_method="wilcox").pvalue)
+        out.append(
+            {
+                "arm_b": arm,
+                "n": pairs.height,
+                f"f1_{reference}": float(pairs["ref_f1"].mean()),
+                "f1_arm": float(pairs[C.F1].mean()),
+                "diff": float(diffs.mean()),
+                "diff_lo": lo,
+                "diff_hi": hi,
+                "p_wilcoxon": p,
+            }
+        )
+    if not out:
+        return empty
+    data = pl.DataFrame(out)
+    display = data.select(
+        pl.col("arm_b").alias("arm"),
+        pl.col("n"),
+        pl.format("{}", (100 * pl.col(f"f1_{reference}")).round(1)).alias(f"F1 {reference}"),
+        pl.format("{}", (100 * pl.col("f1_arm")).round(1)).alias("F1 arm"),
+        pl.format(
+            "{} [{}, {}]",
+            (100 * pl.col("diff")).round(1),
+            (100 * pl.col("diff_lo")).round(1),
+            (100 * pl.col("diff_hi")).round(1),
+        ).alias("diff [95% CI]"),
+        pl.col("p_wilcoxon").map_elements(lambda p: f"{p:.3g}", return_dtype=pl.String).alias("p"),
+    )
+    return Table(
+        empty.name, empty.title, data, display, notes, keys=empty.keys, values=empty.values, section=SECTION
     )

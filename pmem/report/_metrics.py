@@ -24,7 +24,7 @@ from pmem.report._cost import break_even_table, read_cost_table, write_cost_tabl
 from pmem.report._counts import history_counts, summarize
 from pmem.report._coverage import coverage_table
 from pmem.report._load import Run
-from pmem.report._locomo import adversarial_table, citation_table, locomo_table
+from pmem.report._locomo import adversarial_table, citation_table, f1_paired_table, locomo_table
 from pmem.report._paired import paired_vs_reference_table
 from pmem.report._peers import peer_table
 from pmem.report._probes import probe_tables
@@ -50,6 +50,7 @@ def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     t["locomo"] = locomo_table(m)
     t["locomo_adversarial"] = adversarial_table(m)
     t["locomo_citations"] = citation_table(m)
+    t["locomo_f1_paired"] = f1_paired_table(m, reference)
     t["accuracy"] = accuracy_table(m)
     t["stale_rate"] = stale_table(m)
     t["paired"] = paired_vs_reference_table(m, reference)

@@ -183,3 +183,19 @@ def test_the_citation_table_counts_right_answers_whose_read_cites_an_evidence_tu
     assert (pmem[C.ARM], pmem["right"], pmem["cited_k"]) == ("pmem", 3, 2)
     assert pmem["cited"] == pytest.approx(2 / 3) and pmem["cited_wilson_lo"] < 2 / 3 < pmem["cited_wilson_hi"]
     assert table.display.row(0, named=True)["cite an evidence turn"].endswith("(n=2)")
+
+
+def test_f1_is_compared_pairwise_against_the_reference_with_an_interval_and_a_test(tmp_path: Path) -> None:
+    rows = []
+    for i in range(12):  # pmem 1.0 everywhere; add-only 0.5 on the even questions, 1.0 on the odd
+        rows.append(row("pmem", i, "single-hop", 1.0, True))
+        rows.append(row("add-only", i, "single-hop", 0.5 if i % 2 == 0 else 1.0, i % 2 == 1))
+    rows.append(row("add-only", 99, "single-hop", 0.0, False))  # pmem never answered it: not paired
+    rows.append(row("pmem", 98, "adversarial", None, True))  # adversarial: not F1-scored, left out
+    run = results_run(tmp_path / "run", rows, run_id="locomo", arms=["pmem", "add-only"])
+    table = compute(open_run(run)).tables["locomo_f1_paired"]
+    (r,) = table.data.iter_rows(named=True)
+    assert (r["arm_b"], r["n"], r["f1_pmem"], r["f1_arm"]) == ("add-only", 12, 1.0, 0.75)
+    assert r["diff"] == pytest.approx(0.25) and 0.0 <= r["diff_lo"] <= 0.25 <= r["diff_hi"] <= 0.5
+    assert 0.0 < r["p_wilcoxon"] < 0.05  # six differences of +0.5, none the other way
+    assert table.display.row(0, named=True)["diff [95% CI]"].startswith("25.0 [")
