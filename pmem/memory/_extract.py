@@ -250,10 +250,12 @@ async def extract_units(
     writer's concurrency); results in arrival order. A unit whose reply held no usable fact is logged as
     a noop with its reason.
 
-    A reply cut at the reply limit (``finish_reason == "length"``) lost the facts after the cut, so it is
-    never used as it is: a unit of several events is split in two halves, each asked again (and split
-    again while its reply is cut), their facts making the unit's; each split is logged as a noop saying
-    so. A single event's cut reply cannot be split: its unit is a noop with that reason."""
+    A reply cut at the reply limit (``finish_reason == "length"``) lost the facts after the cut, and one
+    that is no JSON object lost them all (asked again as it was, a model at temperature 0 gives it
+    again), so neither is used as it is: a unit of several events is split in two halves, each asked
+    again (and split again while its reply fails so), their facts making the unit's; each split is
+    logged as a noop saying why. A single event's failed reply cannot be split: its unit is a noop with
+    that reason."""
     sem = asyncio.Semaphore(writer.concurrency)
     citing = cites_turns(prompt)
 
@@ -264,23 +266,27 @@ async def extract_units(
             c = await writer.call(prompt, **extraction_sections(unit, numbered))
         if c.error is not None:  # the model layer let it through: the prompt does not fit the context
             return Extraction(unit, text, [], f"extract: {c.error}")
-        if c.truncated:
+        payload = None if c.truncated else completion_json(c)
+        if payload is None:
+            # a reply cut at its limit lost the facts after the cut; one that is no JSON object lost all
+            why = (
+                f"the reply was cut at the reply limit ({c.completion_tokens} tokens)"
+                if c.truncated
+                else "the reply is not a JSON object"
+            )
             if len(unit) == 1:
-                cut = f"extract: the reply was cut at the reply limit ({c.completion_tokens} tokens) on one event: nothing to split"
-                return Extraction(unit, text, [], cut)
+                return Extraction(unit, text, [], f"extract: {why} on one event: nothing to split")
             half = len(unit) // 2
             writer.record(
                 "noop",
                 None,
                 None,
                 False,
-                f"extract: the reply was cut at the reply limit ({c.completion_tokens} tokens): the unit's "
-                f"{len(unit)} events asked again as {half} and {len(unit) - half}",
+                f"extract: {why}: the unit's {len(unit)} events asked again as {half} and {len(unit) - half}",
                 event=unit[0].index,
             )
             parts = await asyncio.gather(ask(unit[:half]), ask(unit[half:]))
             return _joined(unit, text, parts)
-        payload = completion_json(c)
         facts, error = parse_extraction(unit, payload, numbered)
         forget, distinct = parse_requests(payload)
         return Extraction(unit, text, facts, error, forget, distinct)

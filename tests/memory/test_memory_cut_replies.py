@@ -11,6 +11,7 @@ pmem's LoCoMo extractions in the committed accuracy run)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -18,6 +19,7 @@ from pmem.bench import iter_histories
 from pmem.memory._writepath import WritePath
 from pmem.memory._writer import Writer
 from pmem.models import make_chat_model, make_embedder
+from pmem.models._heuristic import HeuristicChatModel
 from pmem.models.server import ServerThread
 
 
@@ -67,3 +69,32 @@ def test_an_event_whose_own_reply_is_cut_is_a_noop_that_says_so(server) -> None:
     kept, error, _ = _extract(server.url, 30, UNIT)
     assert error == "extract: the reply was cut at the reply limit (30 tokens) on one event: nothing to split"
     assert set(kept) < set(whole) and len(kept) == len(whole) - 1  # the others' facts are kept
+
+
+class LongUnitsGarbled(HeuristicChatModel):
+    """A model whose extraction of more than two events is no JSON (a small model's prose, or its JSON
+    broken off mid-object), and whose replies are otherwise the heuristic agent's."""
+
+    async def generate(self, messages, options):  # type: ignore[no-untyped-def]
+        reply = await super().generate(messages, options)
+        text = messages[-1]["content"].split("### TEXT", 1)[-1]
+        if options.purpose == "extract" and len([ln for ln in text.splitlines() if ln.strip()]) > 2:
+            return dataclasses.replace(reply, text="Here are the facts: city of Person0 is", parsed=None)
+        return reply
+
+
+def test_a_reply_that_is_no_json_is_split_and_asked_again_losing_nothing() -> None:
+    async def run(agent) -> tuple[list[tuple[str, str, int]], list[str]]:  # type: ignore[no-untyped-def]
+        writer = Writer(agent, make_embedder({"backend": "hashing"}))
+        (extraction,) = await WritePath(writer, {}).write([UNIT])
+        noops = [r.reason or "" for r in writer.take_write_log() if r.op == "noop"]
+        return [(f.key, f.value, f.event) for f in extraction.facts], noops
+
+    whole, _ = asyncio.run(run(make_chat_model({"backend": "heuristic"})))
+    split, noops = asyncio.run(run(LongUnitsGarbled()))
+    assert split == whole and len(whole) == 8
+    assert noops == [
+        "extract: the reply is not a JSON object: the unit's 8 events asked again as 4 and 4",
+        "extract: the reply is not a JSON object: the unit's 4 events asked again as 2 and 2",
+        "extract: the reply is not a JSON object: the unit's 4 events asked again as 2 and 2",
+    ]
