@@ -41,8 +41,10 @@ U = TypeVar("U")
 RRF_K = 60
 #: how many items each of the four rankings contributes to the fusion
 CANDIDATES = 40
-#: earlier values a fact line names (its history is one hop away: ``why``, ``history``)
+#: earlier (and retracted) values a fact line names (its history is one hop away: ``why``, ``history``)
 EARLIER_SHOWN = 2
+#: version statuses of values declared wrong (a fact line names them as retracted, not as earlier)
+_WRONG = frozenset({"revoked", "contradicted"})
 
 
 def fuse(rankings: Sequence[Sequence[T]], k: int = RRF_K) -> list[tuple[T, float]]:
@@ -107,8 +109,8 @@ def fact_line(
     graph: ProvenanceGraph, key: str, cite: Callable[[str], str], disclose: Sequence[str] = ("alternatives",)
 ) -> tuple[str, str | None] | None:
     """A key's cell as one line, with its status, the turn its current value cites and that turn's date,
-    its last earlier values, and its open alternatives; with the evidence id cited. None when the key
-    holds no value.
+    its last earlier values (and values retracted as wrong), its open alternatives and stale premises;
+    with the evidence id cited. None when the key holds no value.
 
     >>> from pmem.graph import ProvenanceGraph
     >>> g = ProvenanceGraph()
@@ -139,9 +141,17 @@ def fact_line(
         ev = graph.evidence(cited)
         when = day(ev.time)
         notes.append(f"from {cite(cited)}, {when}" if when else f"from {cite(cited)}")
-    earlier = [escape_value(v.value) for v in cell.history if v.value and v.value != cell.value]
-    if earlier:
-        notes.append("earlier: " + "; ".join(earlier[-EARLIER_SHOWN:][::-1]))
+    # what it held before, newest first: values that were displaced, and values withdrawn as wrong
+    # (a cell's history holds no undone version, and an erased one has no value)
+    past = [v for v in cell.history if v.value and v.value != cell.value]
+    for label, chosen in (
+        ("earlier", [v for v in past if v.status not in _WRONG]),
+        ("retracted", [v for v in past if v.status in _WRONG]),
+    ):
+        if chosen:
+            notes.append(
+                f"{label}: " + "; ".join(escape_value(v.value) for v in chosen[-EARLIER_SHOWN:][::-1])
+            )
     line = f"{key} = {escape_value(cell.value)} ({'; '.join(notes)})"
     if "alternatives" in disclose and cell.alternatives:
         line += " | alternatives: " + "; ".join(map(escape_value, cell.alternatives))

@@ -103,3 +103,18 @@ def test_reciprocal_rank_fusion_counts_each_ranking_by_rank_alone() -> None:
     assert fused["b"] == pytest.approx(1 / 62 + 1 / 61 + 1 / 61)
     assert fused["a"] == pytest.approx(1 / 61) and fused["c"] == pytest.approx(1 / 62)
     assert [item for item, _ in fuse([["a", "b"], ["b", "c"], ["b"]])] == ["b", "a", "c"]
+
+
+def test_a_value_withdrawn_as_wrong_is_named_retracted_and_an_undone_one_not_at_all() -> None:
+    m = pmem.Memory()
+    m.add("The budget of the project is $30k.")
+    m.add("The budget of the project is $50k.")
+    m.add("The report that the budget of the project is $50k was an error.")
+    (line,) = [i.line for i in m.recall("What is the budget?").items if i.kind == "fact"]
+    assert line == "the_project.budget = $30k (current; from e0; retracted: $50k)"
+    m.add("The budget of the project is $70k.")
+    last = m.history("the_project.budget")[-1]
+    seq = next(op.seq for op in m.graph.operations("the_project.budget") if op.version == last.id)
+    m.undo(seq)
+    (line,) = [i.line for i in m.recall("What is the budget?").items if i.kind == "fact"]
+    assert line == "the_project.budget = $30k (current; from e0; retracted: $50k)"  # $70k never held
