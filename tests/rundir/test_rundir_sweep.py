@@ -66,6 +66,9 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
         # LoCoMo's tables, and the published LoCoMo figures beside them, need LoCoMo rows
         "locomo": "locomo" in set(res[C.BENCHMARK].to_list()),
         "locomo_adversarial": "locomo" in set(res[C.BENCHMARK].to_list()),
+        # right LoCoMo answers whose read cites a turn, and LoCoMo's F1 paired against pmem
+        "locomo_citations": "locomo" in set(res[C.BENCHMARK].to_list()),
+        "locomo_f1_paired": "locomo" in set(res[C.BENCHMARK].to_list()),
         "published_locomo_vs_ours": "locomo" in set(res[C.BENCHMARK].to_list()),
         "reply_quality": m.run.frame("requests") is not None,
         # the heuristic agent runs in process: no model server, no access log to count
@@ -79,7 +82,13 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
     has_rows["state_contents"] = True  # the quickstart's graph arms save their states
     assert set(m.tables) == set(has_rows)
     # the quickstart runs no LoCoMo
-    locomo = ("locomo", "locomo_adversarial", "published_locomo_vs_ours")
+    locomo = (
+        "locomo",
+        "locomo_adversarial",
+        "locomo_citations",
+        "locomo_f1_paired",
+        "published_locomo_vs_ours",
+    )
     assert all(has_rows[t] for t in has_rows if t not in ("two_step", "peers", "server_requests", *locomo))
     for name, table in m.tables.items():
         assert table.empty != has_rows[name], (
