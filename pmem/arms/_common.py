@@ -58,17 +58,22 @@ def split_units(events: Sequence[Event], kind: str, chunk_chars: int = 1000) -> 
 
 #: a memory key as a reader may copy it (``melanie.hobby``); and words joined by underscores
 _IDENTIFIER = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)+")
+_TAG = re.compile(r"\[t=(\d+)\]\s*(.*)", re.S)
+_KEY_COLON_VALUE = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)+:\s+(.+)", re.S)
 _SNAKE_WORDS = re.compile(r"(?=[a-z0-9_]*[a-z])[a-z0-9]+(?:_[a-z0-9]+)+")
 
 
 def clean_prediction(text: str, context: str = "") -> str:
-    """The reader's answer: stripped; a leading ``Answer:`` dropped. An answer that is a memory key or
-    a snake_case identifier instead of words (the answer prompt asks for words; a small model copies
-    the key it read) is read as words: the key's value where ``context`` shows ``key = value``; words
-    joined by underscores are words.
+    r"""The reader's answer: stripped; a leading ``Answer:`` dropped. The answer prompt asks for words,
+    never a key, an id or a tag, and a small model still copies what it read: an item's ``[t=N]`` tag
+    is dropped (a bare tag is read as the item it names in ``context``), an item as a store lists it
+    (``key: value``) is read as its value, a memory key as the key's value where ``context`` shows
+    ``key = value``, and words joined by underscores as words.
 
     >>> clean_prediction("Answer: melanie.hobby", "melanie.hobby = pottery (current; from D1:4, 2023-05-08)")
     'pottery'
+    >>> clean_prediction("[t=44]", "[t=12] ann.pet: a cat\n[t=44] ann.city: Rome"), clean_prediction("[t=3] ann.pet: a dog")
+    ('Rome', 'a dog')
     >>> clean_prediction("improving_education_and_infrastructure")
     'improving education and infrastructure'
     >>> clean_prediction("fridge 1"), clean_prediction("3.5"), clean_prediction("example.com")
@@ -77,6 +82,15 @@ def clean_prediction(text: str, context: str = "") -> str:
     out = (text or "").strip()
     if out.lower().startswith("answer:"):
         out = out[7:].strip()
+    tagged = _TAG.fullmatch(out)
+    if tagged is not None:  # "[t=17] ...": the item's tag copied; a bare tag names the item itself
+        out = tagged.group(2) or next(
+            (ln.split("] ", 1)[1] for ln in context.splitlines() if ln.startswith(f"[t={tagged.group(1)}] ")),
+            "",
+        )
+    stated = _KEY_COLON_VALUE.fullmatch(out)
+    if stated is not None:  # "joanna.recommendation: the movie": an item as the store lists it
+        out = stated.group(1)
     if _IDENTIFIER.fullmatch(out):
         for line in context.splitlines():
             if line.startswith(f"{out} = "):
