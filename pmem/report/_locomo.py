@@ -17,7 +17,7 @@ from scipy.stats import wilcoxon
 
 from pmem.bench import LOCOMO_CATEGORIES
 from pmem.report._base import Metrics, order_arms
-from pmem.report._stats import cluster_bootstrap, seed_for, wilson
+from pmem.report._stats import cluster_bootstrap, seed_for, wilson, with_wilson
 from pmem.report._table import Table, ci, pct
 from pmem.rundir import columns as C
 
@@ -253,12 +253,7 @@ def adversarial_table(m: Metrics) -> Table:
         )
         .sort(C.ARM)
     )
-    bounds = [wilson(int(k), int(n)) for k, n in data.select("abstained_k", "n").iter_rows()]
-    data = data.with_columns(
-        abstained=pl.when(pl.col("n") > 0).then(pl.col("abstained_k") / pl.col("n")),
-        abstained_wilson_lo=pl.Series([b[0] for b in bounds]),
-        abstained_wilson_hi=pl.Series([b[1] for b in bounds]),
-    ).rename({"overall": OVERALL_ALL})
+    data = with_wilson(data, "abstained", "abstained_k", "n").rename({"overall": OVERALL_ALL})
     idx = {r[C.ARM]: r for r in data.iter_rows(named=True)}
     out = [_adversarial_line(idx[a]) for a in order_arms(idx)]
     return Table(
@@ -318,12 +313,7 @@ def citation_table(m: Metrics) -> Table:
         .agg(right=pl.len(), cited_k=pl.col("hit").sum())
         .sort(C.ARM)
     )
-    bounds = [wilson(int(k), int(n)) for k, n in data.select("cited_k", "right").iter_rows()]
-    data = data.with_columns(
-        cited=pl.col("cited_k") / pl.col("right"),
-        cited_wilson_lo=pl.Series([b[0] for b in bounds]),
-        cited_wilson_hi=pl.Series([b[1] for b in bounds]),
-    )
+    data = with_wilson(data, "cited", "cited_k", "right")
     idx = {r[C.ARM]: r for r in data.iter_rows(named=True)}
     out = [
         {

@@ -16,6 +16,7 @@ import math
 import zlib
 
 import numpy as np
+import polars as pl
 
 #: two-sided 95% normal quantile
 Z95 = 1.959963984540054
@@ -32,6 +33,21 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     center = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return (max(0.0, center - half), min(1.0, center + half))
+
+
+def with_wilson(data: pl.DataFrame, name: str, k: str, n: str) -> pl.DataFrame:
+    """``data`` with the share ``name`` = k / n (null where n is 0) and its Wilson 95% bounds
+    ``name_wilson_lo`` and ``name_wilson_hi``, from the count columns ``k`` and ``n``.
+
+    >>> with_wilson(pl.DataFrame({"k": [3, 0], "n": [4, 0]}), "share", "k", "n")["share"].to_list()
+    [0.75, None]
+    """
+    bounds = [wilson(int(a), int(b)) if b else (None, None) for a, b in data.select(k, n).iter_rows()]
+    return data.with_columns(
+        pl.when(pl.col(n) > 0).then(pl.col(k) / pl.col(n)).alias(name),
+        pl.Series(f"{name}_wilson_lo", [lo for lo, _ in bounds], dtype=pl.Float64),
+        pl.Series(f"{name}_wilson_hi", [hi for _, hi in bounds], dtype=pl.Float64),
+    )
 
 
 def mcnemar_exact(fixed: int, broken: int) -> float:
