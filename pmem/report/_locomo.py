@@ -9,6 +9,7 @@ questions (category 5) are scored by abstention and reported in their own table,
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -256,16 +257,7 @@ def adversarial_table(m: Metrics) -> Table:
     data = with_wilson(data, "abstained", "abstained_k", "n").rename({"overall": OVERALL_ALL})
     idx = {r[C.ARM]: r for r in data.iter_rows(named=True)}
     out = [_adversarial_line(idx[a]) for a in order_arms(idx)]
-    return Table(
-        empty.name,
-        empty.title,
-        data,
-        pl.DataFrame(out),
-        notes,
-        keys=empty.keys,
-        values=empty.values,
-        section=SECTION,
-    )
+    return replace(empty, data=data, display=pl.DataFrame(out))
 
 
 def citation_table(m: Metrics) -> Table:
@@ -323,16 +315,7 @@ def citation_table(m: Metrics) -> Table:
         }
         for arm in order_arms(idx)
     ]
-    return Table(
-        empty.name,
-        empty.title,
-        data,
-        pl.DataFrame(out),
-        notes,
-        keys=empty.keys,
-        values=empty.values,
-        section=SECTION,
-    )
+    return replace(empty, data=data, display=pl.DataFrame(out))
 
 
 def f1_paired_table(m: Metrics, reference: str = "pmem") -> Table:
@@ -402,6 +385,4 @@ def f1_paired_table(m: Metrics, reference: str = "pmem") -> Table:
         ).alias("diff [95% CI]"),
         pl.col("p_wilcoxon").map_elements(lambda p: f"{p:.3g}", return_dtype=pl.String).alias("p"),
     )
-    return Table(
-        empty.name, empty.title, data, display, notes, keys=empty.keys, values=empty.values, section=SECTION
-    )
+    return replace(empty, data=data, display=display)
