@@ -75,3 +75,17 @@ def test_locomo_evidence_keeps_its_speaker_and_a_read_names_the_turns_as_locomo_
     assert shown and all(f"[2023-05-08] {e.role}: " in read.text for e in shown)
     assert all(f"({e.turn_id})" in read.text for e in shown)
     assert {e.turn_id for e in shown} <= set(read.cites)
+
+
+def test_the_annotation_prompt_puts_the_units_text_first_for_the_servers_prompt_cache() -> None:
+    """Every fact of a unit is annotated over the same text: with the text first, each call after the
+    first resumes from the server's cached prefix (with it last, each was evaluated whole: 91 s a
+    LoCoMo annotation in the dev slice)."""
+    a = build_messages("annotate", FACT="ann.city: Rome\nstatus: asserted", HEAD="none", TEXT="Turn 1: ...")
+    b = build_messages(
+        "annotate", FACT="ann.pet: a cat\nstatus: asserted", HEAD="a dog (active)", TEXT="Turn 1: ..."
+    )
+    shared = 0
+    while a[0]["content"][shared] == b[0]["content"][shared]:
+        shared += 1
+    assert "### TEXT\nTurn 1: ...\n\n### FACT\n" in a[0]["content"][:shared]  # the whole text is shared
