@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pmem.arms._audit import AuditIndex, audit_store
 from pmem.arms._base import Answer, ReadResult
 from pmem.bench import chunk_events
-from pmem.memory.writepath import Writer, count_tokens, fit, pause
+from pmem.memory.writepath import Writer, count_tokens, fact_line_value, fit, pause
 
 if TYPE_CHECKING:
     from pmem.arms._base import ModelSet
@@ -94,19 +94,10 @@ def clean_prediction(text: str, context: str = "") -> str:
     if _IDENTIFIER.fullmatch(out):
         for line in context.splitlines():
             if line.startswith(f"{out} = "):
-                return _split_fact_value(line[len(out) + 3 :])
+                return fact_line_value(line)
     if _SNAKE_WORDS.fullmatch(out):
         return out.replace("_", " ")
     return out
-
-
-def _split_fact_value(rest: str) -> str:
-    """The value of a fact line's remainder (``value (current; ...) | alternatives: ...``)."""
-    for mark in (" (", " | ", " ["):
-        cut = rest.find(mark)
-        if cut >= 0:
-            rest = rest[:cut]
-    return rest.strip()
 
 
 class ArmBase(Writer):

@@ -160,6 +160,20 @@ def fact_line(
     return line, cited
 
 
+def fact_line_value(line: str) -> str:
+    """The value a fact line (:func:`fact_line`, or a state read's ``key = value ...``) shows.
+
+    >>> fact_line_value("ann.city = Rome (current; from e1, 2023-06-02) | alternatives: Oslo")
+    'Rome'
+    """
+    rest = line.split(" = ", 1)[-1]
+    for mark in (" (", " | ", " ["):
+        cut = rest.find(mark)
+        if cut >= 0:
+            rest = rest[:cut]
+    return rest.strip()
+
+
 def fit(ranked: Sequence[U], budget: int | None, tokens: Callable[[U], int]) -> list[U]:
     """The items of ``ranked`` (best first) that fit ``budget`` tokens together, in rank order (None:
     all); one that does not fit is passed over for smaller ones after it.

@@ -624,7 +624,6 @@ class WritePath:
         ``budget`` tokens together (None: every candidate); ``graph``: a past state whose facts to
         read instead (the turns are the evidence observed so far)."""
         await self._flush_cells()
-        state = self._cells.as_graph()
         await self._evidence.sync(self._graph, self._w.embed)
         vector = (await self._w.embed([query]))[0]
         cells = (self._slot_keys[s] for s, _ in self._index.search(vector, CANDIDATES))
@@ -638,7 +637,8 @@ class WritePath:
                 [("evidence", n) for n in dense],
             ]
         )
-        facts_from = graph if graph is not None else state
+        # a past state's facts when asked, else the cells' (built only then: without retention, a graph)
+        facts_from = graph if graph is not None else self._cells.as_graph()
         candidates: list[Recalled] = []
         for (kind, ref), score in ranked:
             if kind == "fact":

@@ -25,7 +25,7 @@ from pmem.memory._extract import (
     template_facts,
     unit_text,
 )
-from pmem.memory._recall import Recalled, context_lines, fit
+from pmem.memory._recall import Recalled, context_lines, fact_line_value, fit
 from pmem.memory._retrieval import VectorIndex, count_tokens
 from pmem.memory._writepath import (
     DISCLOSURE_DEFAULT,
@@ -67,6 +67,7 @@ __all__ = [
     "count_tokens",
     "event_line",
     "extract_units",
+    "fact_line_value",
     "first_word",
     "fit",
     "no_fact_reason",
