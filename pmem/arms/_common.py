@@ -70,7 +70,7 @@ def clean_prediction(text: str, context: str = "") -> str:
     (``key: value``) is read as its value, a memory key as the key's value where ``context`` shows
     ``key = value``, and words joined by underscores as words.
 
-    >>> clean_prediction("Answer: melanie.hobby", "melanie.hobby = pottery (current; from D1:4, 2023-05-08)")
+    >>> clean_prediction("Answer: melanie.hobby", "melanie.hobby = pottery (current; from D1:4, 8 May 2023)")
     'pottery'
     >>> clean_prediction("[t=44]", "[t=12] ann.pet: a cat\n[t=44] ann.city: Rome"), clean_prediction("[t=3] ann.pet: a dog")
     ('Rome', 'a dog')

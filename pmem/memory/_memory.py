@@ -102,8 +102,8 @@ class Recall:
     >>> m = Memory()
     >>> _ = m.add("The city of Alice is Paris.", source="Alice", time="2024-03-01T09:00:00")
     >>> print(m.recall("Where does Alice live?").context)
-    alice.city = Paris (current; from e0, 2024-03-01)
-    [2024-03-01] Alice: The city of Alice is Paris.
+    alice.city = Paris (current; from e0, 1 March 2024)
+    [1 March 2024] Alice: The city of Alice is Paris.
     """
 
     items: list[Recalled]

@@ -12,8 +12,8 @@ order they were observed, so that dates read forward.
 
 Lines (:func:`fact_line`, :func:`evidence_line`)::
 
-    caroline.support_group = LGBTQ support group (current; from D1:3, 2023-05-08)
-    [2023-05-08] Caroline: I went to a LGBTQ support group yesterday. (D1:3)
+    caroline.support_group = LGBTQ support group (current; from D1:3, 8 May 2023)
+    [8 May 2023] Caroline: I went to a LGBTQ support group yesterday. (D1:3)
 
 This is the one read of the ``pmem`` arms (``read = "recall"``) and of :meth:`pmem.Memory.recall`.
 """
@@ -43,6 +43,21 @@ RRF_K = 60
 CANDIDATES = 40
 #: earlier (and retracted) values a fact line names (its history is one hop away: ``why``, ``history``)
 EARLIER_SHOWN = 2
+#: month names as a reader is shown them (not ``strftime("%B")``, which follows the process's locale)
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 #: version statuses of values declared wrong (a fact line names them as retracted, not as earlier)
 _WRONG = frozenset({"revoked", "contradicted"})
 
@@ -63,18 +78,20 @@ def fuse(rankings: Sequence[Sequence[T]], k: int = RRF_K) -> list[tuple[T, float
 
 
 def day(time: str | None) -> str | None:
-    """The date of an observation time, as the reader is shown it: an ISO date-time's day; free text
-    as it is.
+    """The date of an observation time, as the reader is shown it: an ISO date-time's day written as
+    people write dates (a reader answers a "when" question in the form it read: "2023-05-08" scores
+    nothing against "8 May 2023"); free text as it is.
 
-    >>> day("2023-05-08T13:56:00"), day("yesterday"), day(None)
-    ('2023-05-08', 'yesterday', None)
+    >>> day("2023-05-08T13:56:00"), day("2024-11-30"), day("yesterday"), day(None)
+    ('8 May 2023', '30 November 2024', 'yesterday', None)
     """
     if not time:
         return None
     try:
-        return datetime.fromisoformat(time).date().isoformat()
+        when = datetime.fromisoformat(time).date()
     except ValueError:
         return time
+    return f"{when.day} {_MONTHS[when.month - 1]} {when.year}"
 
 
 @dataclass(frozen=True)
@@ -97,7 +114,7 @@ def evidence_line(ev: Evidence, label: str | None = None) -> str:
 
     >>> from pmem.graph import Evidence
     >>> evidence_line(Evidence("e3", "I went to a support group.", "Caroline", "2023-05-08T13:56:00", 4), "D1:3")
-    '[2023-05-08] Caroline: I went to a support group. (D1:3)'
+    '[8 May 2023] Caroline: I went to a support group. (D1:3)'
     """
     when = day(ev.time)
     text = " ".join(escape_value(ev.text).split())
@@ -119,7 +136,7 @@ def fact_line(
     >>> e1 = g.observe("I moved to Rome.", source="Ann", time="2023-06-02T10:00:00")
     >>> _ = g.apply("accept", "ann.city", "Rome", evidence=e1)
     >>> fact_line(g, "ann.city", lambda e: e)
-    ('ann.city = Rome (current; from e1, 2023-06-02; earlier: Paris)', 'e1')
+    ('ann.city = Rome (current; from e1, 2 June 2023; earlier: Paris)', 'e1')
     """
     cell = graph.cell(key)
     if cell is None or cell.value is None:

@@ -149,10 +149,23 @@ def _provenance_schema(base: dict[str, Any] | None) -> dict[str, Any]:
 #: cut at their limit with this prompt, 21 of 81 with the paper's).
 _EXTRACT_PROVENANCE = PromptTemplate(
     name="extract_provenance",
-    version=2,
+    version=3,
     purpose="extract",
     preamble=(
         _EXTRACT.preamble.replace(
+            # a person's key in the example: with only an object's (apple_1) Qwen2.5-Coder-1.5B numbered
+            # people too (john_1.hobbies, then james_1 and john_2 for one speaker)
+            "apple_1.location or marie_curie.spouse",
+            "caroline.job, apple_1.location or marie_curie.spouse",
+        )
+        .replace(
+            # the longer instruction made the model list fewer facts: 24 against the paper prompt's 50 on
+            # four LoCoMo sessions (Qwen2.5-Coder-1.5B); asking for each fact of a turn brought 49
+            "Keep the facts in the order of the text.",
+            "Keep the facts in the order of the text. A turn or sentence often states several facts: list "
+            "each one (what a person does, has, plans, likes, feels, where and when).",
+        )
+        .replace(
             "Keep the facts in the order",
             "- valid_time (only when the text says from when the fact holds, as in 'As of March 3, 2025, "
             "...'): that date as YYYY-MM-DD.\n"
@@ -220,7 +233,7 @@ _IDENTITY = PromptTemplate(
 
 _ANSWER = PromptTemplate(
     name="answer",
-    version=3,
+    version=4,
     purpose="answer",
     preamble=(
         "Answer the question using the memory under CONTEXT, one item per line: facts (key = value, with "
@@ -231,7 +244,8 @@ _ANSWER = PromptTemplate(
         "authority is the current one, and its alternatives are claims by lower-ranked sources (name them "
         "only when asked about conflicting reports). If the memory marks a value as stale, say that it may "
         "be out of date. A relative time in an item (yesterday, last week, next month) counts from that "
-        "item's date: answer with the date it means. Answer in plain words, never with a key, an id or a "
+        "item's date: answer with the date it means, written as the memory writes dates (yesterday in an item "
+        "of 8 May 2023: 7 May 2023; last week: the week before 8 May 2023). Answer in plain words, never with a key, an id or a "
         "tag. Reply with the answer only, as short as possible."
     ),
     sections=("CONTEXT", "QUESTION"),

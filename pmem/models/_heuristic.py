@@ -150,9 +150,9 @@ _CUE_CURRENT = re.compile(
 )
 _CUE_CONFLICT_Q = re.compile(r"\b(conflict\w*|contest\w*|disput\w*|alternatives?|both|reports?)\b", re.I)
 _CUE_STALE = re.compile(r"\|\s*stale:", re.I)
-#: a fact line the memory marks current: "key = value (current; from e3, 2023-05-08)"
+#: a fact line the memory marks current: "key = value (current; from e3, 8 May 2023)"
 _CURRENT = re.compile(r"^\s*\(current\b", re.I)
-#: how a turn read back starts: its date and its speaker ("[2023-05-08] Caroline: ", "environment: ")
+#: how a turn read back starts: its date and its speaker ("[8 May 2023] Caroline: ", "environment: ")
 _TURN_PREFIX = re.compile(r"^\s*(?:\[[^\]]*\]\s*)?[A-Za-z][\w .'-]{0,40}:\s+(?=\S)")
 _ANNOT = re.compile(r"\s*[\[(]([^\])]*)[\])]\s*$")
 _NUMBER_TAG = re.compile(r"^\s*(?:\[(?:t=)?(\d+)\]|(\d+)[.)])\s*")

@@ -9,11 +9,20 @@ import pytest
 
 import pmem
 from pmem.memory import RECALL_TOKENS, Recall
-from pmem.memory._recall import fuse
+from pmem.memory._recall import day, fuse
+from pmem.memory.prompts import build_messages
 from pmem.models import estimate_tokens
 
 MAY_8 = "2023-05-08T13:56:00"
 JUNE_9 = "2023-06-09T10:00:00"
+
+
+def test_dates_are_read_as_people_write_them_and_the_reader_answers_in_that_form() -> None:
+    # "2023-05-08" scores nothing against LoCoMo's "8 May 2023": a reader answers in the form it read
+    assert day(MAY_8) == "8 May 2023" and day("2024-12-31") == "31 December 2024"
+    assert day("last spring") == "last spring"  # a time that is no date is shown as it was given
+    answer = build_messages("answer", CONTEXT="c", QUESTION="q")[0]["content"]
+    assert "yesterday in an item of 8 May 2023: 7 May 2023; last week: the week before 8 May 2023" in answer
 
 
 def test_a_fact_line_names_its_status_its_cited_turn_and_that_turns_date() -> None:
@@ -23,11 +32,11 @@ def test_a_fact_line_names_its_status_its_cited_turn_and_that_turns_date() -> No
     found = m.recall("Which city does Alice live in?")
     assert isinstance(found, Recall) and pmem.Recall is Recall
     facts = [i for i in found.items if i.kind == "fact"]
-    assert [i.line for i in facts] == ["alice.city = Rome (current; from e1, 2023-06-09; earlier: Paris)"]
+    assert [i.line for i in facts] == ["alice.city = Rome (current; from e1, 9 June 2023; earlier: Paris)"]
     assert facts[0].cites == ("e1",)  # the turn that stated the current value, not the first one
     turns = [i.line for i in found.items if i.kind == "evidence"]
-    assert "[2023-05-08] Alice: The city of Alice is Paris." in turns
-    assert "[2023-06-09] Alice: The city of Alice is Rome." in turns
+    assert "[8 May 2023] Alice: The city of Alice is Paris." in turns
+    assert "[9 June 2023] Alice: The city of Alice is Rome." in turns
     # the context: facts first, then the turns in the order they were observed
     assert found.context.splitlines()[0] == facts[0].line
     assert found.context.splitlines()[1:] == sorted(turns, key=lambda t: t[1:11])
@@ -41,7 +50,7 @@ def test_a_turn_no_fact_holds_is_recalled_by_its_words() -> None:
     assert m.graph.frontier().keys() == {"alice.city"}  # the heuristic agent found no fact in the first
     found = m.recall("When did Caroline go to the LGBTQ support group?", budget=40)
     assert found.items[0].line == (
-        "[2023-05-08] Caroline: I went to a LGBTQ support group yesterday and it was powerful."
+        "[8 May 2023] Caroline: I went to a LGBTQ support group yesterday and it was powerful."
     )
 
 
@@ -94,7 +103,7 @@ def test_recall_after_a_reload_finds_the_turns_of_the_saved_state(tmp_path) -> N
         m.add("Melanie painted a sunrise over the lake.", source="Melanie", time=MAY_8)
     with pmem.Memory.load(path) as again:
         assert again.recall("What did Melanie paint?").items[0].line == (
-            "[2023-05-08] Melanie: Melanie painted a sunrise over the lake."
+            "[8 May 2023] Melanie: Melanie painted a sunrise over the lake."
         )
 
 
