@@ -212,8 +212,9 @@ def _register(server: Any, tools: MemoryTools) -> None:
             list[str], Field(description="add 'alternatives' (open claims) and/or 'history' (earlier values)")
         ] = [],  # noqa: B006 - the SDK reads the default into the schema; it is never mutated
     ) -> list[dict[str, Any] | None]:
-        """The current values nearest a query, best first, each with its key, value, status and score.
-        Use it before answering from memory."""
+        """The current values nearest a query, best first, each with its key, value, status, score and
+        the evidence it comes from (the turn's text, who said it and when). Use it before answering from
+        memory; `recall` gives a whole context within a token budget."""
         reply: list[dict[str, Any] | None] = await run(
             tools.search(user_id, query, agent_id, run_id, k, disclose)
         )

@@ -51,6 +51,16 @@ def cells_reply(cells: list[Cell]) -> list[dict[str, Any] | None]:
     return [cell_reply(c) for c in cells]
 
 
+def search_reply(cells: list[Cell], whys: list[Why | None]) -> list[dict[str, Any] | None]:
+    """Search hits (:func:`cell_reply`), each with ``evidence``: the turns its current value comes from
+    (text, source, time), so that a client answers with the turn and its date, not the value alone."""
+    out = cells_reply(cells)
+    for hit, why in zip(out, whys, strict=True):
+        if hit is not None:
+            hit["evidence"] = [] if why is None else [_fields(e) for e in why.evidence]
+    return out
+
+
 def recall_reply(found: Recall) -> dict[str, Any]:
     """A recall: the context to put in a prompt, its tokens and budget, and each item (a fact or a turn)
     with its line, the evidence it cites and its fused score."""

@@ -35,6 +35,7 @@ from pmem.server._replies import (
     op_reply,
     recall_reply,
     receipt_reply,
+    search_reply,
     version_reply,
     why_reply,
 )
@@ -144,7 +145,8 @@ class MemoryTools:
             raise ToolCallError(msg)
 
         async def call(m: Any) -> list[dict[str, Any] | None]:
-            return cells_reply(await m.search(query, k, disclose=tuple(disclose)))
+            cells = await m.search(query, k, disclose=tuple(disclose))
+            return search_reply(cells, [await m.why(c.key) for c in cells])
 
         reply: list[dict[str, Any] | None] = await self._call((user_id, agent_id, run_id), call)
         return reply

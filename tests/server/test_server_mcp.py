@@ -23,6 +23,7 @@ from pmem.server._replies import (
     op_reply,
     recall_reply,
     receipt_reply,
+    search_reply,
     version_reply,
     why_reply,
 )
@@ -96,7 +97,8 @@ def on_memory(memories: dict[Namespace, pmem.Memory], tool: str, args: dict[str,
     if tool == "add":
         return add_reply(m.add(a["text"], source=a.get("source", "user"), time=a.get("time")))
     if tool == "search":
-        return cells_reply(m.search(a["query"], a.get("k", 12), disclose=a.get("disclose", ())))
+        cells = m.search(a["query"], a.get("k", 12), disclose=a.get("disclose", ()))
+        return search_reply(cells, [m.why(c.key) for c in cells])
     if tool == "recall":
         return recall_reply(m.recall(a["query"], a.get("budget", 1000)))
     if tool == "get":
@@ -140,6 +142,12 @@ def test_the_script_exercises_every_tool_and_what_each_is_for() -> None:
     assert tools == set(TOOLS)
     assert len(SCRIPT) == 31
     r = expected_replies()
+    # a search hit carries the turn its value comes from, with its source and time
+    hit = r[2][0]
+    assert hit["key"] == "alice.city" and [e["text"] for e in hit["evidence"]] == [
+        "The city of Alice is Paris."
+    ]
+    assert hit["evidence"][0]["source"] == "user" and hit["evidence"][0]["id"] == "e0"
     assert r[8]["operations"][0]["op"] == "contest"  # the web source contests
     assert r[9][0]["alternatives"] == ["Madrid"] and r[10]["applied"]
     assert r[12]["applied"] and r[13]["value"] == "Rome"  # the undo of the resolve
