@@ -629,14 +629,13 @@ class WritePath:
         cells = (self._slot_keys[s] for s, _ in self._index.search(vector, CANDIDATES))
         words = (self._slot_keys[s] for s, _ in self._cell_words.search(query, CANDIDATES))
         lexical, dense = self._evidence.rankings(query, vector, CANDIDATES)
-        ranked = fuse(
-            [
-                [("fact", k) for k in cells],
-                [("fact", k) for k in words],
-                [("evidence", n) for n in lexical],
-                [("evidence", n) for n in dense],
-            ]
-        )
+        rankings: list[list[tuple[str, str | int]]] = [
+            [("fact", k) for k in cells],
+            [("fact", k) for k in words],
+            [("evidence", n) for n in lexical],
+            [("evidence", n) for n in dense],
+        ]
+        ranked = fuse(rankings)
         # a past state's facts when asked, else the cells' (built only then: without retention, a graph)
         facts_from = graph if graph is not None else self._cells.as_graph()
         candidates: list[Recalled] = []

@@ -361,8 +361,8 @@ def f1_paired_table(m: Metrics, reference: str = "pmem") -> Table:
             {
                 "arm_b": arm,
                 "n": pairs.height,
-                f"f1_{reference}": float(pairs["ref_f1"].mean()),
-                "f1_arm": float(pairs[C.F1].mean()),
+                f"f1_{reference}": float(pairs["ref_f1"].to_numpy().mean()),
+                "f1_arm": float(pairs[C.F1].to_numpy().mean()),
                 "diff": float(diffs.mean()),
                 "diff_lo": lo,
                 "diff_hi": hi,
