@@ -244,9 +244,9 @@ _ANSWER = PromptTemplate(
         "authority is the current one, and its alternatives are claims by lower-ranked sources (name them "
         "only when asked about conflicting reports). If the memory marks a value as stale, say that it may "
         "be out of date. A relative time in an item (yesterday, last week, next month) counts from that "
-        "item's date: answer with the date it means, written as the memory writes dates (yesterday in an item "
-        "of 8 May 2023: 7 May 2023; last week: the week before 8 May 2023). Answer in plain words, never with a key, an id or a "
-        "tag. Reply with the answer only, as short as possible."
+        "item's date: answer with the date it means, written as the memory writes dates (yesterday in an "
+        "item of 8 May 2023: 7 May 2023; last week: the week before 8 May 2023). Answer in plain words, "
+        "never with a key, an id or a tag. Reply with the answer only, as short as possible."
     ),
     sections=("CONTEXT", "QUESTION"),
     optional=("DATE",),
