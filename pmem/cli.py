@@ -67,6 +67,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "prepare packaged weights for vLLM (converted once) and check vLLM's CPU build here",
     ),
     "arms": ("pmem.arms._cli", "measure the memory arms on their acceptance workloads"),
+    "rejudge": (
+        "pmem._rejudge_cli",
+        "judge a finished run's answers again with today's judge (the old verdicts kept; resumable)",
+    ),
     "demo": ("pmem._demo", "the quickstart: a real sweep with the embedded defaults, then its report"),
     "report-screenshot": (
         "pmem.report._screenshot",
@@ -105,6 +109,10 @@ PERF: dict[str, tuple[str, str]] = {
     "server": (
         "benchmarks.server",
         "pmem mcp's durable add and search at 1k, 100k and 1M facts in a namespace; in-process search",
+    ),
+    "judge": (
+        "benchmarks.judge",
+        "the judge of a sweep config on the calibration set: accept rates per kind, model alone vs rules + model",
     ),
     "llm": (
         "benchmarks.llm",

@@ -15,7 +15,15 @@ from typing import TYPE_CHECKING, Any
 from pmem.arms._common import ArmBase
 from pmem.bench import chunk_events
 from pmem.memory.prompts import CRUD_EVENTS, build_messages, template
-from pmem.memory.writepath import Fact, VectorIndex, completion_json, event_line, extract_units, unit_text
+from pmem.memory.writepath import (
+    Fact,
+    VectorIndex,
+    completion_json,
+    count_tokens,
+    event_line,
+    extract_units,
+    unit_text,
+)
 from pmem.models import chars_that_fit
 
 if TYPE_CHECKING:
@@ -41,9 +49,13 @@ class LongContextArm(ArmBase):
     answer prompt and the reply (counted at :data:`~pmem.models._tokens.FIT_CHARS_PER_TOKEN`). The whole
     stream is kept, so growing histories show the window's most recent fraction only; how many events
     each question's read left out is in ``extra()["dropped_events"]``.
+
+    The sweep's read budget (``read_tokens``) does not bound ``long-context``: it is the ceiling the
+    memory arms are compared with. ``long-context-recent`` (option ``recent``) keeps only the most recent
+    turns that fit the budget, as a memory arm's read would be held to it.
     """
 
-    OPTIONS = (*ArmBase.OPTIONS, "max_chars")
+    OPTIONS = (*ArmBase.OPTIONS, "max_chars", "recent")
 
     def __init__(self, name: str, models: ModelSet, options: Mapping[str, Any] | None = None) -> None:
         super().__init__(name, models, options)
@@ -69,12 +81,19 @@ class LongContextArm(ArmBase):
 
     async def read(self, question: Question) -> ReadResult:
         budget = self.budget_chars(question)
+        tokens = self.read_tokens if self.options.get("recent") else None
         picked: list[str] = []
-        size = 0
+        size = used = 0
         for line in reversed(self._lines):
             add = len(line) + (1 if picked else 0)
             if size + add > budget:
                 break
+            if tokens is not None:
+                # each line counted alone (a newline joins them: at most one token more each)
+                cost = count_tokens(line) + (1 if picked else 0)
+                if used + cost > tokens:
+                    break
+                used += cost
             picked.append(line)
             size += add
         picked.reverse()

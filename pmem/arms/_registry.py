@@ -59,6 +59,15 @@ _BUILTIN: tuple[tuple[str, str, dict[str, Any]], ...] = (
 #: Every built-in arm name, in display order (what ``arms = ["all"]`` runs).
 ARM_NAMES: tuple[str, ...] = tuple(name for name, _, _ in _BUILTIN)
 
+#: Built-in variants that are not part of ``all`` (nor of DESIGN.md's list): name, ``module:class``, fixed
+#: options. ``long-context-recent``: long context held to the sweep's read budget (its most recent turns).
+VARIANT_ARMS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("long-context-recent", "_baselines:LongContextArm", {"recent": True}),
+)
+
+#: Their names.
+VARIANT_ARM_NAMES: tuple[str, ...] = tuple(name for name, _, _ in VARIANT_ARMS)
+
 #: The real peer libraries as arms (:mod:`pmem.peers`): name, ``module:class``, and the extra that installs
 #: the library. Known by name like the built-in arms, listed after them, never part of ``all`` (each
 #: needs its extra and a real model).
@@ -128,9 +137,23 @@ _BUILTIN_ENTRIES.update(
         name: ArmEntry(
             name,
             _builtin_factory(name, target),
+            MappingProxyType(dict(fixed)),
+            name,
+            float(len(_BUILTIN) + i),
+            f"pmem.arms.{target}",
+            builtin=True,
+        )
+        for i, (name, target, fixed) in enumerate(VARIANT_ARMS)
+    }
+)
+_BUILTIN_ENTRIES.update(
+    {
+        name: ArmEntry(
+            name,
+            _builtin_factory(name, target),
             MappingProxyType({}),
             f"{name} (the library)",
-            float(len(_BUILTIN) + i),
+            float(len(_BUILTIN) + len(VARIANT_ARMS) + i),
             target,
             builtin=True,
             extra=extra,

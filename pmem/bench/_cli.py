@@ -5,6 +5,7 @@ Usage::
     pmem bench list [--longmemeval PATH]
     pmem bench verify [--longmemeval PATH]
     pmem bench coverage [--subset sh_6k ...] [--show-misses N]
+    pmem bench judge-set [--write]
 """
 
 from __future__ import annotations
@@ -13,8 +14,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from pmem.bench._data import DataError, datasets_root, verify_all
+from pmem.bench._data import DataError, datasets_root, record_file, verify_all
 from pmem.bench._factconsolidation import SUBSETS, analyze_subset, build_history, gold_not_final, load_raw
+from pmem.bench._judge_calibration import (
+    CALIBRATION_FILE,
+    HANDWRITTEN_FILE,
+    build_calibration,
+    calibration_cases,
+    write_calibration,
+)
 from pmem.bench._locomo import load_locomo
 from pmem.bench._longmemeval import load_longmemeval, subset_for
 from pmem.bench._registry import iter_histories, list_benchmarks
@@ -37,6 +45,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="FactConsolidation subset (repeatable)",
     )
     p.add_argument("--show-misses", type=int, default=20, help="list at most N unparsed facts per subset")
+    p = sub.add_parser("judge-set", help="the judge's calibration set: cases per kind; --write rebuilds it")
+    p.add_argument(
+        "--write", action="store_true", help=f"rebuild datasets/{CALIBRATION_FILE} and its manifest entry"
+    )
+
+
+_JUDGE_SET_LICENCE = "CC BY-NC 4.0 (derived from LoCoMo, snap-research/LoCoMo; see locomo/LICENSE)"
+
+
+def _judge_set(args: argparse.Namespace) -> int:
+    root = datasets_root()
+    if args.write:
+        cases = build_calibration(root / HANDWRITTEN_FILE)
+        write_calibration(root / CALIBRATION_FILE, cases)
+        record_file(
+            CALIBRATION_FILE,
+            source="built by pmem.bench._judge_calibration from locomo/locomo10.json and locomo-judge/handwritten.json",
+            licence=_JUDGE_SET_LICENCE,
+            obtain="pmem bench judge-set --write",
+        )
+    else:
+        cases = calibration_cases()
+    kinds: dict[tuple[str, bool], int] = {}
+    for c in cases:
+        kinds[(c.kind, c.expected)] = kinds.get((c.kind, c.expected), 0) + 1
+    for (kind, expected), n in kinds.items():
+        print(f"{kind:<16} {'right' if expected else 'wrong':<6} {n:>4}")
+    print(f"{len(cases)} cases{' written to ' + str(root / CALIBRATION_FILE) if args.write else ''}")
+    return 0
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -182,9 +219,9 @@ def _coverage(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     action = getattr(args, "bench_command", None)
-    actions = {"list": _list, "verify": _verify, "coverage": _coverage}
+    actions = {"list": _list, "verify": _verify, "coverage": _coverage, "judge-set": _judge_set}
     if action not in actions:
-        print("usage: pmem bench {list,verify,coverage}", file=sys.stderr)
+        print("usage: pmem bench {list,verify,coverage,judge-set}", file=sys.stderr)
         return 2
     try:
         return actions[action](args)

@@ -53,6 +53,27 @@ def load_manifest(root: Path | None = None) -> dict[str, Any]:
     return manifest
 
 
+def record_file(relpath: str, *, source: str, licence: str, obtain: str, root: Path | None = None) -> None:
+    """List ``relpath`` (under the datasets root) in MANIFEST.json with its sha256 and size, for a file
+    this project derives (``pmem bench judge-set --write``); other entries are kept as they are."""
+    root = root or datasets_root()
+    manifest = load_manifest(root)
+    path = root / relpath
+    files = manifest.setdefault("files", {})
+    files[relpath] = {
+        "sha256": file_sha256(path),
+        "bytes": path.stat().st_size,
+        "source": source,
+        "licence": licence,
+        "obtain": obtain,
+    }
+    manifest["files"] = dict(sorted(files.items()))
+    manifest["total_bytes"] = sum(int(e["bytes"]) for e in manifest["files"].values())
+    tmp = root / "MANIFEST.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, root / "MANIFEST.json")
+
+
 @lru_cache(maxsize=64)
 def _verified(path: str, size: int, mtime_ns: int, sha: str) -> bool:
     # Keyed on size and mtime so a file edited in place is hashed again.

@@ -1,6 +1,8 @@
 """Judge prompts: LongMemEval's, in our own words from the official judging rules, and LoCoMo's, in our
-own words from the rubric of Mem0's LLM-as-a-Judge ("J", the judge published LoCoMo figures use:
-mem0ai/mem0 ``evaluation/metrics/llm_judge.py``).
+own words, stricter than the rubric of Mem0's LLM-as-a-Judge ("J", the judge published LoCoMo figures
+use: mem0ai/mem0 ``evaluation/metrics/llm_judge.py``), after a hand grading showed a small model read
+that rubric's "be generous" as yes to any answer on the topic. :data:`JUDGE_VERSION` names the prompts
+and the guards of :mod:`pmem.bench._judge_guard`; a verdict is reused only under the same version.
 
 Every prompt is one user message in the section convention (:mod:`pmem.models.sections`): a preamble
 with the rule, then ``### QUESTION``, ``### REFERENCE`` (gold answer, rubric or abstention explanation)
@@ -19,9 +21,13 @@ True
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
+from pmem.bench import _judge_guard
 from pmem.bench._scoring import normalize_answer, substring_exact_match
 from pmem.models.sections import format_sections
 
@@ -61,14 +67,20 @@ JUDGE_PREAMBLES: dict[str, str] = {
         "cannot be answered (it says the information is missing, unknown or never mentioned). Say no "
         f"if it answers as though the information were available. {_ASK}"
     ),
-    # Mem0's J rubric (generous on topic, dates in any format), asked for yes/no like the others
+    # Stricter than Mem0's J rubric ("generous ... touches on the same topic"), which a 1.5B judge
+    # read as "yes to anything on the topic": issue 56's hand grading found 114 of 460 acceptances
+    # wrong. What needs no model (tags, keys, yes for no, another year or date, the other speaker) is
+    # decided before this prompt by pmem.bench._judge_guard.
     "locomo": (
-        "You are grading an answer to a question one person asks about another, from their earlier "
-        "conversations, against a gold answer. The gold answer is usually short and names the topic; "
-        "the response may be much longer. Be generous: say yes if the response touches on the same "
-        "topic as the gold answer. For a question about time the gold answer is a date, month or year: "
-        "say yes if the response refers to the same date or period, even in another format (May 7th, "
-        f"7 May) or relative to the conversation (last Tuesday, next month). Otherwise say no. {_ASK}"
+        "You are checking an answer to a question about two people's past conversations against the "
+        "gold answer. Say yes only if someone who read just the response would learn the gold answer: "
+        "the response states it, in the same or other words (a synonym, a number in words, a "
+        "description that can only mean it, or part of a list the gold answer gives). Say no if the "
+        "response leaves the answer out: it repeats the question's topic, says someone did something, "
+        "some things or several times without saying what, or says it does not know. Say no if it gives "
+        "a different answer. A date may be in another format or relative to another date (the day "
+        "before 8 May 2023 is 7 May 2023); say yes when it is the same day, week, month or year. "
+        f"{_ASK}"
     ),
 }
 
@@ -133,9 +145,28 @@ def judge_messages(
     return [{"role": "user", "content": prompt}]
 
 
+_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+
+
+def parse_judge_reply(reply: str) -> bool | None:
+    """The judge's verdict: its first "yes" or "no" word; None when it gives neither (unparsed).
+
+    >>> parse_judge_reply("Yes."), parse_judge_reply("**No** - the date differs"), parse_judge_reply("eyes")
+    (True, False, None)
+    """
+    m = _YES_NO.search(reply)
+    return None if m is None else m.group(1).lower() == "yes"
+
+
 def judge_verdict(reply: str) -> bool:
-    """Correct when the judge's reply contains "yes" (case-insensitive)."""
-    return "yes" in reply.lower()
+    """Correct when the judge's reply says yes (:func:`parse_judge_reply`); an unparsed reply is not."""
+    return parse_judge_reply(reply) is True
+
+
+#: the judge's prompts and rules: a verdict recorded under another version is judged again
+JUDGE_VERSION = hashlib.sha256(
+    json.dumps(JUDGE_PREAMBLES, sort_keys=True).encode() + Path(_judge_guard.__file__).read_bytes()
+).hexdigest()[:12]
 
 
 # ---------------------------------------------------------------- stale-value extraction

@@ -17,6 +17,12 @@ evidence turns lie in them (a question that names no evidence turn is kept only 
 ``questions=N`` keeps the first N of those, in official order; ``conversations="conv-26,conv-30"``
 selects conversations by sample id.
 
+Gold: ``gold="original"`` (the default) scores against the file's answers; ``gold="audited"`` against
+the corrections of an independent audit (dial481/locomo-audit ``errors.json``, vendored as
+``locomo_audit_errors.json``: 99 of the 1,540 category 1-4 answers changed). Either way a question
+whose two golds differ carries the other in ``params["alt_gold"]`` (``{"kind", "answer"}``) and the
+audit's ``error_type`` in ``params["audit_error"]``, so that one run is scored on both.
+
 >>> h = next(iter_locomo(sessions=1, conversations="conv-26"))
 >>> h.id, len(h.events), len(h.questions), h.events[0].time, h.events[0].role
 ('locomo/conv-26/sessions=1', 18, 4, '2023-05-08T13:56:00', 'Caroline')
@@ -43,6 +49,11 @@ NAME = "locomo"
 #: one subset: the released file (10 conversations, 1,986 questions)
 SUBSETS: tuple[str, ...] = ("locomo10",)
 DATA_FILE = "locomo/locomo10.json"
+AUDIT_FILE = "locomo/locomo_audit_errors.json"
+GOLDS: tuple[str, ...] = ("original", "audited")
+#: the audit's question ids: ``locomo_<conversation position>_qa<question index>``
+_AUDIT_ID = re.compile(r"^locomo_(\d+)_qa(\d+)$")
+_REMARK = re.compile(r"\s*\([^()]*\)\s*$")
 SOURCE = (
     "official LoCoMo locomo10.json (snap-research/LoCoMo@3eb6f2c5), vendored in datasets/locomo/ "
     "(CC BY-NC 4.0: non-commercial)"
@@ -228,7 +239,44 @@ def _options(question_id: str, trap: str) -> dict[str, str]:
     return {"a": NOT_MENTIONED, "b": trap} if first else {"a": trap, "b": NOT_MENTIONED}
 
 
-def _question(sample_id: str, i: int, q: dict[str, Any], after: int) -> Question:
+@lru_cache(maxsize=1)
+def audit_corrections() -> dict[str, tuple[str, str]]:
+    """``<sample_id>/q<i>`` -> (corrected answer, error type) for every audited answer that changes
+    (the audit's ``WRONG_CITATION`` entries keep the answer and fix only the evidence: left out)."""
+    convs = load_locomo()
+    path = verified_path(AUDIT_FILE)
+    try:
+        entries = json.loads(path.read_text())
+    except ValueError as exc:
+        msg = f"{path}: not JSON ({exc})"
+        raise DataError(msg) from exc
+    out: dict[str, tuple[str, str]] = {}
+    for n, e in enumerate(entries):
+        m = _AUDIT_ID.match(str(e.get("question_id", "")))
+        if m is None or int(m.group(1)) >= len(convs):
+            raise _fail(
+                f"{path} entry {n}",
+                "question_id",
+                f"is not locomo_<conversation>_qa<i>: {e.get('question_id')!r}",
+            )
+        conv, i = convs[int(m.group(1))], int(m.group(2))
+        if i >= len(conv.qa) or conv.qa[i].get("question") != e.get("question"):
+            raise _fail(
+                f"{path} entry {n}", "question", f"does not match {conv.sample_id}/q{i} of locomo10.json"
+            )
+        # the audit appends remarks to some answers ("aerial yoga (answer is correct, but question says
+        # 2023 ...)"): a remark is not part of the gold, and an answer that only gains one is unchanged
+        corrected = _REMARK.sub("", str(e.get("correct_answer") or "")).strip()
+        if (
+            e.get("error_type") != "WRONG_CITATION"
+            and corrected
+            and corrected != str(conv.qa[i].get("answer"))
+        ):
+            out[f"{conv.sample_id}/q{i}"] = (corrected, str(e["error_type"]))
+    return out
+
+
+def _question(sample_id: str, i: int, q: dict[str, Any], after: int, gold: str = GOLDS[0]) -> Question:
     cat = int(q["category"])
     qid = f"{sample_id}/q{i}"
     params: dict[str, Any] = {"category": cat, "evidence": list(q["evidence"])}
@@ -239,10 +287,20 @@ def _question(sample_id: str, i: int, q: dict[str, Any], after: int) -> Question
         text = f"{q['question']} Select the correct answer: (a) {options['a']} (b) {options['b']}."
         params.update(options=options, official_question=q["question"], adversarial_answer=trap)
         return Question(qid, text, (NOT_MENTIONED,), ADVERSARIAL, after, params=params)
+    answer = str(q["answer"])
+    corrected = audit_corrections().get(qid)
+    if corrected is not None:
+        audited, error = corrected
+        params["audit_error"] = error
+        if gold == "audited":
+            params["alt_gold"] = {"kind": "original", "answer": answer}
+            answer = audited
+        else:
+            params["alt_gold"] = {"kind": "audited", "answer": audited}
     return Question(
         qid,
         q["question"],
-        (str(q["answer"]),),
+        (answer,),
         LOCOMO_CATEGORIES[cat],
         after,
         params=params,
@@ -252,9 +310,13 @@ def _question(sample_id: str, i: int, q: dict[str, Any], after: int) -> Question
 
 
 def build_history(
-    conv: Conversation, *, sessions: int | None = None, questions: int | None = None
+    conv: Conversation, *, sessions: int | None = None, questions: int | None = None, gold: str = GOLDS[0]
 ) -> History:
-    """One conversation as a history, cut to its first ``sessions`` sessions and ``questions`` questions."""
+    """One conversation as a history, cut to its first ``sessions`` sessions and ``questions`` questions,
+    scored against the ``gold`` answers ("original" or "audited")."""
+    if gold not in GOLDS:
+        msg = f"locomo/{conv.sample_id}: gold must be one of {', '.join(GOLDS)}, got {gold!r}"
+        raise ValueError(msg)
     for name, value in (("sessions", sessions), ("questions", questions)):
         if value is not None and value < 0:
             msg = f"locomo/{conv.sample_id}: {name} must be >= 0 (0 keeps all), got {value}"
@@ -281,7 +343,7 @@ def build_history(
     for i, q in enumerate(conv.qa):
         named = evidence_sessions(q["evidence"])
         if everything or (named and named <= numbers):
-            picked.append(_question(conv.sample_id, i, q, last))
+            picked.append(_question(conv.sample_id, i, q, last, gold))
     if questions:
         picked = picked[:questions]
     params: dict[str, Any] = {"sample_id": conv.sample_id}
@@ -290,6 +352,9 @@ def build_history(
         if value:
             params[key] = value
             suffix += f"/{key}={value}"
+    if gold != GOLDS[0]:
+        params["gold"] = gold
+        suffix += f"/gold={gold}"
     return History(
         id=f"{NAME}/{conv.sample_id}{suffix}",
         benchmark=NAME,
@@ -306,6 +371,7 @@ def iter_locomo(
     sessions: int | None = None,
     questions: int | None = None,
     conversations: str | None = None,
+    gold: str = GOLDS[0],
 ) -> Iterator[History]:
     """The histories of the file, in its order (``conversations``: comma-separated sample ids)."""
     if subset not in SUBSETS:
@@ -321,4 +387,4 @@ def iter_locomo(
             raise ValueError(msg)
         convs = tuple(known[w] for w in dict.fromkeys(wanted))
     for conv in convs:
-        yield build_history(conv, sessions=sessions, questions=questions)
+        yield build_history(conv, sessions=sessions, questions=questions, gold=gold)

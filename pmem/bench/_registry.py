@@ -135,7 +135,7 @@ def _builtin() -> dict[str, BenchmarkInfo]:
             "locomo",
             _locomo.SUBSETS,
             _locomo.SOURCE,
-            MappingProxyType({"sessions": int, "questions": int, "conversations": str}),
+            MappingProxyType({"sessions": int, "questions": int, "conversations": str, "gold": str}),
             "very long two-person conversations (LoCoMo): official F1, BLEU-1 and an LLM judge per category",
             default_subset=_locomo.SUBSETS[0],
             iterate=_locomo_iter,

@@ -53,6 +53,15 @@ class Question:
     #: The fact key whose earlier values are ``stale`` (FactConsolidation, ALFWorld-Revision).
     stale_key: str | None = None
 
+    @property
+    def alt_gold(self) -> tuple[str, str] | None:
+        """The question's other gold as (kind, answer), where its benchmark has two that differ
+        (LoCoMo's original and audited answers: ``params["alt_gold"]``); None otherwise."""
+        alt = self.params.get("alt_gold") if self.params else None
+        if not isinstance(alt, dict) or not alt.get("answer"):
+            return None
+        return str(alt.get("kind") or "other"), str(alt["answer"])
+
 
 @dataclass(frozen=True)
 class History:

@@ -19,13 +19,15 @@ from pathlib import Path
 
 from pmem.report._build import build_compare, build_report
 from pmem.report._load import RunError, one_line
-from pmem.rundir import HISTORIES, RESULTS, RUN_TOML
+from pmem.rundir import CALIBRATION, HISTORIES, JUDGMENTS, RESULTS, RUN_TOML, STATES, WRITES
 
 #: where a bare ``--out`` collects reports: ``reports/<run name>/`` under the current directory
 REPORTS_DIR = Path("reports")
 _COLLECT = object()
 #: what ``--with-data`` keeps beside a report: every answer with its score, every history's status
-KEPT_DATASETS = (RESULTS.name, HISTORIES.name)
+KEPT_DATASETS = (RESULTS.name, HISTORIES.name, WRITES.name, JUDGMENTS.name, CALIBRATION.name)
+#: the arms' states are kept beside them while they fit this many bytes together (else listed as omitted)
+STATES_CAP = 20 * 2**20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,15 +67,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def copy_data(run_dir: Path, report_dir: Path) -> Path:
-    """Copy the run's :data:`KEPT_DATASETS` and ``run.toml`` into ``report_dir/data`` (replaced whole:
-    written beside it, then renamed, so a reader never sees a mix of two runs). Returns the folder."""
+def _size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def copy_data(run_dir: Path, report_dir: Path, states_cap: int = STATES_CAP) -> Path:
+    """Copy the run's :data:`KEPT_DATASETS`, its ``states/`` while they fit ``states_cap`` bytes, and
+    ``run.toml`` into ``report_dir/data`` (replaced whole: written beside it, then renamed, so a reader
+    never sees a mix of two runs), with a ``CONTENTS.md`` saying what is kept and what is not, with sizes.
+    Returns the folder."""
     target = report_dir / "data"
     staging = Path(tempfile.mkdtemp(prefix=".data-", dir=report_dir))
     try:
-        for name in KEPT_DATASETS:
-            if (run_dir / name).is_dir():
-                shutil.copytree(run_dir / name, staging / name, ignore=shutil.ignore_patterns(".*"))
+        lines = ["# What this folder keeps of the run", "", "| folder | bytes | kept |", "|---|---|---|"]
+        for name in (*KEPT_DATASETS, STATES):
+            folder = run_dir / name
+            if not folder.is_dir():
+                continue
+            size = _size(folder)
+            kept = name != STATES or size <= states_cap
+            if kept:
+                shutil.copytree(folder, staging / name, ignore=shutil.ignore_patterns(".*"))
+            why = "yes" if kept else f"no: over the {states_cap:,}-byte cap (in the run folder)"
+            lines.append(f"| `{name}/` | {size:,} | {why} |")
+        for name in sorted(
+            p.name for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+        ):
+            if name not in (*KEPT_DATASETS, STATES):
+                lines.append(f"| `{name}/` | {_size(run_dir / name):,} | no (the run folder keeps it) |")
+        (staging / "CONTENTS.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
         shutil.copy2(run_dir / RUN_TOML, staging / RUN_TOML)
         if target.exists():
             shutil.rmtree(target)

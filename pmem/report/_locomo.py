@@ -18,7 +18,7 @@ from scipy.stats import wilcoxon
 
 from pmem.bench import LOCOMO_CATEGORIES
 from pmem.report._base import Metrics, order_arms
-from pmem.report._stats import cluster_bootstrap, seed_for, wilson, with_wilson
+from pmem.report._stats import cluster_bootstrap, mcnemar_exact, seed_for, wilson, with_wilson
 from pmem.report._table import Table, ci, pct
 from pmem.rundir import columns as C
 
@@ -32,6 +32,30 @@ ADVERSARIAL = "adversarial"
 OVERALL_ALL = "overall 1-5"
 
 
+#: what a history id says of its slice when it names none (every session of the conversation)
+WHOLE = "all sessions"
+
+
+def slice_of(history_id: pl.Expr) -> pl.Expr:
+    """The LoCoMo slice a history belongs to, from its id: ``locomo/conv-26/sessions=4`` -> ``sessions=4``
+    (:data:`WHOLE` where the id names none), so that two slices of one run are never pooled."""
+    rest = history_id.str.replace(r"^locomo/[^/]+/?", "")
+    return pl.when(rest == "").then(pl.lit(WHOLE)).otherwise(rest)
+
+
+def primary_slice(data: pl.DataFrame) -> str | None:
+    """The slice with the most questions (what a single figure of the run quotes)."""
+    if data.height == 0 or "slice" not in data.columns:
+        return None
+    sizes = (
+        data.filter(pl.col("category") == OVERALL)
+        .group_by("slice")
+        .agg(pl.col("n").max())
+        .sort("n", "slice", descending=[True, False])
+    )
+    return str(sizes["slice"][0]) if sizes.height else None
+
+
 def locomo_rows(m: Metrics) -> pl.DataFrame:
     """One row per answered LoCoMo question: history, question, arm, category, f1, bleu1, correct, judged
     (cached per run)."""
@@ -43,6 +67,7 @@ def locomo_rows(m: Metrics) -> pl.DataFrame:
     empty = pl.DataFrame(
         schema={
             C.HISTORY_ID: pl.String,
+            "slice": pl.String,
             C.QUESTION_ID: pl.String,
             C.ARM: pl.String,
             C.QUESTION_TYPE: pl.String,
@@ -50,6 +75,9 @@ def locomo_rows(m: Metrics) -> pl.DataFrame:
             C.BLEU1: pl.Float64,
             C.CORRECT: pl.Boolean,
             "judged": pl.Boolean,
+            C.ALT_GOLD_KIND: pl.String,
+            "f1_alt": pl.Float64,
+            "correct_alt": pl.Boolean,
         }
     )
     if lf is None or C.BENCHMARK not in cols:
@@ -64,6 +92,7 @@ def locomo_rows(m: Metrics) -> pl.DataFrame:
             lf.filter(pl.col(C.BENCHMARK) == BENCHMARK)
             .select(
                 C.HISTORY_ID,
+                slice_of(pl.col(C.HISTORY_ID)).alias("slice"),
                 C.QUESTION_ID,
                 C.ARM,
                 C.QUESTION_TYPE,
@@ -71,6 +100,10 @@ def locomo_rows(m: Metrics) -> pl.DataFrame:
                 col(C.BLEU1, pl.Float64),
                 col(C.CORRECT, pl.Boolean),
                 col(C.JUDGE_MODEL, pl.String).is_not_null().alias("judged"),
+                col(C.ALT_GOLD_KIND, pl.String),
+                # against the other gold: the same where the question's two golds agree
+                pl.coalesce(col(C.ALT_F1, pl.Float64), col(C.F1, pl.Float64)).alias("f1_alt"),
+                pl.coalesce(col(C.ALT_CORRECT, pl.Boolean), col(C.CORRECT, pl.Boolean)).alias("correct_alt"),
             )
             .collect()
         )
@@ -88,24 +121,33 @@ def _category_stats(rows: pl.DataFrame) -> pl.DataFrame:
             bleu1=pl.col(C.BLEU1).mean(),
             judged=pl.col("judged").sum(),
             judge_correct=(pl.col("judged") & pl.col(C.CORRECT).fill_null(False)).sum(),
+            f1_alt=pl.col("f1_alt").mean(),
+            judge_correct_alt=(pl.col("judged") & pl.col("correct_alt").fill_null(False)).sum(),
         )
 
     answered = rows.filter(pl.col(C.QUESTION_TYPE).is_in(ORDER))
     if answered.height == 0:
         return pl.DataFrame()
-    per = agg(answered, [C.ARM, C.QUESTION_TYPE]).rename({C.QUESTION_TYPE: "category"})
-    pooled = agg(answered, [C.ARM]).with_columns(category=pl.lit(OVERALL))
+    per = agg(answered, ["slice", C.ARM, C.QUESTION_TYPE]).rename({C.QUESTION_TYPE: "category"})
+    pooled = agg(answered, ["slice", C.ARM]).with_columns(category=pl.lit(OVERALL))
     data = pl.concat([per, pooled.select(per.columns)])
-    bounds = [wilson(int(k), int(n)) for k, n in data.select("judge_correct", "judged").iter_rows()]
-    data = data.with_columns(
-        j=pl.when(pl.col("judged") > 0).then(pl.col("judge_correct") / pl.col("judged")),
-        j_wilson_lo=pl.Series([b[0] if n else None for b, n in zip(bounds, data["judged"], strict=True)]),
-        j_wilson_hi=pl.Series([b[1] if n else None for b, n in zip(bounds, data["judged"], strict=True)]),
-    )
+    for k_col, name in (("judge_correct", "j"), ("judge_correct_alt", "j_alt")):
+        bounds = [wilson(int(k), int(n)) for k, n in data.select(k_col, "judged").iter_rows()]
+        data = data.with_columns(
+            pl.when(pl.col("judged") > 0).then(pl.col(k_col) / pl.col("judged")).alias(name),
+            pl.Series(
+                f"{name}_wilson_lo",
+                [b[0] if n else None for b, n in zip(bounds, data["judged"], strict=True)],
+            ),
+            pl.Series(
+                f"{name}_wilson_hi",
+                [b[1] if n else None for b, n in zip(bounds, data["judged"], strict=True)],
+            ),
+        )
     rank = {c: i for i, c in enumerate((*ORDER, OVERALL))}
     return (
         data.with_columns(_o=pl.col("category").replace_strict(rank, return_dtype=pl.Int64))
-        .sort(C.ARM, "_o")
+        .sort("slice", C.ARM, "_o")
         .drop("_o")
     )
 
@@ -130,6 +172,8 @@ def ours(m: Metrics, arm: str, category: str, metric: str) -> tuple[float | None
         sel = data.filter(pl.col(C.ARM) == arm) if data.height else data
     else:
         data = m.tables["locomo"].data
+        if data.height:
+            data = data.filter(pl.col("slice") == primary_slice(data))
         key, n_col = {"f1": ("f1", "n"), "bleu1": ("bleu1", "n"), "judge": ("j", "judged")}[metric]
         sel = data.filter((pl.col(C.ARM) == arm) & (pl.col("category") == name)) if data.height else data
     if sel.height == 0:
@@ -143,10 +187,10 @@ def ours(m: Metrics, arm: str, category: str, metric: str) -> tuple[float | None
 def _cell(r: dict[str, Any] | None, metric: str) -> str:
     if r is None:
         return "missing (no rows)"
-    if metric == "j":
+    if metric in ("j", "j_alt"):
         if not r["judged"]:
             return "not judged"
-        return f"{pct(r['j'])} {ci(r['j_wilson_lo'], r['j_wilson_hi'])} (n={r['judged']})"
+        return f"{pct(r[metric])} {ci(r[f'{metric}_wilson_lo'], r[f'{metric}_wilson_hi'])} (n={r['judged']})"
     value = r[metric]
     return "–" if value is None else f"{100 * value:.1f} (n={r['n']})"
 
@@ -159,7 +203,8 @@ def locomo_table(m: Metrics) -> Table:
         "normalized, Porter-stemmed tokens (multi-hop: gold and answer split on commas, partial credit; "
         "open-domain: gold cut at ';'), x100, mean over questions; BLEU-1 as the published LoCoMo "
         "evaluations compute it (nltk sentence_bleu, weights (1,0,0,0)), x100; J = the LLM judge's "
-        "accuracy % [Wilson 95% CI] on the questions it judged (Mem0's J rubric). Overall 1-4 pools the "
+        "accuracy % [Wilson 95% CI] on the questions it judged (its rules and prompt: pmem.bench's "
+        "judge; how far to believe it: the calibration table below). Overall 1-4 pools the "
         "questions (each weighs one).",
         "LoCoMo's `correct` (the all-accuracies and paired tables) is the judge's verdict where a judge is "
         "configured, else F1 >= 0.5: a convenience threshold; F1 is the benchmark's metric.",
@@ -170,24 +215,44 @@ def locomo_table(m: Metrics) -> Table:
         pl.DataFrame(),
         None,
         notes,
-        keys=(C.ARM, "category"),
+        keys=("slice", C.ARM, "category"),
         values=("f1", "bleu1", "j"),
         section=SECTION,
     )
     if data.height == 0:
         return empty
-    idx = {(r[C.ARM], r["category"]): r for r in data.iter_rows(named=True)}
+    idx = {(r["slice"], r[C.ARM], r["category"]): r for r in data.iter_rows(named=True)}
+    slices = sorted(data["slice"].unique().to_list(), key=lambda sl: sl != primary_slice(data))
+    alt_kinds = rows[C.ALT_GOLD_KIND].drop_nulls().unique().to_list()
+    metrics = [("f1", "F1"), ("bleu1", "BLEU-1"), ("j", "J (judge)")]
+    if len(alt_kinds) == 1:
+        kind = alt_kinds[0]
+        run_gold = "audited" if kind == "original" else "original"
+        metrics[1:1] = [("f1_alt", f"F1, {kind} gold")]
+        metrics.append(("j_alt", f"J, {kind} gold"))
+        changed = rows.filter(pl.col(C.ALT_GOLD_KIND).is_not_null() & pl.col(C.QUESTION_TYPE).is_in(ORDER))
+        notes.append(
+            f"Two golds: the run is scored against LoCoMo's {run_gold} answers; the '{kind} gold' rows score "
+            f"the same answers against the {kind} ones (the audit dial481/locomo-audit changes "
+            f"{changed[C.QUESTION_ID].n_unique()} of this run's questions of categories 1-4; the others "
+            "count the same under both)."
+        )
     out = []
-    for arm in order_arms(data[C.ARM].unique().to_list()):
-        for metric, label in (("f1", "F1"), ("bleu1", "BLEU-1"), ("j", "J (judge)")):
-            line = {C.ARM: arm, "metric": label}
-            for cat in (*ORDER, OVERALL):
-                line[cat] = _cell(idx.get((arm, cat)), metric)
-            out.append(line)
+    for sl in slices:
+        for arm in order_arms(data.filter(pl.col("slice") == sl)[C.ARM].unique().to_list()):
+            for metric, label in metrics:
+                line = {"slice": sl, C.ARM: arm, "metric": label}
+                for cat in (*ORDER, OVERALL):
+                    line[cat] = _cell(idx.get((sl, arm, cat)), metric)
+                out.append(line)
+    display = pl.DataFrame(out)
+    if len(slices) == 1:
+        display = display.drop("slice")
     return Table(
         empty.name,
         empty.title,
         data.select(
+            "slice",
             C.ARM,
             "category",
             "n",
@@ -198,8 +263,13 @@ def locomo_table(m: Metrics) -> Table:
             "j",
             "j_wilson_lo",
             "j_wilson_hi",
+            "f1_alt",
+            "judge_correct_alt",
+            "j_alt",
+            "j_alt_wilson_lo",
+            "j_alt_wilson_hi",
         ),
-        pl.DataFrame(out),
+        display,
         notes,
         keys=empty.keys,
         values=empty.values,
@@ -319,60 +389,58 @@ def citation_table(m: Metrics) -> Table:
 
 
 def f1_paired_table(m: Metrics, reference: str = "pmem") -> Table:
-    """LoCoMo's own metric, paired: each arm's F1 against ``reference``'s on the questions (categories
-    1-4) both answered, with a conversation-clustered bootstrap interval of the mean difference and the
-    Wilcoxon signed-rank test on the per-question differences."""
+    """Each arm against ``reference`` on the LoCoMo questions (categories 1-4) both answered, per slice
+    and category and over 1-4: LoCoMo's F1 (mean difference with a conversation-clustered bootstrap
+    interval, Wilcoxon signed-rank test) and the judge's verdicts (exact McNemar on the discordant
+    questions, where both were judged)."""
     notes = [
-        f"LoCoMo categories 1-4, LoCoMo's F1 (x100) on the questions both `{reference}` and the arm "
-        f"answered: diff = F1({reference}) − F1(arm), mean over questions, with a 95% percentile interval "
-        "from resampling whole conversations (histories); p: two-sided Wilcoxon signed-rank test on the "
-        "per-question differences (ties at zero dropped; 1.0 when every difference is zero).",
+        f"LoCoMo categories 1-4, on the questions both `{reference}` and the arm answered, per slice and "
+        f"category: F1 (x100) diff = F1({reference}) − F1(arm), mean over questions, with a 95% percentile "
+        "interval from resampling whole conversations (histories); p F1: two-sided Wilcoxon signed-rank "
+        "test on the per-question differences (ties at zero dropped; 1.0 when every difference is zero). "
+        f"J: the judge's accuracy of each on the questions both were judged; {reference} only / arm only: "
+        "questions one got right and the other wrong; p J: exact two-sided McNemar on those.",
     ]
     empty = Table(
         "locomo_f1_paired",
-        f"LoCoMo: F1 of each arm against {reference}, paired",
+        f"LoCoMo: each arm against {reference}, paired (F1 and judge)",
         pl.DataFrame(),
         None,
         notes,
-        keys=("arm_b",),
+        keys=("slice", "category", "arm_b"),
         values=("diff",),
         section=SECTION,
     )
     rows = locomo_rows(m).filter(pl.col(C.QUESTION_TYPE).is_in(ORDER) & pl.col(C.F1).is_not_null())
     if rows.height == 0 or reference not in set(rows[C.ARM].to_list()):
         return empty
-    ref = rows.filter(pl.col(C.ARM) == reference).select(C.HISTORY_ID, C.QUESTION_ID, ref_f1=C.F1)
+    ref = rows.filter(pl.col(C.ARM) == reference).select(
+        C.HISTORY_ID, C.QUESTION_ID, ref_f1=C.F1, ref_judged="judged", ref_correct=C.CORRECT
+    )
     out = []
     for arm in order_arms([a for a in rows[C.ARM].unique().to_list() if a != reference]):
-        pairs = (
-            rows.filter(pl.col(C.ARM) == arm)
-            .join(ref, on=[C.HISTORY_ID, C.QUESTION_ID])
-            .with_columns(d=pl.col("ref_f1") - pl.col(C.F1))
-        )
-        if pairs.height == 0:
-            continue
-        per = pairs.group_by(C.HISTORY_ID).agg(num=pl.col("d").sum(), den=pl.len())
-        lo, hi = cluster_bootstrap(
-            per["num"].to_numpy(), per["den"].to_numpy(), np.ones(per.height), seed=seed_for("f1", arm)
-        )
-        diffs = pairs["d"].to_numpy()
-        p = 1.0 if not np.any(diffs) else float(wilcoxon(diffs, zero_method="wilcox").pvalue)
-        out.append(
-            {
-                "arm_b": arm,
-                "n": pairs.height,
-                f"f1_{reference}": float(pairs["ref_f1"].to_numpy().mean()),
-                "f1_arm": float(pairs[C.F1].to_numpy().mean()),
-                "diff": float(diffs.mean()),
-                "diff_lo": lo,
-                "diff_hi": hi,
-                "p_wilcoxon": p,
-            }
-        )
+        joined = rows.filter(pl.col(C.ARM) == arm).join(ref, on=[C.HISTORY_ID, C.QUESTION_ID])
+        for sl in sorted(joined["slice"].unique().to_list()):
+            in_slice = joined.filter(pl.col("slice") == sl)
+            for category in (OVERALL, *ORDER):
+                pairs = (
+                    in_slice if category == OVERALL else in_slice.filter(pl.col(C.QUESTION_TYPE) == category)
+                )
+                if pairs.height:
+                    out.append(
+                        {
+                            "slice": sl,
+                            "category": category,
+                            "arm_b": arm,
+                            **_paired(pairs, reference, arm, sl, category),
+                        }
+                    )
     if not out:
         return empty
     data = pl.DataFrame(out)
     display = data.select(
+        pl.col("slice"),
+        pl.col("category"),
         pl.col("arm_b").alias("arm"),
         pl.col("n"),
         pl.format("{}", (100 * pl.col(f"f1_{reference}")).round(1)).alias(f"F1 {reference}"),
@@ -382,7 +450,50 @@ def f1_paired_table(m: Metrics, reference: str = "pmem") -> Table:
             (100 * pl.col("diff")).round(1),
             (100 * pl.col("diff_lo")).round(1),
             (100 * pl.col("diff_hi")).round(1),
-        ).alias("diff [95% CI]"),
-        pl.col("p_wilcoxon").map_elements(lambda p: f"{p:.3g}", return_dtype=pl.String).alias("p"),
+        ).alias("F1 diff [95% CI]"),
+        pl.col("p_wilcoxon").map_elements(lambda p: f"{p:.3g}", return_dtype=pl.String).alias("p F1"),
+        pl.when(pl.col("n_judged") > 0)
+        .then(
+            pl.format(
+                "{}% vs {}%", (100 * pl.col(f"j_{reference}")).round(1), (100 * pl.col("j_arm")).round(1)
+            )
+        )
+        .otherwise(pl.lit("not judged"))
+        .alias(f"J {reference} vs arm"),
+        pl.format("{} / {}", pl.col("a_only"), pl.col("b_only")).alias(f"{reference} only / arm only"),
+        pl.col("p_mcnemar").map_elements(lambda p: f"{p:.3g}", return_dtype=pl.String).alias("p J"),
     )
+    if data["slice"].n_unique() == 1:
+        display = display.drop("slice")
     return replace(empty, data=data, display=display)
+
+
+def _paired(pairs: pl.DataFrame, reference: str, arm: str, sl: str, category: str) -> dict[str, Any]:
+    per = pairs.group_by(C.HISTORY_ID).agg(num=(pl.col("ref_f1") - pl.col(C.F1)).sum(), den=pl.len())
+    lo, hi = cluster_bootstrap(
+        per["num"].to_numpy(),
+        per["den"].to_numpy(),
+        np.ones(per.height),
+        seed=seed_for("f1", arm, sl, category),
+    )
+    diffs = (pairs["ref_f1"] - pairs[C.F1]).to_numpy()
+    p = 1.0 if not np.any(diffs) else float(wilcoxon(diffs, zero_method="wilcox").pvalue)
+    judged = pairs.filter(pl.col("judged") & pl.col("ref_judged"))
+    a = judged["ref_correct"].fill_null(False)
+    b = judged[C.CORRECT].fill_null(False)
+    a_only, b_only = int((a & ~b).sum()), int((~a & b).sum())
+    return {
+        "n": pairs.height,
+        f"f1_{reference}": float(pairs["ref_f1"].to_numpy().mean()),
+        "f1_arm": float(pairs[C.F1].to_numpy().mean()),
+        "diff": float(diffs.mean()),
+        "diff_lo": lo,
+        "diff_hi": hi,
+        "p_wilcoxon": p,
+        "n_judged": judged.height,
+        f"j_{reference}": int(a.sum()) / judged.height if judged.height else None,
+        "j_arm": int(b.sum()) / judged.height if judged.height else None,
+        "a_only": a_only,
+        "b_only": b_only,
+        "p_mcnemar": mcnemar_exact(a_only, b_only),
+    }

@@ -23,6 +23,7 @@ from pmem.report._benchmarks import conflict_table, table6, table7, table8, two_
 from pmem.report._cost import break_even_table, read_cost_table, write_cost_table
 from pmem.report._counts import history_counts, summarize
 from pmem.report._coverage import coverage_table
+from pmem.report._judge import judge_calibration_table, judge_rules_table
 from pmem.report._load import Run
 from pmem.report._locomo import adversarial_table, citation_table, f1_paired_table, locomo_table
 from pmem.report._paired import paired_vs_reference_table
@@ -51,6 +52,8 @@ def compute(run: Run, *, reference: str = "pmem") -> Metrics:
     t["locomo_adversarial"] = adversarial_table(m)
     t["locomo_citations"] = citation_table(m)
     t["locomo_f1_paired"] = f1_paired_table(m, reference)
+    t["judge_calibration"] = judge_calibration_table(m)
+    t["judge_rules"] = judge_rules_table(m)
     t["accuracy"] = accuracy_table(m)
     t["stale_rate"] = stale_table(m)
     t["paired"] = paired_vs_reference_table(m, reference)

@@ -54,9 +54,9 @@ FAMILIES: dict[str, Family] = {
     RETRIEVAL: Family(
         RETRIEVAL,
         "retrieval / long-context baselines",
-        ("#4d5d4d", "#1b7837", "#5aae61", "#a6d96a", "#66c2a5"),
+        ("#4d5d4d", "#1b7837", "#5aae61", "#a6d96a", "#66c2a5", "#4dac26"),
         (80.0, 170.0),
-        ("x", "^", "o", "s", "D"),
+        ("x", "^", "o", "s", "D", "P"),
         ":",
     ),
     OTHER: Family(

@@ -23,7 +23,9 @@ import polars as pl
 from pmem.report._base import Metrics, length_order, order_arms
 from pmem.report._counts import summarize
 from pmem.report._coverage import STATUS_KINDS, status_kind
+from pmem.report._judge import judge_validation
 from pmem.report._load import AGENT_SEP
+from pmem.report._locomo import primary_slice
 from pmem.report._probes import BENCHMARK as PROBES
 from pmem.report._probes import PAIRS, PROBE_TYPES, post_event
 from pmem.report._stats import mcnemar_exact
@@ -342,43 +344,21 @@ def _probes(m: Metrics, h: _Headlines, reference: str) -> None:
 
 
 def _locomo(m: Metrics, h: _Headlines, reference: str) -> None:
-    """F1 over categories 1-4 per arm (LoCoMo's metric), J where judged, adversarial abstention apart."""
-    t = m.tables["locomo"].data
-    if t.height == 0:
+    """Per LoCoMo slice: F1 over categories 1-4 per arm (LoCoMo's metric) and J where judged, each with its
+    paired test against the lead arm; whether the judge was measured on the calibration set; adversarial
+    abstention apart."""
+    table = m.tables["locomo"].data
+    if table.height == 0:
         return
-    rows = _by_arm(t.filter(pl.col("category") == "overall 1-4"))
-    arms = order_arms(rows)
-    lead = _lead(arms, reference)
+    slices = sorted(table["slice"].unique().to_list(), key=lambda sl: sl != primary_slice(table))
+    for sl in slices:
+        _locomo_slice(m, h, reference, sl, several=len(slices) > 1)
+    _locomo_adversarial(m, h, reference)
 
-    def score(a: str, metric: str, n_col: str) -> str:
-        r = rows[a]
-        lo = hi = None
-        if metric == "j":
-            lo, hi = r["j_wilson_lo"], r["j_wilson_hi"]
-        h.number(
-            "overall 1-4", a, metric, r[metric], lo, hi, "Wilson" if metric == "j" else "none", n=r[n_col]
-        )
-        return f"{100 * r[metric]:.1f}" + (f"% {ci(lo, hi)}" if metric == "j" else "")
 
-    with_f1 = [a for a in arms if rows[a]["f1"] is not None]
-    if lead in with_f1:
-        f1 = {a: score(a, "f1", "n") for a in with_f1}
-        h.sentences.append(
-            "F1 over categories 1-4 (LoCoMo's official scorer, x100): "
-            + _versus(
-                lead, f"{f1[lead]} (n={rows[lead]['n']})", [a for a in with_f1 if a != lead], lambda a: f1[a]
-            )
-            + "."
-        )
-    judged = [a for a in arms if rows[a]["judged"]]
-    if lead in judged:
-        j = {a: score(a, "j", "judged") for a in judged}
-        h.sentences.append(
-            "LLM-judge accuracy (J) over categories 1-4: "
-            + _versus(lead, j[lead], [a for a in judged if a != lead], lambda a: j[a])
-            + "."
-        )
+def _locomo_adversarial(m: Metrics, h: _Headlines, reference: str) -> None:
     adv = _by_arm(m.tables["locomo_adversarial"].data.filter(pl.col("n") > 0))
+    lead = _lead(order_arms(adv), reference) if adv else reference
     if lead in adv:
         r = adv[lead]
         text = h.number(
@@ -393,6 +373,68 @@ def _locomo(m: Metrics, h: _Headlines, reference: str) -> None:
             r["n"],
         )
         h.sentences.append(f"Adversarial questions, abstained (scored apart): {lead} {text} (n={r['n']}).")
+
+
+def _locomo_slice(m: Metrics, h: _Headlines, reference: str, sl: str, *, several: bool) -> None:
+    table, paired = m.tables["locomo"].data, m.tables["locomo_f1_paired"].data
+    rows = _by_arm(table.filter((pl.col("category") == "overall 1-4") & (pl.col("slice") == sl)))
+    arms = order_arms(rows)
+    lead = _lead(arms, reference)
+    where = f"overall 1-4, {sl}" if several else "overall 1-4"
+    label = f" ({sl})" if several else ""
+
+    def score(a: str, metric: str, n_col: str) -> str:
+        r = rows[a]
+        lo = hi = None
+        if metric == "j":
+            lo, hi = r["j_wilson_lo"], r["j_wilson_hi"]
+        h.number(where, a, metric, r[metric], lo, hi, "Wilson" if metric == "j" else "none", n=r[n_col])
+        return f"{100 * r[metric]:.1f}" + (f"% {ci(lo, hi)}" if metric == "j" else "")
+
+    tested = paired.height > 0 and lead == reference
+
+    def test(a: str, column: str) -> str:
+        if not tested:
+            return ""
+        p = paired.filter(
+            (pl.col("slice") == sl) & (pl.col("category") == "overall 1-4") & (pl.col("arm_b") == a)
+        )
+        return f" (p = {p[column][0]:.2g})" if p.height and p[column][0] is not None else ""
+
+    with_f1 = [a for a in arms if rows[a]["f1"] is not None]
+    if lead in with_f1:
+        f1 = {a: score(a, "f1", "n") + test(a, "p_wilcoxon") for a in with_f1}
+        h.sentences.append(
+            f"F1 over categories 1-4{label} (LoCoMo's official scorer, x100"
+            + (f"; p: paired Wilcoxon against {lead}" if tested else "")
+            + "): "
+            + _versus(
+                lead,
+                f"{f1[lead]} (n={rows[lead]['n']})",
+                [a for a in with_f1 if a != lead],
+                f1.__getitem__,
+            )
+            + "."
+        )
+    judged = [a for a in arms if rows[a]["judged"]]
+    if lead in judged:
+        j = {a: score(a, "j", "judged") + test(a, "p_mcnemar") for a in judged}
+        validation = judge_validation(m)
+        if validation is None:
+            trust = "the judge was not measured on the calibration set: these are not evidence"
+        else:
+            trust = (
+                f"the judge accepts {validation['wrong_accepted']}/{validation['wrong_n']} wrong and "
+                f"{validation['right_accepted']}/{validation['right_n']} right answers of the calibration set"
+                + ("" if validation["all_kinds_meet"] else "; it misses a kind's target: see its table")
+            )
+        h.sentences.append(
+            f"LLM-judge accuracy (J) over categories 1-4{label} ({trust}"
+            + (f"; p: paired McNemar against {lead}" if tested else "")
+            + "): "
+            + _versus(lead, j[lead], [a for a in judged if a != lead], j.__getitem__)
+            + "."
+        )
 
 
 # -- any other benchmark ------------------------------------------------------------------------------------

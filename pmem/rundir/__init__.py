@@ -25,6 +25,7 @@ from __future__ import annotations
 from pmem.rundir import columns
 from pmem.rundir._commits import CommitRecord, CommitRecordError, Damaged, record_digests, verify_commits
 from pmem.rundir._datasets import (
+    CALIBRATION,
     DATASETS,
     HISTORIES,
     JUDGMENTS,
@@ -64,6 +65,7 @@ from pmem.rundir._layout import (
     states_of,
 )
 from pmem.rundir._rows import (
+    CalibrationRow,
     HistoryRow,
     JudgmentRow,
     ParamColumns,
@@ -75,6 +77,7 @@ from pmem.rundir._rows import (
 
 __all__ = [
     "CACHE",
+    "CALIBRATION",
     "COMMITS",
     "DATASETS",
     "FAILED_HISTORIES_GLOB",
@@ -96,6 +99,7 @@ __all__ = [
     "STORE_STATE",
     "SUMMARY",
     "WRITES",
+    "CalibrationRow",
     "CommitRecord",
     "CommitRecordError",
     "Damaged",

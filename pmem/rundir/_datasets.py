@@ -13,7 +13,7 @@ from dataclasses import MISSING, dataclass, fields, is_dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pmem.rundir import columns as C
-from pmem.rundir._rows import HistoryRow, JudgmentRow, RequestRow, ResultRow, WriteRow
+from pmem.rundir._rows import CalibrationRow, HistoryRow, JudgmentRow, RequestRow, ResultRow, WriteRow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -168,9 +168,12 @@ WRITES: Dataset[WriteRow] = Dataset("writes", WriteRow)
 REQUESTS: Dataset[RequestRow] = Dataset("requests", RequestRow)
 HISTORIES: Dataset[HistoryRow] = Dataset("histories", HistoryRow)
 JUDGMENTS: Dataset[JudgmentRow] = Dataset("judgments", JudgmentRow)
+CALIBRATION: Dataset[CalibrationRow] = Dataset("calibration", CalibrationRow)
 
 #: every Parquet dataset of a run directory, by its directory name
-DATASETS: dict[str, Dataset[Any]] = {d.name: d for d in (RESULTS, WRITES, REQUESTS, HISTORIES, JUDGMENTS)}
+DATASETS: dict[str, Dataset[Any]] = {
+    d.name: d for d in (RESULTS, WRITES, REQUESTS, HISTORIES, JUDGMENTS, CALIBRATION)
+}
 
 
 def dataset(name: str) -> Dataset[Any]:

@@ -88,6 +88,15 @@ class ResultRow(_UnitKeys):
     stale: bool | None
     needs_judge: bool | None = None
     judge_model: str | None = None
+    #: the judge's prompts and rules (pmem.bench.JUDGE_VERSION) that gave ``correct``
+    judge_version: str | None = None
+    #: what decided ``correct``: "model", or the deterministic rule that needed no model ("bare-tag", ...)
+    judge_rule: str | None = None
+    #: the judge model's reply (null where a rule decided)
+    judge_raw: str | None = None
+    #: the first verdict a re-judging replaced (``pmem rejudge``), and its judge "<model> <version>"
+    prior_correct: bool | None = None
+    prior_judge: str | None = None
     answer_class: str | None = None
     question_date: str | None = None
     after_event: int | None = None
@@ -111,6 +120,12 @@ class ResultRow(_UnitKeys):
     f1: float | None = None
     bleu1: float | None = None
     raw: str | None = None
+    #: the question's other gold, where the benchmark has two that differ (LoCoMo: "original" or
+    #: "audited"), with the answer's F1 and the judge's verdict against it
+    alt_gold_kind: str | None = None
+    alt_gold: str | None = None
+    alt_f1: float | None = None
+    alt_correct: bool | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -211,3 +226,27 @@ class JudgmentRow(_UnitKeys):
     error: str | None
     superseded: str | None = None
     current: str | None = None
+    judge_version: str | None = None
+    rule: str | None = None
+    #: the verdict against the question's other gold (null where it has none)
+    alt_verdict: bool | None = None
+    alt_raw: str | None = None
+    alt_rule: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CalibrationRow:
+    """calibration/: the run's judge on one case of the judge calibration set (answers whose verdict is
+    known: :func:`pmem.bench.calibration_cases`)."""
+
+    judge_model: str
+    judge_version: str
+    case_id: str
+    kind: str
+    #: whether the case's answer is right
+    expected: bool
+    verdict: bool | None
+    #: "model", or the deterministic rule that decided
+    rule: str
+    raw: str | None
+    error: str | None

@@ -39,6 +39,11 @@ CORRECT: Final = "correct"
 STALE: Final = "stale"
 NEEDS_JUDGE: Final = "needs_judge"
 JUDGE_MODEL: Final = "judge_model"
+JUDGE_VERSION: Final = "judge_version"
+JUDGE_RULE: Final = "judge_rule"
+JUDGE_RAW: Final = "judge_raw"
+PRIOR_CORRECT: Final = "prior_correct"
+PRIOR_JUDGE: Final = "prior_judge"
 ANSWER_CLASS: Final = "answer_class"
 QUESTION_DATE: Final = "question_date"
 AFTER_EVENT: Final = "after_event"
@@ -73,6 +78,10 @@ F1: Final = "f1"
 BLEU1: Final = "bleu1"
 #: the model's raw output (results: the answer call; judgments: the verdict call)
 RAW: Final = "raw"
+ALT_GOLD_KIND: Final = "alt_gold_kind"
+ALT_GOLD: Final = "alt_gold"
+ALT_F1: Final = "alt_f1"
+ALT_CORRECT: Final = "alt_correct"
 
 # -- writes/: one row per write operation -----------------------------------------------------------
 SEQ: Final = "seq"
@@ -132,6 +141,17 @@ VERDICT: Final = "verdict"
 #: judge-extracted values where the benchmark names the evidence (LongMemEval stale rate)
 SUPERSEDED: Final = "superseded"
 CURRENT: Final = "current"
+#: what decided the verdict ("model" or a deterministic rule), and the verdict against the other gold
+RULE: Final = "rule"
+ALT_VERDICT: Final = "alt_verdict"
+ALT_RAW: Final = "alt_raw"
+ALT_RULE: Final = "alt_rule"
+
+# -- calibration/: the run's judge on each case of the judge calibration set -----------------------
+CASE_ID: Final = "case_id"
+KIND: Final = "kind"
+#: whether the case's answer is right
+EXPECTED: Final = "expected"
 
 #: benchmark parameters that are columns of their own (and grouping columns in the report)
 PARAM_COLUMNS: Final = (L, D, LENGTH)

@@ -34,6 +34,7 @@ from pmem.runner._connect import ClusterUnreachable, connect, embedded
 from pmem.runner._driver import SweepInterrupted, SweepResult, plan_sweep, run_sweep
 from pmem.runner._erase import RunErasure, RunErasureError, erase_in_run
 from pmem.runner._execute import RecordingChatModel, RecordingEmbedder
+from pmem.runner._judge import judge_answer, judge_calibration, judge_results, judge_version, measures_topics
 from pmem.runner._store import RunStore
 
 if TYPE_CHECKING:
@@ -70,7 +71,12 @@ __all__ = [
     "connect",
     "embedded",
     "erase_in_run",
+    "judge_answer",
+    "judge_calibration",
+    "judge_results",
+    "judge_version",
     "load_config",
+    "measures_topics",
     "model_client",
     "parse_config",
     "parse_role",

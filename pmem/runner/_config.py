@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pmem.arms import ARM_NAMES, PEER_ARM_NAMES, arm_names, resolve_arm
+from pmem.arms import ARM_NAMES, PEER_ARM_NAMES, VARIANT_ARM_NAMES, arm_names, resolve_arm
 from pmem.bench import benchmark_info, benchmark_names
 from pmem.models import SECRET_OPTIONS, ModelKind, ModelSpec, ModelSpecError, redacted, thaw
 
@@ -284,8 +284,9 @@ def _arm_list(source: str, where: str, value: Any) -> tuple[str, ...]:
                 resolve_arm(a)  # a plugin that does not import fails here, not in every history
             except ValueError as exc:
                 raise config_error(source, where, str(exc)) from None
-        elif a not in ARM_NAMES and a not in PEER_ARM_NAMES:
-            msg = f"unknown arm {a!r} (known: {', '.join((*ARM_NAMES, *PEER_ARM_NAMES))}; or module:attr)"
+        elif a not in ARM_NAMES and a not in VARIANT_ARM_NAMES and a not in PEER_ARM_NAMES:
+            known = ", ".join((*ARM_NAMES, *VARIANT_ARM_NAMES, *PEER_ARM_NAMES))
+            msg = f"unknown arm {a!r} (known: {known}; or module:attr)"
             if a in arm_names():
                 # registered in this process only: the runners (other processes) would not know it
                 msg += (

@@ -358,6 +358,12 @@ async def run_unit(
                 ans = await arm.answer(q)
                 verdict = score(unit.benchmark, q, ans.prediction)
                 correct, stale = verdict.correct, verdict.stale
+                alt = q.alt_gold
+                alt_verdict = None
+                if alt is not None:
+                    alt_verdict = score(
+                        unit.benchmark, dataclasses.replace(q, gold=(alt[1],)), ans.prediction
+                    )
                 n_correct += int(bool(correct))
                 gold_in = stale_in = None
                 if state_values is not None:
@@ -394,6 +400,11 @@ async def run_unit(
                         f1=verdict.f1,
                         bleu1=verdict.bleu1,
                         raw=ans.raw or None,
+                        alt_gold_kind=None if alt is None else alt[0],
+                        alt_gold=None if alt is None else alt[1],
+                        alt_f1=None if alt_verdict is None else alt_verdict.f1,
+                        # a judged question's verdict comes from the judge; else the benchmark's own
+                        alt_correct=None if alt_verdict is None or q.needs_judge else alt_verdict.correct,
                     )
                 )
         if pos < len(events):

@@ -1,9 +1,15 @@
 """The judging pass: questions that need a model judge are judged after answering, from results/.
 
-Verdicts go to ``judgments/`` (one row per question and judge model) and into ``results/``'s
-``correct`` and ``judge_model`` columns (each affected part is rewritten atomically). Judge calls go
-through the response cache and are logged to ``requests/`` with purpose ``judge``, so a judge can be
-re-run for free or swapped (the judge is not part of the run's identity) without regenerating answers.
+One answer is judged by :func:`judge_answer`: LoCoMo's deterministic rules first
+(:func:`pmem.bench.guard_verdict`: tags, keys, yes for no, another year, date or speaker), the judge
+model for the rest. Verdicts go to ``judgments/`` (one row per question, judge model and
+:data:`pmem.bench.JUDGE_VERSION`) and into ``results/``'s ``correct``, ``judge_*`` and ``alt_correct``
+(against the question's other gold) columns, each affected part rewritten atomically. A verdict of
+another version is judged again, and the first verdict replaced is kept in ``prior_correct``
+(``pmem rejudge`` does this for a finished run). Judge calls go through the response cache and are
+logged to ``requests/`` with purpose ``judge``, so a judge can be re-run for free or swapped (the judge
+is not part of the run's identity) without regenerating answers. Where LoCoMo is judged, the judge is
+also measured on the calibration set (:func:`pmem.bench.calibration_cases`) into ``calibration/``.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,16 +25,34 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pmem._atomic import file_sha256
-from pmem.bench import Question, StaleValues, is_stale_prediction, parse_stale_values, stale_extraction_prompt
+from pmem.bench import (
+    JUDGE_MAX_TOKENS,
+    JUDGE_VERSION,
+    TOPICAL_EMBEDDER,
+    CalibrationCase,
+    Question,
+    StaleValues,
+    calibration_cases,
+    guard_verdict,
+    is_stale_prediction,
+    judge_messages,
+    locomo_judge_context,
+    parse_judge_reply,
+    parse_stale_values,
+    stale_extraction_prompt,
+    topical_verdict,
+)
 from pmem.models import CallContext
 from pmem.rundir import (
     CACHE,
+    CALIBRATION,
     JUDGMENTS,
     LOGS,
     REQUESTS,
     RESPONSE_CACHE,
     RESULTS,
     STAGING,
+    CalibrationRow,
     JudgmentRow,
     RequestRow,
     RowKeys,
@@ -36,12 +61,15 @@ from pmem.rundir import (
 )
 from pmem.rundir import columns as C
 from pmem.runner import _bindings as B
+from pmem.runner._config import RoleSpec, RunOptions
 from pmem.runner._execute import CallRecorder, RecordingChatModel
 from pmem.runner._hosting import keep_server_logs
 from pmem.runner._store import write_table
 
 if TYPE_CHECKING:
-    from pmem.models import ChatModel
+    from collections.abc import Callable
+
+    from pmem.models import ChatModel, Embedder
     from pmem.runner._driver import Plan
 
 
@@ -59,20 +87,121 @@ def _question_from_row(row: dict[str, Any]) -> Any:
     )
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One verdict: ``rule`` is "model" or the deterministic rule that decided without a model."""
+
+    verdict: bool | None
+    rule: str
+    raw: str | None = None
+    error: str | None = None
+
+
+async def judge_answer(
+    model: ChatModel,
+    *,
+    benchmark: str,
+    question_type: str,
+    question_id: str,
+    question: str,
+    gold: str,
+    prediction: str,
+    context: CallContext | None = None,
+    embedder: Embedder | None = None,
+) -> Judged:
+    """The verdict on one answer: LoCoMo's rules where one applies, else the judge model.
+
+    ``embedder`` (one :func:`measures_topics` accepts) adds the rule for answers about the topic only. A reply that says neither yes nor no is recorded (``raw``) with ``verdict`` None and an error:
+    the answer counts as not judged, never as wrong or right."""
+    if benchmark == "locomo":
+        ruled = guard_verdict(question, gold, prediction, locomo_judge_context(question_id))
+        if ruled is None and embedder is not None:
+            g, r, q = await embedder.embed([gold, prediction, question])
+            ruled = topical_verdict(gold, prediction, float(g @ r), float(q @ r))
+        if ruled is not None:
+            return Judged(ruled.correct, ruled.rule)
+    messages = judge_messages(question_type, question_id, question, gold, prediction, benchmark=benchmark)
+    c = await model.complete(
+        messages, purpose="judge", max_tokens=JUDGE_MAX_TOKENS, temperature=0.0, context=context
+    )
+    if c.error is not None:
+        return Judged(None, "model", c.text or None, c.error)
+    verdict = parse_judge_reply(c.text)
+    error = None if verdict is not None else "the judge's reply says neither yes nor no"
+    return Judged(verdict, "model", c.text, error)
+
+
+def measures_topics(embedder_id: str | None) -> bool:
+    """Whether the topical rule applies under this embedder: the one it was measured with
+    (:data:`pmem.bench.TOPICAL_EMBEDDER`); under another its margin means nothing and it is left out."""
+    return embedder_id is not None and TOPICAL_EMBEDDER in embedder_id.lower()
+
+
+def judge_version(embedder_id: str | None) -> str:
+    """The version a verdict is recorded under: the prompts' and rules' (:data:`JUDGE_VERSION`), and
+    whether the topical rule applied."""
+    return f"{JUDGE_VERSION}+topical" if measures_topics(embedder_id) else JUDGE_VERSION
+
+
+async def judge_calibration(
+    model: ChatModel, cases: list[CalibrationCase], concurrency: int = 8, embedder: Embedder | None = None
+) -> list[tuple[CalibrationCase, Judged]]:
+    """The judge on every calibration case (LoCoMo's rules, then the model), in the cases' order."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(c: CalibrationCase) -> Judged:
+        async with sem:
+            return await judge_answer(
+                model,
+                benchmark="locomo",
+                question_type="",
+                question_id=c.question_id,
+                question=c.question,
+                gold=c.gold,
+                prediction=c.response,
+                embedder=embedder,
+            )
+
+    judged = await asyncio.gather(*(one(c) for c in cases))
+    return list(zip(cases, judged, strict=True))
+
+
+@dataclass(frozen=True)
+class _Known:
+    verdict: bool
+    rule: str | None
+    raw: str | None
+    superseded: str | None
+    current: str | None
+    alt_verdict: bool | None
+
+
 def _existing_judgments(
-    root: Path, judge_model: str
-) -> dict[tuple[str, str], tuple[bool, str | None, str | None]]:
-    out: dict[tuple[str, str], tuple[bool, str | None, str | None]] = {}
+    root: Path, judge_model: str, version: str
+) -> tuple[dict[tuple[str, str], _Known], dict[tuple[str, str], tuple[str | None, str | None]]]:
+    """This judge's verdicts of today's version, and the stale values any earlier judging extracted."""
+    known: dict[tuple[str, str], _Known] = {}
+    extracted: dict[tuple[str, str], tuple[str | None, str | None]] = {}
     for p in sorted((root / JUDGMENTS.name).glob("*.parquet")):
-        t = pq.read_table(p)
-        for r in t.to_pylist():
-            if r["judge_model"] == judge_model and r["error"] is None and r["verdict"] is not None:
-                out[(r["unit_id"], r["question_id"])] = (
+        for r in pq.read_table(p).to_pylist():
+            key = (r["unit_id"], r["question_id"])
+            if r.get("superseded") or r.get("current"):
+                extracted[key] = (r.get("superseded"), r.get("current"))
+            if (
+                r["judge_model"] == judge_model
+                and r.get("judge_version") == version
+                and r["error"] is None
+                and r["verdict"] is not None
+            ):
+                known[key] = _Known(
                     bool(r["verdict"]),
+                    r.get("rule"),
+                    r.get("raw"),
                     r.get("superseded"),
                     r.get("current"),
+                    r.get("alt_verdict"),
                 )
-    return out
+    return known, extracted
 
 
 def _evidence(plan: Plan) -> dict[tuple[str, str], str]:
@@ -96,39 +225,75 @@ def _evidence(plan: Plan) -> dict[tuple[str, str], str]:
 
 
 def judge_pass(plan: Plan, *, log: Any = print) -> int:
-    """Judge every result row with ``needs_judge``; returns how many rows got a new verdict.
+    """Judge every result row of a sweep with ``needs_judge``; returns how many rows got a new verdict.
 
     Where the benchmark names the evidence of a question, the judge also extracts the superseded and
     current values, and ``results.stale`` says whether a wrong answer gave the superseded one."""
-    spec = plan.spec
-    root = plan.store.root
-    if spec.judge is None:
+    if plan.spec.judge is None:
         return 0
+    return judge_results(
+        plan.store.root,
+        plan.spec.judge,
+        plan.spec.run,
+        embedder_spec=plan.spec.embedder,
+        evidence=lambda: _evidence(plan),
+        log=log,
+    )
+
+
+def _cache_path(root: Path, run: RunOptions, cache_path: str | None) -> str | None:
+    if cache_path is not None:
+        return cache_path
+    if not run.cache:
+        return None
+    return run.cache_path or str(root / CACHE / RESPONSE_CACHE)
+
+
+def judge_results(
+    root: Path,
+    judge_spec: RoleSpec,
+    run: RunOptions,
+    *,
+    embedder_spec: RoleSpec | None = None,
+    evidence: Callable[[], dict[tuple[str, str], str]] | None = None,
+    cache_path: str | None = None,
+    log: Any = print,
+) -> int:
+    """Judge the ``needs_judge`` rows of the run at ``root`` with today's judge; returns how many rows
+    got a new verdict. Verdicts of today's judge and version already in ``judgments/`` are reused
+    (resumable); the first verdict a new one replaces is kept in ``prior_correct``/``prior_judge``.
+    ``embedder_spec``: the run's embedder, which the topical rule uses where it is the one the rule was
+    measured with (:func:`measures_topics`)."""
     parts = sorted((root / RESULTS.name).glob("*.parquet"))
     todo: list[tuple[Path, dict[str, Any]]] = []
     for p in parts:
         t = pq.read_table(p)
-        if not pa.compute.any(t.column("needs_judge")).as_py():
+        if C.NEEDS_JUDGE not in t.column_names or not pa.compute.any(t.column(C.NEEDS_JUDGE)).as_py():
             continue
         for r in t.to_pylist():
-            if r["needs_judge"]:
+            if r[C.NEEDS_JUDGE]:
                 todo.append((p, r))
     if not todo:
         return 0
-    judge_model = spec.judge.model_id
-    known = _existing_judgments(root, judge_model)
+    judge_model = judge_spec.model_id
+    topical = embedder_spec is not None and measures_topics(embedder_spec.model_id)
+    version = judge_version(embedder_spec.model_id if topical and embedder_spec else None)
+    known, extracted = _existing_judgments(root, judge_model, version)
     ask = [(p, r) for p, r in todo if (r["unit_id"], r["question_id"]) not in known]
+    with_locomo = any(r[C.BENCHMARK] == "locomo" for _, r in todo)
+    calibrated = with_locomo and _calibrated(root, judge_model, version)
     log(
-        f"[pmem sweep] judging {len(todo)} answers with {judge_model} ({len(todo) - len(ask)} already judged)"
+        f"[pmem judge] judging {len(todo)} answers with {judge_model}, judge version {version} "
+        f"({len(todo) - len(ask)} already judged)"
     )
-    evidence = _evidence(plan) if ask else {}
-    cache_path = None
-    if spec.run.cache:
-        cache_path = spec.run.cache_path or str(root / CACHE / RESPONSE_CACHE)
-    judge = B.build_chat(spec.judge, B.open_cache(cache_path)) if ask else None
+    found_evidence = evidence() if (ask and evidence is not None) else {}
+    need_model = bool(ask) or (with_locomo and not calibrated)
+    cache = B.open_cache(_cache_path(root, run, cache_path)) if need_model else None
+    judge = B.build_chat(judge_spec, cache) if need_model else None
+    embedder = B.build_embedder(embedder_spec, cache) if (need_model and topical and embedder_spec) else None
 
-    async def run_all(judge: ChatModel) -> tuple[list[JudgmentRow], list[RequestRow]]:
-        sem = asyncio.Semaphore(spec.run.judge_concurrency)
+    async def run_all(judge: ChatModel) -> tuple[list[JudgmentRow], list[RequestRow], list[CalibrationRow]]:
+        sem = asyncio.Semaphore(run.judge_concurrency)
         rows: list[JudgmentRow] = []
         reqs: list[RequestRow] = []
 
@@ -137,86 +302,172 @@ def judge_pass(plan: Plan, *, log: Any = print) -> int:
             rec = CallRecorder(keys)
             model = RecordingChatModel(judge, rec, CallContext(history_id=r["history_id"], arm=r["arm"]))
             q = _question_from_row(r)
-            verdict, raw, err, sup, cur = None, None, None, None, None
+            sup = cur = None
+            alt: Judged | None = None
             async with sem:
-                try:
-                    c = await model.complete(
-                        B.judge_prompt(q, r["prediction"] or "", r[C.BENCHMARK]),
-                        purpose="judge",
-                        max_tokens=10,
-                        temperature=0.0,
+                asked = {
+                    "benchmark": r[C.BENCHMARK],
+                    "question_type": q.qtype,
+                    "question_id": q.id,
+                    "question": q.text,
+                    "prediction": r["prediction"] or "",
+                }
+                main = await judge_answer(model, gold=" | ".join(q.gold), embedder=embedder, **asked)
+                if r.get(C.ALT_GOLD):
+                    alt = await judge_answer(model, gold=r[C.ALT_GOLD], embedder=embedder, **asked)
+                ev = found_evidence.get((r["history_id"], r["question_id"]))
+                if ev is not None and main.error is None:
+                    prompt = stale_extraction_prompt(q.text, " | ".join(q.gold), ev)
+                    c2 = await model.complete(
+                        [{"role": "user", "content": prompt}], purpose="judge", max_tokens=64, temperature=0.0
                     )
-                    raw, verdict = c.text, B.judge_verdict(c.text)
-                    ev = evidence.get((r["history_id"], r["question_id"]))
-                    if ev is not None:
-                        prompt = stale_extraction_prompt(q.text, " | ".join(q.gold), ev)
-                        c2 = await model.complete(
-                            [{"role": "user", "content": prompt}],
-                            purpose="judge",
-                            max_tokens=64,
-                            temperature=0.0,
-                        )
-                        vals = parse_stale_values(c2.text)
-                        sup, cur = vals.superseded, vals.current
-                except Exception as exc:
-                    err = f"{type(exc).__name__}: {exc}"[:1000]
-                    verdict = None
+                    vals = parse_stale_values(c2.text)
+                    sup, cur = vals.superseded, vals.current
             rows.append(
                 JudgmentRow(
                     **keys.columns(),
                     question_id=r[C.QUESTION_ID],
                     judge_model=judge_model,
-                    verdict=verdict,
-                    raw=raw,
-                    error=err,
+                    verdict=main.verdict,
+                    raw=main.raw,
+                    error=main.error,
                     superseded=sup,
                     current=cur,
+                    judge_version=version,
+                    rule=main.rule,
+                    alt_verdict=None if alt is None else alt.verdict,
+                    alt_raw=None if alt is None else alt.raw,
+                    alt_rule=None if alt is None else alt.rule,
                 )
             )
             reqs.extend(rec.rows)
 
         await asyncio.gather(*(one(r) for _, r in ask))
-        return rows, reqs
+        cal: list[CalibrationRow] = []
+        if with_locomo and not calibrated:
+            cases = calibration_cases()
+            for case, j in await judge_calibration(judge, cases, run.judge_concurrency, embedder):
+                cal.append(
+                    CalibrationRow(
+                        judge_model=judge_model,
+                        judge_version=version,
+                        case_id=case.id,
+                        kind=case.kind,
+                        expected=case.expected,
+                        verdict=j.verdict,
+                        rule=j.rule,
+                        raw=j.raw,
+                        error=j.error,
+                    )
+                )
+        return rows, reqs, cal
 
-    # judge is None exactly when nothing is left to ask
-    new_rows, reqs = asyncio.run(run_all(judge)) if judge is not None else ([], [])
+    new_rows, reqs, cal = asyncio.run(run_all(judge)) if judge is not None else ([], [], [])
     if judge is not None:
         # a hosted judge's replicas were started for this pass: their logs join the sweep's in logs/
         keep_server_logs(judge, root / LOGS, f"judge:{judge_model}")
         judge.stop()  # a vllm judge's replicas: the GPUs are not needed any more
-    if new_rows:
-        tag = uuid.uuid4().hex[:12]
-        for name, part in ((JUDGMENTS.name, new_rows), (REQUESTS.name, reqs)):
-            if part:
-                tmp = root / STAGING / f".{name}-{tag}.parquet"
-                write_table(tmp, part, name)
-                dest = root / judge_file(name, tag)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(tmp, dest)
-        for jr in new_rows:
-            if jr.error is None and jr.verdict is not None:
-                known[(jr.unit_id, jr.question_id)] = (bool(jr.verdict), jr.superseded, jr.current)
-    # Fill results' verdict and stale columns, one atomic part rewrite at a time; then the parts' new
-    # digests go into their commit records (else the report would find them altered: "checksum mismatch").
+    if embedder is not None:
+        embedder.stop()
+    tag = uuid.uuid4().hex[:12]
+    for name, part in ((JUDGMENTS.name, new_rows), (REQUESTS.name, reqs), (CALIBRATION.name, cal)):
+        if part:
+            tmp = root / STAGING / f".{name}-{tag}.parquet"
+            write_table(tmp, part, name)
+            dest = root / judge_file(name, tag)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, dest)
+    for jr in new_rows:
+        if jr.error is None and jr.verdict is not None:
+            known[(jr.unit_id, jr.question_id)] = _Known(
+                bool(jr.verdict), jr.rule, jr.raw, jr.superseded, jr.current, jr.alt_verdict
+            )
+    _fill_results(root, todo, known, extracted, judge_model, version)
+    return len(new_rows)
+
+
+def _calibrated(root: Path, judge_model: str, version: str) -> bool:
+    for p in (root / CALIBRATION.name).glob("*.parquet"):
+        t = pq.read_table(p, columns=["judge_model", "judge_version"]).to_pylist()
+        if any(r["judge_model"] == judge_model and r["judge_version"] == version for r in t):
+            return True
+    return False
+
+
+def _fill_results(
+    root: Path,
+    todo: list[tuple[Path, dict[str, Any]]],
+    known: dict[tuple[str, str], _Known],
+    extracted: dict[tuple[str, str], tuple[str | None, str | None]],
+    judge_model: str,
+    version: str,
+) -> None:
+    """Write the verdicts into results/, one atomic part rewrite at a time; then the parts' new digests
+    go into their commit records (else the report would find them altered: "checksum mismatch")."""
     rewritten: dict[str, str] = {}
     for p in dict.fromkeys(p for p, _ in todo):
         rows = pq.read_table(p).to_pylist()
         changed = False
         for r in rows:
-            if not r["needs_judge"]:
+            if not r[C.NEEDS_JUDGE]:
                 continue
-            j = known.get((r["unit_id"], r["question_id"]))
-            correct = None if j is None else j[0]
-            stale = None
-            if j is not None and (j[1] or j[2]):
-                stale = is_stale_prediction(r["prediction"] or "", j[0], StaleValues(j[1], j[2]))
-            model = judge_model if j is not None else None
-            if (r["correct"], r["stale"], r["judge_model"]) != (correct, stale, model):
-                r["correct"], r["stale"], r["judge_model"], changed = correct, stale, model, True
+            key = (r["unit_id"], r["question_id"])
+            j = known.get(key)
+            new = _judged_columns(r, j, extracted.get(key), judge_model, version)
+            if any(r.get(k) != v for k, v in new.items()):
+                r.update(new)
+                changed = True
         if changed:
             tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
             pq.write_table(RESULTS.table(rows), tmp, compression="zstd")
             os.replace(tmp, p)
             rewritten[p.relative_to(root).as_posix()] = file_sha256(p)
     record_digests(root, rewritten)
-    return len(new_rows)
+
+
+def _judged_columns(
+    r: dict[str, Any],
+    j: _Known | None,
+    extracted: tuple[str | None, str | None] | None,
+    judge_model: str,
+    version: str,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    # the first verdict that today's judge replaces is kept once, with the judge that gave it
+    old_judge = r.get(C.JUDGE_MODEL)
+    if (
+        old_judge is not None
+        and r.get(C.PRIOR_JUDGE) is None
+        and (old_judge, r.get(C.JUDGE_VERSION)) != (judge_model, version)
+    ):
+        out[C.PRIOR_CORRECT] = r.get(C.CORRECT)
+        out[C.PRIOR_JUDGE] = f"{old_judge} {r.get(C.JUDGE_VERSION) or 'before versions'}"
+    if j is None:
+        # not judged (yet): no verdict, rather than the one an earlier judge gave
+        out.update(
+            {
+                C.CORRECT: None,
+                C.JUDGE_MODEL: None,
+                C.JUDGE_VERSION: None,
+                C.JUDGE_RULE: None,
+                C.JUDGE_RAW: None,
+            }
+        )
+        return out
+    sup, cur = (j.superseded, j.current) if (j.superseded or j.current) else (extracted or (None, None))
+    stale = None
+    if sup or cur:
+        stale = is_stale_prediction(r["prediction"] or "", j.verdict, StaleValues(sup, cur))
+    out.update(
+        {
+            C.CORRECT: j.verdict,
+            C.STALE: stale,
+            C.JUDGE_MODEL: judge_model,
+            C.JUDGE_VERSION: version,
+            C.JUDGE_RULE: j.rule,
+            C.JUDGE_RAW: j.raw,
+        }
+    )
+    if r.get(C.ALT_GOLD):
+        out[C.ALT_CORRECT] = j.alt_verdict
+    return out

@@ -87,6 +87,20 @@ def test_long_context_keeps_the_most_recent_window_oldest_first():
     assert [int(x.split()[3]) for x in lines] == sorted(int(x.split()[3]) for x in lines)
 
 
+def test_long_context_recent_keeps_to_the_read_budget_and_long_context_does_not():
+    events = _events(*[f"Earlier observation: apple {i} was in fridge 1." for i in range(1, 30)])
+    bounded = make_arm("long-context-recent", models(), {"read_tokens": 40})
+    ceiling = make_arm("long-context", models(), {"read_tokens": 40})
+    for arm in (bounded, ceiling):
+        asyncio.run(arm.ingest(events))
+    recent, everything = asyncio.run(bounded.read(Q)), asyncio.run(ceiling.read(Q))
+    assert recent.tokens <= 40 < everything.tokens
+    assert len(everything.text.splitlines()) == 29
+    # the most recent turns, oldest first
+    assert recent.text.splitlines() == everything.text.splitlines()[-len(recent.text.splitlines()) :]
+    assert len(recent.text.splitlines()) >= 2
+
+
 def test_chunks_store_line_aligned_chunks_and_read_top_five():
     h = next(iter_histories("factconsolidation", "sh_6k"))
     arm = make_arm("chunks", models())

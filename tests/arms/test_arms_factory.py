@@ -12,6 +12,7 @@ from arms_helpers import models
 from pmem.arms import (
     ARM_NAMES,
     PEER_ARM_NAMES,
+    VARIANT_ARM_NAMES,
     Arm,
     arm_label,
     arm_names,
@@ -127,8 +128,10 @@ ENTRY = None
 
 
 def test_registry_is_the_one_list_in_display_order(registry):
-    # nothing registered: the built-in arms, in DESIGN.md's order, then the peer libraries with their extras
-    assert arm_names() == (*ARM_NAMES, *PEER_ARM_NAMES)
+    # nothing registered: the built-in arms, in DESIGN.md's order, their variants outside `all`, then the
+    # peer libraries with their extras
+    assert arm_names() == (*ARM_NAMES, *VARIANT_ARM_NAMES, *PEER_ARM_NAMES)
+    assert VARIANT_ARM_NAMES == ("long-context-recent",)
     assert [resolve_arm(n).extra for n in PEER_ARM_NAMES] == ["mem0", "graphiti"]
     assert not resolve_arm("crud").extra
     assert [resolve_arm(n).order for n in ARM_NAMES] == list(range(len(ARM_NAMES)))

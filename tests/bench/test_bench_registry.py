@@ -70,7 +70,7 @@ def test_builtin_benchmarks_subsets_and_parameter_types(registry: R.Registry[Ben
     assert dict(probes.params or {}) == {"cases": int, "seed": int}
     locomo = benchmark_info("locomo")
     assert locomo.subsets == ("locomo10",) and locomo.default_subset == "locomo10"  # its one file
-    assert dict(locomo.params or {}) == {"sessions": int, "questions": int, "conversations": str}
+    assert dict(locomo.params or {}) == {"sessions": int, "questions": int, "conversations": str, "gold": str}
     # a config must name the subsets of the others
     assert all(i.default_subset is None for i in list_benchmarks() if i.name != "locomo")
     with pytest.raises(ValueError, match=r"unknown benchmark 'nope' \(known: alfworld-revision, "):

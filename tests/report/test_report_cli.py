@@ -225,7 +225,10 @@ def test_with_data_keeps_the_runs_results_and_histories_beside_the_report_and_re
     out = tmp_path / "kept"
     assert main(["report", str(run), "--out", str(out), "--with-data"]) == 0
     data = out / "data"
-    assert sorted(p.name for p in data.iterdir()) == ["histories", "results", "run.toml"]
+    have = {p.name for p in run.iterdir()}
+    kept_folders = {"histories", "results", "writes", "judgments", "calibration", "states"} & have
+    assert sorted(p.name for p in data.iterdir()) == sorted({*kept_folders, "CONTENTS.md", "run.toml"})
+    assert "writes" in kept_folders
     kept = pl.read_parquet(data / "results")
     assert kept.height == pl.read_parquet(run / "results").height > 0
     (data / "results" / "stale-from-another-run.parquet").write_bytes(b"x")
@@ -234,3 +237,21 @@ def test_with_data_keeps_the_runs_results_and_histories_beside_the_report_and_re
     assert not [p for p in out.iterdir() if p.name.startswith(".data-")]
     assert main(["report", str(run), "--out", str(tmp_path / "plain")]) == 0
     assert not (tmp_path / "plain" / "data").exists()
+
+
+def test_kept_data_says_what_it_keeps_and_leaves_states_over_the_cap_in_the_run(tmp_path: Path) -> None:
+    from pmem.report._cli import copy_data
+
+    run = write_fixture_run(tmp_path / "run-s", seed=5, n_alf=2, fc_questions=2, run_id="run-s")
+    (run / "states" / "pmem").mkdir(parents=True)
+    (run / "states" / "pmem" / "h.arrow").write_bytes(b"s" * 5000)
+    out = tmp_path / "report"
+    out.mkdir()
+    data = copy_data(run, out, states_cap=4000)
+    contents = (data / "CONTENTS.md").read_text()
+    assert not (data / "states").exists()
+    assert "| `states/` | 5,000 | no: over the 4,000-byte cap (in the run folder) |" in contents
+    assert "| `results/` |" in contents and "| yes |" in contents
+    data = copy_data(run, out, states_cap=10_000)
+    assert (data / "states" / "pmem" / "h.arrow").stat().st_size == 5000
+    assert "| `states/` | 5,000 | yes |" in (data / "CONTENTS.md").read_text()

@@ -156,7 +156,11 @@ def test_the_summary_quotes_f1_and_j(metrics: Any) -> None:
         lines[0]
         == "F1 over categories 1-4 (LoCoMo's official scorer, x100): long-context 52.5 (n=4) vs add-only 50.0."
     )
-    assert lines[1].startswith("LLM-judge accuracy (J) over categories 1-4: long-context 66.7% [")
+    # a judge never measured on the calibration set says so where its figures are quoted
+    assert lines[1].startswith(
+        "LLM-judge accuracy (J) over categories 1-4 (the judge was not measured on the calibration set: "
+        "these are not evidence): long-context 66.7% ["
+    )
     assert lines[2].startswith("Adversarial questions, abstained (scored apart): long-context 50.0% [")
     tidy = metrics.tables["summary"].data.filter(pl.col("metric") == "f1")
     assert set(tidy[C.ARM].to_list()) == {"add-only", "long-context"}
@@ -194,8 +198,34 @@ def test_f1_is_compared_pairwise_against_the_reference_with_an_interval_and_a_te
     rows.append(row("pmem", 98, "adversarial", None, True))  # adversarial: not F1-scored, left out
     run = results_run(tmp_path / "run", rows, run_id="locomo", arms=["pmem", "add-only"])
     table = compute(open_run(run)).tables["locomo_f1_paired"]
-    (r,) = table.data.iter_rows(named=True)
-    assert (r["arm_b"], r["n"], r["f1_pmem"], r["f1_arm"]) == ("add-only", 12, 1.0, 0.75)
-    assert r["diff"] == pytest.approx(0.25) and 0.0 <= r["diff_lo"] <= 0.25 <= r["diff_hi"] <= 0.5
-    assert 0.0 < r["p_wilcoxon"] < 0.05  # six differences of +0.5, none the other way
-    assert table.display.row(0, named=True)["diff [95% CI]"].startswith("25.0 [")
+    # over categories 1-4, then per category (only single-hop here): the same questions
+    overall, single = table.data.iter_rows(named=True)
+    assert (overall["category"], single["category"]) == ("overall 1-4", "single-hop")
+    for r in (overall, single):
+        assert (r["arm_b"], r["n"], r["f1_pmem"], r["f1_arm"]) == ("add-only", 12, 1.0, 0.75)
+        assert r["diff"] == pytest.approx(0.25) and 0.0 <= r["diff_lo"] <= 0.25 <= r["diff_hi"] <= 0.5
+        assert 0.0 < r["p_wilcoxon"] < 0.05  # six differences of +0.5, none the other way
+        # the judge's verdicts, paired: pmem right on the six even questions add-only got wrong
+        assert (r["n_judged"], r["a_only"], r["b_only"]) == (12, 6, 0)
+        assert r["p_mcnemar"] == pytest.approx(2 * 0.5**6)
+    shown = table.display.row(0, named=True)
+    assert shown["F1 diff [95% CI]"].startswith("25.0 [") and shown["pmem only / arm only"] == "6 / 0"
+
+
+def test_two_slices_of_one_run_are_never_pooled(tmp_path: Path) -> None:
+    rows = []
+    for sessions, f1 in (("sessions=2", 1.0), ("sessions=4", 0.0)):
+        for i in range(3):
+            r = row("pmem", i, "single-hop", f1, f1 > 0)
+            rows.append({**r, C.HISTORY_ID: f"locomo/conv-{i % 2}/{sessions}"})
+    rows.append({**row("pmem", 3, "temporal", 0.0, False), C.HISTORY_ID: "locomo/conv-1/sessions=4"})
+    run = results_run(tmp_path / "run", rows, run_id="locomo", arms=["pmem"])
+    m = compute(open_run(run))
+    data = m.tables["locomo"].data.filter(pl.col("category") == "overall 1-4")
+    assert dict(zip(data["slice"], data["f1"], strict=True)) == {"sessions=2": 1.0, "sessions=4": 0.0}
+    # the slice with the most questions leads the table and the summary
+    assert m.tables["locomo"].display["slice"].to_list()[0] == "sessions=4"
+    lines = m.tables["summary"].display.filter(pl.col(C.BENCHMARK) == "LoCoMo")["summary"].to_list()
+    assert lines[0].startswith("F1 over categories 1-4 (sessions=4)") and lines[2].startswith(
+        "F1 over categories 1-4 (sessions=2)"
+    )

@@ -22,6 +22,7 @@ RUN_DIR_NAMES = {
     "requests",
     "histories",
     "judgments",
+    "calibration",
     "states",
     "_commits",
     "_staging",

@@ -102,7 +102,7 @@ def test_schemas_hold_design_columns_as_required() -> None:
             assert col in ds.required, f"{name}: DESIGN.md's column {col} is not required of writers"
             if typ is not None:
                 assert ds.schema.field(col).type == typ, (name, col)
-    assert set(DATASETS) == {"results", "writes", "requests", "histories", "judgments"}
+    assert set(DATASETS) == {"results", "writes", "requests", "histories", "judgments", "calibration"}
 
 
 def test_schema_is_derived_from_the_row_type() -> None:

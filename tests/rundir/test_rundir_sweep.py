@@ -69,6 +69,9 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
         # right LoCoMo answers whose read cites a turn, and LoCoMo's F1 paired against pmem
         "locomo_citations": "locomo" in set(res[C.BENCHMARK].to_list()),
         "locomo_f1_paired": "locomo" in set(res[C.BENCHMARK].to_list()),
+        # the judge's calibration and rules: a run whose judge judged LoCoMo
+        "judge_calibration": "locomo" in set(res[C.BENCHMARK].to_list()),
+        "judge_rules": "locomo" in set(res[C.BENCHMARK].to_list()),
         "published_locomo_vs_ours": "locomo" in set(res[C.BENCHMARK].to_list()),
         "reply_quality": m.run.frame("requests") is not None,
         # the heuristic agent runs in process: no model server, no access log to count
@@ -87,6 +90,8 @@ def test_report_of_a_real_sweep_fills_every_table_it_has_rows_for(quickstart_run
         "locomo_adversarial",
         "locomo_citations",
         "locomo_f1_paired",
+        "judge_calibration",
+        "judge_rules",
         "published_locomo_vs_ours",
     )
     assert all(has_rows[t] for t in has_rows if t not in ("two_step", "peers", "server_requests", *locomo))

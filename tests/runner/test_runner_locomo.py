@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from runner_helpers import config, read
 
-from pmem.bench import evidence_turns, iter_histories, score_question
+from pmem.bench import JUDGE_VERSION, calibration_cases, evidence_turns, iter_histories, score_question
+from pmem.cli import main
 from pmem.report import compute, open_run
-from pmem.rundir import LOGS, verify_commits
+from pmem.rundir import LOGS, RESULTS, verify_commits
 from pmem.rundir import columns as C
 from pmem.runner import load_config, run_sweep
 
@@ -75,3 +77,51 @@ def test_a_locomo_sweep_writes_ids_f1_bleu1_and_judge_verdicts(ray_cluster, tmp_
     assert set(table[C.ARM].to_list()) == {"long-context", "pmem"}
     assert set(table["judged"].to_list()) != {0}
     assert not m.tables["published_locomo_vs_ours"].empty
+    # what decided each verdict, and the judge's own reply where the model decided
+    assert {r[C.JUDGE_VERSION] for r in judged} == {JUDGE_VERSION}
+    by_model = [r for r in judged if r[C.JUDGE_RULE] == "model"]
+    assert by_model and all(r[C.JUDGE_RAW] for r in by_model)
+    assert all(r[C.JUDGE_RAW] is None for r in judged if r[C.JUDGE_RULE] != "model")
+    # the judge measured on the calibration set, and the report shows it
+    calibration = read(res.run_dir, "calibration").to_pylist()
+    assert len(calibration) == len(calibration_cases())
+    assert {r["judge_version"] for r in calibration} == {JUDGE_VERSION}
+    assert not m.tables["judge_calibration"].empty and not m.tables["judge_rules"].empty
+
+
+def test_rejudge_replaces_an_older_judges_verdicts_keeps_them_and_resumes(
+    ray_cluster, tmp_path: Path
+) -> None:
+    spec = load_config(
+        config(
+            tmp_path,
+            BODY.replace('"long-context", "pmem"', '"long-context"').replace(
+                "[arm_options.pmem]\nread_tokens = 300\n", ""
+            ),
+            name="rejudge",
+        )
+    )
+    res = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
+    # as if an older judge had given every verdict: its version and verdicts differ from today's
+    for part in sorted((res.run_dir / "results").glob("*.parquet")):
+        rows = pq.read_table(part).to_pylist()
+        for r in rows:
+            if r[C.JUDGE_MODEL] is not None:
+                r[C.JUDGE_VERSION], r[C.CORRECT] = "older", not r[C.CORRECT]
+        pq.write_table(RESULTS.table(rows), part)
+    before = {(r[C.HISTORY_ID], r[C.QUESTION_ID]): r for r in read(res.run_dir, "results").to_pylist()}
+    for part in (res.run_dir / "judgments").glob("*.parquet"):
+        part.unlink()
+    assert main(["rejudge", str(res.run_dir), "--report", str(tmp_path / "report")]) == 0
+    after = read(res.run_dir, "results").to_pylist()
+    judged = [r for r in after if r[C.JUDGE_MODEL] is not None]
+    assert judged and all(r[C.JUDGE_VERSION] == JUDGE_VERSION for r in judged)
+    for r in judged:
+        old = before[(r[C.HISTORY_ID], r[C.QUESTION_ID])]
+        assert (r[C.PRIOR_CORRECT], r[C.PRIOR_JUDGE]) == (old[C.CORRECT], "heuristic older")
+    assert (tmp_path / "report" / "report.md").is_file()
+    # a second rejudge finds every verdict made: nothing new, and the first verdict replaced is kept
+    assert main(["rejudge", str(res.run_dir)]) == 0
+    again = read(res.run_dir, "results").to_pylist()
+    assert [r[C.PRIOR_CORRECT] for r in again] == [r[C.PRIOR_CORRECT] for r in after]
+    assert read(res.run_dir, "judgments").num_rows == len(judged)
