@@ -67,6 +67,9 @@ def test_each_rule_decides_what_it_is_for(question, gold, response, rule, correc
         ("What did Caroline and Melanie do?", "painting", "Melanie and Caroline painted together."),
         ("When did Melanie paint a sunrise?", "2022", "last year (said in May 2023)"),
         ("When did Caroline go?", "7 May 2023", "In May 2023."),
+        # days that meet the gold's but reach past them; a gold that is more than a time
+        ("When did Caroline go?", "7 May 2023", "the week before 9 May 2023"),
+        ("What did Caroline do?", "went to the group on 7 May 2023", "7 May 2023"),
     ],
 )
 def test_what_needs_reading_goes_to_the_model(question, gold, response) -> None:

@@ -3,6 +3,7 @@ decides categories 1-4 where one is configured, and the run still verifies after
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -55,6 +56,15 @@ def test_a_locomo_sweep_writes_ids_f1_bleu1_and_judge_verdicts(ray_cluster, tmp_
         s = score_question("locomo", questions[(r[C.HISTORY_ID], r[C.QUESTION_ID])], r[C.PREDICTION])
         assert (r[C.F1], r[C.BLEU1]) == (s.f1, s.bleu1)
     assert all(isinstance(r[C.F1], float) and 0.0 <= r[C.BLEU1] <= 1.0 for r in judged)
+    # a question whose audited gold differs is scored on both golds, and judged on both
+    audited = [r for r in rows if r[C.ALT_GOLD] is not None]
+    assert {r[C.QUESTION_ID] for r in audited} == {"conv-26/q2"}
+    for r in audited:
+        q = questions[(r[C.HISTORY_ID], r[C.QUESTION_ID])]
+        assert (r[C.ALT_GOLD_KIND], r[C.ALT_GOLD]) == q.alt_gold == ("audited", "Counseling or mental health")
+        other = score_question("locomo", dataclasses.replace(q, gold=(r[C.ALT_GOLD],)), r[C.PREDICTION])
+        assert r[C.ALT_F1] == other.f1 and r[C.ALT_CORRECT] is not None
+    assert all(r[C.ALT_F1] is None and r[C.ALT_CORRECT] is None for r in rows if r[C.ALT_GOLD] is None)
     # what each read cites, as LoCoMo names turns, beside the question's own evidence turns
     for r in rows:
         q = questions[(r[C.HISTORY_ID], r[C.QUESTION_ID])]
@@ -103,15 +113,8 @@ def test_rejudge_replaces_an_older_judges_verdicts_keeps_them_and_resumes(
     )
     res = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
     # as if an older judge had given every verdict: its version and verdicts differ from today's
-    for part in sorted((res.run_dir / "results").glob("*.parquet")):
-        rows = pq.read_table(part).to_pylist()
-        for r in rows:
-            if r[C.JUDGE_MODEL] is not None:
-                r[C.JUDGE_VERSION], r[C.CORRECT] = "older", not r[C.CORRECT]
-        pq.write_table(RESULTS.table(rows), part)
+    _as_if_judged_by(res.run_dir, "older", flip=True)
     before = {(r[C.HISTORY_ID], r[C.QUESTION_ID]): r for r in read(res.run_dir, "results").to_pylist()}
-    for part in (res.run_dir / "judgments").glob("*.parquet"):
-        part.unlink()
     assert main(["rejudge", str(res.run_dir), "--report", str(tmp_path / "report")]) == 0
     after = read(res.run_dir, "results").to_pylist()
     judged = [r for r in after if r[C.JUDGE_MODEL] is not None]
@@ -125,3 +128,25 @@ def test_rejudge_replaces_an_older_judges_verdicts_keeps_them_and_resumes(
     again = read(res.run_dir, "results").to_pylist()
     assert [r[C.PRIOR_CORRECT] for r in again] == [r[C.PRIOR_CORRECT] for r in after]
     assert read(res.run_dir, "judgments").num_rows == len(judged)
+    # a third judge later: the verdict kept is still the first one, not the one it replaces
+    _as_if_judged_by(res.run_dir, "middle", flip=False)
+    assert main(["rejudge", str(res.run_dir)]) == 0
+    third = read(res.run_dir, "results").to_pylist()
+    assert [(r[C.PRIOR_CORRECT], r[C.PRIOR_JUDGE]) for r in third] == [
+        (r[C.PRIOR_CORRECT], r[C.PRIOR_JUDGE]) for r in after
+    ]
+
+
+def _as_if_judged_by(run_dir: Path, version: str, *, flip: bool) -> None:
+    """Give every judged answer the judge version ``version`` (and flip its verdict), and drop the
+    judgments: as if another judge had judged the run."""
+    for part in sorted((run_dir / "results").glob("*.parquet")):
+        rows = pq.read_table(part).to_pylist()
+        for r in rows:
+            if r[C.JUDGE_MODEL] is not None:
+                r[C.JUDGE_VERSION] = version
+                if flip:
+                    r[C.CORRECT] = not r[C.CORRECT]
+        pq.write_table(RESULTS.table(rows), part)
+    for part in (run_dir / "judgments").glob("*.parquet"):
+        part.unlink()
