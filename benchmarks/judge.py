@@ -135,3 +135,9 @@ def run(args: argparse.Namespace) -> int:
         rows.write_parquet(args.out)
         print(f"verdicts: {args.out}")
     return 0
+
+
+if __name__ == "__main__":
+    from benchmarks import run_as_script
+
+    raise SystemExit(run_as_script("judge", __doc__, add_arguments, run))
