@@ -17,21 +17,16 @@ the response cache. ``--report DIR`` rebuilds the run's report there afterwards.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tomllib
-import uuid
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
-from pmem._atomic import file_sha256
 from pmem.bench import Question, audit_corrections, score_question
 from pmem.report import build_report
-from pmem.rundir import RESULTS, RUN_TOML, record_digests
+from pmem.rundir import RESULTS, RUN_TOML
 from pmem.rundir import columns as C
-from pmem.runner import ConfigError, connect, judge_results, load_config, parse_config
+from pmem.runner import ConfigError, connect, judge_results, load_config, parse_config, update_results
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,27 +46,17 @@ def fill_alt_gold(root: Path) -> int:
     """Give LoCoMo rows of a run made before the audited gold existed their ``alt_gold`` (the audited
     answer where it differs) and ``alt_f1``; returns how many rows gained one."""
     corrections = audit_corrections()
-    gained = 0
-    rewritten: dict[str, str] = {}
-    for p in sorted((root / RESULTS.name).glob("*.parquet")):
-        rows = pq.read_table(p).to_pylist()
-        changed = False
-        for r in rows:
-            fix = corrections.get(r[C.QUESTION_ID]) if r[C.BENCHMARK] == "locomo" else None
-            if fix is None or r.get(C.ALT_GOLD) is not None:
-                continue
-            q = Question(r[C.QUESTION_ID], r["question"] or "", (fix[0],), r[C.QUESTION_TYPE], 0)
-            r[C.ALT_GOLD_KIND], r[C.ALT_GOLD] = "audited", fix[0]
-            r[C.ALT_F1] = score_question("locomo", q, r["prediction"] or "").f1
-            gained += 1
-            changed = True
-        if changed:
-            tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
-            pq.write_table(RESULTS.table(rows), tmp, compression="zstd")
-            os.replace(tmp, p)
-            rewritten[p.relative_to(root).as_posix()] = file_sha256(p)
-    record_digests(root, rewritten)
-    return gained
+
+    def gain(r: dict[str, Any]) -> bool:
+        fix = corrections.get(r[C.QUESTION_ID]) if r[C.BENCHMARK] == "locomo" else None
+        if fix is None or r.get(C.ALT_GOLD) is not None:
+            return False
+        q = Question(r[C.QUESTION_ID], r["question"] or "", (fix[0],), r[C.QUESTION_TYPE], 0)
+        r[C.ALT_GOLD_KIND], r[C.ALT_GOLD] = "audited", fix[0]
+        r[C.ALT_F1] = score_question("locomo", q, r["prediction"] or "").f1
+        return True
+
+    return update_results(root, sorted((root / RESULTS.name).glob("*.parquet")), gain)
 
 
 def _spec(root: Path, config: str | None) -> Any:

@@ -34,7 +34,14 @@ from pmem.runner._connect import ClusterUnreachable, connect, embedded
 from pmem.runner._driver import SweepInterrupted, SweepResult, plan_sweep, run_sweep
 from pmem.runner._erase import RunErasure, RunErasureError, erase_in_run
 from pmem.runner._execute import RecordingChatModel, RecordingEmbedder
-from pmem.runner._judge import judge_answer, judge_calibration, judge_results, judge_version, measures_topics
+from pmem.runner._judge import (
+    judge_answer,
+    judge_calibration,
+    judge_results,
+    judge_version,
+    measures_topics,
+    update_results,
+)
 from pmem.runner._store import RunStore
 
 if TYPE_CHECKING:
@@ -84,6 +91,7 @@ __all__ = [
     "print_summary",
     "read_toml",
     "run_sweep",
+    "update_results",
 ]
 
 

@@ -67,7 +67,7 @@ from pmem.runner._hosting import keep_server_logs
 from pmem.runner._store import write_table
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from pmem.models import ChatModel, Embedder
     from pmem.runner._driver import Plan
@@ -402,27 +402,39 @@ def _fill_results(
     judge_model: str,
     version: str,
 ) -> None:
-    """Write the verdicts into results/, one atomic part rewrite at a time; then the parts' new digests
-    go into their commit records (else the report would find them altered: "checksum mismatch")."""
+    """Write the verdicts into results/ (:func:`update_results`)."""
+
+    def judged(r: dict[str, Any]) -> bool:
+        if not r[C.NEEDS_JUDGE]:
+            return False
+        key = (r["unit_id"], r["question_id"])
+        new = _judged_columns(r, known.get(key), extracted.get(key), judge_model, version)
+        if all(r.get(k) == v for k, v in new.items()):
+            return False
+        r.update(new)
+        return True
+
+    update_results(root, dict.fromkeys(p for p, _ in todo), judged)
+
+
+def update_results(root: Path, parts: Iterable[Path], change: Callable[[dict[str, Any]], bool]) -> int:
+    """Apply ``change`` (which edits a row in place and says whether it did) to every row of the
+    results ``parts`` of the run at ``root``; each changed part is rewritten atomically, and the parts'
+    new digests go into their commit records (else the report would find them altered: "checksum
+    mismatch"). Returns how many rows changed."""
     rewritten: dict[str, str] = {}
-    for p in dict.fromkeys(p for p, _ in todo):
+    count = 0
+    for p in parts:
         rows = pq.read_table(p).to_pylist()
-        changed = False
-        for r in rows:
-            if not r[C.NEEDS_JUDGE]:
-                continue
-            key = (r["unit_id"], r["question_id"])
-            j = known.get(key)
-            new = _judged_columns(r, j, extracted.get(key), judge_model, version)
-            if any(r.get(k) != v for k, v in new.items()):
-                r.update(new)
-                changed = True
+        changed = sum(bool(change(r)) for r in rows)
         if changed:
             tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex[:8]}.tmp")
             pq.write_table(RESULTS.table(rows), tmp, compression="zstd")
             os.replace(tmp, p)
             rewritten[p.relative_to(root).as_posix()] = file_sha256(p)
+            count += changed
     record_digests(root, rewritten)
+    return count
 
 
 def _judged_columns(

@@ -114,6 +114,12 @@ def test_rejudge_replaces_an_older_judges_verdicts_keeps_them_and_resumes(
     res = run_sweep(spec, out=tmp_path / "runs", progress_enabled=False)
     # as if an older judge had given every verdict: its version and verdicts differ from today's
     _as_if_judged_by(res.run_dir, "older", flip=True)
+    # and as if the run was made before the audited gold existed
+    for part in sorted((res.run_dir / "results").glob("*.parquet")):
+        rows = pq.read_table(part).to_pylist()
+        for r in rows:
+            r[C.ALT_GOLD_KIND] = r[C.ALT_GOLD] = r[C.ALT_F1] = r[C.ALT_CORRECT] = None
+        pq.write_table(RESULTS.table(rows), part)
     before = {(r[C.HISTORY_ID], r[C.QUESTION_ID]): r for r in read(res.run_dir, "results").to_pylist()}
     assert main(["rejudge", str(res.run_dir), "--report", str(tmp_path / "report")]) == 0
     after = read(res.run_dir, "results").to_pylist()
@@ -123,6 +129,10 @@ def test_rejudge_replaces_an_older_judges_verdicts_keeps_them_and_resumes(
         old = before[(r[C.HISTORY_ID], r[C.QUESTION_ID])]
         assert (r[C.PRIOR_CORRECT], r[C.PRIOR_JUDGE]) == (old[C.CORRECT], "heuristic older")
     assert (tmp_path / "report" / "report.md").is_file()
+    # the audited gold filled in, scored and judged
+    (audited,) = [r for r in after if r[C.ALT_GOLD] is not None]
+    assert (audited[C.QUESTION_ID], audited[C.ALT_GOLD_KIND]) == ("conv-26/q2", "audited")
+    assert audited[C.ALT_F1] is not None and audited[C.ALT_CORRECT] is not None
     # a second rejudge finds every verdict made: nothing new, and the first verdict replaced is kept
     assert main(["rejudge", str(res.run_dir)]) == 0
     again = read(res.run_dir, "results").to_pylist()
