@@ -9,6 +9,7 @@ questions (category 5) are scored by abstention and reported in their own table,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -222,7 +223,7 @@ def locomo_table(m: Metrics) -> Table:
     if data.height == 0:
         return empty
     idx = {(r["slice"], r[C.ARM], r["category"]): r for r in data.iter_rows(named=True)}
-    slices = sorted(data["slice"].unique().to_list(), key=lambda sl: sl != primary_slice(data))
+    slices = slice_order(rows)
     alt_kinds = rows[C.ALT_GOLD_KIND].drop_nulls().unique().to_list()
     metrics = [("f1", "F1"), ("bleu1", "BLEU-1"), ("j", "J (judge)")]
     if len(alt_kinds) == 1:
@@ -303,7 +304,7 @@ def adversarial_table(m: Metrics) -> Table:
         pl.DataFrame(),
         None,
         notes,
-        keys=(C.ARM,),
+        keys=("slice", C.ARM),
         values=("abstained", OVERALL_ALL),
         section=SECTION,
     )
@@ -315,19 +316,17 @@ def adversarial_table(m: Metrics) -> Table:
         .otherwise(pl.col(C.F1))
     )
     data = (
-        scored.group_by(C.ARM)
+        scored.group_by("slice", C.ARM)
         .agg(
             n=(pl.col(C.QUESTION_TYPE) == ADVERSARIAL).sum(),
             abstained_k=((pl.col(C.QUESTION_TYPE) == ADVERSARIAL) & pl.col(C.CORRECT).fill_null(False)).sum(),
             n_all=pl.col("score").is_not_null().sum(),
             overall=pl.col("score").mean(),
         )
-        .sort(C.ARM)
+        .sort("slice", C.ARM)
     )
     data = with_wilson(data, "abstained", "abstained_k", "n").rename({"overall": OVERALL_ALL})
-    idx = {r[C.ARM]: r for r in data.iter_rows(named=True)}
-    out = [_adversarial_line(idx[a]) for a in order_arms(idx)]
-    return replace(empty, data=data, display=pl.DataFrame(out))
+    return replace(empty, data=data, display=_per_slice(data, _adversarial_line, slice_order(rows)))
 
 
 def citation_table(m: Metrics) -> Table:
@@ -346,7 +345,7 @@ def citation_table(m: Metrics) -> Table:
         pl.DataFrame(),
         None,
         notes,
-        keys=(C.ARM,),
+        keys=("slice", C.ARM),
         values=("cited",),
         section=SECTION,
     )
@@ -360,7 +359,7 @@ def citation_table(m: Metrics) -> Table:
             & pl.col(C.QUESTION_TYPE).is_in(ORDER)
             & pl.col(C.CORRECT).fill_null(False)
         )
-        .select(C.ARM, C.READ_CITES, C.EVIDENCE_TURNS)
+        .select(slice_of(pl.col(C.HISTORY_ID)).alias("slice"), C.ARM, C.READ_CITES, C.EVIDENCE_TURNS)
         .collect()
     )
     citing = rows.group_by(C.ARM).agg(cites=pl.col(C.READ_CITES).list.len().sum()).filter(pl.col("cites") > 0)
@@ -371,21 +370,37 @@ def citation_table(m: Metrics) -> Table:
         rows.with_columns(
             hit=pl.col(C.READ_CITES).list.set_intersection(pl.col(C.EVIDENCE_TURNS)).list.len() > 0
         )
-        .group_by(C.ARM)
+        .group_by("slice", C.ARM)
         .agg(right=pl.len(), cited_k=pl.col("hit").sum())
-        .sort(C.ARM)
+        .sort("slice", C.ARM)
     )
     data = with_wilson(data, "cited", "cited_k", "right")
-    idx = {r[C.ARM]: r for r in data.iter_rows(named=True)}
-    out = [
-        {
-            C.ARM: arm,
-            "right answers": str(idx[arm]["right"]),
-            "cite an evidence turn": f"{pct(idx[arm]['cited'])} {ci(idx[arm]['cited_wilson_lo'], idx[arm]['cited_wilson_hi'])} (n={idx[arm]['cited_k']})",
-        }
-        for arm in order_arms(idx)
-    ]
-    return replace(empty, data=data, display=pl.DataFrame(out))
+
+    def line(r: dict[str, Any]) -> dict[str, str]:
+        cited = f"{pct(r['cited'])} {ci(r['cited_wilson_lo'], r['cited_wilson_hi'])} (n={r['cited_k']})"
+        return {C.ARM: r[C.ARM], "right answers": str(r["right"]), "cite an evidence turn": cited}
+
+    return replace(empty, data=data, display=_per_slice(data, line, slice_order(locomo_rows(m))))
+
+
+def slice_order(rows: pl.DataFrame) -> list[str]:
+    """The slices of :func:`locomo_rows`, the one with the most questions first."""
+    sizes = rows.group_by("slice").agg(pl.struct(C.HISTORY_ID, C.QUESTION_ID).n_unique().alias("n"))
+    return sizes.sort(["n", "slice"], descending=[True, False])["slice"].to_list()
+
+
+def _per_slice(
+    data: pl.DataFrame, line: Callable[[dict[str, Any]], dict[str, str]], order: list[str]
+) -> pl.DataFrame:
+    """One display line per (slice, arm), the slices in ``order`` and arms in display order; the slice
+    column only where a run has several."""
+    slices = [sl for sl in order if sl in set(data["slice"].to_list())]
+    out: list[dict[str, str]] = []
+    for sl in slices:
+        idx = {r[C.ARM]: r for r in data.filter(pl.col("slice") == sl).iter_rows(named=True)}
+        out.extend({"slice": sl, **line(idx[a])} for a in order_arms(idx))
+    display = pl.DataFrame(out)
+    return display.drop("slice") if len(slices) == 1 else display
 
 
 def f1_paired_table(m: Metrics, reference: str = "pmem") -> Table:

@@ -357,7 +357,11 @@ def _locomo(m: Metrics, h: _Headlines, reference: str) -> None:
 
 
 def _locomo_adversarial(m: Metrics, h: _Headlines, reference: str) -> None:
-    adv = _by_arm(m.tables["locomo_adversarial"].data.filter(pl.col("n") > 0))
+    data = m.tables["locomo_adversarial"].data
+    main = primary_slice(m.tables["locomo"].data)
+    if data.height and main is not None:
+        data = data.filter(pl.col("slice") == main)
+    adv = _by_arm(data.filter(pl.col("n") > 0) if data.height else data)
     lead = _lead(order_arms(adv), reference) if adv else reference
     if lead in adv:
         r = adv[lead]

@@ -219,6 +219,10 @@ def test_two_slices_of_one_run_are_never_pooled(tmp_path: Path) -> None:
             r = row("pmem", i, "single-hop", f1, f1 > 0)
             rows.append({**r, C.HISTORY_ID: f"locomo/conv-{i % 2}/{sessions}"})
     rows.append({**row("pmem", 3, "temporal", 0.0, False), C.HISTORY_ID: "locomo/conv-1/sessions=4"})
+    for sessions, abstained in (("sessions=2", False), ("sessions=4", True)):
+        rows.append(
+            {**row("pmem", 7, "adversarial", None, abstained), C.HISTORY_ID: f"locomo/conv-1/{sessions}"}
+        )
     run = results_run(tmp_path / "run", rows, run_id="locomo", arms=["pmem"])
     m = compute(open_run(run))
     data = m.tables["locomo"].data.filter(pl.col("category") == "overall 1-4")
@@ -229,3 +233,8 @@ def test_two_slices_of_one_run_are_never_pooled(tmp_path: Path) -> None:
     assert lines[0].startswith("F1 over categories 1-4 (sessions=4)") and lines[2].startswith(
         "F1 over categories 1-4 (sessions=2)"
     )
+    adversarial = m.tables["locomo_adversarial"].display
+    assert adversarial["slice"].to_list() == ["sessions=4", "sessions=2"]
+    assert adversarial["adversarial: abstained %"].to_list()[0].startswith("100.0 [")
+    # the summary quotes the slice with the most questions
+    assert lines[-1].startswith("Adversarial questions, abstained (scored apart): pmem 100.0%")
