@@ -109,6 +109,7 @@ accuracy-qwen2: $(QWEN_STAMP)
 # with the deterministic rules (about 6 minutes of 2 cores cold; its replies are cached in runs/)
 judge-qwen: $(QWEN_STAMP)
 	$(VENV)/bin/pmem perf judge --config jobs/accuracy_qwen2.toml --out runs/judge-calibration.parquet
+	$(VENV)/bin/pmem perf judge --config jobs/accuracy_qwen2.toml --handwritten datasets/locomo-judge/heldout.json
 
 # the read-path development slice (jobs/dev_qwen.toml): LoCoMo and FactConsolidation through pmem and the
 # baselines at one read budget; every reply is kept in runs/dev-qwen-cache.sqlite, so a rerun after a

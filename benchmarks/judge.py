@@ -11,7 +11,8 @@ verdicts are known, twice in one run:
 
 It prints, for each, the accept rate per kind with its Wilson interval, how many the rules decided,
 whether each kind of 20+ cases meets the target (wrong <= 10%, right >= 90%), and the seconds per
-model verdict. Replies go through a response cache (``--cache``; the second pass asks the model nothing
+model verdict. ``--handwritten FILE`` judges a fresh hand-written file's answers instead (an
+out-of-sample check of a judge tuned on the set). Replies go through a response cache (``--cache``; the second pass asks the model nothing
 new), so a rerun after a rule change costs no model time. ``--out FILE`` writes every verdict as Parquet.
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from pmem.bench import CalibrationCase, calibration_cases, judge_messages, parse_judge_reply
+from pmem.bench._judge_calibration import handwritten_cases
 from pmem.models import ChatModel
 from pmem.report._judge import calibration_lines, calibration_summary
 from pmem.runner import (
@@ -48,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache", default="runs/judge-calibration-cache.sqlite", help="response cache ('' for none)"
     )
     parser.add_argument("--kinds", default=None, help="comma-separated kinds to keep (default: all)")
+    parser.add_argument(
+        "--handwritten",
+        type=Path,
+        default=None,
+        help="judge the paraphrase and vague-topical answers of this file (handwritten.json's format) "
+        "instead of the calibration set: an out-of-sample check",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write every verdict to this Parquet file")
     parser.add_argument(
         "--concurrency", type=int, default=None, help="judge calls in flight (default: the config's)"
@@ -78,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if spec.judge is None:
         print(f"pmem perf judge: error: {args.config} has no [models.judge]")
         return 2
-    cases = calibration_cases()
+    cases = handwritten_cases(args.handwritten) if args.handwritten else calibration_cases()
     if args.kinds:
         wanted = {k.strip() for k in args.kinds.split(",")}
         cases = [c for c in cases if c.kind in wanted]

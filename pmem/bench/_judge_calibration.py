@@ -319,6 +319,27 @@ def _handwritten(field: str, path: Path | None) -> Callable[[_Q], str | None]:
     return lambda q: answers.get(q.qid)
 
 
+def handwritten_cases(path: Path) -> list[CalibrationCase]:
+    """The ``paraphrase`` (right) and ``vague-topical`` (wrong) cases of a hand-written file in the
+    format of ``handwritten.json``, for LoCoMo questions of categories 1-4 (ids ``<kind>/<question id>``):
+    a fresh file is an out-of-sample check of a judge tuned on the committed set
+    (``pmem perf judge --handwritten FILE``)."""
+    convs = _questions()
+    out: list[CalibrationCase] = []
+    for kind, field, expected in (("paraphrase", "paraphrase", True), ("vague-topical", "vague", False)):
+        make = _handwritten(field, path)
+        for qs in convs:
+            for q in qs:
+                response = make(q)
+                if response:
+                    out.append(
+                        CalibrationCase(
+                            f"{kind}/{q.qid}", kind, expected, q.qid, q.question, q.gold, response
+                        )
+                    )
+    return out
+
+
 def build_calibration(handwritten: Path | None = None) -> list[CalibrationCase]:
     """The calibration set, rebuilt from LoCoMo and the hand-written answers (ids ``<kind>/<n>``)."""
     convs = _questions()

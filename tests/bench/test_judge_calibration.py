@@ -66,3 +66,14 @@ def test_the_audited_gold_replaces_the_original_and_keeps_it_beside() -> None:
 def test_an_unknown_gold_is_refused() -> None:
     with pytest.raises(ValueError, match="gold must be one of original, audited"):
         next(iter_histories("locomo", sessions=1, gold="fixed"))
+
+
+def test_the_held_out_answers_are_questions_outside_the_set() -> None:
+    from pmem.bench._judge_calibration import handwritten_cases
+
+    held = handwritten_cases(datasets_root() / "locomo-judge" / "heldout.json")
+    assert Counter((c.kind, c.expected) for c in held) == {
+        ("paraphrase", True): 20,
+        ("vague-topical", False): 20,
+    }
+    assert not {c.question_id for c in held} & {c.question_id for c in calibration_cases()}
