@@ -276,8 +276,9 @@ def judge_results(
     if not todo:
         return 0
     judge_model = judge_spec.model_id
-    topical = embedder_spec is not None and measures_topics(embedder_spec.model_id)
-    version = judge_version(embedder_spec.model_id if topical and embedder_spec else None)
+    embedder_id = embedder_spec.model_id if embedder_spec is not None else None
+    topical = measures_topics(embedder_id)
+    version = judge_version(embedder_id)
     known, extracted = _existing_judgments(root, judge_model, version)
     ask = [(p, r) for p, r in todo if (r["unit_id"], r["question_id"]) not in known]
     with_locomo = any(r[C.BENCHMARK] == "locomo" for _, r in todo)
