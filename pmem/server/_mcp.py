@@ -12,9 +12,10 @@ A request without a known token gets HTTP 401; a tool call for a user the token 
 in one line, as every bad call is (an MCP error result naming the argument).
 """
 
-# No ``from __future__ import annotations`` here: the SDK reads the tools' annotations, which name types
-# made inside _register (pydantic comes with the ``mcp`` extra, so it is imported there).
+# No ``from __future__ import annotations`` here: the SDK reads the tools' signatures, whose annotations
+# are made inside _tool_function (pydantic comes with the ``mcp`` extra, so it is imported there).
 import hmac
+import inspect
 import json
 import os
 import socket
@@ -24,7 +25,8 @@ from typing import Annotated, Any
 from pmem.models import MissingDependencyError
 from pmem.server._namespace import Namespace
 from pmem.server._store import Store
-from pmem.server._tools import MemoryTools, ToolCallError
+from pmem.server._table import TOOLS, Tool, ToolCallError
+from pmem.server._tools import MemoryTools
 
 #: The environment variables that hold the HTTP transport's tokens.
 TOKEN_ENV = "PMEM_MCP_TOKEN"
@@ -155,174 +157,48 @@ def serve_http(store: Store, sock: socket.socket, tokens: StaticTokens, *, annou
 
 
 def _register(server: Any, tools: MemoryTools) -> None:
-    """The ten tools, each a thin wrapper whose docstring and argument descriptions the client's model
-    reads; a refused call raises the SDK's ``ToolError`` (an error result with the one-line reason)."""
-    from mcp.server.mcpserver.exceptions import ToolError
+    """Every tool of the table (:data:`pmem.server._table.TOOLS`), each a thin function whose signature,
+    docstring and argument descriptions the SDK turns into the schema the client's model reads; a refused
+    call raises the SDK's ``ToolError`` (an error result with the one-line reason)."""
     from mcp.types import ToolAnnotations
-    from pydantic import Field
 
     # what a client may assume of each tool: reads change nothing; erase removes for good
-    read = ToolAnnotations(
-        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-    )
-    write = ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-    )
-    destroy = ToolAnnotations(
-        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-    )
+    hints = {
+        "read": ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+        "write": ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+        ),
+        "destroy": ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+        ),
+    }
+    for tool in TOOLS:
+        server.add_tool(_tool_function(tool, tools), name=tool.name, annotations=hints[tool.effect])
 
-    UserId = Annotated[str, Field(description="whose memory: 1-128 of A-Z a-z 0-9 . _ @ + -")]
-    AgentId = Annotated[str | None, Field(description="an agent's own memory within the user's (optional)")]
-    RunId = Annotated[str | None, Field(description="one run's memory within the user's (optional)")]
-    Key = Annotated[str, Field(description="a fact's key, as search or add returned it (e.g. alice.city)")]
 
-    async def run(call: Any) -> Any:
+def _tool_function(tool: Tool, tools: MemoryTools) -> Any:
+    """``tool`` as the SDK registers a function: its arguments annotated with their descriptions."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import Field
+
+    async def call(**arguments: Any) -> Any:
         try:
-            return await call
+            return await tools.call(tool.name, **arguments)
         except ToolCallError as exc:
             raise ToolError(str(exc)) from None
 
-    @server.tool(annotations=write)
-    async def add(
-        user_id: UserId,
-        text: Annotated[str, Field(description="what was said or observed, in plain words")],
-        agent_id: AgentId = None,
-        run_id: RunId = None,
-        source: Annotated[str, Field(description="who said it (source authority ranks it)")] = "user",
-        time: Annotated[str | None, Field(description="when it was observed (ISO 8601)")] = None,
-        valid_time: Annotated[str | None, Field(description="when it became true (ISO 8601)")] = None,
-    ) -> dict[str, Any]:
-        """Remember what a text states. The memory extracts its facts, makes each the current value of
-        its key and keeps what it displaced. Returns the evidence id of the text, the facts extracted
-        and every operation applied (and why any was not). Durable when it returns."""
-        reply: dict[str, Any] = await run(
-            tools.add(user_id, text, agent_id, run_id, source, time, valid_time)
+    params = [
+        inspect.Parameter(
+            arg.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=arg.default,
+            annotation=Annotated[arg.annotation, Field(description=arg.description)],
         )
-        return reply
-
-    @server.tool(annotations=read)
-    async def search(
-        user_id: UserId,
-        query: Annotated[str, Field(description="a question or topic")],
-        agent_id: AgentId = None,
-        run_id: RunId = None,
-        k: Annotated[int, Field(description="the most hits to return (1-100)")] = 12,
-        disclose: Annotated[
-            list[str], Field(description="add 'alternatives' (open claims) and/or 'history' (earlier values)")
-        ] = [],  # noqa: B006 - the SDK reads the default into the schema; it is never mutated
-    ) -> list[dict[str, Any] | None]:
-        """The current values nearest a query, best first, each with its key, value, status, score and
-        the evidence it comes from (the turn's text, who said it and when). Use it before answering from
-        memory; `recall` gives a whole context within a token budget."""
-        reply: list[dict[str, Any] | None] = await run(
-            tools.search(user_id, query, agent_id, run_id, k, disclose)
-        )
-        return reply
-
-    @server.tool(annotations=read)
-    async def recall(
-        user_id: UserId,
-        query: Annotated[str, Field(description="the question to answer, or a topic")],
-        agent_id: AgentId = None,
-        run_id: RunId = None,
-        budget: Annotated[int, Field(description="the most tokens the context may take (1-32000)")] = 1000,
-    ) -> dict[str, Any]:
-        """The context to answer a question from, within a token budget: the current facts (each with
-        its status, the turn it comes from and that turn's date) and the turns of what was said (dated,
-        with their speaker), best first. Put `context` in your prompt; `items` lists each line with the
-        evidence it cites."""
-        reply: dict[str, Any] = await run(tools.recall(user_id, query, agent_id, run_id, budget))
-        return reply
-
-    @server.tool(annotations=read)
-    async def get(
-        user_id: UserId, key: Key, agent_id: AgentId = None, run_id: RunId = None
-    ) -> dict[str, Any] | None:
-        """The current value of one key, its status (active, contested, empty), open alternatives and
-        earlier values; null when the memory never held the key."""
-        reply: dict[str, Any] | None = await run(tools.get(user_id, key, agent_id, run_id))
-        return reply
-
-    @server.tool(annotations=read)
-    async def history(
-        user_id: UserId, key: Key, agent_id: AgentId = None, run_id: RunId = None
-    ) -> list[dict[str, Any]]:
-        """Every value a key has held, in arrival order, each with its status (active, superseded,
-        contradicted, revoked, ...), the arrivals it was valid between and the evidence that stated it."""
-        reply: list[dict[str, Any]] = await run(tools.history(user_id, key, agent_id, run_id))
-        return reply
-
-    @server.tool(annotations=read)
-    async def as_of(
-        user_id: UserId,
-        agent_id: AgentId = None,
-        run_id: RunId = None,
-        seq: Annotated[int | None, Field(description="the arrival number to look back to")] = None,
-        time: Annotated[
-            str | None, Field(description="the observation time to look back to (ISO 8601)")
-        ] = None,
-        key: Annotated[str | None, Field(description="one key only (else the whole memory)")] = None,
-        limit: Annotated[int, Field(description="the most cells to list (1-500)")] = 100,
-    ) -> dict[str, Any]:
-        """What the memory held after arrival seq (or observation time): for audits and for answering
-        about the past."""
-        reply: dict[str, Any] = await run(tools.as_of(user_id, agent_id, run_id, seq, time, key, limit))
-        return reply
-
-    @server.tool(annotations=read)
-    async def why(
-        user_id: UserId, key: Key, agent_id: AgentId = None, run_id: RunId = None
-    ) -> dict[str, Any] | None:
-        """Why a key holds its value: the evidence behind it (texts, sources, times) and every operation
-        on the key. Null when the memory never held the key."""
-        reply: dict[str, Any] | None = await run(tools.why(user_id, key, agent_id, run_id))
-        return reply
-
-    @server.tool(annotations=write)
-    async def undo(
-        user_id: UserId,
-        op_seq: Annotated[int, Field(description="the seq of the operation to undo (from why or history)")],
-        agent_id: AgentId = None,
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        """Undo one operation: its key becomes what it would be had the operation never happened (later
-        operations are kept). Returns whether it applied, and why not."""
-        reply: dict[str, Any] = await run(tools.undo(user_id, op_seq, agent_id, run_id))
-        return reply
-
-    @server.tool(annotations=destroy)
-    async def erase(
-        user_id: UserId,
-        evidence_id: Annotated[str, Field(description="the evidence to erase (e.g. e3, from add or why)")],
-        agent_id: AgentId = None,
-        run_id: RunId = None,
-    ) -> dict[str, Any]:
-        """Erase a text the user wants forgotten: it leaves the memory and the disk, and every value that
-        rested on it alone goes with it. Returns the receipt: the keys whose value changed and the
-        versions erased (never the erased text)."""
-        reply: dict[str, Any] = await run(tools.erase(user_id, evidence_id, agent_id, run_id))
-        return reply
-
-    @server.tool(annotations=read)
-    async def conflicts(
-        user_id: UserId, agent_id: AgentId = None, run_id: RunId = None
-    ) -> list[dict[str, Any] | None]:
-        """The open conflicts: keys whose value is contested, each with the competing values."""
-        reply: list[dict[str, Any] | None] = await run(tools.conflicts(user_id, agent_id, run_id))
-        return reply
-
-    @server.tool(annotations=write)
-    async def resolve(
-        user_id: UserId,
-        key: Key,
-        value: Annotated[str, Field(description="the value that wins: the current one or an alternative")],
-        agent_id: AgentId = None,
-        run_id: RunId = None,
-        source: Annotated[str, Field(description="who settles it")] = "user",
-        note: Annotated[str | None, Field(description="the words that settle it, kept as evidence")] = None,
-    ) -> dict[str, Any]:
-        """Settle a conflict: the value given becomes current and its competitors are contradicted.
-        Returns whether it applied, and why not."""
-        reply: dict[str, Any] = await run(tools.resolve(user_id, key, value, agent_id, run_id, source, note))
-        return reply
+        for arg in tool.arguments()
+    ]
+    call.__signature__ = inspect.Signature(params, return_annotation=tool.returns)  # type: ignore[attr-defined]
+    call.__name__ = call.__qualname__ = tool.name
+    call.__doc__ = tool.summary
+    return call

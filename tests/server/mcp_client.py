@@ -14,14 +14,17 @@ from typing import Any
 
 import pytest
 
+import pmem.server
+
 mcp = pytest.importorskip("mcp")
 
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
-#: The eleven tools (issue 48 named ten; issue 55 added recall): the server must list exactly these.
-TOOLS = ("add", "recall", "search", "get", "history", "as_of", "why", "undo", "erase", "conflicts", "resolve")
+#: The tools of the server's table (issue 48 named ten; issue 55 added recall): the server must list
+#: exactly these, and the scripted conversation must call each.
+TOOLS = tuple(tool.name for tool in pmem.server.TOOLS)
 #: How long a server may take to start on a loaded machine.
 START_TIMEOUT_S = 120
 
