@@ -196,7 +196,7 @@ def _tool_function(tool: Tool, tools: MemoryTools) -> Any:
             default=arg.default,
             annotation=Annotated[arg.annotation, Field(description=arg.description)],
         )
-        for arg in tool.arguments()
+        for arg in tool.arguments
     ]
     call.__signature__ = inspect.Signature(params, return_annotation=tool.returns)  # type: ignore[attr-defined]
     call.__name__ = call.__qualname__ = tool.name

@@ -84,7 +84,7 @@ class Tool:
         name: the tool's name, as clients list it.
         summary: what the client's model reads of it.
         effect: read, write or destroy (a write is durable when it returns).
-        args: its own arguments (the namespace's are added around them: :attr:`signature`).
+        args: its own arguments (the namespace's are added around them: :attr:`arguments`, :attr:`signature`).
         returns: the reply's type (the SDK derives the output schema from it).
         run: ``await run(memory, **args)``: the call on the namespace's memory and its JSON reply.
         check: raises :class:`ToolCallError` for arguments the tool refuses before any memory is opened.
@@ -97,6 +97,8 @@ class Tool:
     returns: Any
     run: Callable[..., Awaitable[Any]]
     check: Callable[..., None] = _no_check
+    #: every argument, the namespace's included, in call order (made once from ``args``)
+    arguments: tuple[Arg, ...] = field(init=False, repr=False, compare=False)
     signature: inspect.Signature = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -112,16 +114,12 @@ class Tool:
             )
             for a in ordered
         ]
+        object.__setattr__(self, "arguments", ordered)
         object.__setattr__(self, "signature", inspect.Signature(params, return_annotation=self.returns))
 
     @property
     def writes(self) -> bool:
         return self.effect != "read"
-
-    def arguments(self) -> tuple[Arg, ...]:
-        """Every argument, in the order of :attr:`signature`."""
-        by_name = {a.name: a for a in (USER_ID, *NARROWER_IDS, *self.args)}
-        return tuple(by_name[name] for name in self.signature.parameters)
 
 
 def _check_search(query: str, k: int, disclose: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,11 @@ def test_the_table_names_the_eleven_tools_each_with_user_id_first_and_the_narrow
     for tool in TOOLS:
         params = list(tool.signature.parameters)
         assert params[0] == "user_id" and {"agent_id", "run_id"} <= set(params), tool.name
-        assert [a.name for a in tool.arguments()] == params
-        assert len(tool.summary) > 60 and all(a.description for a in tool.arguments()), tool.name
+        assert [a.name for a in tool.arguments] == params
+        assert [a.name for a in tool.arguments if a.default is inspect.Parameter.empty] == [
+            p for p in params if tool.signature.parameters[p].default is inspect.Parameter.empty
+        ]
+        assert len(tool.summary) > 60 and all(a.description for a in tool.arguments), tool.name
     assert {t.name for t in TOOLS if t.writes} == {"add", "undo", "erase", "resolve"}
     assert [t.name for t in TOOLS if t.effect == "destroy"] == ["erase"]
 
@@ -54,6 +58,8 @@ def test_a_call_binds_positional_and_keyword_arguments_and_refuses_what_the_tabl
                 with pytest.raises(ToolCallError) as err:
                     await bad()
                 out.append(str(err.value))
+            with pytest.raises(AttributeError):
+                _ = tools.forget
         finally:
             await store.aclose()
         return out
@@ -64,5 +70,3 @@ def test_a_call_binds_positional_and_keyword_arguments_and_refuses_what_the_tabl
     assert values[3].startswith("get:") and "key" in values[3]
     assert values[4].startswith("get:") and "colour" in values[4]
     assert values[5].startswith("as_of: give seq")
-    with pytest.raises(AttributeError):
-        MemoryTools.__getattr__(MemoryTools(None), "forget")  # type: ignore[arg-type]
