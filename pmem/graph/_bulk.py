@@ -262,10 +262,10 @@ def _validate(
     bad_value = needs_value & (vcode < 0)
     # an operation may name evidence observed before it: in the graph, or earlier in this batch
     store = graph.storage
-    seen = store.evidence_count() + np.cumsum(is_obs)[op_rows]
+    seen = store.evidence.count() + np.cumsum(is_obs)[op_rows]
     bad_ev = _np(pc.is_valid(evc)) & ((ev < 0) | (ev >= seen))
-    if store.has_erasures():  # erased evidence cannot be cited any more
-        bad_ev |= np.isin(ev, store.erased_evidence())
+    if store.evidence.has_erasures():  # erased evidence cannot be cited any more
+        bad_ev |= np.isin(ev, store.evidence.erased_ids())
     refused = np.zeros(len(op_rows), np.bool_)
     for mask, field in ((code < 0, "op"), (bad_key, "key"), (bad_value, "value"), (bad_ev, "evidence")):
         first = np.flatnonzero(mask & ~refused)  # a row is reported for its first refused field only
@@ -273,7 +273,7 @@ def _validate(
             j = int(first[0])
             op = op_col[int(op_rows[j])].as_py()
             why = problem.get(-2 - int(kid[j]), "")
-            erased = store.is_erased(int(ev[j]))
+            erased = store.evidence.is_erased(int(ev[j]))
             detail = _detail(field, op, keys[j].as_py(), why, ev[j], seen[j], erased)
             errors.append((int(op_rows[j]), field, detail))
         refused |= mask
@@ -331,7 +331,7 @@ def apply_batch(
     per row, the value a reject or revoke retracts, as ``apply(..., retracts=...)`` takes it.
     """
     table = _table(batch)
-    first_evidence = graph.storage.evidence_count()
+    first_evidence = graph.storage.evidence.count()
     if table.num_rows == 0:
         return BatchResult(np.zeros(0, np.int8), np.zeros(0, np.bool_), first_evidence)
     # The batch allocates container objects (log tuples, value and key lists) by the hundred thousand;
@@ -350,7 +350,7 @@ def apply_batch(
             # loop, and the rows between them column-wise. An accept not listed cannot enter history
             # however the listed ones end (they were counted as heads its key may hold).
             return _split_around(graph, table, is_obs, retracts, late, first_evidence)
-        if store.has_authority() or late:
+        if store.authority.configured() or late:
             # an accept may be lowered (authority) or enter the history (valid time): outcomes the
             # column-wise pass does not model, so the rows go through the loop itself
             code = _loop(graph, table, is_obs, retracts)
@@ -380,7 +380,7 @@ def _column_wise(
 def _dated(store: Any) -> bool:
     """Valid time may change an outcome: the graph has valid times, and no source authority (with it,
     every batch takes the loop)."""
-    return bool(store.has_valid_times()) and not store.has_authority()
+    return bool(store.evidence.has_valid_times()) and not store.authority.configured()
 
 
 def _split_at_most(rows: int) -> int:
@@ -430,7 +430,9 @@ def _late_accepts(graph: ProvenanceGraph, ops: _Ops, at_most: int) -> list[int]:
     rows are dated; a graph with a single dated fact no longer sends every later batch to the loop.
     """
     store = graph.storage
-    dated = np.fromiter((store.valid_instant(e) is not None for e in ops.ev.tolist()), np.bool_, len(ops.ev))
+    dated = np.fromiter(
+        (store.evidence.valid_instant(e) is not None for e in ops.ev.tolist()), np.bool_, len(ops.ev)
+    )
     if not dated.any():
         return []  # no accept cites dated evidence: none can enter history
     keys = set(ops.kid[dated].tolist())  # only these keys' accepts can
@@ -438,8 +440,8 @@ def _late_accepts(graph: ProvenanceGraph, ops: _Ops, at_most: int) -> list[int]:
     for kid in keys:
         if kid >= 0:  # a key new to the graph holds nothing yet
             made = (
-                store.valid_instant(store.creating_evidence(v))
-                for v in (*store.chain(kid), *store.alternatives(kid))
+                store.evidence.valid_instant(store.versions.creating_evidence(v))
+                for v in (*store.chain(kid), *store.keys.alternatives(kid))
             )
             found = [at for at in made if at is not None]
             if found:
@@ -447,7 +449,7 @@ def _late_accepts(graph: ProvenanceGraph, ops: _Ops, at_most: int) -> list[int]:
     late: list[int] = []
     for j in np.flatnonzero(np.isin(ops.kid, np.fromiter(keys, _I64, len(keys)))).tolist():
         kid = int(ops.kid[j])
-        mine = store.valid_instant(int(ops.ev[j])) if dated[j] else None
+        mine = store.evidence.valid_instant(int(ops.ev[j])) if dated[j] else None
         if mine is None:
             continue
         held = latest.get(kid)
@@ -590,8 +592,8 @@ class _Writer:
         self.rows = len(is_obs)
         self.store = store = graph.storage
         self.seq0 = graph.seq
-        self.v0 = store.version_count()
-        self.o0 = store.operation_count()
+        self.v0 = store.versions.count()
+        self.o0 = store.log.count()
         # value code -> string (-1: None), and back; and each string's address (see KeyIndex.value_addr)
         values = ops.values
         self.vpool = _objects([*values, None], len(values) + 1)
@@ -624,7 +626,7 @@ class _Writer:
         self.promoted: list[NDArray[np.int64]] = []  # older versions whose supersedes link a resolve set
         # the ids the new keys will get (run admits them in first-touch order), then the scan's order
         new = ops.kid < 0
-        ops.kid[new] = store.key_count() - 2 - ops.kid[new]
+        ops.kid[new] = store.keys.count() - 2 - ops.kid[new]
         self._plan()
         self.steps = (len(self.groups) - 1 + _KINDS - 1) // _KINDS
 
@@ -634,7 +636,7 @@ class _Writer:
         self._observe()
         self._init_state()
         # views over the whole columns (placeholders included); none may outlive _pack, which resizes them
-        self.st, self.pv, self.to = self.store.open_version_window(self.n)
+        self.st, self.pv, self.to = self.store.versions.open_window(self.n)
         self._scan()
         self._close_alternatives()
         fin = self._pack()
@@ -646,7 +648,7 @@ class _Writer:
         self._write_heads(fin)
         self.store.rewind(self.seq0 + self.rows)
         if self.is_obs.any():  # the observe-then-apply fast path cites the last one, as after observe
-            g.remember_observed(self.store.evidence_count() - 1)
+            g.remember_observed(self.store.evidence.count() - 1)
         return self.code
 
     # ------------------------------------------------------------------ before the scan
@@ -657,7 +659,7 @@ class _Writer:
         names = ops.new_names
         if not names:
             return
-        self.store.extend_keys(names)
+        self.store.keys.extend(names)
         index_of(g).add(ops.new_keys, ops.new_hashes)  # the lookup caught the index up to k0
 
     def _observe(self) -> None:
@@ -674,14 +676,14 @@ class _Writer:
         enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(named))
         codes = np.empty(len(enc.dictionary), _I64)
         for i, name in enumerate(cast("list[str]", enc.dictionary.to_pylist())):  # in first-appearance order
-            codes[i] = self.store.admit_source(name)
+            codes[i] = self.store.evidence.admit_source(name)
         time = _col(table, "time").take(idx)
         times: dict[int, str] = {}
         if time.null_count < len(time):
             has = np.flatnonzero(_np(pc.is_valid(time)))
             texts = cast("list[str]", time.take(pa.array(has, type=pa.int64())).to_pylist())
             times = dict(zip(has.tolist(), texts, strict=True))
-        self.store.extend_evidence(
+        self.store.evidence.extend(
             _col(table, "text").take(idx),  # kept as Arrow (pmem.graph._texts)
             codes[_np(enc.indices).astype(_I64)],
             rows + (self.seq0 + 1),
@@ -707,7 +709,7 @@ class _Writer:
         old = np.flatnonzero((versions >= 0) & ~new & (address == 0))
         if len(old):
             items = versions[old].tolist()
-            objects = self.store.values_of(items)
+            objects = self.store.versions.values_of(items)
             # the values are interned (see __init__): a dict probe finds a batch's own string by identity
             out[old] = np.fromiter(map(self.vmap.get, objects, repeat(_UNKNOWN)), _I64, len(items))
         return out
@@ -716,7 +718,7 @@ class _Writer:
         """Per key of the batch (by slot: its index among the batch's distinct keys): the scan's state."""
         g, ops = self.g, self.ops
         kid_u = self.kid_u
-        self.head0, self.newest0 = self.store.heads_of(kid_u)
+        self.head0, self.newest0 = self.store.keys.heads_of(kid_u)
         self.head = self.head0.copy()
         self.newest = self.newest0.copy()
         self.index = index_of(g)
@@ -731,10 +733,10 @@ class _Writer:
         # A key has open alternatives exactly when its head is contested (contest makes both so, and
         # every operation that closes them changes the head's status), so only those are asked.
         with_head = np.flatnonzero(self.head >= 0)
-        contested = with_head[store.statuses_of(self.head[with_head]) == CONTESTED]
+        contested = with_head[store.versions.statuses_of(self.head[with_head]) == CONTESTED]
         for u, kid in zip(contested.tolist(), kid_u[contested].tolist(), strict=True):
-            if store.has_alternatives(kid):
-                alts = store.alternatives(kid)
+            if store.keys.has_alternatives(kid):
+                alts = store.keys.alternatives(kid)
                 self.has[u] = True
                 prior_u += [u] * len(alts)
                 prior_v += alts
@@ -1088,7 +1090,7 @@ class _Writer:
             self.pv[w] = self._remap(self.pv[w])
         del self.st, self.pv, self.to  # release the columns' buffers: they shrink now
         ops = self.ops
-        self.store.close_version_window(
+        self.store.versions.close_window(
             end, self.kid_u[self.key[c]], self.vpool[ops.vcode[c]].tolist(), self.seq[c], ops.ev[c]
         )
         self.index.record_values(v0, self.vaddr[ops.vcode[c]])
@@ -1122,7 +1124,7 @@ class _Writer:
             ),
             strict=True,
         )
-        self.store.extend_log(self.code, self._remap(self.target), extra)
+        self.store.log.extend(self.code, self._remap(self.target), extra)
 
     def _formatted(self, j: NDArray[np.int64]) -> list[str]:
         """The reasons that name values (one text per distinct (kind, value, current value))."""
@@ -1141,7 +1143,7 @@ class _Writer:
             key = (kind, value, cc if cc >= 0 else -3 - cv)
             text = memo.get(key)
             if text is None:
-                current = "" if kind == _F_RESOLVE else (vpool[cc] if cc >= 0 else store.value(cv))
+                current = "" if kind == _F_RESOLVE else (vpool[cc] if cc >= 0 else store.versions.value(cv))
                 text = memo[key] = _reason_text(kind, vpool[value], current)
             out.append(text)
         return out
@@ -1154,8 +1156,10 @@ class _Writer:
         vpool, store = self.vpool, self.store
         codes, versions = self.tcode[t].tolist(), self.tver[t].tolist()
         # a head of an earlier batch or call whose value is none of this batch's: read from the graph
-        texts = [vpool[c] if c >= 0 else store.value(v) for c, v in zip(codes, versions, strict=True)]
-        store.record_retracted(zip((t + self.o0).tolist(), texts, strict=True))
+        texts = [
+            vpool[c] if c >= 0 else store.versions.value(v) for c, v in zip(codes, versions, strict=True)
+        ]
+        store.log.record_retracted(zip((t + self.o0).tolist(), texts, strict=True))
 
     def _write_support(self, fin: NDArray[np.int64]) -> None:
         """Support counts, supported-by edges (evidence-backed supports) and tombstones, in batch order."""
@@ -1167,15 +1171,16 @@ class _Writer:
         # a version's count is inserted where the loop inserted it: at its first support
         uniq, first, count = np.unique(target, return_index=True, return_counts=True)
         order = np.argsort(first)
-        self.store.extend_support(target[e], ev[e], self.seq[s][e], uniq[order].tolist(), count[order])
+        self.store.edges.extend_support(target[e], ev[e], self.seq[s][e])
+        self.store.versions.count_support(uniq[order].tolist(), count[order])
         t = np.flatnonzero(self.tomb)
-        self.store.extend_tombstones(self._remap(self.target[t]), self.seq[t], ops.ev[t])
+        self.store.edges.extend_tombstones(self._remap(self.target[t]), self.seq[t], ops.ev[t])
 
     def _write_links(self, fin: NDArray[np.int64]) -> None:
         """Arrival-chain links and alternative-of edges of the created versions, in creation order."""
         o = np.flatnonzero(self.created & (self.older != NONE))
         a = np.flatnonzero(self.alt_of != NONE)
-        self.store.record_links(
+        self.store.versions.record_links(
             zip(fin[o].tolist(), self._remap(self.older[o]).tolist(), strict=True),
             zip(fin[a].tolist(), self._remap(self.alt_of[a]).tolist(), strict=True),
         )
@@ -1199,12 +1204,12 @@ class _Writer:
                 extended.append((int(kid_u[slot]), lists.pop(slot)))
         # first-opened first: the loop's insertion order
         opened = [(int(kid_u[slot]), alts) for slot, alts in lists.items()]
-        self.store.update_open_alternatives(closed, extended, opened)
+        self.store.keys.update_alternatives(closed, extended, opened)
 
     def _write_heads(self, fin: NDArray[np.int64]) -> None:
         heads = np.flatnonzero(self.head != self.head0)
         newest = np.flatnonzero(self.newest != self.newest0)
-        self.store.set_heads(
+        self.store.keys.set_heads(
             self.kid_u[heads],
             self._remap(self.head[heads]),
             self.kid_u[newest],

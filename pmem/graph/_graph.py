@@ -1,8 +1,8 @@
 """The typed provenance graph: the six operations, materialization and the graph's public reads.
 
-Its columns are a :class:`~pmem.graph._store.GraphStore` (``graph.storage``), the one owner of every
-column and of the named operations that write them; see that module for the layout. ``apply`` inlines
-the store's ``append_version`` and ``log`` for an accept, the bulk of a write stream (``pmem perf core``).
+Its columns are a :class:`~pmem.graph._store.GraphStore` (``graph.storage``): column groups, one per
+node kind, each the one owner of its columns (see that package for the layout). The store writes what it
+is told; the graph decides every operation's outcome (an accept's fast path too: ``apply``).
 
 Edges: *supersedes* and *alternative-of* are at most one per version and are stored on the version
 (``v_prev``, ``v_alt``); *supported-by* edges are the version's creating evidence plus ``sb_*``;
@@ -110,7 +110,7 @@ class ProvenanceGraph:
             msg = f"ProvenanceGraph: authority must be a mapping of source -> level, got {preview(authority)}"
             raise ValueError(msg)
         # configured by the constructor (maybe empty): a saved state records it
-        store.configure_authority(
+        store.authority.configure(
             _checked_level(default_authority, "default_authority"), authority is not None
         )
         if authority is not None:
@@ -151,7 +151,7 @@ class ProvenanceGraph:
             check_text(text, "text", "observe")
         code: int | None = self._last_code  # a writer's observations mostly share one source
         if source is not self._last_source:
-            code = store.source_id(source) if type(source) is str else None
+            code = store.evidence.source_id(source) if type(source) is str else None
             if code is None:  # a source not seen before
                 check_text(source, "source", "observe", non_empty=True)
         if time is not None:
@@ -160,7 +160,7 @@ class ProvenanceGraph:
         valid = None if valid_time is None else valid_instant(valid_time, "observe")
         # nothing below can fail
         if code is None:
-            code = store.admit_source(source)
+            code = store.evidence.admit_source(source)
         if source is not self._last_source:
             self._last_source, self._last_code = source, code
         n = store.add_evidence(text, code, time, valid)
@@ -203,15 +203,21 @@ class ProvenanceGraph:
         if depends_on is not None or alias is not None or retracts is not None:
             return self._apply_recorded(op, key, value, evidence, depends_on, alias, retracts)
         # accept is ~90% of a write stream: a valid accept of a known key, citing no evidence or the one
-        # just observed, is one store call when it only supersedes the head (see `pmem perf core`)
+        # just observed, is one store write when all it does is supersede the head: no evidence states a
+        # valid time (to place it by), no authority is configured (to weigh) and the head holds another
+        # value (a repeat is support, not a new version). See `pmem perf core`.
         if (
             op == "accept"
             and type(value) is str
             and value.isascii()
             and (evidence is None or evidence is self._last_eid)
             and type(key) is str
-            and store.accept(key, value, NONE if evidence is None else self._last_ev)
+            and (found := store.lookup(key)) is not None
+            and found[2] != value
+            and not store.evidence.has_valid_times()
+            and not store.authority.configured()
         ):
+            store.accept(found[0], value, NONE if evidence is None else self._last_ev)
             return _APPLIED_ACCEPT
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
@@ -240,17 +246,17 @@ class ProvenanceGraph:
             return handler(key, value, ev)
         assert value is not None  # accept without a value was refused above
         if found is None:
-            kid, head, current = store.new_key(key), NONE, None
+            kid, head, current = store.keys.new(key), NONE, None
         else:
             kid, head, current = found
         if current is not None:
             if current == value:
                 return self._support(ACCEPT, kid, head, value, ev, store.next_seq(), SUPPORT_RESULT)
-            if store.has_valid_times() and self._valid_before(ev, head):
+            if store.evidence.has_valid_times() and self._valid_before(ev, head):
                 return self._enter_history(kid, value, ev)  # a late fact does not roll the present back
-            if store.has_authority() and self._outranked(ev, (head,)):
+            if store.authority.configured() and self._outranked(ev, (head,)):
                 return self._contest(key, value, ev, ACCEPT)  # a lower-ranked source cannot displace the head
-        store.accept(key, value, ev, decided=True)
+        store.accept(kid, value, ev)
         return _APPLIED_ACCEPT
 
     def _apply_recorded(
@@ -285,9 +291,9 @@ class ProvenanceGraph:
             result = self.apply(op, key, value, evidence)  # checks the other arguments before writing
         finally:
             self._retracting = None
-        n = store.operation_count() - 1
+        n = store.log.count() - 1
         if alias is not None:
-            store.record_alias(n, alias)
+            store.log.record_alias(n, alias)
         if premises:  # an empty depends_on is no premise at all
             store.record_premises(n, premises, result.applied)
         return result
@@ -300,28 +306,28 @@ class ProvenanceGraph:
             raise ValueError(msg)
         out: dict[int, int] = {}
         for name in depends_on:
-            kid = store.key_id(name) if type(name) is str else None
-            if kid is None or store.head(kid) == NONE:
+            kid = store.keys.id(name) if type(name) is str else None
+            if kid is None or store.keys.head(kid) == NONE:
                 msg = f"apply {op} {key}: premise {preview(name)} has no current value (depends_on names keys with a head)"
                 raise ValueError(msg)
             if name == key:
                 msg = f"apply {op} {key}: a fact cannot depend on its own key"
                 raise ValueError(msg)
-            out.setdefault(kid, store.head(kid))
+            out.setdefault(kid, store.keys.head(kid))
         return tuple(out.items())
 
     def _stale(self, kid: int, visiting: set[int] | None = None) -> tuple[str, ...]:
         """Premise keys of ``kid``'s head that changed since it was asserted, or are stale themselves."""
         store = self._store
-        premises = store.premises(store.head(kid))
+        premises = store.versions.premises(store.keys.head(kid))
         if not premises:
             return ()
         visiting = visiting or set()
         visiting.add(kid)
         out = [
-            store.key_name(pk)
+            store.keys.name(pk)
             for pk, pv in premises
-            if store.head(pk) != pv or (pk not in visiting and self._stale(pk, visiting))
+            if store.keys.head(pk) != pv or (pk not in visiting and self._stale(pk, visiting))
         ]
         visiting.discard(kid)
         return tuple(out)
@@ -331,9 +337,9 @@ class ProvenanceGraph:
         store = self._store
         if not cell.stale:
             return frozenset()
-        kid = store.key_id(cell.key)
-        premises = () if kid is None else store.premises(store.head(kid))
-        return frozenset(store.key_name(pk) for pk, pv in premises if store.head(pk) != pv)
+        kid = store.keys.id(cell.key)
+        premises = () if kid is None else store.versions.premises(store.keys.head(kid))
+        return frozenset(store.keys.name(pk) for pk, pv in premises if store.keys.head(pk) != pv)
 
     def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> BatchResult:
         """Apply a write batch (``pmem.graph.WRITE_BATCH_SCHEMA``) column-wise, as one call.
@@ -374,8 +380,8 @@ class ProvenanceGraph:
         store = self._store
         if type(evidence) is str and evidence[:1] == "e" and evidence[1:].isdigit():
             n = int(evidence[1:])
-            if n < store.evidence_count() and evidence == f"e{n}":
-                if op != "evidence" and store.is_erased(n):
+            if n < store.evidence.count() and evidence == f"e{n}":
+                if op != "evidence" and store.evidence.is_erased(n):
                     msg = f"{op} {key}: evidence {evidence} was erased (it cannot be cited any more)"
                     raise ValueError(msg)
                 return n
@@ -385,13 +391,16 @@ class ProvenanceGraph:
     def _key_id(self, key: str) -> int:
         """The id of ``key``, admitting it (empty) when new."""
         store = self._store
-        kid = store.key_id(key)
-        return store.new_key(key) if kid is None else kid
+        kid = store.keys.id(key)
+        return store.keys.new(key) if kid is None else kid
 
     def _valid_before(self, ev: int, version: int) -> bool:
         """Whether evidence ``ev`` is valid before the evidence that created ``version`` (both dated)."""
         store = self._store
-        mine, theirs = store.valid_instant(ev), store.valid_instant(store.creating_evidence(version))
+        mine, theirs = (
+            store.evidence.valid_instant(ev),
+            store.evidence.valid_instant(store.versions.creating_evidence(version)),
+        )
         return mine is not None and theirs is not None and mine < theirs
 
     def _enter_history(self, kid: int, value: str, ev: int) -> OpResult:
@@ -399,11 +408,11 @@ class ProvenanceGraph:
         store = self._store
         seq = store.next_seq()
         store.close_lazily_closed(kid)  # supersedes links change below
-        at = store.valid_instant(ev)
+        at = store.evidence.valid_instant(ev)
         assert at is not None  # apply() enters history only for dated evidence
         above, below = store.place_by_valid_time(kid, at)
         vid = store.insert_superseded(kid, value, seq, ev, above, below)
-        store.log(seq, ACCEPT, ACCEPT, kid, ev, True, vid, created=True)
+        store.log.append(seq, ACCEPT, ACCEPT, kid, ev, True, vid, created=True)
         return _APPLIED_ACCEPT
 
     def remember_observed(self, ev: int) -> None:
@@ -425,7 +434,7 @@ class ProvenanceGraph:
 
     def _fail(self, req: int, kid: int, value: str | None, ev: int, reason: str) -> OpResult:
         store = self._store
-        store.log(store.next_seq(), req, NOOP, kid, ev, False, NONE, value, reason)
+        store.log.append(store.next_seq(), req, NOOP, kid, ev, False, NONE, value, reason)
         return OpResult(False, "noop", reason)
 
     def _support(
@@ -433,14 +442,14 @@ class ProvenanceGraph:
     ) -> OpResult:
         store = self._store
         store.add_support(vid, ev, seq)
-        store.log(seq, req, NOOP, kid, ev, True, vid, value, result.reason)
+        store.log.append(seq, req, NOOP, kid, ev, True, vid, value, result.reason)
         return result
 
     def _head_of(self, key: str) -> int | None:
         """The id of ``key`` when it has a head."""
         store = self._store
-        kid = store.key_id(key)
-        return kid if kid is not None and store.head(kid) != NONE else None
+        kid = store.keys.id(key)
+        return kid if kid is not None and store.keys.head(kid) != NONE else None
 
     def _retracting_now(self, named: str | None, kid: int | None) -> None:
         """Record what the retraction about to be logged retracts: ``named``, else the head's value of
@@ -448,9 +457,9 @@ class ProvenanceGraph:
         store = self._store
         target = named
         if target is None and kid is not None:
-            target = store.value(store.head(kid))
+            target = store.versions.value(store.keys.head(kid))
         if target is not None:
-            store.record_retracts(target)
+            store.log.record_retracts(target)
 
     def _reject(self, key: str, value: str | None, ev: int) -> OpResult:
         store = self._store
@@ -460,21 +469,21 @@ class ProvenanceGraph:
         if kid is None:
             return self._fail(REJECT, self._key_id(key), value, ev, "reject: the key has no current head")
         head, current = store.head_and_value(kid)
-        if store.has_authority() and self._outranked(ev, (head,)):
+        if store.authority.configured() and self._outranked(ev, (head,)):
             return self._fail(REJECT, kid, value, ev, _INSUFFICIENT)
         if named is not None and named != current:
             reason = f"reject retracts {named!r} but the current head is {current!r}"
             return self._fail(REJECT, kid, value, ev, reason)
         seq = store.next_seq()
-        store.close(head, CONTRADICTED, seq)
+        store.versions.close(head, CONTRADICTED, seq)
         store.close_open_alternatives(kid, seq)
         if value is not None:
             vid = store.append_version(kid, value, ACTIVE, seq, ev, head)
-            store.set_head(kid, vid)
-            store.log(seq, REJECT, REJECT, kid, ev, True, vid, created=True)
+            store.keys.set_head(kid, vid)
+            store.log.append(seq, REJECT, REJECT, kid, ev, True, vid, created=True)
         else:
             store.reopen_predecessor(kid, head)
-            store.log(seq, REJECT, REJECT, kid, ev, True, head)
+            store.log.append(seq, REJECT, REJECT, kid, ev, True, head)
         return _APPLIED["reject"]
 
     def _revoke(self, key: str, value: str | None, ev: int) -> OpResult:
@@ -485,18 +494,18 @@ class ProvenanceGraph:
         if kid is None:
             return self._fail(REVOKE, self._key_id(key), value, ev, "revoke: the key has no current head")
         head, current = store.head_and_value(kid)
-        if store.has_authority() and self._outranked(ev, (head,)):
+        if store.authority.configured() and self._outranked(ev, (head,)):
             return self._fail(REVOKE, kid, value, ev, _INSUFFICIENT)
         if named is not None and named != current:
             how = "names" if value is not None else "retracts"
             reason = f"revoke {how} {named!r} but the current head is {current!r}"
             return self._fail(REVOKE, kid, value, ev, reason)
         seq = store.next_seq()
-        store.close(head, REVOKED, seq)
+        store.versions.close(head, REVOKED, seq)
         store.close_open_alternatives(kid, seq)
-        store.add_tombstone(head, seq, ev)
+        store.edges.add_tombstone(head, seq, ev)
         store.reopen_predecessor(kid, head)
-        store.log(seq, REVOKE, REVOKE, kid, ev, True, head, value)
+        store.log.append(seq, REVOKE, REVOKE, kid, ev, True, head, value)
         return _APPLIED["revoke"]
 
     def _contest(self, key: str, value: str | None, ev: int, req: int = CONTEST) -> OpResult:
@@ -509,12 +518,12 @@ class ProvenanceGraph:
         seq = store.next_seq()
         if current == value:
             return self._support(req, kid, head, value, ev, seq, CONTEST_REPEATS_HEAD)
-        for a in store.alternatives(kid):
-            if store.value(a) == value:
+        for a in store.keys.alternatives(kid):
+            if store.versions.value(a) == value:
                 return self._support(req, kid, a, value, ev, seq, CONTEST_REPEATS_ALT)
         assert value is not None  # apply() refuses contest without a value
         vid = store.add_alternative(kid, value, seq, ev)
-        store.log(seq, req, CONTEST, kid, ev, True, vid, created=True)
+        store.log.append(seq, req, CONTEST, kid, ev, True, vid, created=True)
         return _APPLIED["contest"]
 
     def _resolve(self, key: str, value: str | None, ev: int) -> OpResult:
@@ -523,22 +532,22 @@ class ProvenanceGraph:
         if kid is None:
             return self._fail(RESOLVE, self._key_id(key), value, ev, "resolve: the key has no current head")
         head, current = store.head_and_value(kid)
-        if store.status(head) != CONTESTED:
+        if store.versions.status(head) != CONTESTED:
             return self._fail(RESOLVE, kid, value, ev, "resolve: the cell is not contested")
-        alts = store.alternatives(kid)
-        if store.has_authority() and self._outranked(ev, (head, *alts)):
+        alts = store.keys.alternatives(kid)
+        if store.authority.configured() and self._outranked(ev, (head, *alts)):
             return self._fail(RESOLVE, kid, value, ev, _INSUFFICIENT)
         if current == value:
             winner = head
         else:
-            winner = next((a for a in alts if store.value(a) == value), NONE)
+            winner = next((a for a in alts if store.versions.value(a) == value), NONE)
             if winner == NONE:
                 reason = f"resolve: {value!r} is neither the head's value nor an alternative's"
                 return self._fail(RESOLVE, kid, value, ev, reason)
         seq = store.next_seq()
         store.settle(kid, winner, seq)
         store.add_support(winner, ev, seq)
-        store.log(seq, RESOLVE, RESOLVE, kid, ev, True, winner, value)
+        store.log.append(seq, RESOLVE, RESOLVE, kid, ev, True, winner, value)
         return _APPLIED["resolve"]
 
     def _noop(self, key: str, value: str | None, ev: int) -> OpResult:
@@ -551,7 +560,7 @@ class ProvenanceGraph:
             return self._fail(NOOP, kid, value, ev, reason)
         seq = store.next_seq()
         if head == NONE:
-            store.log(seq, NOOP, NOOP, kid, ev, True, NONE, value)
+            store.log.append(seq, NOOP, NOOP, kid, ev, True, NONE, value)
             return _APPLIED["noop"]
         return self._support(NOOP, kid, head, value, ev, seq, _APPLIED["noop"])
 
@@ -612,17 +621,17 @@ class ProvenanceGraph:
         if type(source) is not str or not source:
             msg = f"authority: a source must be a non-empty string, got {preview(source)}"
             raise ValueError(msg)
-        self._store.set_authority(source, _checked_level(level, f"authority of {source!r}"), after)
+        self._store.authority.set(source, _checked_level(level, f"authority of {source!r}"), after)
 
     def authority(self, source: str) -> int:
         """The level ``source`` ranks at now (``default_authority`` when unlisted or not configured)."""
-        return self._store.authority_level(source)
+        return self._store.authority.level(source)
 
     def _outranked(self, ev: int, versions: Iterable[int]) -> bool:
         """Whether evidence ``ev``'s source ranks below the source that created any of ``versions``."""
         store = self._store
         rank = store.rank(ev)
-        return any(store.rank(store.creating_evidence(v)) > rank for v in versions)
+        return any(store.rank(store.versions.creating_evidence(v)) > rank for v in versions)
 
     # ------------------------------------------------------------------ identity
 
@@ -648,7 +657,7 @@ class ProvenanceGraph:
 
     def __len__(self) -> int:
         """Number of keys ever written (empty cells included)."""
-        return self._store.key_count()
+        return self._store.keys.count()
 
     @property
     def seq(self) -> int:
@@ -657,19 +666,19 @@ class ProvenanceGraph:
 
     def keys(self) -> list[str]:
         """Every key ever written, sorted."""
-        return sorted(self._store.iter_keys())
+        return sorted(self._store.keys.names())
 
     def __iter__(self) -> Iterator[str]:
         """Every key ever written, sorted (empty cells included)."""
         return iter(self.keys())
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._store.key_id(key) is not None
+        return isinstance(key, str) and self._store.keys.id(key) is not None
 
     def head_value(self, key: str) -> str | None:
         """The current value of ``key`` (None when empty or unknown): the cheapest read."""
         store = self._store
-        kid = store.key_id(key)
+        kid = store.keys.id(key)
         return None if kid is None else store.head_value(kid)
 
     def _version(self, vid: int, closing: dict[int, int] | None = None) -> Version:
@@ -677,7 +686,7 @@ class ProvenanceGraph:
         kid, value, status, start, to, ev, support, prev, alt = store.version_fields(vid, closing)
         return Version(
             id=f"v{vid}",
-            key=store.key_name(kid),
+            key=store.keys.name(kid),
             value=value,
             status=STATUSES[status],
             valid_from=start,
@@ -691,50 +700,50 @@ class ProvenanceGraph:
     def versions(self, key: str) -> list[Version]:
         """Every version of ``key`` in arrival order (empty list for an unknown key)."""
         store = self._store
-        kid = store.key_id(key)
+        kid = store.keys.id(key)
         if kid is None:
             return []
         closing = store.closing(kid)
         return [self._version(v, closing) for v in reversed(store.chain(kid))]
 
     def version(self, version_id: str) -> Version:
-        vid = _parse_id(version_id, "v", self._store.version_count())
+        vid = _parse_id(version_id, "v", self._store.versions.count())
         return self._version(vid)
 
     def cell(self, key: str) -> Cell | None:
         """The materialized cell of ``key``; None when the key was never written."""
-        kid = self._store.key_id(key) if isinstance(key, str) else None
+        kid = self._store.keys.id(key) if isinstance(key, str) else None
         return None if kid is None else self._cell(kid)
 
     def _cell(self, kid: int) -> Cell:
         store = self._store
         head, current = store.head_and_value(kid)
-        alts = store.alternatives(kid)
+        alts = store.keys.alternatives(kid)
         shown = {head, *alts}
         closing = store.closing(kid)
         history = [
             self._version(v, closing)
             for v in store.chain(kid)
-            if v not in shown and store.status(v) != UNDONE and store.status(v) != ERASED
+            if v not in shown and store.versions.status(v) != UNDONE and store.versions.status(v) != ERASED
         ]
         if current is None:
-            return Cell(store.key_name(kid), None, "empty", [], history, 0)
-        status = "contested" if store.status(head) == CONTESTED else "active"
+            return Cell(store.keys.name(kid), None, "empty", [], history, 0)
+        status = "contested" if store.versions.status(head) == CONTESTED else "active"
         # every open claim comes from a source ranked below the head's: only an equal or higher rank can
         # settle it, so the head stands (it is rendered as held, not as an open choice)
         held = (
             status == "contested"
-            and store.has_authority()
-            and all(self._outranked(store.creating_evidence(a), (head,)) for a in alts)
+            and store.authority.configured()
+            and all(self._outranked(store.versions.creating_evidence(a), (head,)) for a in alts)
         )
         return Cell(
-            key=store.key_name(kid),
+            key=store.keys.name(kid),
             value=current,
             status=status,
-            alternatives=[store.value(a) for a in alts],
+            alternatives=[store.versions.value(a) for a in alts],
             history=history,
-            support=store.support(head),
-            stale=self._stale(kid) if store.has_premises() else (),
+            support=store.versions.support(head),
+            stale=self._stale(kid) if store.versions.has_premises() else (),
             held=held,
         )
 
@@ -747,7 +756,7 @@ class ProvenanceGraph:
         >>> {key: cell.value for key, cell in g.frontier().items()}
         {'a.x': '1', 'b.x': '2'}
         """
-        return {key: self._cell(kid) for key, kid in sorted(self._store.cells())}
+        return {key: self._cell(kid) for key, kid in sorted(self._store.keys.cells())}
 
     def frontier_items(self) -> list[tuple[str, str]]:
         """``(key, current value)`` for every non-empty cell, sorted by key: the cheap frontier."""
@@ -761,7 +770,7 @@ class ProvenanceGraph:
         >>> g.has_observation_times()
         False
         """
-        return self._store.has_observation_times()
+        return self._store.evidence.has_observation_times()
 
     def evidence(self, evidence_id: str) -> Evidence:
         store = self._store
@@ -770,24 +779,24 @@ class ProvenanceGraph:
         except ValueError:
             msg = f"unknown evidence id {evidence_id!r}"
             raise KeyError(msg) from None
-        return Evidence(evidence_id, *store.evidence_fields(n))
+        return Evidence(evidence_id, *store.evidence.fields(n))
 
     def operations(self, key: str | None = None) -> Iterator[Operation]:
         """The operation log in order, optionally for one key (failed preconditions included)."""
         store = self._store
         kid = None
         if key is not None:
-            kid = store.key_id(key)
+            kid = store.keys.id(key)
             if kid is None:
                 return
-        positions: Iterable[int] = range(store.operation_count()) if kid is None else store.operations_of(kid)
+        positions: Iterable[int] = range(store.log.count()) if kid is None else store.log.of_key(kid)
         for i in positions:
-            seq, code, k, value, ev, target, reason, retracts = store.operation(i)
+            seq, code, k, value, ev, target, reason, retracts = store.log.operation(i)
             yield Operation(
                 seq=seq,
                 requested=LOG_OPS[code & 7],
                 op=LOG_OPS[(code >> 3) & 7],
-                key=store.key_name(k),
+                key=store.keys.name(k),
                 value=value,
                 evidence=None if ev == NONE else f"e{ev}",
                 applied=bool(code >> 6),
@@ -798,7 +807,7 @@ class ProvenanceGraph:
 
     def edges(self) -> Iterator[tuple[str, str, str]]:
         """Every typed edge as ``(kind, source id, target id)``; tombstones are ``t<n>``."""
-        for kind, source, target in self._store.edges():
+        for kind, source, target in self._store.typed_edges():
             # supported-by: version -> evidence; supersedes, alternative-of: version -> version;
             # revokes: tombstone -> version
             src, dst = _EDGE_ENDS[kind]

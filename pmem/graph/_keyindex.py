@@ -283,11 +283,11 @@ class KeyIndex:
 
 def index_of(graph: ProvenanceGraph) -> KeyIndex:
     """The graph's key index (built on first use; it is not saved)."""
-    return graph.storage.key_index()
+    return graph.storage.keys.index()
 
 
 def key_ids(
     graph: ProvenanceGraph, names: pa.Array[Any], hashes: NDArray[np.uint64] | None = None
 ) -> NDArray[np.int64]:
     """The key id of each of ``names`` (a string array without nulls) in ``graph``; -1: not a key."""
-    return graph.storage.key_ids(names, hashes)
+    return graph.storage.keys.ids(names, hashes)

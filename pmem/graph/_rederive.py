@@ -70,14 +70,14 @@ def left_out(g: ProvenanceGraph, ops: list[int]) -> dict[int, str]:
     store = g.storage
     out: dict[int, str] = {}
     for i in ops:
-        if store.is_erased(store.request(i)[3]):
+        if store.evidence.is_erased(store.log.request(i)[3]):
             out[i] = _ERASED_EVIDENCE
-        elif store.retracts_only_erased(i):
+        elif store.log.retracts_only_erased(i):
             out[i] = _ERASED_TARGET
     for u in reversed(ops):  # an undo names an earlier operation: the latest undos decide first
-        req, _, _, _, seq = store.request(u)
-        if req == UNDO and u not in out and store.applied(u):
-            out.setdefault(store.undone_op(u), f"undone by the undo at seq {seq}")
+        req, _, _, _, seq = store.log.request(u)
+        if req == UNDO and u not in out and store.log.applied(u):
+            out.setdefault(store.log.undone_op(u), f"undone by the undo at seq {seq}")
     return out
 
 
@@ -88,25 +88,25 @@ def undo(g: ProvenanceGraph, op_seq: object, evidence: str | None) -> OpResult:
         raise ValueError(msg)
     store = g.storage
     ev = NONE if evidence is None else g.evidence_index(evidence, "undo", f"seq {op_seq}")
-    idx = store.operation_index()
+    idx = store.log.index()
     target = idx.by_seq(op_seq)
     if target is None:
-        what = "an observation" if store.is_evidence_seq(op_seq) else "no arrival of this graph"
+        what = "an observation" if store.evidence.is_seq(op_seq) else "no arrival of this graph"
         msg = f"undo: seq {op_seq} is not an operation ({what}); name the seq of an entry of operations()"
         raise ValueError(msg)
-    kid = store.request(target)[1]
+    kid = store.log.request(target)[1]
     skipped = left_out(g, idx.by_key(kid))
     reason = None
     if target in skipped:
         reason = f"operation seq {op_seq} is already left out ({skipped[target]})"
-    elif not store.applied(target):
+    elif not store.log.applied(target):
         reason = f"operation seq {op_seq} changed nothing (it was not applied)"
     # nothing below can fail
     if reason is not None:
         store.log_undo(kid, ev, target, reason, applied=False)
         return OpResult(False, "noop", reason)
     store.log_undo(kid, ev, target, f"undoes the operation at seq {op_seq}", applied=True)
-    rederive(g, kid, store.operation_index())
+    rederive(g, kid, store.log.index())
     return OpResult(True, "undo", None)
 
 
@@ -114,22 +114,27 @@ def erase(g: ProvenanceGraph, evidence_id: object) -> ErasureReceipt:
     """:meth:`ProvenanceGraph.erase`."""
     store = g.storage
     n = g.evidence_index(evidence_id, "evidence", "")
-    idx = store.operation_index()
+    idx = store.log.index()
     cited = idx.by_ev(n)
-    keys = list(dict.fromkeys(store.request(i)[1] for i in cited))
+    keys = list(dict.fromkeys(store.log.request(i)[1] for i in cited))
     before = {kid: store.head_value(kid) for kid in keys}
-    dead_before = {v for kid in keys for v in store.chain(kid) if store.status(v) == ERASED}
+    dead_before = {v for kid in keys for v in store.chain(kid) if store.versions.status(v) == ERASED}
     store.erase_evidence(n)
     for kid in keys:
-        _erase_targets(g, kid, idx, {store.request(i)[2] for i in cited if store.request(i)[1] == kid})
+        _erase_targets(
+            g, kid, idx, {store.log.request(i)[2] for i in cited if store.log.request(i)[1] == kid}
+        )
         rederive(g, kid, idx)
     changed = {
-        store.key_name(kid): (before[kid], store.head_value(kid))
+        store.keys.name(kid): (before[kid], store.head_value(kid))
         for kid in keys
         if before[kid] != store.head_value(kid)
     }
     erased = sorted(
-        v for kid in keys for v in store.chain(kid) if store.status(v) == ERASED and v not in dead_before
+        v
+        for kid in keys
+        for v in store.chain(kid)
+        if store.versions.status(v) == ERASED and v not in dead_before
     )
     return ErasureReceipt(f"e{n}", changed, tuple(f"v{v}" for v in erased), len(cited))
 
@@ -144,11 +149,13 @@ def _erase_targets(g: ProvenanceGraph, kid: int, idx: OpIndex, stated: set[str |
     """
     store = g.storage
     ops = idx.by_key(kid)
-    requests = [store.request(i) for i in [*ops, *store.aliased_operations(store.key_name(kid))]]
-    still = {value for req, _, value, ev, _ in requests if req in _STATING and not store.is_erased(ev)}
+    requests = [store.log.request(i) for i in [*ops, *store.log.aliased_operations(store.keys.name(kid))]]
+    still = {
+        value for req, _, value, ev, _ in requests if req in _STATING and not store.evidence.is_erased(ev)
+    }
     gone = {v for v in stated if v is not None} - still
     if gone:
-        store.forget_retracted_values(ops, gone)
+        store.log.forget_retracted_values(ops, gone)
 
 
 def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
@@ -157,43 +164,46 @@ def unmerge(g: ProvenanceGraph, alias: object) -> MergeReceipt:
         msg = f"unmerge: alias must be a key string, got {alias!r}"
         raise ValueError(msg)
     store = g.storage
-    idx = store.operation_index()
-    own = store.key_id(alias)
-    recorded = [i for i in store.aliased_operations(alias) if store.request(i)[1] != own]
+    idx = store.log.index()
+    own = store.keys.id(alias)
+    recorded = [i for i in store.log.aliased_operations(alias) if store.log.request(i)[1] != own]
     if not recorded:
         what = (
             "is already a key of its own" if own is not None else "was never recorded (apply(..., alias=...))"
         )
         msg = f"unmerge: no operation to move: alias {alias!r} {what}"
         raise ValueError(msg)
-    keys = list(dict.fromkeys(store.request(i)[1] for i in recorded))
+    keys = list(dict.fromkeys(store.log.request(i)[1] for i in recorded))
     moving = set(recorded)
     for kid in keys:  # an undo follows the operation it undoes (and an undo of it, that undo)
         for u in idx.by_key(kid):
-            if store.is_undo_of_any(u, moving):
+            if store.log.is_undo_of_any(u, moving):
                 moving.add(u)
-    akid = store.admit_key(alias)
+    akid = store.keys.admit(alias)
     before = {kid: store.head_value(kid) for kid in (*keys, akid)}
-    seqs = {store.request(i)[4] for i in moving}
+    seqs = {store.log.request(i)[4] for i in moving}
     # versions created by a moving operation move with it (undone ones too)
     adopted = [
-        v for kid in keys for v in store.chain(kid) if (o := store.origin(v))[0] == kid and o[1] in seqs
+        v
+        for kid in keys
+        for v in store.chain(kid)
+        if (o := store.versions.origin(v))[0] == kid and o[1] in seqs
     ]
     # nothing below can fail
     store.move_to_key(adopted, moving, akid)
-    idx = store.operation_index()
+    idx = store.log.index()
     for kid in keys:
         rederive(g, kid, idx)
     rederive(g, akid, idx, adopted)
     reg = g.registry
     for kid in keys:
-        reg.split(alias, store.key_name(kid))
+        reg.split(alias, store.keys.name(kid))
     changed = {
-        store.key_name(kid): (before[kid], store.head_value(kid))
+        store.keys.name(kid): (before[kid], store.head_value(kid))
         for kid in before
         if before[kid] != store.head_value(kid)
     }
-    return MergeReceipt(alias, store.key_name(keys[0]), changed, len(recorded))
+    return MergeReceipt(alias, store.keys.name(keys[0]), changed, len(recorded))
 
 
 def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | None = None) -> None:
@@ -204,16 +214,16 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
     store = g.storage
     ops = idx.by_key(kid)
     skipped = left_out(g, ops)
-    key = store.key_name(kid)
-    s = g.empty(authority=store.initial_authority(), default_authority=store.default_authority)
+    key = store.keys.name(kid)
+    s = g.empty(authority=store.authority.initial(), default_authority=store.authority.default())
     scratch = s.storage
     # the scratch graph reads this graph's evidence (sources for authority, valid times)
     scratch.share_evidence(store)
-    settings = store.authority_settings()
-    scratch.new_key(key)
+    settings = store.authority.settings()
+    scratch.keys.new(key)
     replayed: dict[int, int] = {}  # this graph's operation -> the scratch graph's
     for i in ops:
-        req, _, value, ev, seq = store.request(i)
+        req, _, value, ev, seq = store.log.request(i)
         if req == UNDO or i in skipped:
             continue
         while settings and settings[0][0] < seq:
@@ -222,12 +232,12 @@ def rederive(g: ProvenanceGraph, kid: int, idx: OpIndex, adopted: list[int] | No
         scratch.rewind(seq - 1)
         # a retraction retracts what it named when it arrived, not what the head is in this replay (the
         # scratch graph's own record of it is not written back: the request is this graph's)
-        s.apply_citing(ev, OPS[req], key, value, retracts=store.retracted_value(i))
-        replayed[i] = scratch.operation_count() - 1
-    erased_ops = {store.request(i)[4] for i, why in skipped.items() if why == _ERASED_EVIDENCE}
+        s.apply_citing(ev, OPS[req], key, value, retracts=store.log.retracted_value(i))
+        replayed[i] = scratch.log.count() - 1
+    erased_ops = {store.log.request(i)[4] for i, why in skipped.items() if why == _ERASED_EVIDENCE}
     # a left-out operation keeps its value unless the value's text was erased
     left_out_values = {
-        i: None if why in (_ERASED_EVIDENCE, _ERASED_TARGET) else store.request(i)[2]
+        i: None if why in (_ERASED_EVIDENCE, _ERASED_TARGET) else store.log.request(i)[2]
         for i, why in skipped.items()
     }
     store.replace_history(kid, ops, skipped, left_out_values, erased_ops, replayed, scratch, adopted or [])

@@ -56,8 +56,8 @@ def as_of(graph: ProvenanceGraph, seq: int | None = None, time: object = None) -
         keep &= _observed_by(graph, log, cutoff)
     replayed = graph.empty(
         registry=_registry_copy(graph),
-        authority=graph.storage.initial_authority(),
-        default_authority=graph.storage.default_authority,
+        authority=graph.storage.authority.initial(),
+        default_authority=graph.storage.authority.default(),
     )
     bound = graph.seq if seq is None else int(seq)
     _replay_into(replayed, graph, log, keep, bound)
@@ -67,10 +67,10 @@ def as_of(graph: ProvenanceGraph, seq: int | None = None, time: object = None) -
 def arrival_log(graph: ProvenanceGraph) -> dict[str, Any]:
     """The arrivals in seq order, as columns: ``seq``, ``evidence`` (index of an observation, -1 for an
     operation) and ``op`` (index into the operation log, -1 for an observation)."""
-    n_ev = graph.storage.evidence_count()
+    n_ev = graph.storage.evidence.count()
     ops = list(graph.operations())
     seq = np.concatenate(
-        [graph.storage.evidence_seqs(), np.fromiter((o.seq for o in ops), np.int64, len(ops))]
+        [graph.storage.evidence.seqs(), np.fromiter((o.seq for o in ops), np.int64, len(ops))]
     )
     order = np.argsort(seq, kind="stable")
     index = np.arange(len(seq))
@@ -91,7 +91,7 @@ def _observed_by(graph: ProvenanceGraph, log: dict[str, Any], cutoff: datetime) 
     ev_time: dict[int, datetime | None] = {}
     for i, (ev, op) in enumerate(zip(log["evidence"].tolist(), log["op"].tolist(), strict=True)):
         if ev >= 0:
-            observed, valid = graph.storage.evidence_times(ev)
+            observed, valid = graph.storage.evidence.times(ev)
             text = observed if valid is None else valid
             when = latest if text is None else _instant(text, f"evidence e{ev}: time")
             ev_time[ev] = when
@@ -125,7 +125,7 @@ def _replay_into(
     the head in the replay is a noop, as it is in an undo or erasure.
     """
     store = graph.storage
-    settings = [s for s in store.authority_settings() if s[0] <= bound]
+    settings = [s for s in store.authority.settings() if s[0] <= bound]
     arrival_seqs = log["seq"][keep].tolist()
     # an undo names its target by the seq it has in the replay: arrivals are numbered as they are fed
     replay_seq: dict[int, int] = {}
@@ -155,15 +155,15 @@ def _replay_into(
         set_before(at)
         if op >= 0:
             o = ops[op]
-            if o.evidence is not None and store.is_erased(int(o.evidence[1:])):
+            if o.evidence is not None and store.evidence.is_erased(int(o.evidence[1:])):
                 continue  # never happened: its evidence is erased
-            if store.retracts_only_erased(op):
+            if store.log.retracts_only_erased(op):
                 continue  # retracts a value only erased evidence stated: a noop in every replay
-            if o.requested == "undo" and ops[store.undone_op(op)].seq not in replay_seq:
+            if o.requested == "undo" and ops[store.log.undone_op(op)].seq not in replay_seq:
                 continue  # a bound left the undone operation out: nothing to undo
         replay_seq[at] = len(replay_seq) + 1
         if ev >= 0:
-            text, source, observed, _, valid = store.evidence_fields(ev)
+            text, source, observed, _, valid = store.evidence.fields(ev)
             if valid is not None:  # the batch has no valid-time column
                 flush()
                 replayed.observe(text, source, observed, valid)
@@ -174,21 +174,21 @@ def _replay_into(
             if o.requested == "undo":
                 flush()
                 replayed.undo(
-                    replay_seq[ops[store.undone_op(op)].seq], None if cited is None else f"e{cited}"
+                    replay_seq[ops[store.log.undone_op(op)].seq], None if cited is None else f"e{cited}"
                 )
                 continue
-            alias = store.alias(op)
-            premised = store.premise_keys(op)
+            alias = store.log.alias(op)
+            premised = store.log.premise_keys(op)
             if premised or (alias is not None and alias != o.key):
                 flush()
                 held = None
                 if premised:
-                    names = [store.key_name(k) for k in premised]
+                    names = [store.keys.name(k) for k in premised]
                     held = [name for name in names if replayed.head_value(name) is not None]
                 ev_id = None if cited is None else f"e{cited}"
                 # an alias that is now the operation's own key was split off: the replay applies it there
                 alias = None if alias == o.key else alias
-                target = store.retracted_value(op)
+                target = store.log.retracted_value(op)
                 replayed.apply(
                     o.requested, o.key, o.value, ev_id, depends_on=held, alias=alias, retracts=target
                 )
@@ -196,7 +196,7 @@ def _replay_into(
             row = (o.requested, None, None, None, o.key, o.value, cited)
         for name, cell in zip(WRITE_BATCH_SCHEMA.names, row, strict=True):
             columns[name].append(cell)
-        retracts.append(None if op < 0 else store.retracted_value(op))
+        retracts.append(None if op < 0 else store.log.retracted_value(op))
     flush()
     set_before(bound + 1)
 

@@ -138,12 +138,12 @@ def build_legacy_graph(
         "from_start": False,
         "default": 1,
     }
-    restored["default_authority"] = int(authority["default"])
-    restored["authority_from_start"] = bool(authority["from_start"])
+    restored["default_level"] = int(authority["default"])
+    restored["from_start"] = bool(authority["from_start"])
     if authority["configured"]:
         log = list(zip(*(_column_list(tables["authority"], c) for c in _AUTHORITY.names), strict=True))
-        restored["authority_log"] = log
-        restored["authority"] = {source: level for _, source, level in log}  # the latest setting wins
+        restored["history"] = log
+        restored["levels"] = {source: level for _, source, level in log}  # the latest setting wins
     if "premises" in tables:
         premises = tables["premises"]
         deps: dict[int, list[tuple[int, int]]] = {}
@@ -156,7 +156,7 @@ def build_legacy_graph(
             op_deps.setdefault(n, []).append(k)
         restored["op_deps"] = {n: tuple(k) for n, k in op_deps.items()}
     graph.storage.restore(restored, int(meta["seq"]))
-    graph.storage.restore({"op_retracts": graph.storage.retracted_values()})  # as schema 4 and 5 are read
+    graph.storage.restore({"op_retracts": graph.storage.log.retracted_values()})  # as schema 4 and 5 are read
     identity = tables["identity"].to_pylist()
     reg_keys: list[str] = _column_list(tables["registry_keys"], "key")  # a string column: to_pylist()
     reg_config = json.loads(meta.get("registry", "null"))

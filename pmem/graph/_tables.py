@@ -211,13 +211,13 @@ def graph_tables(graph: ProvenanceGraph) -> dict[str, pa.Table]:
 def iter_graph_tables(graph: ProvenanceGraph) -> Iterator[tuple[str, pa.Table]]:
     """:func:`graph_tables` one at a time, each made when asked for (a writer holds one at a time)."""
     store = graph.storage
-    keys = store.key_arrays()
-    yield "evidence", _evidence(store.evidence_arrays())
-    values = store.value_array()  # the versions' values, and most operations'
+    keys = store.keys.arrays()
+    yield "evidence", _evidence(store.evidence.arrays())
+    values = store.versions.value_array()  # the versions' values, and most operations'
     yield "versions", _versions(store.version_arrays(), keys.name, values)
-    yield "operations", _operations(store.operation_arrays(values), keys.name)
+    yield "operations", _operations(store.log.arrays(values), keys.name)
     del values
-    yield "edges", _edges(store.edge_arrays())
+    yield "edges", _edges(store.edges.arrays())
     yield "keys", _keys(keys)
     yield from _registry_tables(graph.registry_in_use).items()
 
@@ -337,7 +337,7 @@ def graph_metadata(graph: ProvenanceGraph) -> dict[str, str]:
         "ops": json.dumps(LOG_OPS),
         "edge_kinds": json.dumps(EDGE_KINDS),
         "registry": json.dumps(reg.config() if reg is not None else None, sort_keys=True),
-        "authority": json.dumps(graph.storage.authority_config(), sort_keys=True),
+        "authority": json.dumps(graph.storage.authority.config(), sort_keys=True),
     }
 
 
@@ -422,8 +422,8 @@ def build_graph(
         int(meta["seq"]),
     )
     if before_6:
-        store.restore({"op_retracts": store.retracted_values()})
-    store.load_authority(json.loads(meta["authority"]))
+        store.restore({"op_retracts": store.log.retracted_values()})
+    store.authority.load(json.loads(meta["authority"]))
     identity = tables["identity"].to_pylist()
     reg_keys = cast("list[str]", tables["registry_keys"].column("key").to_pylist())
     reg_config = json.loads(meta.get("registry", "null"))

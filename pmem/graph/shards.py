@@ -195,11 +195,11 @@ def apply_log(graph: ProvenanceGraph, log: pa.Table) -> NDArray[np.bool_]:
             dated = pc.is_valid(valid_time).to_numpy(zero_copy_only=False)
             # the evidence number each dated observation is admitted as, and its parsed valid time (all
             # parsed before any is given: a bad one writes nothing)
-            numbers = store.evidence_count() + np.cumsum(observed)[dated & observed] - 1
+            numbers = store.evidence.count() + np.cumsum(observed)[dated & observed] - 1
             texts = valid_time.filter(pa.array(dated & observed)).to_pylist()
             parsed = [valid_instant(text, "apply_log") for text in texts]
             for number, (text, at) in zip(numbers.tolist(), parsed, strict=True):
-                store.set_valid_time(number, text, at)
+                store.evidence.set_valid_time(number, text, at)
         outcomes.append(graph.apply_batch(part.select(batch_columns)).applied)
     return np.concatenate(outcomes)
 
@@ -780,10 +780,10 @@ def _check_parts(
     1) is those versions' union ids. Linear: no sort, one pass per part."""
     store = graph.storage
     status, valid_to = store.materialized_status()  # as the union's state holds them (lazy heads closed)
-    kid = store.version_keys()
-    support = store.supports()
-    values = store.value_array()
-    names = store.key_name_array()
+    kid = store.versions.keys()
+    support = store.versions.supports()
+    values = store.versions.value_array()
+    names = store.keys.name_array()
     owner = partitions_of(names, len(versions))[kid]
     for p, table in enumerate(versions):
         where = root / part_name(p) / "versions.arrow"
@@ -810,7 +810,7 @@ def _check_parts(
         for name, (found, expected) in mine.items():
             apart = np.flatnonzero(found != expected)
             if len(apart):
-                key = store.key_name(int(kid[rows[apart[0]]]))
+                key = store.keys.name(int(kid[rows[apart[0]]]))
                 raise _refuse(
                     where,
                     f"the {name} of its version {int(apart[0])} (key {key!r}) is not the union's (a part was altered)",

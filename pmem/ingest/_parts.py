@@ -163,7 +163,7 @@ class PartLogs:
             folder = self._parts[index].folder
             for name, digest in kept:
                 piece = read_segment(folder / name, digest)
-                apply_log(graph, localize(piece, graph.storage.evidence_count()))
+                apply_log(graph, localize(piece, graph.storage.evidence.count()))
                 rows += piece.num_rows
         return rows
 
@@ -188,7 +188,7 @@ class PartLogs:
         refused = 0
         for name, digest in part.sealed:
             piece = read_segment(part.folder / name, digest)
-            applied = apply_log(graph, localize(piece, graph.storage.evidence_count()))
+            applied = apply_log(graph, localize(piece, graph.storage.evidence.count()))
             ops = pc.is_valid(piece.column("op")).to_numpy(zero_copy_only=False)
             unapplied = piece.column("seq").to_numpy()[ops][~applied]
             refused += int(np.count_nonzero(~np.isin(unapplied, self._text_ops(part.folder / name))))

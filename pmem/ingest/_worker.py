@@ -139,7 +139,7 @@ class PartitionGraph(ProvenanceGraph):
         """Evidence ``e<position>`` (observed on the driver) is valid from ``valid_time``."""
         text, at = valid_instant(valid_time, "ingest")
         self._dated[f"e{position}"] = position
-        self.storage.set_valid_time(position, text, at)
+        self.storage.evidence.set_valid_time(position, text, at)
 
     def apply_fact_row(self, fact: FactRow) -> None:
         """Apply a fact row (observed on the driver as ``e<position>``)."""

@@ -229,7 +229,7 @@ class EvidenceIndex:
 
     async def sync(self, graph: ProvenanceGraph, embed: Callable[[list[str]], object]) -> None:
         """Index the evidence ``graph`` observed since the last sync (``embed``: texts -> vectors)."""
-        count = graph.storage.evidence_count()
+        count = graph.storage.evidence.count()
         if count <= self._indexed:
             return
         numbers, texts = [], []

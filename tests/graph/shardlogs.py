@@ -96,7 +96,7 @@ def sharded_state(
             segment.write(batch)
             digests[f"{part_name(p)}/{LOG}/{segment.path.name}"] = segment.close()
             segments.append(segment.path)
-            apply_log(graph, localize(batch, len(graph.storage.ev_seq)))
+            apply_log(graph, localize(batch, len(graph.storage.evidence.ev_seq)))
         graph.save(folder, layout="directory")
         (folder / LOG).mkdir()
         for s in segments:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from lengths import short_and_long
 
 from pmem.graph import OPS, WRITE_BATCH_SCHEMA, WRITE_LOG_SCHEMA, OpResult, ProvenanceGraph, _bulk, apply_log
+from pmem.graph._store import GROUP_COLUMNS
 from pmem.graph._texts import TextColumn
 
 KEYS = ["a", "b", "c", "d", "e.f"]
@@ -52,7 +53,8 @@ def hidden(graph: ProvenanceGraph) -> tuple[Any, ...]:
     Raw columns (a lazily superseded head is stored active), and every dict as its items in insertion
     order (dict equality ignores order, which later writes and saves do not).
     """
-    state = {**vars(graph), **{f"storage.{k}": v for k, v in vars(graph.storage).items()}}
+    groups = {group: vars(getattr(graph.storage, group)) for group in GROUP_COLUMNS}
+    state = {**vars(graph), **{f"{g}.{k}": v for g, columns in groups.items() for k, v in columns.items()}}
     columns = {
         name: list(value)
         for name, value in sorted(state.items())
@@ -61,14 +63,14 @@ def hidden(graph: ProvenanceGraph) -> tuple[Any, ...]:
     dicts = {
         name: [(k, list(v) if isinstance(v, list) else v) for k, v in value.items()]
         for name, value in sorted(state.items())
-        if isinstance(value, dict) and name not in ("_handlers", "storage.valid_at")
+        if isinstance(value, dict) and name not in ("_handlers", "evidence.valid_at")
     }
     return (
         graph._last_eid,
         graph._last_ev,
         graph.seq,
-        list(graph.storage.key_names),
-        list(graph.storage.sources),
+        list(graph.storage.keys.key_names),
+        list(graph.storage.evidence.sources),
         columns,
         dicts,
     )
@@ -213,11 +215,11 @@ def check_batches_equal_the_loop(data: st.DataObject) -> None:
     seq_graph, bulk_graph = ProvenanceGraph(authority=authority), ProvenanceGraph(authority=authority)
     loop(seq_graph, prefix)
     loop(bulk_graph, prefix)
-    n_ev = len(seq_graph.storage.ev_seq)
+    n_ev = len(seq_graph.storage.evidence.ev_seq)
     stream = data.draw(rows(evidence_before=n_ev, max_size=60), label="stream")
     for part in split(data, stream):
         expected = loop(seq_graph, part)
-        first = len(bulk_graph.storage.ev_seq)
+        first = len(bulk_graph.storage.evidence.ev_seq)
         result = bulk_graph.apply_batch(as_input(data, part))
         assert [OPS[c] for c in result.op.tolist()] == [r.op for r in expected]
         assert result.applied.tolist() == [r.applied for r in expected]
@@ -226,7 +228,9 @@ def check_batches_equal_the_loop(data: st.DataObject) -> None:
         assert bulk_graph.to_bytes() == seq_graph.to_bytes()
         assert hidden(bulk_graph) == hidden(seq_graph)
     # later calls behave the same: the fast path, lazy closes, records, sources, dict orders
-    suffix = data.draw(rows(evidence_before=len(seq_graph.storage.ev_seq), max_size=20), label="suffix")
+    suffix = data.draw(
+        rows(evidence_before=len(seq_graph.storage.evidence.ev_seq), max_size=20), label="suffix"
+    )
     assert loop(bulk_graph, suffix) == loop(seq_graph, suffix)
     assert bulk_graph.to_bytes() == seq_graph.to_bytes()
     assert hidden(bulk_graph) == hidden(seq_graph)
@@ -252,14 +256,18 @@ def check_every_operation_column_wise_equals_the_loop(data: st.DataObject) -> No
     else:
         loop(bulk_graph, prefix)
     assert_same(bulk_graph, seq_graph)
-    stream = data.draw(scripts(evidence_before=len(seq_graph.storage.ev_seq), max_size=80), label="stream")
+    stream = data.draw(
+        scripts(evidence_before=len(seq_graph.storage.evidence.ev_seq), max_size=80), label="stream"
+    )
     for part in split(data, stream):
         expected = loop(seq_graph, part)
         result = bulk_graph.apply_batch(as_input(data, part))
         assert [OPS[c] for c in result.op.tolist()] == [r.op for r in expected]
         assert result.applied.tolist() == [r.applied for r in expected]
         assert_same(bulk_graph, seq_graph)
-    suffix = data.draw(scripts(evidence_before=len(seq_graph.storage.ev_seq), max_size=20), label="suffix")
+    suffix = data.draw(
+        scripts(evidence_before=len(seq_graph.storage.evidence.ev_seq), max_size=20), label="suffix"
+    )
     assert loop(bulk_graph, suffix) == loop(seq_graph, suffix)
     assert_same(bulk_graph, seq_graph)
 
@@ -400,21 +408,27 @@ def check_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject)
     behind the batches' backs): what a batch keeps between batches must never go stale."""
     seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
     for _ in range(3):
-        part = data.draw(scripts(evidence_before=len(seq_graph.storage.ev_seq), max_size=30), label="batch")
-        part = uncited(part, seq_graph.storage.erased)
+        part = data.draw(
+            scripts(evidence_before=len(seq_graph.storage.evidence.ev_seq), max_size=30), label="batch"
+        )
+        part = uncited(part, seq_graph.storage.evidence.erased)
         loop(seq_graph, part)
         bulk_graph.apply_batch(batch(part))
         assert_same(bulk_graph, seq_graph)
-        calls = data.draw(scripts(evidence_before=len(seq_graph.storage.ev_seq), max_size=8), label="calls")
-        calls = uncited(calls, seq_graph.storage.erased)
+        calls = data.draw(
+            scripts(evidence_before=len(seq_graph.storage.evidence.ev_seq), max_size=8), label="calls"
+        )
+        calls = uncited(calls, seq_graph.storage.evidence.erased)
         assert loop(bulk_graph, calls) == loop(seq_graph, calls)
         seqs = [op.seq for op in seq_graph.operations()]
         undo: bool = data.draw(st.booleans(), label="undo")
         if seqs and undo:
             at = data.draw(st.sampled_from(seqs), label="undone")
             assert bulk_graph.undo(at) == seq_graph.undo(at)
-        if len(seq_graph.storage.ev_seq) and data.draw(st.booleans(), label="erase"):
-            evidence = f"e{data.draw(st.integers(0, len(seq_graph.storage.ev_seq) - 1), label='erased')}"
+        if len(seq_graph.storage.evidence.ev_seq) and data.draw(st.booleans(), label="erase"):
+            evidence = (
+                f"e{data.draw(st.integers(0, len(seq_graph.storage.evidence.ev_seq) - 1), label='erased')}"
+            )
             if evidence_ok(seq_graph, evidence):
                 assert bulk_graph.erase(evidence) == seq_graph.erase(evidence)
         assert_same(bulk_graph, seq_graph)
@@ -427,7 +441,7 @@ def check_batches_after_calls_undo_and_erase_equal_the_loop(data: st.DataObject)
 
 
 def evidence_ok(graph: ProvenanceGraph, evidence: str) -> bool:
-    return int(evidence[1:]) not in graph.storage.erased
+    return int(evidence[1:]) not in graph.storage.evidence.erased
 
 
 def uncited(rows_: list[Row], erased: set[int]) -> list[Row]:
@@ -612,7 +626,7 @@ def check_dated_batches_equal_the_loop(data: st.DataObject) -> None:
     script = _dated(data, data.draw(scripts(max_size=80), label="script"), 0, in_order)
     seq_graph, bulk_graph = ProvenanceGraph(), ProvenanceGraph()
     for part in split(data, script):
-        before = len(bulk_graph.storage.ev_seq)
+        before = len(bulk_graph.storage.evidence.ev_seq)
         _loop_dated(seq_graph, part)
         apply_log(bulk_graph, _as_log(part, before))
         assert_same(bulk_graph, seq_graph)
@@ -704,7 +718,7 @@ def test_facts_dated_in_order_go_column_wise_and_a_late_one_through_the_loop(
     for start in range(0, len(script), 1000):
         apply_log(bulk_graph, _as_log(script[start : start + 1000], start // 2))
     assert_same(bulk_graph, seq_graph)
-    assert loop_calls == [] and bulk_graph.storage.has_valid_times()
+    assert loop_calls == [] and bulk_graph.storage.evidence.has_valid_times()
     # late facts go through the loop: valid before a version made earlier in the batch ...
     late = [
         ("obs", "the newest fact", None, None, "2025-12-31"),

@@ -14,7 +14,7 @@ from tests.graph.test_graph_bulk import Row, batch, hidden, loop
 
 
 def expected_ids(graph: ProvenanceGraph, names: list[str]) -> list[int]:
-    return [graph.storage.kid.get(n, -1) for n in names]
+    return [graph.storage.keys.kid.get(n, -1) for n in names]
 
 
 def stream(n: int, keys: int, seed: int) -> list[Row]:
@@ -41,10 +41,10 @@ def test_the_index_follows_keys_admitted_by_apply_and_by_batches() -> None:
         else:
             graph.apply_batch(batch(rows[a : a + 100]))
         assert key_ids(graph, probe).tolist() == expected_ids(graph, probe.to_pylist())
-    index = graph.storage.key_index()
-    assert graph.storage.key_count() == 50 and index.covered == 50
+    index = graph.storage.keys.index()
+    assert graph.storage.keys.count() == 50 and index.covered == 50
     # each hash sits with the id of its own name (a wrong id would only cost a dict probe, unseen above)
-    assert index.names.to_pylist() == list(graph.storage.iter_keys())
+    assert index.names.to_pylist() == list(graph.storage.keys.names())
     assert (index.hashes[1:] >= index.hashes[:-1]).all()
     assert (_keyindex._hashes(index.names.take(pa.array(index.ids))) == index.hashes).all()
 
@@ -54,7 +54,7 @@ def test_a_loaded_graph_gets_an_index_of_its_own() -> None:
     graph.apply_batch(batch(stream(100, 20, seed=2)))
     names = [f"key {k}" for k in range(20)]
     loaded = ProvenanceGraph.from_bytes(graph.to_bytes())
-    loaded.storage._key_index = graph.storage.key_index()  # an index answering for another key list
+    loaded.storage.keys._index = graph.storage.keys.index()  # an index answering for another key list
     loaded.apply("accept", "only in the loaded graph", "v")
     probe = pa.array([*names, "only in the loaded graph"])
     assert key_ids(loaded, probe).tolist() == expected_ids(loaded, probe.to_pylist())

@@ -47,7 +47,7 @@ def test_integer_columns_are_typed_after_every_write_path_and_still_grow() -> No
     writes(graph, 4)
     assert untyped(graph) == []
     assert (
-        len(graph.storage.tb_version) > 0 and len(graph.storage.sb_version) > 0
+        len(graph.storage.edges.tb_version) > 0 and len(graph.storage.edges.sb_version) > 0
     )  # the stream reached every column
 
     loaded = ProvenanceGraph.from_bytes(graph.to_bytes())

@@ -15,10 +15,10 @@ DAY0 = datetime(2026, 1, 1)
 
 def chain(g: ProvenanceGraph, key: str) -> list[str]:
     """Values along the supersedes edges from the head down: the key's order in valid time."""
-    out, vid = [], g.storage.k_head[g.storage.kid[key]]
+    out, vid = [], g.storage.keys.k_head[g.storage.keys.kid[key]]
     while vid != -1:
-        out.append(g.storage.v_value[vid])
-        vid = g.storage.v_prev[vid]
+        out.append(g.storage.versions.v_value[vid])
+        vid = g.storage.versions.v_prev[vid]
     return out
 
 
