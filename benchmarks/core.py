@@ -148,7 +148,7 @@ def _undo_and_erase(graph: ProvenanceGraph) -> None:
     erase_ms = timed(lambda: graph.erase(str(middle[2].evidence)))
     erase2_ms = timed(lambda: graph.erase(str(middle[3].evidence)))
     print(
-        f"undo / erase   : on a {len(graph.storage.op_code):,}-operation graph, keys with 10 versions: undo {undo_ms:.1f} ms, "
+        f"undo / erase   : on a {graph.storage.log.count():,}-operation graph, keys with 10 versions: undo {undo_ms:.1f} ms, "
         f"undo of that undo {redo_ms:.1f} ms, erase {erase_ms:.1f} / {erase2_ms:.1f} ms (target <= 50 ms); "
         f"the first undo, which builds the operation index, {first:,.0f} ms"
     )

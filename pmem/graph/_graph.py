@@ -217,7 +217,7 @@ class ProvenanceGraph:
             and not store.evidence.has_valid_times()
             and not store.authority.configured()
         ):
-            store.accept(found[0], value, NONE if evidence is None else self._last_ev)
+            store.accept(found[0], found[1], value, NONE if evidence is None else self._last_ev)
             return _APPLIED_ACCEPT
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
@@ -256,7 +256,7 @@ class ProvenanceGraph:
                 return self._enter_history(kid, value, ev)  # a late fact does not roll the present back
             if store.authority.configured() and self._outranked(ev, (head,)):
                 return self._contest(key, value, ev, ACCEPT)  # a lower-ranked source cannot displace the head
-        store.accept(kid, value, ev)
+        store.accept(kid, head, value, ev)
         return _APPLIED_ACCEPT
 
     def _apply_recorded(

@@ -127,8 +127,9 @@ def private_reads(path: Path) -> list[str]:
 
 
 def _modules() -> list[Path]:
-    """Every module of the package but the groups' own."""
-    return [p for p in sorted(ROOT.rglob("*.py")) if p not in GROUP_MODULES]
+    """Every module of the package but the groups' own, and the benchmarks (``pmem perf`` runs them)."""
+    benchmarks = sorted((ROOT.parent / "benchmarks").glob("*.py"))
+    return [p for p in sorted(ROOT.rglob("*.py")) if p not in GROUP_MODULES] + benchmarks
 
 
 def test_no_module_but_a_groups_own_touches_its_columns() -> None:
@@ -211,11 +212,11 @@ def test_accept_writes_what_append_version_set_head_and_log_write() -> None:
         general.log.append(seq, ACCEPT, ACCEPT, kid, ev, True, vid, created=True)
 
     for kid, value, ev in [(0, "a", 0), (0, "b", 1), (1, "x", NONE)]:
-        accepting.accept(kid, value, ev)
+        accepting.accept(kid, accepting.keys.head(kid), value, ev)
         accept_generally(kid, value, ev)
     for store in (accepting, general):
         store.add_alternative(0, "alt", store.next_seq(), 2)
-    accepting.accept(0, "c", 3)
+    accepting.accept(0, accepting.keys.head(0), "c", 3)
     accept_generally(0, "c", 3)
     assert general.chain(0) == accepting.chain(0) == [4, 3, 1, 0] and general.keys.head(0) == 4
     assert general.seq == accepting.seq

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from datetime import datetime
 
+    import numpy as np
     import pyarrow as pa
 
 
@@ -88,17 +89,16 @@ class GraphStore:
         vid = self.versions.count()
         return self.versions.append(kid, value, status, seq, ev, prev, self.keys.push(kid, vid))
 
-    def accept(self, kid: int, value: str, ev: int) -> None:
-        """A new active head of key ``kid`` holding ``value`` (from evidence ``ev``), superseding the old
-        one, logged at the next seq: what an accept the graph has weighed writes. The hottest path of a
-        write (``pmem perf core``).
+    def accept(self, kid: int, head: int, value: str, ev: int) -> None:
+        """A new active head of key ``kid`` holding ``value`` (from evidence ``ev``), superseding its head
+        ``head`` (as the graph just read it: NONE for an empty cell), logged at the next seq: what an
+        accept the graph has weighed writes. The hottest path of a write (``pmem perf core``).
 
         The displaced head is closed lazily: a version stored as active that is no longer its key's head
         *is* superseded, closed when its newest superseder arrived (:meth:`closing`). This saves two
         random writes per accept. A contested head is closed eagerly, with its alternatives."""
         self.seq = seq = self.seq + 1
         keys, versions = self.keys, self.versions
-        head = keys.head(kid)
         if keys.has_alternatives(kid):
             versions.close(head, SUPERSEDED, seq)
             versions.close_at(keys.pop_alternatives(kid), seq)
@@ -360,7 +360,7 @@ class GraphStore:
             **log,
         }
 
-    def arrival_seqs(self) -> tuple[Any, Any]:
+    def arrival_seqs(self) -> tuple[np.ndarray, np.ndarray]:
         """The arrival seqs of the evidence and of the operations (copies), for a loaded state's check.
 
         Raises:
@@ -370,7 +370,7 @@ class GraphStore:
         ops = self.log.checked_seqs()
         return self.evidence.seqs(), ops
 
-    def materialized_status(self) -> tuple[Any, Any]:
+    def materialized_status(self) -> tuple[np.ndarray, np.ndarray]:
         """Every version's status and valid_to, lazily closed ones written out (``VersionColumns``)."""
         return self.versions.materialized_status(self.keys.head_array())
 
