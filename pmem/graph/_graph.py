@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
 from pmem.graph._bulk import apply_batch as apply_write_batch
 from pmem.graph._codes import (
@@ -37,6 +37,7 @@ from pmem.graph._codes import (
 )
 from pmem.graph._guard import load_recorded, save_checked
 from pmem.graph._identity import KeyRegistry
+from pmem.graph._listen import WriteCall, told
 from pmem.graph._rederive import erase as erase_evidence
 from pmem.graph._rederive import undo as undo_operation
 from pmem.graph._rederive import unmerge as split_alias
@@ -64,12 +65,15 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from pmem.graph._bulk import BatchResult
+    from pmem.graph._listen import WriteListener
     from pmem.graph._rederive import ErasureReceipt, MergeReceipt
     from pmem.graph._state import Layout
 
     #: An operation other than accept: (key, value, evidence index) -> result.
     _Handler: TypeAlias = Callable[[str, str | None, int], OpResult]
 
+
+_T = TypeVar("_T")
 
 # Applied results carry no per-call data, so one frozen instance per op serves every call.
 _APPLIED = {name: OpResult(True, name, None) for name in OPS}
@@ -125,6 +129,7 @@ class ProvenanceGraph:
         # checks run inline on its hot path, and the target rides along rather than through them
         self._retracting: str | None = None
         self._registry = registry
+        self._listener: WriteListener | None = None  # told of each outermost public write (listen)
         # accept is inlined in apply(); every other operation has a handler
         self._handlers: dict[str, _Handler] = {
             "contest": self._contest,
@@ -136,6 +141,22 @@ class ProvenanceGraph:
 
     # ------------------------------------------------------------------ writing
 
+    def listen(self, listener: WriteListener | None) -> None:
+        """Tell ``listener`` of each outermost public write from now on (None: nobody); see
+        :mod:`pmem.graph._listen`. One listener at a time: a journal (:class:`JournaledGraph`) is one."""
+        self._listener = listener
+
+    def _told(self, call: WriteCall, write: Callable[[], _T]) -> _T:
+        """Make ``write`` with the listener told of ``call`` around it, and detached meanwhile: the
+        write's own calls (a replay's applies, a batch's rows) are not told, the outer call stands for them."""
+        listener = self._listener
+        assert listener is not None  # a write asks only when one listens
+        self._listener = None
+        try:
+            return told(listener, call, write)
+        finally:
+            self._listener = listener
+
     def observe(
         self, text: str, source: str = "user", time: str | None = None, valid_time: str | None = None
     ) -> str:
@@ -146,6 +167,9 @@ class ProvenanceGraph:
         the head's enters the key's history at its place instead of displacing the head.
         Every argument is checked before anything is written: a refused call leaves no trace.
         """
+        if self._listener is not None:
+            call = WriteCall("observe", (text, source, time, valid_time))
+            return self._told(call, lambda: self.observe(text, source, time, valid_time))
         store = self._store
         if type(text) is not str or not text.isascii():
             check_text(text, "text", "observe")
@@ -199,6 +223,16 @@ class ProvenanceGraph:
         value is the head's (else a noop with the reason), so a replay without the statement it
         retracted (``as_of``, ``undo``, ``erase``) leaves it a noop instead of retracting another value.
         """
+        if self._listener is not None:
+            # premises are read twice (the write, the listener): an iterator is read once, into a list
+            named = depends_on if depends_on is None or isinstance(depends_on, str) else list(depends_on)
+            call = WriteCall("apply", (op, key, value, evidence, named, alias, retracts))
+            return self._told(
+                call,
+                lambda: self.apply(
+                    op, key, value, evidence, depends_on=named, alias=alias, retracts=retracts
+                ),
+            )
         store = self._store
         if depends_on is not None or alias is not None or retracts is not None:
             return self._apply_recorded(op, key, value, evidence, depends_on, alias, retracts)
@@ -212,12 +246,12 @@ class ProvenanceGraph:
             and value.isascii()
             and (evidence is None or evidence is self._last_eid)
             and type(key) is str
-            and (found := store.lookup(key)) is not None
-            and found[2] != value
+            and (known := store.keys.find(key)) is not None
+            and not store.versions.holds(known[1], value)
             and not store.evidence.has_valid_times()
             and not store.authority.configured()
         ):
-            store.accept(found[0], found[1], value, NONE if evidence is None else self._last_ev)
+            store.accept(known[0], known[1], value, NONE if evidence is None else self._last_ev)
             return _APPLIED_ACCEPT
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
@@ -347,6 +381,8 @@ class ProvenanceGraph:
         The graph ends exactly as after observing or applying its rows one by one (see
         ``pmem.graph._bulk``); an invalid row raises ``ValueError`` naming it, and then nothing is written.
         """
+        if self._listener is not None:
+            return self._told(WriteCall("apply_batch", (batch,)), lambda: apply_write_batch(self, batch))
         return apply_write_batch(self, batch)
 
     def as_of(self, seq: int | None = None, *, time: str | None = None) -> ProvenanceGraph:
@@ -575,6 +611,10 @@ class ProvenanceGraph:
         undone: the undo is logged, not applied, with the reason. Versions that only the undone
         operation created keep their place with status ``undone``.
         """
+        if self._listener is not None:
+            return self._told(
+                WriteCall("undo", (op_seq, evidence)), lambda: undo_operation(self, op_seq, evidence)
+            )
         return undo_operation(self, op_seq, evidence)
 
     def unmerge(self, alias: str) -> MergeReceipt:
@@ -584,6 +624,8 @@ class ProvenanceGraph:
         moved operation move with it); the registry records the split and never merges the pair again.
         An alias no operation was recorded with raises ``ValueError``.
         """
+        if self._listener is not None:
+            return self._told(WriteCall("unmerge", (alias,)), lambda: split_alias(self, alias))
         return split_alias(self, alias)
 
     def erase(self, evidence_id: str) -> ErasureReceipt:
@@ -597,6 +639,8 @@ class ProvenanceGraph:
         leaves the graph when nothing else names it). The receipt names the evidence, the keys whose
         value changed (before, after) and the versions erased; it holds no erased text.
         """
+        if self._listener is not None:
+            return self._told(WriteCall("erase", (evidence_id,)), lambda: self.erase(evidence_id))
         receipt = erase_evidence(self, evidence_id)
         if receipt.evidence == self._last_eid:  # the observe-then-apply fast path must not cite it either
             self._last_eid, self._last_ev = None, NONE
@@ -614,6 +658,9 @@ class ProvenanceGraph:
         ``resolve`` needs a rank at least every competitor's. Unlisted sources, and operations without
         evidence, rank at ``default_authority``.
         """
+        if self._listener is not None:
+            self._told(WriteCall("set_authority", (source, level)), lambda: self.set_authority(source, level))
+            return
         check_text(source, "source", "set_authority", non_empty=True)
         self._set_authority(source, level, self._store.seq)
 

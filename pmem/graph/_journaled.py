@@ -1,8 +1,9 @@
 """A graph whose writes become durable one commit at a time, in its state file's journal.
 
-:class:`JournaledGraph` is a :class:`~pmem.graph.ProvenanceGraph` bound to a state file. It records its
-public writes as it makes them (the calls :data:`pmem.graph._journal.CALLS` names, with the soft-identity
-registry's keys and decisions made in between), and :meth:`JournaledGraph.commit` appends them to the
+:class:`JournaledGraph` is a :class:`~pmem.graph.ProvenanceGraph` bound to a state file. Its journal
+listens to its writes (the graph's write-listener hook, :mod:`pmem.graph._listen`) and records them as it
+makes them (the calls :data:`pmem.graph._journal.CALLS` names, with the soft-identity registry's keys and
+decisions made in between), and :meth:`JournaledGraph.commit` appends them to the
 journal as one record (:mod:`pmem.graph._journal`), fsynced, under the state's lock and only over the
 version of the state it holds (:mod:`pmem.graph._guard`). A commit costs the record's bytes, not the
 state's: a state that has grown past its journal's fold size is saved whole once in a while, and a commit
@@ -25,18 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._guard import commit_journal
+from pmem.graph._listen import WriteCall
 from pmem.graph._state import journal_path
 from pmem.graph._validate import format_time
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Mapping
 
-    import pyarrow as pa
-
-    from pmem.graph._bulk import BatchResult
     from pmem.graph._identity import KeyRegistry
-    from pmem.graph._rederive import ErasureReceipt, MergeReceipt
-    from pmem.graph._types import OpResult
 
 
 class JournaledGraph(ProvenanceGraph):
@@ -49,9 +46,7 @@ class JournaledGraph(ProvenanceGraph):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._path: Path | None = None  # the state file commits go to (None: not bound, records nothing)
-        self._pending: list[list[Any]] = []  # the calls made since the last commit, as the journal holds them
-        self._depth = 0  # > 0 inside a recorded call: the calls it makes itself are replayed by it
-        self._registry_seen = (0, 0)  # the registry's (keys, decisions) already in _pending or on disk
+        self._journal = _PendingCalls(self)  # the calls made since the last commit (listening once bound)
         self._base = b""  # the state file to start from when the path holds none: this graph, empty
 
     @classmethod
@@ -80,7 +75,8 @@ class JournaledGraph(ProvenanceGraph):
             graph = cls(registry, authority=authority, default_authority=default_authority)
             graph._base = graph.to_bytes()
         graph._path = path
-        graph._registry_seen = graph._registry_counts()
+        graph._journal.start()
+        graph.listen(graph._journal)
         return graph
 
     @property
@@ -91,7 +87,7 @@ class JournaledGraph(ProvenanceGraph):
     @property
     def pending(self) -> int:
         """Calls made since the last commit."""
-        return len(self._pending) + (self._registry_counts() != self._registry_seen)
+        return self._journal.count()
 
     def commit(self) -> None:
         """Make every write since the last commit durable: one journal record, fsynced (or the state
@@ -106,116 +102,73 @@ class JournaledGraph(ProvenanceGraph):
         if self._path is None:
             msg = "commit: this graph is bound to no state file (JournaledGraph.open binds one)"
             raise ValueError(msg)
-        self._note_registry()
-        if not self._pending:
+        self._journal.writing()
+        calls = self._journal.calls()
+        if not calls:
             return
-        commit_journal(self, self._path, self._pending, self._base)
-        self._pending = []
+        commit_journal(self, self._path, calls, self._base)
+        self._journal.committed()
 
-    # ------------------------------------------------------------------ recording
 
-    def _registry_counts(self) -> tuple[int, int]:
-        return (0, 0) if self._registry is None else self._registry.counts()
+class _PendingCalls:
+    """A bound graph's writes since its last commit, as its journal records them: the graph's write
+    listener (:mod:`pmem.graph._listen`), which also notes what the soft-identity registry gained in
+    between (the write path routes keys through it itself, outside the graph's writes)."""
 
-    def _note_registry(self) -> None:
-        """Record what the registry gained since the last note (the write path routes keys itself)."""
+    def __init__(self, graph: ProvenanceGraph) -> None:
+        self._graph = graph  # whose registry to watch (it may be made on first use: asked each time)
+        self._calls: list[list[Any]] = []  # the calls made since the last commit, as the journal holds them
+        self._registry_seen = (0, 0)  # the registry's (keys, decisions) already in _calls or on disk
+
+    def start(self) -> None:
+        """From now on: what the registry holds now is on disk."""
+        self._registry_seen = self._registry_counts()
+
+    def count(self) -> int:
+        return len(self._calls) + (self._registry_counts() != self._registry_seen)
+
+    def calls(self) -> list[list[Any]]:
+        return self._calls
+
+    def committed(self) -> None:
+        """The calls are on disk."""
+        self._calls = []
+
+    def writing(self) -> None:
+        """Record what the registry gained since the last note."""
         counts = self._registry_counts()
         if counts != self._registry_seen:
-            assert self._registry is not None  # counts moved: there is a registry
-            keys, decisions = self._registry.since(*self._registry_seen)
-            self._pending.append(["registry", keys, decisions])
+            registry = self._graph.registry_in_use
+            assert registry is not None  # counts moved: there is a registry
+            keys, decisions = registry.since(*self._registry_seen)
+            self._calls.append(["registry", keys, decisions])
             self._registry_seen = counts
 
-    def _recorded(self, write: Callable[[], Any], call: Callable[[], list[Any]]) -> Any:
-        """Make ``write`` and record ``call()`` for it, when this is a bound graph's own outermost call
-        (a refused call raises before it changes anything, and records nothing)."""
-        if self._path is None or self._depth:
-            return write()
-        self._note_registry()
-        self._depth += 1
-        try:
-            result = write()
-        finally:
-            self._depth -= 1
-        self._pending.append(call())
+    def written(self, call: WriteCall) -> None:
+        name, args = call
+        if name == "apply_batch":
+            # a write batch is the loop over its rows (pmem.graph._bulk): the journal records that loop
+            for row in args[0].to_pylist():
+                if row["op"] is None:
+                    self._calls.append(["observe", row["text"], row["source"] or "user", row["time"], None])
+                else:
+                    evidence = None if row["evidence"] is None else f"e{row['evidence']}"
+                    self._calls.append(
+                        ["apply", row["op"], row["key"], row["value"], evidence, None, None, None]
+                    )
+        elif name == "observe":
+            text, source, time, valid_time = args
+            # the time as the graph stores it (a datetime becomes its ISO text)
+            stamp = time if time is None or type(time) is str else format_time(time)
+            self._calls.append(["observe", text, source, stamp, valid_time])
+        elif name == "undo":
+            self._calls.append(["undo", int(args[0]), args[1]])
+        elif name == "set_authority":
+            self._calls.append(["set_authority", args[0], int(args[1])])
+        else:  # apply, erase, unmerge: their arguments as called
+            self._calls.append([name, *args])
         self._registry_seen = self._registry_counts()  # what the call did to the registry, its replay does
-        return result
 
-    def observe(
-        self, text: str, source: str = "user", time: str | None = None, valid_time: str | None = None
-    ) -> str:
-        def write() -> str:
-            return super(JournaledGraph, self).observe(text, source, time, valid_time)
-
-        # the time as the graph stores it (a datetime becomes its ISO text)
-        eid: str = self._recorded(write, lambda: ["observe", text, source, self._stamp(time), valid_time])
-        return eid
-
-    @staticmethod
-    def _stamp(time: object) -> str | None:
-        return time if time is None or type(time) is str else format_time(time)
-
-    def apply(
-        self,
-        op: str,
-        key: str,
-        value: str | None = None,
-        evidence: str | None = None,
-        *,
-        depends_on: Iterable[str] | None = None,
-        alias: str | None = None,
-        retracts: str | None = None,
-    ) -> OpResult:
-        # premises are read twice (the call, the record): an iterator is read once, into a list
-        named: Any = depends_on if depends_on is None or isinstance(depends_on, str) else list(depends_on)
-
-        def write() -> OpResult:
-            return super(JournaledGraph, self).apply(
-                op, key, value, evidence, depends_on=named, alias=alias, retracts=retracts
-            )
-
-        result: OpResult = self._recorded(
-            write, lambda: ["apply", op, key, value, evidence, named, alias, retracts]
-        )
-        return result
-
-    def apply_batch(self, batch: pa.Table | pa.RecordBatch) -> BatchResult:
-        if self._path is None or self._depth:
-            return super().apply_batch(batch)
-        self._note_registry()
-        result = super().apply_batch(batch)
-        # a write batch is the loop over its rows (pmem.graph._bulk): the journal records that loop
-        for row in batch.to_pylist():
-            if row["op"] is None:
-                self._pending.append(["observe", row["text"], row["source"] or "user", row["time"], None])
-            else:
-                evidence = None if row["evidence"] is None else f"e{row['evidence']}"
-                self._pending.append(
-                    ["apply", row["op"], row["key"], row["value"], evidence, None, None, None]
-                )
-        return result
-
-    def undo(self, op_seq: int, evidence: str | None = None) -> OpResult:
-        result: OpResult = self._recorded(
-            lambda: super(JournaledGraph, self).undo(op_seq, evidence),
-            lambda: ["undo", int(op_seq), evidence],
-        )
-        return result
-
-    def erase(self, evidence_id: str) -> ErasureReceipt:
-        receipt: ErasureReceipt = self._recorded(
-            lambda: super(JournaledGraph, self).erase(evidence_id), lambda: ["erase", evidence_id]
-        )
-        return receipt
-
-    def unmerge(self, alias: str) -> MergeReceipt:
-        receipt: MergeReceipt = self._recorded(
-            lambda: super(JournaledGraph, self).unmerge(alias), lambda: ["unmerge", alias]
-        )
-        return receipt
-
-    def set_authority(self, source: str, level: int) -> None:
-        self._recorded(
-            lambda: super(JournaledGraph, self).set_authority(source, level),
-            lambda: ["set_authority", source, int(level)],
-        )
+    def _registry_counts(self) -> tuple[int, int]:
+        registry = self._graph.registry_in_use
+        return (0, 0) if registry is None else registry.counts()

@@ -19,7 +19,6 @@ the next commit, each partition reads the run from the stream itself and applies
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -31,13 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pmem.bench import Event
-from pmem.graph import (
-    WRITE_BATCH_SCHEMA,
-    OpResult,
-    ProvenanceGraph,
-    partitions_of,
-    valid_instant,
-)
+from pmem.graph import WRITE_BATCH_SCHEMA, ProvenanceGraph, valid_instant
+from pmem.graph.seams import NO_EVIDENCE, partitions_of
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
 from pmem.ingest._memory import peak_rss_mb
 from pmem.ingest._parts import BuiltPart, PartLogs
@@ -46,8 +40,6 @@ from pmem.memory.writepath import Fact
 from pmem.models import RequestLog, records_to_table
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from pmem.ingest._spec import IngestSpec
     from pmem.models import RequestRecord
     from pmem.runner import Hosted
@@ -62,10 +54,6 @@ Row = tuple[int, int, str, str, str | None, str | None]
 #: What extraction returns for a row: its facts ``(key, value, status, event)``, the extraction's
 #: error, and the valid time its evidence is admitted with (the row's own, else an extracted one).
 Extracted = tuple[list[Any], str | None, str | None]
-_SINK: contextvars.ContextVar[list[tuple[str, str, str | None, str | None]] | None] = contextvars.ContextVar(
-    "pmem_ingest_sink", default=None
-)
-
 _T = TypeVar("_T")
 
 
@@ -125,11 +113,12 @@ def partition_facts(events: pa.RecordBatch, first: int, partitions: int) -> list
 
 
 class PartitionGraph(ProvenanceGraph):
-    """A graph holding a partition's keys. Evidence lives on the driver: applies are recorded with
-    the evidence id they name, for the merge, and run here without it: no outcome depends on it (an
-    ingest configures no source authority, and its write path names no premises), except its valid
-    time, which an ``accept`` compares with the head's. So evidence with a valid time is known here by
-    that alone (:meth:`date_evidence`), and the applies citing it carry it."""
+    """A graph holding a partition's keys. Evidence lives on the driver: the worker reports each
+    apply with the evidence id it names, for the merge, and it runs here without it: no outcome depends
+    on it (an ingest configures no source authority, and its write path names no premises), except its
+    valid time, which an ``accept`` compares with the head's. So evidence with a valid time is known
+    here by that alone (:meth:`date_evidence`), and the applies citing it carry it; an apply citing
+    other evidence cites none here (:meth:`evidence_index`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -165,30 +154,9 @@ class PartitionGraph(ProvenanceGraph):
         self.apply_batch(batch)  # its mixed keys go through this graph's own apply()
 
     def evidence_index(self, evidence: object, op: str, key: str) -> int:
+        """The dated evidence's index; none (NO_EVIDENCE) for any other, which lives on the driver."""
         n = self._dated.get(evidence) if type(evidence) is str else None
-        return n if n is not None else super().evidence_index(evidence, op, key)
-
-    def apply(
-        self,
-        op: str,
-        key: str,
-        value: str | None = None,
-        evidence: str | None = None,
-        *,
-        depends_on: Iterable[str] | None = None,
-        alias: str | None = None,
-        retracts: str | None = None,
-    ) -> OpResult:
-        if depends_on is not None or alias is not None or retracts is not None:
-            # (a revoke names what it retracts by its value, which the write log carries)
-            msg = "an ingest partition records no premises, aliases or retracts (the merge would not carry them)"
-            raise ValueError(msg)
-        cited = evidence if evidence is not None and evidence in self._dated else None
-        result = super().apply(op, key, value, cited)
-        sink = _SINK.get()
-        if sink is not None:
-            sink.append((op, key, value, evidence))
-        return result
+        return NO_EVIDENCE if n is None else n
 
 
 def _fact_row(row: dict[str, Any]) -> FactRow:
@@ -349,17 +317,19 @@ class IngestWorker:
                     graph.apply_fact_row(entry)
                     continue
                 position, row, fidx, key, value, status, fact_key, event, text, _ = entry
-                sink: list[tuple[str, str, str | None, str | None]] = []
-                token = _SINK.set(sink)
-                try:
-                    fact = Fact(fact_key, value, status, event)
-                    with for_row(row, fidx):
-                        async with sem:
-                            await self.path.write_fact(fact, key, text, f"e{position}", position)
-                finally:
-                    _SINK.reset(token)
-                for op, k, v, ev in sink:
-                    applied.append((position, fidx, op, k, v, -1 if ev is None else int(ev[1:])))
+                fact = Fact(fact_key, value, status, event)
+                with for_row(row, fidx):
+                    async with sem:
+                        write = await self.path.write_fact(fact, key, text, f"e{position}", position)
+                if write is None:  # nothing applied (a failed annotation is logged by the write path)
+                    continue
+                if write.premises or write.alias is not None:
+                    msg = (
+                        "an ingest partition records no premises or aliases (the merge would not carry them)"
+                    )
+                    raise RuntimeError(msg)
+                ev = -1 if write.evidence is None else int(write.evidence[1:])
+                applied.append((position, fidx, write.op, write.key, write.value, ev))
 
         await asyncio.gather(*(chain(c) for c in by_key.values()))
         applied.sort(key=lambda a: (a[0], a[1]))

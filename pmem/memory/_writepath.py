@@ -215,7 +215,8 @@ class WritePath:
         requested: str | None,
         reason: str | None,
         first_event: int,
-    ) -> None:
+    ) -> Write | None:
+        """Apply ``op`` for ``fact`` and record it; the write the cells took (None: they refused it)."""
         premises: tuple[str, ...] = ()
         alias = None
         named = False
@@ -229,6 +230,7 @@ class WritePath:
         # a revoke retracts the head unless it names what it retracts: a withdrawn fact's value does,
         # a value the model gave for another fact is not trusted to
         write = Write(op, key, None if op == "revoke" and not named else value, evidence, premises, alias)
+        taken: Write | None = write
         try:
             r = self._cells.apply(write)
             self._dirty.add(key)
@@ -236,6 +238,7 @@ class WritePath:
             # An annotation the core refuses becomes a noop with its reason, as the design says, never a
             # failed history; the core checks every argument before it changes anything.
             r = OpResult(False, "noop", f"invalid annotation: {exc}")
+            taken = None
         self._attribute(key, fact.event)
         self._w.record(
             r.op,
@@ -248,6 +251,7 @@ class WritePath:
             source_key=fact.key if fact.key != key else None,
             event=first_event,
         )
+        return taken
 
     # ------------------------------------------------------------------ replayable provenance
 
@@ -505,10 +509,14 @@ class WritePath:
             out.append(reg.decide(k, registered, score, same, vec))
         return out
 
-    async def write_fact(self, fact: Fact, key: str, text: str, evidence: str, first_event: int) -> None:
-        """Choose and apply the operation for one routed fact of a unit whose text is ``text``."""
+    async def write_fact(
+        self, fact: Fact, key: str, text: str, evidence: str, first_event: int
+    ) -> Write | None:
+        """Choose and apply the operation for one routed fact of a unit whose text is ``text``; the
+        write the cells took (None: none, the annotation failed or the cells refused it), for a caller
+        that replays it elsewhere (the ingest's merge)."""
         self._w.stats.facts += 1
-        await self._write_fact(fact, key, text, evidence, first_event)
+        return await self._write_fact(fact, key, text, evidence, first_event)
 
     def _oracle_commit(self, fact: Fact, evidence: str, first_event: int) -> None:
         head = self._cells.head(fact.key)
@@ -534,7 +542,9 @@ class WritePath:
             return self.stream != "facts"
         return self.annotate_mode == "model"
 
-    async def _write_fact(self, fact: Fact, key: str, text: str, evidence: str, first_event: int) -> None:
+    async def _write_fact(
+        self, fact: Fact, key: str, text: str, evidence: str, first_event: int
+    ) -> Write | None:
         head = self._cells.head(key)
         reason: str | None  # the controller always gives a reason; a valid model annotation gives none
         if not self._use_model_annotation():
@@ -543,8 +553,7 @@ class WritePath:
             else:
                 patch = Patch(key, fact.value)
             low = _lower(patch, head)
-            self._commit(fact, key, low.op, low.value, evidence, None, low.reason, first_event)
-            return
+            return self._commit(fact, key, low.op, low.value, evidence, None, low.reason, first_event)
         if head is None:
             head_text = "none"
         else:
@@ -566,8 +575,8 @@ class WritePath:
                 source_key=fact.key if fact.key != key else None,
                 event=first_event,
             )
-            return
-        self._commit(fact, key, op, value, evidence, op, None, first_event)
+            return None
+        return self._commit(fact, key, op, value, evidence, op, None, first_event)
 
     # ------------------------------------------------------------------ state read
 

@@ -98,12 +98,14 @@ class GraphStore:
         *is* superseded, closed when its newest superseder arrived (:meth:`closing`). This saves two
         random writes per accept. A contested head is closed eagerly, with its alternatives."""
         self.seq = seq = self.seq + 1
-        keys, versions = self.keys, self.versions
-        if keys.has_alternatives(kid):
+        versions = self.versions
+        vid = versions.append_head(kid, value, seq, ev, head)
+        older, alternatives = self.keys.supersede_head(kid, vid)
+        if older != head:
+            versions.link_older(vid, older)
+        if alternatives is not None:
             versions.close(head, SUPERSEDED, seq)
-            versions.close_at(keys.pop_alternatives(kid), seq)
-        vid = versions.count()
-        versions.append(kid, value, ACTIVE, seq, ev, head, keys.push_head(kid, vid))
+            versions.close_at(alternatives, seq)
         self.log.append_accept(vid)
 
     def close_lazily_closed(self, kid: int) -> None:

@@ -65,6 +65,14 @@ class KeyColumns:
         self.k_head[kid] = newest[kid] = vid
         return older
 
+    def supersede_head(self, kid: int, vid: int) -> tuple[int, list[int] | None]:
+        """:meth:`push_head` and :meth:`pop_alternatives` in one call (an accept's, the write's hot path):
+        the newest version before, and the head's open alternatives (None: it had none)."""
+        newest = self.k_newest
+        older = newest[kid]
+        self.k_head[kid] = newest[kid] = vid
+        return older, self.open_alts.pop(kid, None)
+
     def set_newest(self, kid: int, vid: int) -> None:
         """Make ``vid`` (NONE: none) the end of key ``kid``'s arrival chain."""
         self.k_newest[kid] = vid

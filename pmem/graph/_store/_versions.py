@@ -66,6 +66,28 @@ class VersionColumns:
         self.v_prev.append(prev)
         return vid
 
+    def append_head(self, kid: int, value: str, seq: int, ev: int, prev: int) -> int:
+        """Append an active version of key ``kid`` superseding ``prev`` (created at ``seq`` from evidence
+        ``ev``), its key's newest: an accept's, the write's hot path (:meth:`append` needs the key's
+        newest version first; here :meth:`link_older` follows when it is not ``prev``); its id."""
+        vid = len(self.v_key)
+        self.v_key.append(kid)
+        self.v_value.append(value)
+        self.v_status.append(ACTIVE)
+        self.v_from.append(seq)
+        self.v_to.append(NONE)
+        self.v_ev.append(ev)
+        self.v_prev.append(prev)
+        return vid
+
+    def link_older(self, vid: int, older: int) -> None:
+        """The version of ``vid``'s key that arrived just before it is ``older`` (not the one it supersedes)."""
+        self.v_older[vid] = older
+
+    def holds(self, vid: int, value: str) -> bool:
+        """Whether version ``vid`` (NONE: none) holds ``value``."""
+        return vid != NONE and self.v_value[vid] == value
+
     def close(self, vid: int, status: int, seq: int) -> None:
         """Close version ``vid`` at ``seq`` with ``status`` (superseded, contradicted, revoked)."""
         self.v_status[vid] = status

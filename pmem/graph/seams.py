@@ -1,0 +1,32 @@
+"""The graph's seams for the rest of P-Mem (the ingest, the harness, the servers), apart from the user's
+surface in :mod:`pmem.graph`: how keys are partitioned across workers, the write log a partition ships to
+the driver, the hashing embedding of key text, and the sentinel index of "no evidence".
+
+An agent builder needs none of these; they are public so that the packages built on the graph do not
+reach into its private modules.
+"""
+
+from __future__ import annotations
+
+from pmem.graph._codes import NONE as NO_EVIDENCE
+from pmem.graph._hashing import (
+    HASHING_DIM,
+    HASHING_NGRAMS,
+    embedding_text,
+    hash_char_ngrams,
+    sparse_char_ngrams,
+)
+from pmem.graph.shards import WRITE_LOG_SCHEMA, apply_log, partition_of, partitions_of
+
+__all__ = [
+    "HASHING_DIM",
+    "HASHING_NGRAMS",
+    "NO_EVIDENCE",
+    "WRITE_LOG_SCHEMA",
+    "apply_log",
+    "embedding_text",
+    "hash_char_ngrams",
+    "partition_of",
+    "partitions_of",
+    "sparse_char_ngrams",
+]

@@ -1,0 +1,150 @@
+"""The graph's write-listener hook (pmem.graph._listen): every outermost public write is told once, with
+its call, after it succeeded; a write's own inner calls and refused calls are not; nothing in pmem
+observes writes by re-declaring the graph's writes in a subclass."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from pmem.graph import WRITE_BATCH_SCHEMA, JournaledGraph, ProvenanceGraph
+from pmem.graph._listen import WRITES, WriteCall
+
+PMEM = Path(__file__).resolve().parents[2] / "pmem"
+
+
+class Recorder:
+    """A listener keeping what it was told, in order ("writing" before each write)."""
+
+    def __init__(self) -> None:
+        self.told: list[WriteCall | str] = []
+
+    def writing(self) -> None:
+        self.told.append("writing")
+
+    def written(self, call: WriteCall) -> None:
+        self.told.append(call)
+
+
+def calls(recorder: Recorder) -> list[WriteCall]:
+    return [c for c in recorder.told if isinstance(c, WriteCall)]
+
+
+def test_each_public_write_is_told_once_after_it_with_its_arguments_in_order() -> None:
+    g = ProvenanceGraph()
+    r = Recorder()
+    g.listen(r)
+    e = g.observe("budget 30k", "boss", "2024-01-02", "2024-01-01")
+    g.apply("accept", "budget", "30k", e)
+    premises = iter(["budget"])  # an iterator: the write and the listener both read it
+    g.apply("accept", "plan", "go", None, depends_on=premises, alias="the plan")
+    g.set_authority("boss", 3)
+    g.undo(2)
+    g.unmerge("the plan")
+    g.erase(e)
+    assert [c.name for c in calls(r)] == [
+        "observe",
+        "apply",
+        "apply",
+        "set_authority",
+        "undo",
+        "unmerge",
+        "erase",
+    ]
+    assert r.told[::2] == ["writing"] * 7  # each write is announced before it is made
+    assert calls(r)[0].args == ("budget 30k", "boss", "2024-01-02", "2024-01-01")
+    assert calls(r)[2].args == ("accept", "plan", "go", None, ["budget"], "the plan", None)
+    assert {c.name: len(c.args) for c in calls(r)} == {n: len(WRITES[n]) for n in {c.name for c in calls(r)}}
+
+
+def test_a_writes_inner_calls_are_not_told_the_outer_call_stands_for_them() -> None:
+    g = ProvenanceGraph()
+    e = g.observe("a is x")
+    g.apply("accept", "a", "x", e)
+    g.apply("accept", "a", "y", g.observe("a is y"))
+    r = Recorder()
+    g.listen(r)
+    g.undo(2)  # replays the key's later operations through apply
+    n = 6
+    batch = pa.table(
+        {
+            "op": [None, "accept"] * (n // 2),
+            "key": [None, "b"] * (n // 2),
+            "value": [None, "v"] * (n // 2),
+            "evidence": [None] * n,
+            "text": ["b is v", None] * (n // 2),
+            "source": [None] * n,
+            "time": [None] * n,
+        },
+        schema=WRITE_BATCH_SCHEMA,
+    )
+    g.apply_batch(batch)
+    assert [c.name for c in calls(r)] == ["undo", "apply_batch"]
+    assert calls(r)[1].args[0] is batch
+
+
+def test_a_refused_write_is_not_told_as_written_and_the_listener_stays_attached() -> None:
+    g = ProvenanceGraph()
+    r = Recorder()
+    g.listen(r)
+    with pytest.raises(ValueError, match="unknown operation"):
+        g.apply("overwrite", "a", "x")
+    assert calls(r) == []
+    g.observe("still told")
+    assert [c.name for c in calls(r)] == ["observe"]
+    g.listen(None)
+    g.observe("not told")
+    assert len(calls(r)) == 1
+
+
+def test_a_copy_or_a_past_state_tells_the_originals_listener_nothing() -> None:
+    g = ProvenanceGraph()
+    r = Recorder()
+    g.listen(r)
+    g.apply("accept", "a", "x", g.observe("a is x"))
+    told = len(r.told)
+    for other in (ProvenanceGraph.from_bytes(g.to_bytes()), g.empty()):  # (as_of is read-only)
+        other.apply("accept", "a", "y", other.observe("a write of the copy"))
+    assert len(r.told) == told
+
+
+def test_a_journaled_graph_records_through_the_hook_and_reloads_equal(tmp_path: Path) -> None:
+    state = tmp_path / "state.arrow"
+    g = JournaledGraph.open(state)
+    e = g.observe("budget 30k")
+    g.apply("accept", "budget", "30k", e)
+    g.apply("accept", "budget", "40k", g.observe("budget 40k"))
+    g.undo(4)
+    assert g.pending == 5  # two observe + apply pairs and the undo: the undo's own replay adds nothing
+    g.commit()
+    assert g.pending == 0
+    assert ProvenanceGraph.load(state).to_bytes() == g.to_bytes()
+
+
+def _writes_declared(cls: ast.ClassDef) -> set[str]:
+    return {n.name for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in WRITES}
+
+
+def test_no_subclass_of_the_graph_in_pmem_re_declares_a_write() -> None:
+    offenders = []
+    for path in PMEM.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef) or node.name == "ProvenanceGraph":
+                continue
+            bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+            if bases & {"ProvenanceGraph", "JournaledGraph"} and _writes_declared(node):
+                offenders.append(f"{path.relative_to(PMEM)}:{node.name} {sorted(_writes_declared(node))}")
+    assert offenders == []
+
+
+def test_no_module_reports_writes_through_a_module_level_context_variable() -> None:
+    reporting = [
+        PMEM / "ingest" / "_worker.py",
+        PMEM / "graph" / "_journaled.py",
+        PMEM / "graph" / "_graph.py",
+    ]
+    for path in reporting:
+        assert "ContextVar" not in path.read_text(), path
