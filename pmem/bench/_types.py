@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    pass
 
 
 @dataclass(frozen=True)
@@ -71,20 +71,3 @@ class History:
     events: tuple[Event, ...]
     questions: tuple[Question, ...]
     params: dict[str, Any] = field(default_factory=dict)
-
-    def to_arrow(self) -> pa.Table:
-        """One-row Arrow table (see :func:`pmem.bench.histories_to_arrow`)."""
-        from pmem.bench._arrow import histories_to_arrow
-
-        return histories_to_arrow([self])
-
-    @staticmethod
-    def from_arrow(table: pa.Table) -> History:
-        """Inverse of :meth:`to_arrow` (the table must hold exactly one history)."""
-        from pmem.bench._arrow import histories_from_arrow
-
-        out = histories_from_arrow(table)
-        if len(out) != 1:
-            msg = f"expected one history in the Arrow table, found {len(out)}"
-            raise ValueError(msg)
-        return out[0]

@@ -28,8 +28,10 @@ from pmem.models._registry import (
     hosted_model_label,
     make_chat_model,
     make_embedder,
+    model_id_of,
     register_chat_backend,
     register_embedder_backend,
+    validate_spec,
 )
 from pmem.models._routing import RoutedChatModel, RoutedEmbedder
 from pmem.models._spec import SECRET_OPTIONS, ModelKind, ModelSpec, ModelSpecError, redacted, thaw
@@ -104,6 +106,7 @@ __all__ = [
     "hosted_model_label",
     "make_chat_model",
     "make_embedder",
+    "model_id_of",
     "one_line",
     "openai_replicas",
     "parse_sections",
@@ -113,6 +116,7 @@ __all__ = [
     "register_embedder_backend",
     "requests_schema",
     "thaw",
+    "validate_spec",
 ]
 
 

@@ -11,13 +11,14 @@ config (which other processes, Ray runners, then import too).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pmem._plugins import Lazy, Registry
 from pmem.models._gguf import model_label
 from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
-from pmem.models._spec import ModelKind, ModelSpec, as_spec
+from pmem.models._spec import ModelKind, ModelSpec, ModelSpecError, as_spec
 from pmem.models._types import ChatModel, Embedder, Model
 from pmem.models._weights import packaged_label
 
@@ -79,6 +80,36 @@ def check_backend(backend: str, kind: ModelKind) -> None:
     """Raise ``ValueError`` (naming the known backends) unless ``backend`` is a registered backend of
     ``kind`` or a ``module:Class`` name that imports; imports no registered backend."""
     (_EMBED if kind == "embedder" else _CHAT).get(backend)
+
+
+def validate_spec(spec: ModelSpec, kind: ModelKind = "chat") -> ModelSpec:
+    """``spec``, if its backend is registered for ``kind`` and its options satisfy the backend; else
+    :class:`ModelSpecError` naming the key. Starts nothing and reaches no server.
+
+    >>> validate_spec(ModelSpec("nope"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pmem.models._spec.ModelSpecError: unknown chat backend 'nope' (known: heuristic, openai, vllm, llamacpp...)
+    """
+    try:
+        check_backend(spec.backend, kind)
+    except ValueError as exc:
+        raise ModelSpecError("backend", str(exc)) from None
+    return spec.check(kind)
+
+
+@functools.lru_cache(maxsize=256)
+def model_id_of(spec: ModelSpec, kind: ModelKind = "chat") -> str:
+    """The id the backend reports for ``spec`` (results, request logs and run ids carry it).
+
+    Asked of the backend (building a client starts nothing); where it cannot be built here (its extra
+    is not installed, its model file is elsewhere, it refuses the options), the model the spec names
+    (:meth:`ModelSpec.named_model`)."""
+    try:
+        model = (make_embedder if kind == "embedder" else make_chat_model)(spec)
+    except (ImportError, OSError, ValueError, TypeError):
+        return spec.named_model()
+    return str(model.model_id)
 
 
 def hosted_model_label(backend: str, model: str) -> str | None:

@@ -1,14 +1,15 @@
 """A model's configuration: a small frozen spec, hashable, built from a config table.
 
 This is the one definition of a model's configuration: the model layer builds clients from it and a
-sweep config holds one per role. ``validate`` holds the checks that depend on the backend, so that a
-config names a bad table before anything runs.
+sweep config holds one per role. It is a value and knows no backend registry: :meth:`ModelSpec.check`
+holds the checks of its options that need no backend, and :func:`pmem.models.validate_spec` adds the
+backend's, so that a config names a bad table before anything runs.
 
 >>> spec = ModelSpec.from_mapping({"backend": "openai", "model": "qwen", "url": "http://127.0.0.1:8000/v1",
 ...                                "concurrency": 32})
 >>> spec.option("concurrency")
 32
->>> ModelSpec("openai", model="qwen", url="http://127.0.0.1:8000").validate()
+>>> ModelSpec("openai", model="qwen", url="http://127.0.0.1:8000").check()
 Traceback (most recent call last):
 ...
 pmem.models._spec.ModelSpecError: the openai backend needs a base URL ending in /v1, got 'http://127.0.0.1:8000'
@@ -16,7 +17,6 @@ pmem.models._spec.ModelSpecError: the openai backend needs a base URL ending in 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -145,15 +145,10 @@ class ModelSpec:
         merged.update(options)
         return ModelSpec(self.backend, self.model, self.url, _freeze(merged))
 
-    def validate(self, kind: ModelKind = "chat") -> ModelSpec:
-        """This spec, if its backend is registered for ``kind`` and its options satisfy the backend;
-        else :class:`ModelSpecError` naming the key. Starts nothing and reaches no server."""
-        from pmem.models._registry import check_backend
-
-        try:
-            check_backend(self.backend, kind)
-        except ValueError as exc:
-            raise ModelSpecError("backend", str(exc)) from None
+    def check(self, kind: ModelKind = "chat") -> ModelSpec:
+        """This spec, if its options satisfy its backend's needs known here (a built-in backend's URL
+        and model, the structured dialect); else :class:`ModelSpecError` naming the key. Whether the
+        backend is registered is the registry's question (:func:`pmem.models.validate_spec`)."""
         check = _BACKEND_CHECKS.get(self.backend)
         if check is not None:
             check(self, kind)
@@ -164,12 +159,14 @@ class ModelSpec:
                 raise ModelSpecError("structured", str(exc)) from None
         return self
 
-    def model_id(self, kind: ModelKind = "chat") -> str:
-        """The id the backend reports for this spec (results, request logs and run ids carry it).
-
-        Asked of the backend (building a client starts nothing); where that fails, the spec's
-        ``served_model_name`` or ``model``, else the backend name."""
-        return _model_id(self, kind)
+    def named_model(self) -> str:
+        """The model this spec names: its ``served_model_name`` or ``model`` (or ``model_id``, ``name``),
+        else the backend name (what :func:`pmem.models.model_id_of` falls back to)."""
+        table = self.to_dict()
+        for key in ("served_model_name", "model", "model_id", "name"):
+            if isinstance(table.get(key), str) and table[key]:
+                return str(table[key])
+        return self.backend
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"backend": self.backend}
@@ -179,20 +176,6 @@ class ModelSpec:
             out["url"] = self.url
         out.update(dict(self.options))
         return out
-
-
-@functools.lru_cache(maxsize=256)
-def _model_id(spec: ModelSpec, kind: ModelKind) -> str:
-    try:
-        from pmem.models._registry import make_chat_model, make_embedder
-
-        return str((make_embedder if kind == "embedder" else make_chat_model)(spec).model_id)
-    except Exception:
-        table = spec.to_dict()
-        for key in ("served_model_name", "model", "model_id", "name"):
-            if isinstance(table.get(key), str) and table[key]:
-                return str(table[key])
-        return spec.backend
 
 
 def as_spec(spec: ModelSpec | Mapping[str, Any] | str) -> ModelSpec:

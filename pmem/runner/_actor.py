@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pmem.arms import ModelSet
-from pmem.models import CallContext, InstrumentedChatModel, InstrumentedEmbedder
+from pmem.arms import ModelSet, make_arm
+from pmem.models import CallContext, InstrumentedChatModel, InstrumentedEmbedder, ResponseCache
 from pmem.rundir import (
     GRAPH_STATE,
     HISTORIES,
@@ -29,7 +29,6 @@ from pmem.rundir import (
     part_file,
     state_path,
 )
-from pmem.runner import _bindings as B
 from pmem.runner._execute import (
     CallRecorder,
     RecordingChatModel,
@@ -77,7 +76,7 @@ class Runner:
         self.in_flight = in_flight
         self.batch_size = batch
         self.flush_s = flush_s
-        cache = B.open_cache(cache_path)
+        cache = ResponseCache(cache_path) if cache_path else None
         hosted = hosted or {}
         self.agents = {a.model_id: model_client(a, f"agent:{a.model_id}", hosted, cache) for a in agents}
         self.embedder = model_client(embedder, "embedder", hosted, cache)
@@ -144,8 +143,8 @@ class Runner:
                     recorder = CallRecorder(unit.keys(self.run_id))
                     self._live[unit.uid] = recorder
                     try:
-                        arm = B.make_arm(
-                            unit.arm, self._models(unit, recorder), self.arm_options.get(unit.arm, {})
+                        arm = make_arm(
+                            unit.arm, self._models(unit, recorder), dict(self.arm_options.get(unit.arm, {}))
                         )
                     except Exception as exc:
                         out = await run_unit(unit, history, _Broken(exc), recorder, run_id=self.run_id)
@@ -260,7 +259,7 @@ def model_client(spec: RoleSpec, key: str, hosted: dict[str, Any], cache: Any) -
     ``cache`` when there is one. Runners and ingest workers build their clients with it."""
     h = hosted.get(key)
     if h is None:
-        return B.build_embedder(spec, cache) if spec.role == "embedder" else B.build_chat(spec, cache)
+        return spec.embedder_model(cache) if spec.role == "embedder" else spec.chat_model(cache)
 
     model = RoutedEmbedder(h) if spec.role == "embedder" else RoutedChat(h)
     if cache is None:

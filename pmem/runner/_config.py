@@ -26,11 +26,28 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pmem.arms import ARM_NAMES, PEER_ARM_NAMES, VARIANT_ARM_NAMES, arm_names, resolve_arm
-from pmem.bench import benchmark_info, benchmark_names
-from pmem.models import SECRET_OPTIONS, ModelKind, ModelSpec, ModelSpecError, redacted, thaw
+from pmem.bench import benchmark_info, benchmark_names, iter_histories
+from pmem.models import (
+    SECRET_OPTIONS,
+    ModelKind,
+    ModelSpec,
+    ModelSpecError,
+    make_chat_model,
+    make_embedder,
+    model_id_of,
+    redacted,
+    thaw,
+    validate_spec,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from pmem.bench import History
+    from pmem.models import ChatModel, Embedder, ResponseCache
 
 MODEL_ROLES = ("agent", "embedder", "judge")
 
@@ -118,6 +135,15 @@ class RoleSpec:
     def backend(self) -> str:
         return self.spec.backend
 
+    def chat_model(self, cache: ResponseCache | None = None) -> ChatModel:
+        """The chat model of this role (agent, judge), built by the model layer from its spec itself
+        (no dict in between), behind ``cache`` when there is one."""
+        return make_chat_model(self.spec, cache=cache)
+
+    def embedder_model(self, cache: ResponseCache | None = None) -> Embedder:
+        """The embedder of the ``embedder`` role, built like :meth:`chat_model`."""
+        return make_embedder(self.spec, cache=cache)
+
     @property
     def options(self) -> tuple[tuple[str, Any], ...]:
         """Every key of the table but ``backend``, sorted (``model`` and ``url`` included)."""
@@ -152,7 +178,7 @@ class RoleSpec:
     @property
     def model_id(self) -> str:
         """The id the backend reports (results, request log and config hash carry it)."""
-        return self.spec.model_id(self.kind)
+        return model_id_of(self.spec, self.kind)
 
 
 def _kind(role: str) -> ModelKind:
@@ -178,6 +204,14 @@ class Target:
     def label(self) -> str:
         ps = " ".join(f"{k}={v}" for k, v in self.params if k != "path")
         return f"{self.benchmark}/{self.subset}" + (f" {ps}" if ps else "")
+
+    def histories(self) -> Iterator[History]:
+        """This target's histories, in the benchmark's order (``limit``: the first N); built-in and plugin
+        (``module:function``) benchmarks alike, from the benchmark registry."""
+        found: Iterable[History] = iter_histories(self.benchmark, self.subset, **self.params_dict)
+        if self.limit is not None:
+            found = itertools.islice(found, self.limit)
+        yield from found
 
 
 @dataclass(frozen=True)
@@ -326,7 +360,7 @@ def parse_role(source: str, role: str, table: Any) -> RoleSpec:
         if k in table and not isinstance(table[k], str):
             raise config_error(source, f"{where} {k}", f"must be a string, got {table[k]!r}")
     try:
-        spec = ModelSpec.from_mapping(table).validate(_kind(role))
+        spec = validate_spec(ModelSpec.from_mapping(table), _kind(role))
     except ModelSpecError as exc:
         raise config_error(source, f"{where} {exc.key}", str(exc)) from None
     return RoleSpec(role, spec)

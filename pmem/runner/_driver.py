@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from pmem._atomic import atomic_write_bytes
 from pmem._lock import hold_exclusive
 from pmem.arms import NEEDS_A_MODEL, resolve_arm
+from pmem.memory.prompts import prompt_hashes
 from pmem.models import HOSTED_BACKENDS
 from pmem.rundir import (
     CACHE,
@@ -37,7 +38,6 @@ from pmem.rundir import (
     PlanCell,
     failed_history_file,
 )
-from pmem.runner import _bindings as B
 from pmem.runner._actor import Runner
 from pmem.runner._connect import connect
 from pmem.runner._execute import Unit, failure_row
@@ -104,7 +104,7 @@ def resolve_out(spec: SweepSpec, out: str | os.PathLike[str] | None) -> Path:
 def plan_sweep(
     spec: SweepSpec, *, out: str | os.PathLike[str] | None = None, limit: int | None = None
 ) -> Plan:
-    prompts = B.prompt_hashes()
+    prompts = {str(k): str(v) for k, v in sorted(prompt_hashes().items())}
     digest = config_hash(spec, prompts)
     limit = limit or spec.run.limit
     run_id = run_id_for(spec, digest, limit)
@@ -129,7 +129,7 @@ def plan_sweep(
                 min(limit, target.limit) if target.limit else limit,
             )
         try:
-            hs = list(B.iter_target_histories(target))
+            hs = list(target.histories())
         except Exception as exc:
             msg = f"{spec.source}: benchmark {target.label}: cannot load histories: {exc}"
             raise RuntimeError(msg) from exc

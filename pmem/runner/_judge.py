@@ -42,7 +42,7 @@ from pmem.bench import (
     stale_extraction_prompt,
     topical_verdict,
 )
-from pmem.models import CallContext
+from pmem.models import CallContext, ResponseCache
 from pmem.rundir import (
     CACHE,
     CALIBRATION,
@@ -60,7 +60,6 @@ from pmem.rundir import (
     record_digests,
 )
 from pmem.rundir import columns as C
-from pmem.runner import _bindings as B
 from pmem.runner._config import RoleSpec, RunOptions
 from pmem.runner._execute import CallRecorder, RecordingChatModel
 from pmem.runner._hosting import keep_server_logs
@@ -289,9 +288,10 @@ def judge_results(
     )
     found_evidence = evidence() if (ask and evidence is not None) else {}
     need_model = bool(ask) or (with_locomo and not calibrated)
-    cache = B.open_cache(_cache_path(root, run, cache_path)) if need_model else None
-    judge = B.build_chat(judge_spec, cache) if need_model else None
-    embedder = B.build_embedder(embedder_spec, cache) if (need_model and topical and embedder_spec) else None
+    cached_at = _cache_path(root, run, cache_path) if need_model else None
+    cache = ResponseCache(cached_at) if cached_at else None
+    judge = judge_spec.chat_model(cache) if need_model else None
+    embedder = embedder_spec.embedder_model(cache) if (need_model and topical and embedder_spec) else None
 
     async def run_all(judge: ChatModel) -> tuple[list[JudgmentRow], list[RequestRow], list[CalibrationRow]]:
         sem = asyncio.Semaphore(run.judge_concurrency)

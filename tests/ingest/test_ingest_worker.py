@@ -90,9 +90,8 @@ def test_replaying_the_applied_calls_gives_the_sequential_graph() -> None:
     merged = ProvenanceGraph()
     apply_log(merged, batch_log(_events(TEXTS), 0, applied, [None] * len(TEXTS), merged.seq + 1))
     from pmem.bench._types import Event
-    from pmem.runner._bindings import build_chat, build_embedder
 
-    path = spec.write_path(build_chat(spec.agent), build_embedder(spec.embedder))
+    path = spec.write_path(spec.agent.chat_model(), spec.embedder.embedder_model())
     asyncio.run(path.write([[Event(i, t)] for i, t in enumerate(TEXTS)]))
     reference = path.graph
     # the identity registry lives on the driver, not in this bare merge: compare everything else

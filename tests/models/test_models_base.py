@@ -26,6 +26,7 @@ from pmem.models import (
     make_embedder,
     register_chat_backend,
     register_embedder_backend,
+    validate_spec,
 )
 from pmem.models._ring import HashRing
 from pmem.models._routing import ReplicaRouter, RoutedChatModel, RoutedEmbedder
@@ -145,10 +146,10 @@ def test_backends_are_a_plugin_registry_like_arms_and_benchmarks() -> None:
     (as a config names a plugin arm), and a built-in backend cannot be replaced."""
     from pmem.models import ModelSpec, ModelSpecError, chat_backends
 
-    spec = ModelSpec(f"{__name__}:Recorder").validate()
+    spec = validate_spec(ModelSpec(f"{__name__}:Recorder"))
     assert make_chat_model(spec).model_id == "rec" and make_embedder(f"{__name__}:Vectors").model_id == "vec"
     with pytest.raises(ModelSpecError, match=r"unknown chat backend 'nope' \(known: heuristic, "):
-        ModelSpec("nope").validate()
+        validate_spec(ModelSpec("nope"))
     with pytest.raises(ValueError, match=r"chat backend 'openai' is built in"):
         register_chat_backend("openai", f"{__name__}:Recorder")
     assert "test-recorder" in chat_backends() and "openai" in chat_backends()

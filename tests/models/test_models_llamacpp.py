@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession, web
 
-from pmem.models import MissingDependencyError, ModelSpec, RequestLog, make_chat_model
+from pmem.models import MissingDependencyError, ModelSpec, RequestLog, make_chat_model, validate_spec
 from pmem.models._gguf import KNOWN_MODELS, model_label, resolve_gguf
 from pmem.models._instrument import InstrumentedChatModel
 from pmem.models._llamacpp import LlamaCppChatModel
@@ -96,9 +96,9 @@ def test_gguf_names_resolve_or_fail_clearly(tmp_path: Path) -> None:
 
 
 def test_llamacpp_spec_validates() -> None:
-    ModelSpec.from_mapping({"backend": "llamacpp", "model": "smollm2-135m-instruct"}).validate()
+    validate_spec(ModelSpec.from_mapping({"backend": "llamacpp", "model": "smollm2-135m-instruct"}))
     with pytest.raises(ValueError, match="structured"):
-        ModelSpec.from_mapping({"backend": "llamacpp", "model": "m", "structured": "xml"}).validate()
+        validate_spec(ModelSpec.from_mapping({"backend": "llamacpp", "model": "m", "structured": "xml"}))
 
 
 class RecordingProxy:

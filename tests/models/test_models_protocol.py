@@ -21,7 +21,14 @@ from pmem.arms import ModelSet, make_arm
 from pmem.arms._baselines import LongContextArm
 from pmem.bench import Event, Question
 from pmem.memory.prompts import build_messages, template
-from pmem.models import ANY_JSON_OBJECT, ModelCallError, RequestLog, estimate_tokens, make_embedder
+from pmem.models import (
+    ANY_JSON_OBJECT,
+    ModelCallError,
+    RequestLog,
+    estimate_tokens,
+    make_embedder,
+    validate_spec,
+)
 from pmem.models._cache import ResponseCache
 from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
 from pmem.models._llamacpp import _CLIENT_DEFAULTS
@@ -225,10 +232,10 @@ def test_dialect_names_and_unknown_ones() -> None:
         OpenAIChatModel(OpenAIClient("http://127.0.0.1:1/v1"), "m", structured="grammar")
     spec = {"backend": "openai", "url": "http://127.0.0.1:1/v1", "model": "m"}
     with pytest.raises(ModelSpecError) as raised:
-        ModelSpec.from_mapping({**spec, "structured": "grammar"}).validate()
+        validate_spec(ModelSpec.from_mapping({**spec, "structured": "grammar"}))
     assert raised.value.key == "structured"
     for name in (*STRUCTURED_DIALECTS, "response_format"):
-        ModelSpec.from_mapping({**spec, "structured": name}).validate()
+        validate_spec(ModelSpec.from_mapping({**spec, "structured": name}))
 
 
 # ---------------------------------------------------------------- 3. a refused structured field

@@ -249,13 +249,13 @@ def test_model_tables_hold_the_model_layers_spec() -> None:
 
 def test_a_roles_client_is_built_from_its_model_spec_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     """Config -> RoleSpec -> the model layer's factory: the pmem.models.ModelSpec object travels, no dict."""
-    from pmem.runner import _bindings, model_client
+    from pmem.runner import _config, model_client
 
     seen: list[object] = []
     for name in ("make_chat_model", "make_embedder"):  # the model layer's factories, as the runner binds them
-        real = getattr(_bindings, name)
+        real = getattr(_config, name)
         monkeypatch.setattr(
-            _bindings, name, lambda spec, real=real, **kw: seen.append(spec) or real(spec, **kw)
+            _config, name, lambda spec, real=real, **kw: seen.append(spec) or real(spec, **kw)
         )
     spec = parse_config(
         {
