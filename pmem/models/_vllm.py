@@ -1,7 +1,7 @@
 """The `vllm` backend: N replicas per model, hosted by Ray actors running vLLM's OpenAI server.
 
 Three parts, three modules: :mod:`pmem.models._replicas` launches and restarts the servers (Ray
-placement, processes, health); :mod:`pmem.models._openai` speaks the OpenAI protocol to each one;
+placement; processes and health in :mod:`pmem.models._replica`); :mod:`pmem.models._openai` speaks the OpenAI protocol to each one;
 :mod:`pmem.models._routing` routes one history's calls to one replica and fails over to the next when a
 replica is down (which this backend then restarts). The pool starts on first use, or on ``start()``.
 
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from pmem.models._errors import MissingDependencyError
 from pmem.models._hosted import PooledModel
-from pmem.models._replicas import ReplicaConfig, StandinOptions, VllmOptions, vllm_installed
+from pmem.models._launch import ReplicaConfig, StandinOptions, VllmOptions, vllm_installed
 from pmem.models._routing import RoutedChatModel, RoutedEmbedder
 from pmem.models._weights import check_window, resolve_model
 

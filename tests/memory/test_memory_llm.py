@@ -40,7 +40,8 @@ TEXTS = (
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama.cpp's server on a free local port: its /v1 URL."""
     from pmem.models._gguf import resolve_gguf
-    from pmem.models._replicas import ReplicaConfig, _free_port
+    from pmem.models._launch import ReplicaConfig
+    from pmem.models._replica import _free_port
 
     port = _free_port("127.0.0.1")
     config = ReplicaConfig(

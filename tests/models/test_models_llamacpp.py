@@ -17,9 +17,9 @@ from aiohttp import ClientSession, web
 from pmem.models import MissingDependencyError, ModelSpec, RequestLog, make_chat_model, validate_spec
 from pmem.models._gguf import KNOWN_MODELS, model_label, resolve_gguf
 from pmem.models._instrument import InstrumentedChatModel
+from pmem.models._launch import LAUNCHERS, LlamaCppOptions, ReplicaConfig
 from pmem.models._llamacpp import LlamaCppChatModel
 from pmem.models._openai import OpenAIChatModel, OpenAIClient
-from pmem.models._replicas import LAUNCHERS, LlamaCppOptions, ReplicaConfig
 from pmem.models._types import CallContext
 
 HAS_LLAMA = (

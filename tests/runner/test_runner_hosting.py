@@ -13,7 +13,7 @@ from runner_helpers import TINY, config, read
 
 from pmem.models import _replicas
 from pmem.models.server import ServerThread
-from pmem.runner import _driver, load_config, run_sweep
+from pmem.runner import _driver, _schedule, load_config, run_sweep
 from pmem.runner._hosting import Hosted, RoutedChat, RoutedEmbedder
 
 SECRET = "hosted-test-key-4b9e2d7c1a6f3e8b"
@@ -80,7 +80,7 @@ cases = 6
     # replica's in one file rewritten, so that a killed sweep keeps them: after each save, the files in
     # logs/ and the histories complete then
     kept: list[tuple[int, int]] = []
-    keep = _driver._Runners.keep_logs
+    keep = _schedule.RunnerPool.keep_logs
 
     def counted_keep(runners: Any) -> None:
         keep(runners)
@@ -88,7 +88,7 @@ cases = 6
         kept.append((len(files), len(runners.store.completed())))
 
     monkeypatch.setattr(_driver, "_LOG_SAVE_S", 0.0)
-    monkeypatch.setattr(_driver._Runners, "keep_logs", counted_keep)
+    monkeypatch.setattr(_schedule.RunnerPool, "keep_logs", counted_keep)
     p = config(tmp_path, body, name="hosted")
     p.write_text(
         p.read_text().replace(

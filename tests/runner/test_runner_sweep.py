@@ -239,7 +239,7 @@ def test_a_worker_killed_for_memory_is_classified_as_a_runners_death() -> None:
     out-of-memory kill cannot be made safely on the shared test cluster, so this checks the classification."""
     import ray.exceptions as rex
 
-    from pmem.runner._driver import _is_actor_death
+    from pmem.runner._schedule import is_runner_death as _is_actor_death
 
     assert _is_actor_death(rex.OutOfMemoryError("1 worker was killed due to the node running low on memory"))
     assert _is_actor_death(rex.WorkerCrashedError())

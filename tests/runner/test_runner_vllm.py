@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from runner_helpers import sweep_surviving_a_killed_replica
 
-from pmem.models._replicas import VLLM_SERVER_MODULE, vllm_installed
+from pmem.models._launch import VLLM_SERVER_MODULE, vllm_installed
 
 pytestmark = [
     pytest.mark.vllm,
