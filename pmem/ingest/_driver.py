@@ -80,7 +80,7 @@ from pmem.ingest._stream import (
 from pmem.ingest._workdir import Workdir, workdir_of
 from pmem.ingest._worker import (
     FactRun,
-    commit_item,
+    RoutedFact,
     partition_facts,
     partitions_of,
 )
@@ -287,7 +287,7 @@ class _Ingest:
         self.driver_log = RequestLog()  # the driver's own model calls (soft identity)
         self.cache: ResponseCache | None = None  # the driver's response cache, once running
         # the write path's driver side (soft identity) and its graph, once running
-        self.path: WritePath | None = None
+        self.write_path: WritePath | None = None
         self.graph = ProvenanceGraph()
         self._since_checkpoint = 0  # events merged since the last checkpoint
         self._restored: bytes | None = None  # the checkpoint resumed from, until the workers have it
@@ -353,12 +353,12 @@ class _Ingest:
             self.spec.agent, hosted, self.cache, self.driver_log, f"agent:{self.spec.agent.model_id}"
         )
         embedder = build_models(self.spec.embedder, hosted, self.cache, self.driver_log, "embedder")
-        self.path = self.spec.write_path(agent, embedder)  # the driver's part of it: soft identity
+        self.write_path = self.spec.write_path(agent, embedder)  # the driver's part of it: soft identity
         state, self._restored = self._restored, None
         if state is not None:
-            self.path.adopt_graph(ProvenanceGraph.from_bytes(state))
-            await self.path.restore_key_vectors()
-        self.graph = self.path.graph
+            self.write_path.adopt_graph(ProvenanceGraph.from_bytes(state))
+            await self.write_path.restore_key_vectors()
+        self.graph = self.write_path.graph
         self.pool.start(hosted, cache)
         await self.output.open(self.pool.workers, self.graph, state)
         del state  # the graph and the workers' copies are what the run goes on from
@@ -371,10 +371,10 @@ class _Ingest:
         self.report.peak_rss_mb = {"driver": peak_rss_mb(), **{f"worker{i}": m for i, m in enumerate(rss)}}
 
     def _writer(self) -> WritePath:
-        if self.path is None:
+        if self.write_path is None:
             msg = "the ingest is not running"
             raise RuntimeError(msg)
-        return self.path
+        return self.write_path
 
     # ------------------------------------------------------------------ the loop
 
@@ -535,12 +535,12 @@ class _Ingest:
                 keys = cast("list[str]", routed)
             for fidx, ((fact_key, value, status, event), key) in enumerate(zip(facts, keys, strict=True)):
                 routed_items.append(
-                    commit_item(
+                    RoutedFact(
                         first + i, rows[j], fidx, key, value, status, fact_key, event, lines[j], valid_time
                     )
                 )
         owners = partitions_of(
-            pa.array([item[3] for item in routed_items], pa.string()), len(self.pool.workers)
+            pa.array([item.key for item in routed_items], pa.string()), len(self.pool.workers)
         )
         for item, owner in zip(routed_items, owners.tolist(), strict=True):
             items[owner].append(item)

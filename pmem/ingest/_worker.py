@@ -44,13 +44,44 @@ if TYPE_CHECKING:
     from pmem.models import RequestRecord
     from pmem.runner import Hosted
 
-#: (row position, fact index, requested op, canonical key, value, evidence index): one applied call.
-Applied = tuple[int, int, str, str, str | None, int]
-#: What the driver sends for one routed fact (see :func:`commit_item`).
-Item = tuple[int, int, int, str, str | None, str, str, int, str, str | None]
-#: What the driver sends for extraction: (row position, stream row number, text, source, time,
-#: valid time).
-Row = tuple[int, int, str, str, str | None, str | None]
+
+class Applied(NamedTuple):
+    """One call a partition applied for a routed fact, as the merge replays it (:mod:`pmem.ingest._merge`)."""
+
+    position: int  # the fact's row among the ingested rows (its evidence index)
+    fact_index: int  # the fact's index in its row
+    op: str  # the operation applied (after lowering)
+    key: str  # the canonical key
+    value: str | None
+    evidence: int  # the evidence index it cited (-1: none)
+
+
+class RoutedFact(NamedTuple):
+    """What the driver sends a partition for one routed fact."""
+
+    position: int  # its row's position among the ingested rows (= its evidence index)
+    row: int  # its row's number in the stream
+    fact_index: int  # its index in the row
+    key: str  # the canonical key (soft identity resolved on the driver)
+    value: str | None  # the extracted fact: value, status, key as extracted, attributed event
+    status: str
+    fact_key: str
+    event: int
+    text: str  # the unit's text
+    valid_time: str | None = None  # its evidence's valid time
+
+
+class ExtractionRow(NamedTuple):
+    """What the driver sends a worker to extract: one text row."""
+
+    position: int  # among the ingested rows
+    row: int  # its number in the stream
+    text: str
+    source: str
+    time: str | None
+    valid_time: str | None
+
+
 #: What extraction returns for a row: its facts ``(key, value, status, event)``, the extraction's
 #: error, and the valid time its evidence is admitted with (the row's own, else an extracted one).
 Extracted = tuple[list[Any], str | None, str | None]
@@ -80,14 +111,14 @@ class FactRow(NamedTuple):
     valid_time: str | None
 
 
-def extraction_rows(events: pa.RecordBatch, first: int) -> list[Row]:
+def extraction_rows(events: pa.RecordBatch, first: int) -> list[ExtractionRow]:
     """A batch's text rows as the workers' :meth:`IngestWorker.extract` takes them (positions from
     ``first``, counting every row: a fact row is extracted by nobody)."""
     text_rows = np.flatnonzero(~is_fact_row(events))
     taken = events.take(pa.array(text_rows, pa.int64()))
     names = ("row", "text", "source", "time", "valid_time")
     columns: list[list[Any]] = [taken.column(c).to_pylist() for c in names]
-    return list(zip((text_rows + first).tolist(), *columns, strict=True))
+    return [ExtractionRow(*r) for r in zip((text_rows + first).tolist(), *columns, strict=True)]
 
 
 #: The columns of a partition's fact rows besides ``position`` (see :class:`FactRow`).
@@ -163,24 +194,6 @@ def _fact_row(row: dict[str, Any]) -> FactRow:
     return FactRow(row["position"], row["key"], row["op"], row["value"], row["valid_time"])
 
 
-def commit_item(
-    position: int,
-    row: int,
-    fact_index: int,
-    key: str,
-    value: str | None,
-    status: str,
-    fact_key: str,
-    event: int,
-    text: str,
-    valid_time: str | None = None,
-) -> Item:
-    """One routed fact: its row's position among the ingested rows (= its evidence index) and number in
-    the stream, its index in the row, the canonical key, the extracted fact (value, status, key as
-    extracted, attributed event), the unit's text and its evidence's valid time."""
-    return (position, row, fact_index, key, value, status, fact_key, event, text, valid_time)
-
-
 class _Turns:
     """Calls numbered 1, 2, ... run one at a time in that order, whatever order they arrive in."""
 
@@ -215,10 +228,10 @@ class IngestWorker:
         self.log = RequestLog()
         self.cache = open_ingest_cache(cache_path)
         agent = build_models(spec.agent, hosted or {}, self.cache, self.log, f"agent:{spec.agent.model_id}")
-        self.path = spec.write_path(agent, UnusedEmbedder())
-        self.path.track_attribution = False  # an ingest never audits: no per-event record to grow with
-        self.path.adopt_graph(PartitionGraph())
-        self.concurrency = self.path.writer.concurrency
+        self.write_path = spec.write_path(agent, UnusedEmbedder())
+        self.write_path.track_attribution = False  # an ingest never audits: no per-event record to grow with
+        self.write_path.adopt_graph(PartitionGraph())
+        self.concurrency = self.write_path.writer.concurrency
         # an async actor runs calls in any order (Ray orders only a synchronous actor's calls): the
         # driver numbers the calls that must run in order, and each waits for its predecessor here
         self._commits = _Turns()  # commit and catch_up
@@ -232,27 +245,29 @@ class IngestWorker:
     def restore(self, state: bytes | None) -> int:
         """Start from a checkpoint's graph (every key's chain; this worker writes only its own)."""
         graph = PartitionGraph() if state is None else PartitionGraph.from_bytes(state)
-        self.path.adopt_graph(graph)
+        self.write_path.adopt_graph(graph)
         return len(graph)
 
-    async def extract(self, rows: list[Row]) -> list[Extracted]:
+    async def extract(self, rows: list[ExtractionRow]) -> list[Extracted]:
         """Extraction of each row: its facts ``(key, value, status, event)``, any error, and its
         evidence's valid time (the write path's choice: :meth:`WritePath.evidence_valid_time`)."""
 
         sem = asyncio.Semaphore(self.concurrency)
 
-        async def one(row: Row) -> Extracted:
+        async def one(row: ExtractionRow) -> Extracted:
             position, number, text, source, time, valid_time = row
             event = Event(position, text, time=time, source=source, valid_time=valid_time)
             with for_row(number):
                 async with sem:
-                    (ex,) = await self.path.extract([[event]])
+                    (ex,) = await self.write_path.extract([[event]])
             facts = [(f.key, f.value, f.status, f.event) for f in ex.facts]
-            return facts, ex.error, self.path.evidence_valid_time(event, ex.facts)
+            return facts, ex.error, self.write_path.evidence_valid_time(event, ex.facts)
 
         return list(await asyncio.gather(*(one(r) for r in rows)))
 
-    async def commit(self, turn: int, items: list[Item], facts: pa.Table | None = None) -> list[Applied]:
+    async def commit(
+        self, turn: int, items: list[RoutedFact], facts: pa.Table | None = None
+    ) -> list[Applied]:
         """Apply routed facts (``items``) and fact rows (``facts``, see :func:`partition_facts`): each
         key's in arrival order, different keys concurrently. Only the items' applied calls are returned.
 
@@ -290,11 +305,11 @@ class IngestWorker:
 
         return await self._commits.take(turn, apply)
 
-    async def _commit(self, items: list[Item], facts: pa.Table | None) -> list[Applied]:
+    async def _commit(self, items: list[RoutedFact], facts: pa.Table | None) -> list[Applied]:
         graph = self._commit_graph()
-        by_key: dict[str, list[Item | FactRow]] = defaultdict(list)
+        by_key: dict[str, list[RoutedFact | FactRow]] = defaultdict(list)
         for item in items:
-            by_key[item[3]].append(item)
+            by_key[item.key].append(item)
         if facts is not None and facts.num_rows:
             # fact rows of keys no item names are applied at once, column-wise; the others join their
             # key's chain at their place in arrival order
@@ -303,15 +318,15 @@ class IngestWorker:
             for row in facts.filter(chained).to_pylist():
                 by_key[row["key"]].append(_fact_row(row))
             for chain_items in by_key.values():
-                chain_items.sort(key=lambda entry: entry[0])
+                chain_items.sort(key=lambda entry: entry.position)
         applied: list[Applied] = []
         sem = asyncio.Semaphore(self.concurrency)
 
         for item in items:
-            if item[9] is not None:
-                graph.date_evidence(item[0], item[9])
+            if item.valid_time is not None:
+                graph.date_evidence(item.position, item.valid_time)
 
-        async def chain(chain_items: list[Item | FactRow]) -> None:
+        async def chain(chain_items: list[RoutedFact | FactRow]) -> None:
             for entry in chain_items:
                 if isinstance(entry, FactRow):
                     graph.apply_fact_row(entry)
@@ -320,7 +335,7 @@ class IngestWorker:
                 fact = Fact(fact_key, value, status, event)
                 with for_row(row, fidx):
                     async with sem:
-                        write = await self.path.write_fact(fact, key, text, f"e{position}", position)
+                        write = await self.write_path.write_fact(fact, key, text, f"e{position}", position)
                 if write is None:  # nothing applied (a failed annotation is logged by the write path)
                     continue
                 if write.premises or write.alias is not None:
@@ -329,7 +344,7 @@ class IngestWorker:
                     )
                     raise RuntimeError(msg)
                 ev = -1 if write.evidence is None else int(write.evidence[1:])
-                applied.append((position, fidx, write.op, write.key, write.value, ev))
+                applied.append(Applied(position, fidx, write.op, write.key, write.value, ev))
 
         await asyncio.gather(*(chain(c) for c in by_key.values()))
         applied.sort(key=lambda a: (a[0], a[1]))
@@ -370,7 +385,7 @@ class IngestWorker:
     def write_parts(self, root: str) -> list[BuiltPart]:
         """Write this worker's parts into the sharded state being built at ``root``, one at a time (see
         :meth:`PartLogs.build`); the commits' graph is dropped first: nothing commits after the end."""
-        self.path.adopt_graph(PartitionGraph())
+        self.write_path.adopt_graph(PartitionGraph())
         return self._opened().build(Path(root))
 
     def _opened(self) -> PartLogs:
@@ -387,8 +402,8 @@ class IngestWorker:
             self._replay_first = False
             graph = ProvenanceGraph()
             self._opened().replay_kept(graph)
-            self.path.adopt_graph(PartitionGraph.from_bytes(graph.to_bytes()))
-        graph = self.path.graph
+            self.write_path.adopt_graph(PartitionGraph.from_bytes(graph.to_bytes()))
+        graph = self.write_path.graph
         assert isinstance(graph, PartitionGraph)
         return graph
 
@@ -409,5 +424,5 @@ class IngestWorker:
             self.cache.flush()
         records: list[RequestRecord] = self.log.drain()
         # the write log: its noops are the refused writes (bad extractions and annotations)
-        noops = [(r.reason or "") for r in self.path.writer.take_write_log() if not r.applied]
+        noops = [(r.reason or "") for r in self.write_path.writer.take_write_log() if not r.applied]
         return {"requests": records_to_table(records), "refused": noops}

@@ -31,7 +31,7 @@ from pmem.ingest._workdir import Workdir, workdir_of
 from pmem.ingest._worker import (
     FactRun,
     IngestWorker,
-    commit_item,
+    RoutedFact,
     extraction_rows,
     partition_facts,
 )
@@ -340,7 +340,7 @@ def test_a_partition_applies_the_fact_rows_of_a_key_before_its_later_text_rows(t
     texts = extraction_rows(batch.events, 0)
     extracted = asyncio.run(worker.extract(texts))
     items = [
-        commit_item(pos, row, fidx, key, value, status, key, event, text, valid_time)
+        RoutedFact(pos, row, fidx, key, value, status, key, event, text, valid_time)
         for (pos, row, text, *_), (facts, _, valid_time) in zip(texts, extracted, strict=True)
         for fidx, (key, value, status, event) in enumerate(facts)
     ]
@@ -471,7 +471,7 @@ def test_a_partition_catching_up_applies_only_its_keys_fact_rows(tmp_path: Path)
     run = FactRun(str(stream), Position(), 4000, 0)
     assert sum(asyncio.run(w.catch_up(1, run, 3)) for w in workers) == 4000
     for w in workers:
-        graph = w.path.graph
+        graph = w.write_path.graph
         assert set(graph) == {k for k in reference if partition_of(k, 3) == w.index}
         assert all(graph.head_value(k) == reference.head_value(k) for k in graph)
 

@@ -206,7 +206,7 @@ def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -
     resumed = IngestWorker(IngestSpec.default())
     resumed.open_parts({0: str(folder)}, {0: [tuple(kept)]}, resumed=True)
     assert [p.name for p in folder.glob("*.arrow")] == [kept[0]]
-    assert not resumed.path.graph.frontier()  # a stream of fact rows only never needs it
+    assert not resumed.write_path.graph.frontier()  # a stream of fact rows only never needs it
     # fact rows after the checkpoint, sealed by a later one: the commits read them from the stream
     # (catch_up), so the commits' graph is the checkpoint's segments alone
     asyncio.run(resumed.append(1, [(0, log.slice(40), None)]))
@@ -214,7 +214,7 @@ def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -
     asyncio.run(resumed.commit(1, []))
     whole = ProvenanceGraph()
     apply_log(whole, log.slice(0, 40))
-    assert resumed.path.graph.frontier() == whole.frontier()
+    assert resumed.write_path.graph.frontier() == whole.frontier()
     assert split_log(log, 1)[0].equals(log)
 
 

@@ -14,7 +14,7 @@ from pmem.ingest import IngestSpec
 from pmem.ingest._memory import peak_rss_mb, reset_peak_rss
 from pmem.ingest._merge import batch_log
 from pmem.ingest._stream import EVENT_SCHEMA
-from pmem.ingest._worker import IngestWorker, commit_item
+from pmem.ingest._worker import IngestWorker, RoutedFact
 
 TEXTS = [
     "Earlier observation: apple 1 was in drawer 2.",
@@ -36,7 +36,7 @@ def _items(worker: IngestWorker, texts: list[str]) -> list[tuple]:
     for (pos, row, text, _, _, _), (facts, error, _) in zip(rows, extracted, strict=True):
         assert error is None and len(facts) == 1, (text, facts, error)
         for fidx, (key, value, status, event) in enumerate(facts):
-            items.append(commit_item(pos, row, fidx, key, value, status, key, event, text))
+            items.append(RoutedFact(pos, row, fidx, key, value, status, key, event, text))
     return items
 
 
@@ -118,10 +118,10 @@ def test_drain_hands_over_the_write_log_and_the_worker_keeps_no_record_per_write
     asyncio.run(worker.commit(1, _items(worker, TEXTS)))
     drained = worker.drain()
     assert len(drained["requests"]) > 0
-    assert worker.path.writer.write_log() == [] and not worker.path.writer._records_of
-    assert not worker.path._key_events  # no audit reads it in an ingest: nothing kept per event either
+    assert worker.write_path.writer.write_log() == [] and not worker.write_path.writer._records_of
+    assert not worker.write_path._key_events  # no audit reads it in an ingest: nothing kept per event either
     asyncio.run(worker.commit(2, _items(worker, TEXTS[:2])))
-    assert len(worker.path.writer.write_log()) == 2  # only the writes since the drain
+    assert len(worker.write_path.writer.write_log()) == 2  # only the writes since the drain
 
 
 def test_the_peak_memory_count_starts_afresh_at_a_reset() -> None:
