@@ -29,8 +29,9 @@ from pmem.graph._patch import Lowering, Patch, PatchController, lower_patch
 from pmem.graph._reader import StateReader, read_key_versions
 from pmem.graph._rederive import ErasureReceipt, MergeReceipt
 from pmem.graph._render import escape as escape_value
+from pmem.graph._sealing import StateFileError
 from pmem.graph._search import SearchIndexError, build_search_index, search_index_dir
-from pmem.graph._state import StateFileError, journal_path
+from pmem.graph._state import journal_path
 from pmem.graph._store import ERASED_SOURCE
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, ScoredCell, Version
 from pmem.graph._validate import check_text, key_problem, key_problems, valid_instant

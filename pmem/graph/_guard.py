@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock, Timeout
 
 from pmem.graph import _journal
+from pmem.graph._sealing import StateFileError
 from pmem.graph._state import (
-    StateFileError,
     check_save_target,
     journal_path,
     load_state,

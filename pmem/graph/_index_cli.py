@@ -11,8 +11,8 @@ import time
 from typing import TYPE_CHECKING
 
 from pmem.graph._reader import StateReader
+from pmem.graph._sealing import StateFileError
 from pmem.graph._search import DEFAULT_DIM, MAX_DIM, build_search_index
-from pmem.graph._state import StateFileError
 
 if TYPE_CHECKING:
     import argparse

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._reader import StateReader
 from pmem.graph._render import escape
-from pmem.graph._state import StateFileError
+from pmem.graph._sealing import StateFileError
 from pmem.graph._why import KeyView
 from pmem.graph.shards import is_sharded
 

@@ -54,7 +54,8 @@ from typing import TYPE_CHECKING, Any
 
 import xxhash
 
-from pmem.graph._state import StateFileError, _fsync_directory, journal_path
+from pmem.graph._sealing import StateFileError, _fsync_directory
+from pmem.graph._state import journal_path
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

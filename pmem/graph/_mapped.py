@@ -14,19 +14,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from pmem.graph._state import (
-    FLAT_SINCE,
-    FORMAT,
-    READABLE_VERSIONS,
+from pmem.graph._sealing import (
     StateFileError,
     _Algorithm,
-    _check_algorithm,
     _check_file_digest,
     _frames,
-    _payloads,
     _refuse,
     _sealed_digest,
 )
+from pmem.graph._state import FLAT_SINCE, FORMAT, READABLE_VERSIONS, _check_algorithm, _payloads
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

@@ -35,18 +35,9 @@ import pyarrow.compute as pc
 
 from pmem.graph._graph import ProvenanceGraph
 from pmem.graph._mapped import Ints, Maps, locate, mapped_segment, mapped_table, mapped_tables
+from pmem.graph._sealing import StateFileError, _algorithm_of, _refuse
 from pmem.graph._search import PartIndexes, SearchIndexError
-from pmem.graph._state import (
-    FLAT_SINCE,
-    METADATA,
-    StateFileError,
-    _algorithm_of,
-    _check_algorithm,
-    _check_format,
-    _entries,
-    _refuse,
-    journal_path,
-)
+from pmem.graph._state import FLAT_SINCE, METADATA, _check_algorithm, _check_format, _entries, journal_path
 from pmem.graph._types import Cell, Evidence, Operation, ScoredCell, Version
 from pmem.graph._why import KeyView, Why, why
 from pmem.graph.shards import (

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 
 from pmem.graph._hashing import HASHING_DIM, HASHING_NGRAMS, embedding_text, sparse_char_ngrams
 from pmem.graph._mapped import mapped_segment
-from pmem.graph._state import StateFileError
+from pmem.graph._sealing import StateFileError
 from pmem.graph.shards import LogSegment
 
 if TYPE_CHECKING:

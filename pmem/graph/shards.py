@@ -49,17 +49,13 @@ import pyarrow.compute as pc
 from pmem.graph._bulk import WRITE_BATCH_SCHEMA
 from pmem.graph._codes import STATUSES
 from pmem.graph._mapped import Ints, Maps, mapped_segment, mapped_tables
+from pmem.graph._sealing import _create_aside, _fsync_directory, _refuse, _sealed_digest, _Sealing
 from pmem.graph._state import (
     METADATA,
-    _create_aside,
     _entries,
-    _fsync_directory,
     _mapped,
     _open_sealed,
-    _refuse,
-    _sealed_digest,
     _sealed_schema,
-    _Sealing,
     _write_sealed,
     check_agreement,
     load_state,
@@ -608,7 +604,7 @@ def union_difference(a: str | Path, b: str | Path) -> str | None:
     >>> union_difference(tempfile.mkdtemp(), tempfile.mkdtemp())
     Traceback (most recent call last):
     ...
-    pmem.graph._state.StateFileError: ...shards.arrow: ...
+    pmem.graph._sealing.StateFileError: ...shards.arrow: ...
     """
     roots = (Path(a), Path(b))
     entries = [read_index(root) for root in roots]

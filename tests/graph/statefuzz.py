@@ -72,7 +72,7 @@ def edited_entries(found: Mapping[str, str], changed: Mapping[str, str | None]) 
 
 
 def digest_of(path: Path) -> str:
-    from pmem.graph._state import _sealed_digest
+    from pmem.graph._sealing import _sealed_digest
 
     return _sealed_digest(path.read_bytes())
 

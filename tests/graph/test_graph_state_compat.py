@@ -70,7 +70,8 @@ def test_a_schema_4_state_is_sealed_with_sha256_and_read_as_it_is(name: str) -> 
     """Schema 4 (the same flat tables, sealed with SHA-256) is read as written: its digest checked, its
     tables as this code's, one key without loading it; saved again it is schema 5."""
     from pmem.graph import read_key_versions
-    from pmem.graph._state import SCHEMA_VERSION, SHA256, read_tables
+    from pmem.graph._sealing import SHA256
+    from pmem.graph._state import SCHEMA_VERSION, read_tables
 
     path = FIXTURES / f"state-schema-4.{name}"
     file = path / "metadata.arrow" if name == "directory" else path

@@ -153,7 +153,8 @@ def test_every_feature_round_trips_and_a_loaded_graph_continues_the_same(
 
 
 def test_both_layouts_hold_the_same_tables(tmp_path: Path) -> None:
-    from pmem.graph._state import FILE_DIGEST_KEY, read_tables
+    from pmem.graph._sealing import FILE_DIGEST_KEY
+    from pmem.graph._state import read_tables
 
     g = busy_graph(seed=9, events=200)
     g.save(tmp_path / "f")
