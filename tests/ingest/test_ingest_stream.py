@@ -16,6 +16,7 @@ import pytest
 from streams import as_table, events_of, write_arrow, write_jsonl, write_parquet
 
 import pmem.ingest._stream as stream
+from pmem.ingest import _fields
 from pmem.ingest._stream import (
     EVENT_SCHEMA,
     REJECT_SCHEMA,
@@ -524,7 +525,7 @@ def test_count_rows_counts_lines_like_positions(tmp_path: Path) -> None:
 
 def test_the_whitespace_set_is_pythons() -> None:
     python = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
-    assert python == stream._WHITESPACE
+    assert python == _fields._WHITESPACE
 
 
 def test_a_number_and_its_text_are_one_id_and_the_refusal_says_why(tmp_path: Path) -> None:
