@@ -229,7 +229,7 @@ def _measure(mode: str, state: Path, sample: list[str], queries: list[str]) -> d
 
     from pmem.graph import ProvenanceGraph, StateReader
     from pmem.graph._search import build_search_index
-    from pmem.graph.shards import partition_of
+    from pmem.graph.seams import partition_of
     from pmem.ingest._memory import peak_rss_mb, reset_peak_rss
 
     if mode == "index":

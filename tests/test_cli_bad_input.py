@@ -86,7 +86,8 @@ def _sharded(where: Path, **changed: str) -> Path:
     import pyarrow as pa
 
     from pmem.graph import apply_log
-    from pmem.graph.shards import INDEX, LOG, REGISTRY, LogSegment, conform, write_index
+    from pmem.graph._write_log import LogSegment, conform
+    from pmem.graph.shards import INDEX, LOG, REGISTRY, write_index
 
     log = conform(
         pa.table(

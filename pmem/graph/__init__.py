@@ -36,7 +36,8 @@ from pmem.graph._store import ERASED_SOURCE
 from pmem.graph._types import Cell, Evidence, Operation, OpResult, ScoredCell, Version
 from pmem.graph._validate import check_text, key_problem, key_problems, valid_instant
 from pmem.graph._why import KeyView, Why, why
-from pmem.graph.shards import WRITE_LOG_SCHEMA, apply_log, is_sharded, partition_of, partitions_of
+from pmem.graph._write_log import WRITE_LOG_SCHEMA, apply_log, partition_of, partitions_of
+from pmem.graph.shards import is_sharded
 
 __all__ = [
     "DISCLOSURES",

@@ -40,15 +40,8 @@ from pmem.graph._search import PartIndexes, SearchIndexError
 from pmem.graph._state import METADATA, journal_path
 from pmem.graph._types import Cell, Evidence, Operation, ScoredCell, Version
 from pmem.graph._why import KeyView, Why, why
-from pmem.graph.shards import (
-    apply_log,
-    is_sharded,
-    listed_files,
-    localize,
-    part_name,
-    partition_of,
-    read_index,
-)
+from pmem.graph._write_log import apply_log, localize, partition_of
+from pmem.graph.shards import is_sharded, listed_files, part_name, read_index
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

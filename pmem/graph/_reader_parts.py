@@ -17,15 +17,8 @@ import pyarrow.compute as pc
 from pmem.graph._mapped import Ints, Maps, locate, mapped_segment, mapped_table, mapped_tables
 from pmem.graph._sealing import _algorithm_of, _refuse
 from pmem.graph._state import FLAT_SINCE, METADATA, _check_algorithm, _check_format, _entries
-from pmem.graph.shards import (
-    LOG,
-    UNION_VERSIONS_SCHEMA,
-    listed_files,
-    mapped_part_log,
-    numbered,
-    part_name,
-    union_versions_name,
-)
+from pmem.graph._write_log import UNION_VERSIONS_SCHEMA
+from pmem.graph.shards import LOG, listed_files, mapped_part_log, numbered, part_name, union_versions_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

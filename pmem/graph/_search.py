@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from pmem.graph._hashing import HASHING_DIM, HASHING_NGRAMS, embedding_text, sparse_char_ngrams
 from pmem.graph._mapped import mapped_segment
 from pmem.graph._sealing import StateFileError
-from pmem.graph.shards import LogSegment
+from pmem.graph._write_log import LogSegment
 
 if TYPE_CHECKING:
     from collections.abc import Callable

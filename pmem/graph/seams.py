@@ -1,6 +1,7 @@
 """The graph's seams for the rest of P-Mem (the ingest, the harness, the servers), apart from the user's
 surface in :mod:`pmem.graph`: how keys are partitioned across workers, the write log a partition ships to
-the driver, the hashing embedding of key text, and the sentinel index of "no evidence".
+the driver (split by owner, localized to a part, kept in sealed segments), the hashing embedding of key
+text, and the sentinel index of "no evidence".
 
 An agent builder needs none of these; they are public so that the packages built on the graph do not
 reach into its private modules.
@@ -16,17 +17,32 @@ from pmem.graph._hashing import (
     hash_char_ngrams,
     sparse_char_ngrams,
 )
-from pmem.graph.shards import WRITE_LOG_SCHEMA, apply_log, partition_of, partitions_of
+from pmem.graph._write_log import (
+    WRITE_LOG_SCHEMA,
+    LogSegment,
+    apply_log,
+    conform,
+    localize,
+    partition_of,
+    partitions_of,
+    read_segment,
+    split_log,
+)
 
 __all__ = [
     "HASHING_DIM",
     "HASHING_NGRAMS",
     "NO_EVIDENCE",
     "WRITE_LOG_SCHEMA",
+    "LogSegment",
     "apply_log",
+    "conform",
     "embedding_text",
     "hash_char_ngrams",
+    "localize",
     "partition_of",
     "partitions_of",
+    "read_segment",
     "sparse_char_ngrams",
+    "split_log",
 ]

@@ -50,7 +50,7 @@ def fact_row_operations(
 def batch_log(
     events: pa.RecordBatch, first: int, applied: list[Any], valid_times: list[str | None], seq: int
 ) -> pa.Table:
-    """The write log (``pmem.graph.shards.WRITE_LOG_SCHEMA``) of ``events`` (positions ``first``...):
+    """The write log (``pmem.graph.seams.WRITE_LOG_SCHEMA``) of ``events`` (positions ``first``...):
     each row's observation (evidence ``position``, with its ``valid_times`` entry), then its row's
     operations from ``applied`` (``(position, fact, op, key, value, evidence)``, sorted by position and
     fact); the rows numbered from arrival seq ``seq``."""

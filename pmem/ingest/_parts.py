@@ -34,7 +34,8 @@ import pyarrow.parquet as pq
 
 from pmem._atomic import atomic_write_parquet
 from pmem.graph import ProvenanceGraph, apply_log
-from pmem.graph.shards import LOG, LogSegment, localize, part_name, read_segment
+from pmem.graph.seams import LogSegment, localize, read_segment
+from pmem.graph.shards import LOG, part_name
 from pmem.ingest._memory import release_freed_memory
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class PartLogs:
 
     Example:
         >>> import tempfile
-        >>> from pmem.graph.shards import conform
+        >>> from pmem.graph.seams import conform
         >>> root = Path(tempfile.mkdtemp())
         >>> logs = PartLogs({0: root / "part-0"}, {0: []})
         >>> logs.append(0, conform(pa.table({"text": ["a note"], "evidence": [0], "seq": [1]})))

@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 
 from pmem.graph import WRITE_LOG_SCHEMA, ProvenanceGraph, apply_log
-from pmem.graph.shards import LOG, REGISTRY, LogSegment, localize, part_name, split_log, write_index
+from pmem.graph._write_log import LogSegment, localize, split_log
+from pmem.graph.shards import LOG, REGISTRY, part_name, write_index
 
 OPS = ("accept", "accept", "accept", "contest", "reject", "revoke", "resolve", "noop")
 

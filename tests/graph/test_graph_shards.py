@@ -15,17 +15,8 @@ from statefuzz import digest_of, entries, reseal
 
 from pmem.graph import ProvenanceGraph, StateFileError, apply_log, partitions_of
 from pmem.graph._state import _write_sealed
-from pmem.graph.shards import (
-    INDEX,
-    LOG,
-    LogSegment,
-    conform,
-    localize,
-    part_name,
-    read_segment,
-    split_log,
-    union_log,
-)
+from pmem.graph._write_log import LogSegment, conform, localize, read_segment, split_log
+from pmem.graph.shards import INDEX, LOG, part_name, union_log
 
 
 @settings(max_examples=25, deadline=None)
