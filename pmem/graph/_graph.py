@@ -18,26 +18,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 from pmem.graph._bulk import apply_batch as apply_write_batch
 from pmem.graph._codes import (
     ACCEPT,
-    ACTIVE,
-    CONTEST,
-    CONTESTED,
-    CONTRADICTED,
-    EDGE_KINDS,
-    ERASED,
     LOG_OPS,
     NONE,
-    NOOP,
     OPS,
-    REJECT,
-    RESOLVE,
-    REVOKE,
-    REVOKED,
-    STATUSES,
-    UNDONE,
 )
 from pmem.graph._guard import load_recorded, save_checked
 from pmem.graph._identity import KeyRegistry
-from pmem.graph._listen import WriteCall, told
+from pmem.graph._listen import WRITES, WriteCall, told
+from pmem.graph._materialize import cell_of, edges_of, operations_of, outranked, version_of
+from pmem.graph._operations import APPLIED_ACCEPT, Operations
 from pmem.graph._rederive import erase as erase_evidence
 from pmem.graph._rederive import undo as undo_operation
 from pmem.graph._rederive import unmerge as split_alias
@@ -46,8 +35,6 @@ from pmem.graph._replay import as_of as replay_as_of
 from pmem.graph._state import build_graph, decode_tables, graph_to_bytes
 from pmem.graph._store import GraphStore
 from pmem.graph._types import (
-    CONTEST_REPEATS_ALT,
-    CONTEST_REPEATS_HEAD,
     SUPPORT_RESULT,
     Cell,
     Evidence,
@@ -75,14 +62,8 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-# Applied results carry no per-call data, so one frozen instance per op serves every call.
-_APPLIED = {name: OpResult(True, name, None) for name in OPS}
-_APPLIED_ACCEPT = _APPLIED["accept"]
-_INSUFFICIENT = "insufficient authority"
 _NO_SOURCE = object()  # no caller's source is this object: observe looks the first one up
 _CITED = "<evidence cited by index>"  # the evidence id apply_citing hands apply (see ProvenanceGraph.apply)
-#: the id prefixes of an edge's ends, by kind (the order of EDGE_KINDS)
-_EDGE_ENDS = (("v", "e"), ("v", "v"), ("v", "v"), ("t", "v"))
 
 
 class ProvenanceGraph:
@@ -125,18 +106,16 @@ class ProvenanceGraph:
         # ... and the source of the last observation, with its code (none before the first)
         self._last_source: object = _NO_SOURCE
         self._last_code = NONE
-        # apply(..., retracts=X) hands X to the reject or revoke handler through here: apply's argument
-        # checks run inline on its hot path, and the target rides along rather than through them
-        self._retracting: str | None = None
         self._registry = registry
         self._listener: WriteListener | None = None  # told of each outermost public write (listen)
+        self._ops = ops = Operations(store)  # the operations' semantics, over this graph's store
         # accept is inlined in apply(); every other operation has a handler
         self._handlers: dict[str, _Handler] = {
-            "contest": self._contest,
-            "reject": self._reject,
-            "revoke": self._revoke,
-            "resolve": self._resolve,
-            "noop": self._noop,
+            "contest": ops.contest,
+            "reject": ops.reject,
+            "revoke": ops.revoke,
+            "resolve": ops.resolve,
+            "noop": ops.noop,
         }
 
     # ------------------------------------------------------------------ writing
@@ -252,7 +231,7 @@ class ProvenanceGraph:
             and not store.authority.configured()
         ):
             store.accept(known[0], known[1], value, NONE if evidence is None else self._last_ev)
-            return _APPLIED_ACCEPT
+            return APPLIED_ACCEPT
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
         handler: _Handler | None = None
@@ -285,13 +264,15 @@ class ProvenanceGraph:
             kid, head, current = found
         if current is not None:
             if current == value:
-                return self._support(ACCEPT, kid, head, value, ev, store.next_seq(), SUPPORT_RESULT)
-            if store.evidence.has_valid_times() and self._valid_before(ev, head):
-                return self._enter_history(kid, value, ev)  # a late fact does not roll the present back
-            if store.authority.configured() and self._outranked(ev, (head,)):
-                return self._contest(key, value, ev, ACCEPT)  # a lower-ranked source cannot displace the head
+                return self._ops.support(ACCEPT, kid, head, value, ev, store.next_seq(), SUPPORT_RESULT)
+            if store.evidence.has_valid_times() and self._ops.valid_before(ev, head):
+                return self._ops.enter_history(kid, value, ev)  # a late fact does not roll the present back
+            if store.authority.configured() and outranked(store, ev, (head,)):
+                return self._ops.contest(
+                    key, value, ev, ACCEPT
+                )  # a lower-ranked source cannot displace the head
         store.accept(kid, head, value, ev)
-        return _APPLIED_ACCEPT
+        return APPLIED_ACCEPT
 
     def _apply_recorded(
         self,
@@ -320,11 +301,8 @@ class ProvenanceGraph:
             if op == "revoke" and value is not None and value != retracts:
                 msg = f"apply revoke {key}: value {value!r} and retracts {retracts!r} name different values"
                 raise ValueError(msg)
-        self._retracting = retracts
-        try:
+        with self._ops.retracting(retracts):
             result = self.apply(op, key, value, evidence)  # checks the other arguments before writing
-        finally:
-            self._retracting = None
         n = store.log.count() - 1
         if alias is not None:
             store.log.record_alias(n, alias)
@@ -349,22 +327,6 @@ class ProvenanceGraph:
                 raise ValueError(msg)
             out.setdefault(kid, store.keys.head(kid))
         return tuple(out.items())
-
-    def _stale(self, kid: int, visiting: set[int] | None = None) -> tuple[str, ...]:
-        """Premise keys of ``kid``'s head that changed since it was asserted, or are stale themselves."""
-        store = self._store
-        premises = store.versions.premises(store.keys.head(kid))
-        if not premises:
-            return ()
-        visiting = visiting or set()
-        visiting.add(kid)
-        out = [
-            store.keys.name(pk)
-            for pk, pv in premises
-            if store.keys.head(pk) != pv or (pk not in visiting and self._stale(pk, visiting))
-        ]
-        visiting.discard(kid)
-        return tuple(out)
 
     def changed_premises(self, cell: Cell) -> frozenset[str]:
         """Of ``cell.stale``, the premises whose own head changed (the others are stale through theirs)."""
@@ -424,33 +386,6 @@ class ProvenanceGraph:
         msg = f"{op} {key}: unknown evidence id {preview(evidence)} (evidence must be an id returned by observe)"
         raise ValueError(msg)
 
-    def _key_id(self, key: str) -> int:
-        """The id of ``key``, admitting it (empty) when new."""
-        store = self._store
-        kid = store.keys.id(key)
-        return store.keys.new(key) if kid is None else kid
-
-    def _valid_before(self, ev: int, version: int) -> bool:
-        """Whether evidence ``ev`` is valid before the evidence that created ``version`` (both dated)."""
-        store = self._store
-        mine, theirs = (
-            store.evidence.valid_instant(ev),
-            store.evidence.valid_instant(store.versions.creating_evidence(version)),
-        )
-        return mine is not None and theirs is not None and mine < theirs
-
-    def _enter_history(self, kid: int, value: str, ev: int) -> OpResult:
-        """Accept a value valid before the head's: a superseded version at its valid-time place."""
-        store = self._store
-        seq = store.next_seq()
-        store.close_lazily_closed(kid)  # supersedes links change below
-        at = store.evidence.valid_instant(ev)
-        assert at is not None  # apply() enters history only for dated evidence
-        above, below = store.place_by_valid_time(kid, at)
-        vid = store.insert_superseded(kid, value, seq, ev, above, below)
-        store.log.append(seq, ACCEPT, ACCEPT, kid, ev, True, vid, created=True)
-        return _APPLIED_ACCEPT
-
     def remember_observed(self, ev: int) -> None:
         """Make evidence ``ev`` the one :meth:`apply`'s observe-then-apply fast path takes, as
         :meth:`observe` does: for this package's column-wise writes, which admit evidence themselves."""
@@ -467,138 +402,6 @@ class ProvenanceGraph:
             return self.apply(op, key, value, _CITED, **recorded)
         finally:
             self._last_eid, self._last_ev = last
-
-    def _fail(self, req: int, kid: int, value: str | None, ev: int, reason: str) -> OpResult:
-        store = self._store
-        store.log.append(store.next_seq(), req, NOOP, kid, ev, False, NONE, value, reason)
-        return OpResult(False, "noop", reason)
-
-    def _support(
-        self, req: int, kid: int, vid: int, value: str | None, ev: int, seq: int, result: OpResult
-    ) -> OpResult:
-        store = self._store
-        store.add_support(vid, ev, seq)
-        store.log.append(seq, req, NOOP, kid, ev, True, vid, value, result.reason)
-        return result
-
-    def _head_of(self, key: str) -> int | None:
-        """The id of ``key`` when it has a head."""
-        store = self._store
-        kid = store.keys.id(key)
-        return kid if kid is not None and store.keys.head(kid) != NONE else None
-
-    def _retracting_now(self, named: str | None, kid: int | None) -> None:
-        """Record what the retraction about to be logged retracts: ``named``, else the head's value of
-        key ``kid`` (None: no head, nothing recorded)."""
-        store = self._store
-        target = named
-        if target is None and kid is not None:
-            target = store.versions.value(store.keys.head(kid))
-        if target is not None:
-            store.log.record_retracts(target)
-
-    def _reject(self, key: str, value: str | None, ev: int) -> OpResult:
-        store = self._store
-        named = self._retracting
-        kid = self._head_of(key)
-        self._retracting_now(named, kid)
-        if kid is None:
-            return self._fail(REJECT, self._key_id(key), value, ev, "reject: the key has no current head")
-        head, current = store.head_and_value(kid)
-        if store.authority.configured() and self._outranked(ev, (head,)):
-            return self._fail(REJECT, kid, value, ev, _INSUFFICIENT)
-        if named is not None and named != current:
-            reason = f"reject retracts {named!r} but the current head is {current!r}"
-            return self._fail(REJECT, kid, value, ev, reason)
-        seq = store.next_seq()
-        store.versions.close(head, CONTRADICTED, seq)
-        store.close_open_alternatives(kid, seq)
-        if value is not None:
-            vid = store.append_version(kid, value, ACTIVE, seq, ev, head)
-            store.keys.set_head(kid, vid)
-            store.log.append(seq, REJECT, REJECT, kid, ev, True, vid, created=True)
-        else:
-            store.reopen_predecessor(kid, head)
-            store.log.append(seq, REJECT, REJECT, kid, ev, True, head)
-        return _APPLIED["reject"]
-
-    def _revoke(self, key: str, value: str | None, ev: int) -> OpResult:
-        store = self._store
-        named = value if value is not None else self._retracting
-        kid = self._head_of(key)
-        self._retracting_now(named, kid)
-        if kid is None:
-            return self._fail(REVOKE, self._key_id(key), value, ev, "revoke: the key has no current head")
-        head, current = store.head_and_value(kid)
-        if store.authority.configured() and self._outranked(ev, (head,)):
-            return self._fail(REVOKE, kid, value, ev, _INSUFFICIENT)
-        if named is not None and named != current:
-            how = "names" if value is not None else "retracts"
-            reason = f"revoke {how} {named!r} but the current head is {current!r}"
-            return self._fail(REVOKE, kid, value, ev, reason)
-        seq = store.next_seq()
-        store.versions.close(head, REVOKED, seq)
-        store.close_open_alternatives(kid, seq)
-        store.edges.add_tombstone(head, seq, ev)
-        store.reopen_predecessor(kid, head)
-        store.log.append(seq, REVOKE, REVOKE, kid, ev, True, head, value)
-        return _APPLIED["revoke"]
-
-    def _contest(self, key: str, value: str | None, ev: int, req: int = CONTEST) -> OpResult:
-        """``req``: the requested op (an accept lowered to contest by source authority is logged so)."""
-        store = self._store
-        kid = self._head_of(key)
-        if kid is None:
-            return self._fail(CONTEST, self._key_id(key), value, ev, "contest: the key has no current head")
-        head, current = store.head_and_value(kid)
-        seq = store.next_seq()
-        if current == value:
-            return self._support(req, kid, head, value, ev, seq, CONTEST_REPEATS_HEAD)
-        for a in store.keys.alternatives(kid):
-            if store.versions.value(a) == value:
-                return self._support(req, kid, a, value, ev, seq, CONTEST_REPEATS_ALT)
-        assert value is not None  # apply() refuses contest without a value
-        vid = store.add_alternative(kid, value, seq, ev)
-        store.log.append(seq, req, CONTEST, kid, ev, True, vid, created=True)
-        return _APPLIED["contest"]
-
-    def _resolve(self, key: str, value: str | None, ev: int) -> OpResult:
-        store = self._store
-        kid = self._head_of(key)
-        if kid is None:
-            return self._fail(RESOLVE, self._key_id(key), value, ev, "resolve: the key has no current head")
-        head, current = store.head_and_value(kid)
-        if store.versions.status(head) != CONTESTED:
-            return self._fail(RESOLVE, kid, value, ev, "resolve: the cell is not contested")
-        alts = store.keys.alternatives(kid)
-        if store.authority.configured() and self._outranked(ev, (head, *alts)):
-            return self._fail(RESOLVE, kid, value, ev, _INSUFFICIENT)
-        if current == value:
-            winner = head
-        else:
-            winner = next((a for a in alts if store.versions.value(a) == value), NONE)
-            if winner == NONE:
-                reason = f"resolve: {value!r} is neither the head's value nor an alternative's"
-                return self._fail(RESOLVE, kid, value, ev, reason)
-        seq = store.next_seq()
-        store.settle(kid, winner, seq)
-        store.add_support(winner, ev, seq)
-        store.log.append(seq, RESOLVE, RESOLVE, kid, ev, True, winner, value)
-        return _APPLIED["resolve"]
-
-    def _noop(self, key: str, value: str | None, ev: int) -> OpResult:
-        store = self._store
-        kid = self._key_id(key)
-        head, current = store.head_and_value(kid)
-        if current is not None and value is not None and value != current:
-            # evidence for another value is no support for the head: a failed precondition, like revoke's
-            reason = f"noop names {value!r} but the current head is {current!r}: not counted as support"
-            return self._fail(NOOP, kid, value, ev, reason)
-        seq = store.next_seq()
-        if head == NONE:
-            store.log.append(seq, NOOP, NOOP, kid, ev, True, NONE, value)
-            return _APPLIED["noop"]
-        return self._support(NOOP, kid, head, value, ev, seq, _APPLIED["noop"])
 
     # ------------------------------------------------------------------ undo and erasure
 
@@ -674,12 +477,6 @@ class ProvenanceGraph:
         """The level ``source`` ranks at now (``default_authority`` when unlisted or not configured)."""
         return self._store.authority.level(source)
 
-    def _outranked(self, ev: int, versions: Iterable[int]) -> bool:
-        """Whether evidence ``ev``'s source ranks below the source that created any of ``versions``."""
-        store = self._store
-        rank = store.rank(ev)
-        return any(store.rank(store.versions.creating_evidence(v)) > rank for v in versions)
-
     # ------------------------------------------------------------------ identity
 
     @property
@@ -728,22 +525,6 @@ class ProvenanceGraph:
         kid = store.keys.id(key)
         return None if kid is None else store.head_value(kid)
 
-    def _version(self, vid: int, closing: dict[int, int] | None = None) -> Version:
-        store = self._store
-        kid, value, status, start, to, ev, support, prev, alt = store.version_fields(vid, closing)
-        return Version(
-            id=f"v{vid}",
-            key=store.keys.name(kid),
-            value=value,
-            status=STATUSES[status],
-            valid_from=start,
-            valid_to=None if to == NONE else to,
-            evidence=None if ev == NONE else f"e{ev}",
-            support=support,
-            supersedes=None if prev == NONE else f"v{prev}",
-            alternative_of=None if alt == NONE else f"v{alt}",
-        )
-
     def versions(self, key: str) -> list[Version]:
         """Every version of ``key`` in arrival order (empty list for an unknown key)."""
         store = self._store
@@ -751,48 +532,16 @@ class ProvenanceGraph:
         if kid is None:
             return []
         closing = store.closing(kid)
-        return [self._version(v, closing) for v in reversed(store.chain(kid))]
+        return [version_of(store, v, closing) for v in reversed(store.chain(kid))]
 
     def version(self, version_id: str) -> Version:
         vid = _parse_id(version_id, "v", self._store.versions.count())
-        return self._version(vid)
+        return version_of(self._store, vid)
 
     def cell(self, key: str) -> Cell | None:
         """The materialized cell of ``key``; None when the key was never written."""
         kid = self._store.keys.id(key) if isinstance(key, str) else None
-        return None if kid is None else self._cell(kid)
-
-    def _cell(self, kid: int) -> Cell:
-        store = self._store
-        head, current = store.head_and_value(kid)
-        alts = store.keys.alternatives(kid)
-        shown = {head, *alts}
-        closing = store.closing(kid)
-        history = [
-            self._version(v, closing)
-            for v in store.chain(kid)
-            if v not in shown and store.versions.status(v) != UNDONE and store.versions.status(v) != ERASED
-        ]
-        if current is None:
-            return Cell(store.keys.name(kid), None, "empty", [], history, 0)
-        status = "contested" if store.versions.status(head) == CONTESTED else "active"
-        # every open claim comes from a source ranked below the head's: only an equal or higher rank can
-        # settle it, so the head stands (it is rendered as held, not as an open choice)
-        held = (
-            status == "contested"
-            and store.authority.configured()
-            and all(self._outranked(store.versions.creating_evidence(a), (head,)) for a in alts)
-        )
-        return Cell(
-            key=store.keys.name(kid),
-            value=current,
-            status=status,
-            alternatives=[store.versions.value(a) for a in alts],
-            history=history,
-            support=store.versions.support(head),
-            stale=self._stale(kid) if store.versions.has_premises() else (),
-            held=held,
-        )
+        return None if kid is None else cell_of(self._store, kid)
 
     def frontier(self) -> dict[str, Cell]:
         """The active frontier: key -> cell for every non-empty cell, in key order.
@@ -803,7 +552,7 @@ class ProvenanceGraph:
         >>> {key: cell.value for key, cell in g.frontier().items()}
         {'a.x': '1', 'b.x': '2'}
         """
-        return {key: self._cell(kid) for key, kid in sorted(self._store.keys.cells())}
+        return {key: cell_of(self._store, kid) for key, kid in sorted(self._store.keys.cells())}
 
     def frontier_items(self) -> list[tuple[str, str]]:
         """``(key, current value)`` for every non-empty cell, sorted by key: the cheap frontier."""
@@ -836,29 +585,11 @@ class ProvenanceGraph:
             kid = store.keys.id(key)
             if kid is None:
                 return
-        positions: Iterable[int] = range(store.log.count()) if kid is None else store.log.of_key(kid)
-        for i in positions:
-            seq, code, k, value, ev, target, reason, retracts = store.log.operation(i)
-            yield Operation(
-                seq=seq,
-                requested=LOG_OPS[code & 7],
-                op=LOG_OPS[(code >> 3) & 7],
-                key=store.keys.name(k),
-                value=value,
-                evidence=None if ev == NONE else f"e{ev}",
-                applied=bool(code >> 6),
-                reason=reason,
-                version=None if target == NONE else f"v{target}",
-                retracts=retracts,
-            )
+        yield from operations_of(store, kid)
 
     def edges(self) -> Iterator[tuple[str, str, str]]:
         """Every typed edge as ``(kind, source id, target id)``; tombstones are ``t<n>``."""
-        for kind, source, target in self._store.typed_edges():
-            # supported-by: version -> evidence; supersedes, alternative-of: version -> version;
-            # revokes: tombstone -> version
-            src, dst = _EDGE_ENDS[kind]
-            yield (EDGE_KINDS[kind], f"{src}{source}", f"{dst}{target}")
+        yield from edges_of(self._store)
 
     def stats(self) -> dict[str, int]:
         """Node and edge counts, plus operations by effective type."""
@@ -946,8 +677,8 @@ class ReadOnlyGraph(ProvenanceGraph):
     PermissionError: observe: this graph is a read-only replay (as_of); write to the graph it was read from
     """
 
-    #: the methods that would change the graph
-    WRITES = ("observe", "apply", "undo", "erase", "unmerge", "apply_batch", "set_authority")
+    #: the methods that would change the graph: the public writes a listener is told of
+    WRITES = tuple(WRITES)
 
 
 def _refusing(name: str) -> Callable[..., NoReturn]:
