@@ -1,0 +1,65 @@
+"""docs/design.md matches the code: every module and folder it names exists, and its Models section names
+every registered backend."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pmem.models import chat_backends, embedder_backends
+
+ROOT = Path(__file__).resolve().parents[1]
+DESIGN = ROOT / "docs" / "design.md"
+#: a code span naming a path: pmem/..., a bare module (``_x.py``, ``shards.py``) or a bare folder (``_store/``)
+_SPAN = re.compile(r"`([^`\s]+)`")
+
+
+def _segments(text: str) -> list[str]:
+    """Where a bare module name is read against the last folder named before it: a table cell, or a
+    paragraph (blank-line separated), of the page."""
+    out: list[str] = []
+    for block in text.split("\n\n"):
+        if block.lstrip().startswith("|"):
+            for row in block.splitlines():
+                out.extend(row.split("|"))
+        else:
+            out.append(block)
+    return out
+
+
+def named_paths(text: str) -> list[tuple[str, Path]]:
+    """(as written, the path it names) for every module or folder path the page names."""
+    found = []
+    for segment in _segments(text):
+        folder: Path | None = None
+        for span in _SPAN.findall(segment):
+            if span.startswith("pmem/") and not any(part.isupper() for part in span.split("/")):
+                # (``pmem/X/__init__.py``: a placeholder, not a path)
+                path = ROOT / span.rstrip("/")
+                folder = path if span.endswith("/") else path.parent
+                found.append((span, path))
+            elif folder is not None and re.fullmatch(r"\w+\.py|\w+/", span):
+                found.append((span, folder / span.rstrip("/")))
+    return found
+
+
+def test_every_module_and_folder_the_design_page_names_exists() -> None:
+    paths = named_paths(DESIGN.read_text())
+    assert len(paths) > 60  # the page names its modules: a parse that finds few has gone wrong
+    missing = [span for span, path in paths if not path.exists()]
+    assert missing == [], f"docs/design.md names modules that are not there: {missing}"
+
+
+def test_a_module_that_disappears_is_caught() -> None:
+    page = "| x | `pmem/graph/_state.py`, `_sealing.py`, `_gone.py` | y |\n\n`pmem/models/` holds `_spec.py`."
+    paths = dict(named_paths(page))
+    assert [s for s, p in paths.items() if not p.exists()] == ["_gone.py"]
+    assert paths["_spec.py"] == ROOT / "pmem" / "models" / "_spec.py"
+
+
+def test_the_models_section_names_every_registered_backend() -> None:
+    models = DESIGN.read_text().split("## Models", 1)[1].split("\n## ", 1)[0]
+    named = set(_SPAN.findall(models))
+    assert set(chat_backends()) | set(embedder_backends()) <= named, sorted(
+        (set(chat_backends()) | set(embedder_backends())) - named
+    )
