@@ -114,19 +114,32 @@ class Operations:
         if target is not None:
             store.log.record_retracts(target)
 
-    def reject(self, key: str, value: str | None, ev: int) -> OpResult:
+    def _retraction(
+        self, op: int, key: str, value: str | None, ev: int, named: str | None, how: str
+    ) -> tuple[int, int] | OpResult:
+        """The preconditions a reject and a revoke share, checked in their order: ``key`` has a head,
+        ``ev``'s source may displace it, and it holds the ``named`` value when one is (``how`` the value
+        is named: "retracts", "names"). (key id, head) when they hold, else the failure, logged."""
         store = self.store
-        named = self._retracting
         kid = self.head_of(key)
         self._retracting_now(named, kid)
+        name = OPS[op]
         if kid is None:
-            return self.fail(REJECT, self.key_id(key), value, ev, "reject: the key has no current head")
+            return self.fail(op, self.key_id(key), value, ev, f"{name}: the key has no current head")
         head, current = store.head_and_value(kid)
         if store.authority.configured() and outranked(store, ev, (head,)):
-            return self.fail(REJECT, kid, value, ev, _INSUFFICIENT)
+            return self.fail(op, kid, value, ev, _INSUFFICIENT)
         if named is not None and named != current:
-            reason = f"reject retracts {named!r} but the current head is {current!r}"
-            return self.fail(REJECT, kid, value, ev, reason)
+            reason = f"{name} {how} {named!r} but the current head is {current!r}"
+            return self.fail(op, kid, value, ev, reason)
+        return kid, head
+
+    def reject(self, key: str, value: str | None, ev: int) -> OpResult:
+        store = self.store
+        checked = self._retraction(REJECT, key, value, ev, self._retracting, "retracts")
+        if isinstance(checked, OpResult):
+            return checked
+        kid, head = checked
         seq = store.next_seq()
         store.versions.close(head, CONTRADICTED, seq)
         store.close_open_alternatives(kid, seq)
@@ -142,17 +155,11 @@ class Operations:
     def revoke(self, key: str, value: str | None, ev: int) -> OpResult:
         store = self.store
         named = value if value is not None else self._retracting
-        kid = self.head_of(key)
-        self._retracting_now(named, kid)
-        if kid is None:
-            return self.fail(REVOKE, self.key_id(key), value, ev, "revoke: the key has no current head")
-        head, current = store.head_and_value(kid)
-        if store.authority.configured() and outranked(store, ev, (head,)):
-            return self.fail(REVOKE, kid, value, ev, _INSUFFICIENT)
-        if named is not None and named != current:
-            how = "names" if value is not None else "retracts"
-            reason = f"revoke {how} {named!r} but the current head is {current!r}"
-            return self.fail(REVOKE, kid, value, ev, reason)
+        how = "names" if value is not None else "retracts"
+        checked = self._retraction(REVOKE, key, value, ev, named, how)
+        if isinstance(checked, OpResult):
+            return checked
+        kid, head = checked
         seq = store.next_seq()
         store.versions.close(head, REVOKED, seq)
         store.close_open_alternatives(kid, seq)

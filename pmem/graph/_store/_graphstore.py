@@ -99,7 +99,7 @@ class GraphStore:
         random writes per accept. A contested head is closed eagerly, with its alternatives."""
         self.seq = seq = self.seq + 1
         versions = self.versions
-        vid = versions.append_head(kid, value, seq, ev, head)
+        vid = versions.append_open(kid, value, ACTIVE, seq, ev, head)
         older, alternatives = self.keys.supersede_head(kid, vid)
         if older != head:
             versions.link_older(vid, older)

@@ -54,26 +54,19 @@ class VersionColumns:
     def append(self, kid: int, value: str, status: int, seq: int, ev: int, prev: int, older: int) -> int:
         """Append a version of key ``kid`` superseding ``prev`` (open, created at ``seq`` from evidence
         ``ev``) whose key's previous newest version is ``older``; its id."""
-        vid = len(self.v_key)
+        vid = self.append_open(kid, value, status, seq, ev, prev)
         if older != prev:
             self.v_older[vid] = older
+        return vid
+
+    def append_open(self, kid: int, value: str, status: int, seq: int, ev: int, prev: int) -> int:
+        """Append an open version of key ``kid`` superseding ``prev`` (created at ``seq`` from evidence
+        ``ev``), its key's newest unless :meth:`link_older` says which arrived before it (an accept, the
+        write's hot path, links it once the key has it: :meth:`append` needs that version first); its id."""
+        vid = len(self.v_key)
         self.v_key.append(kid)
         self.v_value.append(value)
         self.v_status.append(status)
-        self.v_from.append(seq)
-        self.v_to.append(NONE)
-        self.v_ev.append(ev)
-        self.v_prev.append(prev)
-        return vid
-
-    def append_head(self, kid: int, value: str, seq: int, ev: int, prev: int) -> int:
-        """Append an active version of key ``kid`` superseding ``prev`` (created at ``seq`` from evidence
-        ``ev``), its key's newest: an accept's, the write's hot path (:meth:`append` needs the key's
-        newest version first; here :meth:`link_older` follows when it is not ``prev``); its id."""
-        vid = len(self.v_key)
-        self.v_key.append(kid)
-        self.v_value.append(value)
-        self.v_status.append(ACTIVE)
         self.v_from.append(seq)
         self.v_to.append(NONE)
         self.v_ev.append(ev)
