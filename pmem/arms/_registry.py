@@ -120,48 +120,32 @@ def _builtin_factory(name: str, target: str) -> ArmFactory:
     return factory
 
 
-_BUILTIN_ENTRIES: dict[str, ArmEntry] = {
-    name: ArmEntry(
-        name,
-        _builtin_factory(name, target),
-        MappingProxyType(dict(fixed)),
-        name,
-        float(i),
-        f"pmem.arms.{target}",
-        builtin=True,
-    )
-    for i, (name, target, fixed) in enumerate(_BUILTIN)
-}
-_BUILTIN_ENTRIES.update(
-    {
+def _builtin_entries() -> dict[str, ArmEntry]:
+    """The built-in arms in display order: P-Mem and the baselines, the ablation variants, then the peer
+    libraries (their targets are whole module paths, an extra installs them, and they need a model)."""
+    ours = [
+        (name, f"pmem.arms.{target}", fixed, name, "") for name, target, fixed in (*_BUILTIN, *VARIANT_ARMS)
+    ]
+    peers = [
+        (name, target, dict[str, Any](), f"{name} (the library)", extra) for name, target, extra in PEER_ARMS
+    ]
+    return {
         name: ArmEntry(
             name,
             _builtin_factory(name, target),
             MappingProxyType(dict(fixed)),
-            name,
-            float(len(_BUILTIN) + i),
-            f"pmem.arms.{target}",
-            builtin=True,
-        )
-        for i, (name, target, fixed) in enumerate(VARIANT_ARMS)
-    }
-)
-_BUILTIN_ENTRIES.update(
-    {
-        name: ArmEntry(
-            name,
-            _builtin_factory(name, target),
-            MappingProxyType({}),
-            f"{name} (the library)",
-            float(len(_BUILTIN) + len(VARIANT_ARMS) + i),
+            label,
+            float(i),
             target,
             builtin=True,
             extra=extra,
-            needs_model=True,
+            needs_model=bool(extra),
         )
-        for i, (name, target, extra) in enumerate(PEER_ARMS)
+        for i, (name, target, fixed, label, extra) in enumerate([*ours, *peers])
     }
-)
+
+
+_BUILTIN_ENTRIES: dict[str, ArmEntry] = _builtin_entries()
 
 
 def _target_of(factory: Any) -> str:

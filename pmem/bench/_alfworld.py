@@ -224,6 +224,18 @@ def _history_chains(case: Case, seed: int, L: int, two_step: bool) -> History:
     )
 
 
+def _before_and_after(
+    case: Case, obj: str, n_events: int, params: dict[str, Any], before: dict[str, Any], after: dict[str, Any]
+) -> tuple[Question, Question]:
+    """Where ``obj`` is, asked before the history's last event and after it (``before`` and ``after``: the
+    questions' gold, type and the rest of what tells them apart)."""
+    common: dict[str, Any] = {"text": T.QUERY.format(obj=obj), "stale_key": T.location_key(obj)}
+    return (
+        Question(id=f"{case.id}-before", after_event=n_events - 2, params=dict(params), **common, **before),
+        Question(id=f"{case.id}-after", after_event=n_events - 1, params=dict(params), **common, **after),
+    )
+
+
 def _history_retraction(case: Case, seed: int, d: int) -> History:
     rng = random.Random(f"{seed}/{case.id}/retraction/d{d}")
     v1, v2 = rng.sample(list(case.locations[case.target]), 2)
@@ -233,28 +245,13 @@ def _history_retraction(case: Case, seed: int, d: int) -> History:
     texts.append(T.RETRACTION.format(obj=obj, v2=v2))
     events = _events(texts)
     params = {"d": d}
-    key = T.location_key(obj)
-    qs = (
-        Question(
-            id=f"{case.id}-before",
-            text=T.QUERY.format(obj=obj),
-            gold=(v2,),
-            qtype="before_retraction",
-            after_event=len(events) - 2,
-            stale=(v1,),
-            params=dict(params),
-            stale_key=key,
-        ),
-        Question(
-            id=f"{case.id}-after",
-            text=T.QUERY.format(obj=obj),
-            gold=(v1,),
-            qtype="after_retraction",
-            after_event=len(events) - 1,
-            stale=(v2,),
-            params=dict(params),
-            stale_key=key,
-        ),
+    qs = _before_and_after(
+        case,
+        obj,
+        len(events),
+        params,
+        {"gold": (v2,), "qtype": "before_retraction", "stale": (v1,)},
+        {"gold": (v1,), "qtype": "after_retraction", "stale": (v2,)},
     )
     return History(
         id=f"{NAME}/retraction/d{d}/{case.id}",
@@ -277,28 +274,13 @@ def _history_conflict(case: Case, seed: int) -> History:
     texts.append(T.CONFIRMATION.format(obj=obj, loc=winner))
     events = _events(texts)
     params = {"confirmed": confirmed}
-    key = T.location_key(obj)
-    qs = (
-        Question(
-            id=f"{case.id}-before",
-            text=T.QUERY.format(obj=obj),
-            gold=(first, second),
-            qtype="before_settle",
-            after_event=len(events) - 2,
-            params=dict(params),
-            match="all",
-            stale_key=key,
-        ),
-        Question(
-            id=f"{case.id}-after",
-            text=T.QUERY.format(obj=obj),
-            gold=(winner,),
-            qtype="after_settle",
-            after_event=len(events) - 1,
-            stale=(loser,),
-            params=dict(params),
-            stale_key=key,
-        ),
+    qs = _before_and_after(
+        case,
+        obj,
+        len(events),
+        params,
+        {"gold": (first, second), "qtype": "before_settle", "match": "all"},
+        {"gold": (winner,), "qtype": "after_settle", "stale": (loser,)},
     )
     return History(
         id=f"{NAME}/conflict/{case.id}",
