@@ -245,13 +245,9 @@ def _history_retraction(case: Case, seed: int, d: int) -> History:
     texts.append(T.RETRACTION.format(obj=obj, v2=v2))
     events = _events(texts)
     params = {"d": d}
+    before = {"gold": (v2,), "qtype": "before_retraction", "stale": (v1,)}
     qs = _before_and_after(
-        case,
-        obj,
-        len(events),
-        params,
-        {"gold": (v2,), "qtype": "before_retraction", "stale": (v1,)},
-        {"gold": (v1,), "qtype": "after_retraction", "stale": (v2,)},
+        case, obj, len(events), params, before, {"gold": (v1,), "qtype": "after_retraction", "stale": (v2,)}
     )
     return History(
         id=f"{NAME}/retraction/d{d}/{case.id}",
@@ -274,12 +270,13 @@ def _history_conflict(case: Case, seed: int) -> History:
     texts.append(T.CONFIRMATION.format(obj=obj, loc=winner))
     events = _events(texts)
     params = {"confirmed": confirmed}
+    before = {"gold": (first, second), "qtype": "before_settle", "match": "all"}
     qs = _before_and_after(
         case,
         obj,
         len(events),
         params,
-        {"gold": (first, second), "qtype": "before_settle", "match": "all"},
+        before,
         {"gold": (winner,), "qtype": "after_settle", "stale": (loser,)},
     )
     return History(

@@ -184,46 +184,31 @@ def conflict_table(m: Metrics) -> Table:
         "asks once a later event settles it. Stale after settling = the losing report."
     ]
     data = v.select(C.QUESTION_TYPE, C.ARM, *ACC_COLS, *STALE_COLS) if v.height else pl.DataFrame()
-    display = None
-    if v.height:
-        arms = order_arms(v[C.ARM].to_list())
-        display = pivot(v, [C.QUESTION_TYPE], arms, acc_cell, lambda r: r[C.QUESTION_TYPE])
-    return Table(
-        "conflict_probe",
-        "Conflict probe (RQ5 view): accuracy before and after settling",
-        data,
-        display,
-        notes,
-        keys=(C.QUESTION_TYPE, C.ARM),
-        values=("accuracy",),
-        section="alfworld",
-    )
+    title = "Conflict probe (RQ5 view): accuracy before and after settling"
+    return _by_question_type("conflict_probe", title, v, data, notes)
 
 
 def two_step_table(m: Metrics) -> Table:
     v = view(m.accuracy, "alfworld-revision", "two-step")
     data = v.select(C.QUESTION_TYPE, C.ARM, *ACC_COLS, C.READ_CHARS) if v.height else pl.DataFrame()
-    display = None
-    if v.height:
-        display = pivot(
-            v, [C.QUESTION_TYPE], order_arms(v[C.ARM].to_list()), acc_cell, lambda r: r[C.QUESTION_TYPE]
-        )
     notes = ["One revision described as a two-step move; accuracy % [Wilson 95% CI] (n)."]
     if not v.height:
         notes.append(
             "Not in this run: no alfworld-revision benchmark with the two-step subset was swept "
             '(add "two-step" to its subsets to fill this table).'
         )
-    return Table(
-        "two_step",
-        "Single revision, two-step phrasing (Table 6 side note)",
-        data,
-        display,
-        notes,
-        keys=(C.QUESTION_TYPE, C.ARM),
-        values=("accuracy",),
-        section="alfworld",
-    )
+    title = "Single revision, two-step phrasing (Table 6 side note)"
+    return _by_question_type("two_step", title, v, data, notes)
+
+
+def _by_question_type(name: str, title: str, v: pl.DataFrame, data: pl.DataFrame, notes: list[str]) -> Table:
+    """An ALFWorld-Revision view (``v``) as accuracy per question type and arm, its ``data`` beside it."""
+    display = None
+    if v.height:
+        arms = order_arms(v[C.ARM].to_list())
+        display = pivot(v, [C.QUESTION_TYPE], arms, acc_cell, lambda r: r[C.QUESTION_TYPE])
+    keys = (C.QUESTION_TYPE, C.ARM)
+    return Table(name, title, data, display, notes, keys=keys, values=("accuracy",), section="alfworld")
 
 
 _FC_SUBSET = re.compile(r"^(sh|mh)_(\d+k)$")
