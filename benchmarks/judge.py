@@ -27,7 +27,7 @@ import polars as pl
 
 from pmem.bench import CalibrationCase, calibration_cases, judge_messages, parse_judge_reply
 from pmem.bench._judge_calibration import handwritten_cases
-from pmem.models import ChatModel
+from pmem.models import ChatModel, ResponseCache
 from pmem.report._judge import calibration_lines, calibration_summary
 from pmem.runner import (
     ConfigError,
@@ -37,7 +37,6 @@ from pmem.runner import (
     load_config,
     measures_topics,
 )
-from pmem.runner import _bindings as B
 
 DEFAULT_CONFIG = "jobs/accuracy_qwen.toml"
 
@@ -93,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
         cases = [c for c in cases if c.kind in wanted]
     concurrency = args.concurrency or spec.run.judge_concurrency
     started = connect(None)
-    cache = B.open_cache(args.cache or None)
-    judge = B.build_chat(spec.judge, cache)
+    cache = ResponseCache(args.cache) if args.cache else None
+    judge = spec.judge.chat_model(cache)
     # the topical rule, where the config's embedder is the one it was measured with
-    embedder = B.build_embedder(spec.embedder, cache) if measures_topics(spec.embedder.model_id) else None
+    embedder = spec.embedder.embedder_model(cache) if measures_topics(spec.embedder.model_id) else None
     try:
         t0 = time.perf_counter()
         alone = asyncio.run(_model_alone(judge, cases, concurrency))
