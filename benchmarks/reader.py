@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from pmem.graph._search import search_index_dir
+    from pmem.graph._read._search import search_index_dir
     from pmem.ingest._synthetic import write_fact_stream
 
     root = args.workdir
@@ -228,7 +228,7 @@ def _measure(mode: str, state: Path, sample: list[str], queries: list[str]) -> d
     import pyarrow as pa
 
     from pmem.graph import ProvenanceGraph, StateReader
-    from pmem.graph._search import build_search_index
+    from pmem.graph._read._search import build_search_index
     from pmem.graph.seams import partition_of
     from pmem.ingest._memory import peak_rss_mb, reset_peak_rss
 
@@ -324,7 +324,7 @@ def _brute_search(items: list[tuple[str, str]], queries: list[str]) -> list[list
     import scipy.sparse
 
     from pmem.graph import embedding_text, sparse_char_ngrams
-    from pmem.graph._search import DEFAULT_DIM, NGRAMS, SCORE_DECIMALS
+    from pmem.graph._read._search import DEFAULT_DIM, NGRAMS, SCORE_DECIMALS
 
     vectors = np.stack([np.zeros(DEFAULT_DIM, np.float32) for _ in queries], axis=1)
     for i, query in enumerate(queries):

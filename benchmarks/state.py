@@ -82,7 +82,7 @@ def _size(path: Path) -> int:
 
 def _save_load(graph: ProvenanceGraph, tmp: Path, repeat: int) -> None:
     from pmem.graph import ProvenanceGraph
-    from pmem.graph._tables import graph_tables
+    from pmem.graph._persist._tables import graph_tables
 
     plain = tmp / "plain"
     plain.mkdir()

@@ -5,7 +5,7 @@ keys) is replayed into a new graph with ``pmem.graph.apply_log`` three ways in o
 other: undated (the baseline), a ``--dated`` share of the observations dated in arrival order (valid
 times that only grow), the same in order but for a ``--late`` share of them dated a day early, and the
 same share dated at random. A batch goes column-wise unless one of its accepts may enter its key's history
-(``pmem.graph._bulk``): facts dated in order cost about what undated ones do; a batch with a few late
+(``pmem.graph._ops._bulk``): facts dated in order cost about what undated ones do; a batch with a few late
 accepts is split around them, each alone through the per-call loop; facts dated at random (many late
 ones a batch) go through the loop whole.
 Prints each way's seconds and its ratio to the baseline; on a shared machine only the ratios of one run

@@ -46,11 +46,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "accuracy, stale-answer, cost and audit tables and plots of a run (RUN_DIR/report/)",
     ),
     "inspect": (
-        "pmem.graph._inspect",
+        "pmem.graph._read._inspect",
         "print a saved P-Mem graph: current values, or one key's versions and evidence",
     ),
     "index": (
-        "pmem.graph._index_cli",
+        "pmem.graph._read._index_cli",
         "build a saved state's search index, part by part (for pmem inspect --search, StateReader.search)",
     ),
     "erase": (

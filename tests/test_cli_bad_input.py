@@ -63,7 +63,7 @@ def _resealed(path: Path, **changed: str) -> None:
     entries ``changed``, sealed again with a digest that checks out (as anyone can)."""
     import pyarrow as pa
 
-    from pmem.graph._state import _META_SCHEMA, _write_sealed
+    from pmem.graph._persist._state import _META_SCHEMA, _write_sealed
 
     table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
     meta = {
@@ -86,7 +86,7 @@ def _sharded(where: Path, **changed: str) -> Path:
     import pyarrow as pa
 
     from pmem.graph import apply_log
-    from pmem.graph._write_log import LogSegment, conform
+    from pmem.graph._read._write_log import LogSegment, conform
     from pmem.graph.shards import INDEX, LOG, REGISTRY, write_index
 
     log = conform(

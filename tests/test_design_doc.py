@@ -51,7 +51,7 @@ def test_every_module_and_folder_the_design_page_names_exists() -> None:
 
 
 def test_a_module_that_disappears_is_caught() -> None:
-    page = "| x | `pmem/graph/_state.py`, `_sealing.py`, `_gone.py` | y |\n\n`pmem/models/` holds `_spec.py`."
+    page = "| x | `pmem/graph/_persist/_state.py`, `_sealing.py`, `_gone.py` | y |\n\n`pmem/models/` holds `_spec.py`."
     paths = dict(named_paths(page))
     assert [s for s, p in paths.items() if not p.exists()] == ["_gone.py"]
     assert paths["_spec.py"] == ROOT / "pmem" / "models" / "_spec.py"

@@ -6,37 +6,37 @@ meant to be embedded in any agent.
 
 from __future__ import annotations
 
-from pmem.graph._bulk import WRITE_BATCH_SCHEMA, BatchResult
-from pmem.graph._codes import DISCLOSURES, EDGE_KINDS, OPS, STATUSES
 from pmem.graph._graph import ProvenanceGraph
-from pmem.graph._guard import StateChangedError
-from pmem.graph._hashing import (
+from pmem.graph._identity._hashing import (
     HASHING_DIM,
     HASHING_NGRAMS,
     embedding_text,
     hash_char_ngrams,
     sparse_char_ngrams,
 )
-from pmem.graph._identity import (
+from pmem.graph._identity._registry import (
     GENERIC_KEY_WORDS,
     HashingKeyEmbedding,
     IdentityDecision,
     KeyRegistry,
     rule_confirm,
 )
-from pmem.graph._journaled import JournaledGraph
-from pmem.graph._patch import Lowering, Patch, PatchController, lower_patch
-from pmem.graph._reader import StateReader, read_key_versions
-from pmem.graph._rederive import ErasureReceipt, MergeReceipt
-from pmem.graph._render import escape as escape_value
-from pmem.graph._sealing import StateFileError
-from pmem.graph._search import SearchIndexError, build_search_index, search_index_dir
-from pmem.graph._state import journal_path
-from pmem.graph._store import ERASED_SOURCE
-from pmem.graph._types import Cell, Evidence, Operation, OpResult, ScoredCell, Version
-from pmem.graph._validate import check_text, key_problem, key_problems, valid_instant
-from pmem.graph._why import KeyView, Why, why
-from pmem.graph._write_log import WRITE_LOG_SCHEMA, apply_log, partition_of, partitions_of
+from pmem.graph._ops._bulk import WRITE_BATCH_SCHEMA, BatchResult
+from pmem.graph._ops._codes import DISCLOSURES, EDGE_KINDS, OPS, STATUSES
+from pmem.graph._ops._patch import Lowering, Patch, PatchController, lower_patch
+from pmem.graph._ops._rederive import ErasureReceipt, MergeReceipt
+from pmem.graph._ops._render import escape as escape_value
+from pmem.graph._ops._store import ERASED_SOURCE
+from pmem.graph._ops._types import Cell, Evidence, Operation, OpResult, ScoredCell, Version
+from pmem.graph._ops._validate import check_text, key_problem, key_problems, valid_instant
+from pmem.graph._ops._why import KeyView, Why, why
+from pmem.graph._persist._guard import StateChangedError
+from pmem.graph._persist._journaled import JournaledGraph
+from pmem.graph._persist._sealing import StateFileError
+from pmem.graph._persist._state import journal_path
+from pmem.graph._read._reader import StateReader, read_key_versions
+from pmem.graph._read._search import SearchIndexError, build_search_index, search_index_dir
+from pmem.graph._read._write_log import WRITE_LOG_SCHEMA, apply_log, partition_of, partitions_of
 from pmem.graph.shards import is_sharded
 
 __all__ = [

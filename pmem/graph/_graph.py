@@ -1,6 +1,6 @@
 """The typed provenance graph: the six operations, materialization and the graph's public reads.
 
-Its columns are a :class:`~pmem.graph._store.GraphStore` (``graph.storage``): column groups, one per
+Its columns are a :class:`~pmem.graph._ops._store.GraphStore` (``graph.storage``): column groups, one per
 node kind, each the one owner of its columns (see that package for the layout). The store writes what it
 is told; the graph decides every operation's outcome (an accept's fast path too: ``apply``).
 
@@ -15,26 +15,24 @@ import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias, TypeVar
 
-from pmem.graph._bulk import apply_batch as apply_write_batch
-from pmem.graph._codes import (
+from pmem.graph._identity._registry import KeyRegistry
+from pmem.graph._ops._bulk import apply_batch as apply_write_batch
+from pmem.graph._ops._codes import (
     ACCEPT,
     LOG_OPS,
     NONE,
     OPS,
 )
-from pmem.graph._guard import load_recorded, save_checked
-from pmem.graph._identity import KeyRegistry
-from pmem.graph._listen import WRITES, WriteCall, told
-from pmem.graph._materialize import cell_of, edges_of, operations_of, outranked, version_of
-from pmem.graph._operations import APPLIED_ACCEPT, Operations
-from pmem.graph._rederive import erase as erase_evidence
-from pmem.graph._rederive import undo as undo_operation
-from pmem.graph._rederive import unmerge as split_alias
-from pmem.graph._render import render_cells
-from pmem.graph._replay import as_of as replay_as_of
-from pmem.graph._state import build_graph, decode_tables, graph_to_bytes
-from pmem.graph._store import GraphStore
-from pmem.graph._types import (
+from pmem.graph._ops._listen import WRITES, WriteCall, told
+from pmem.graph._ops._materialize import cell_of, edges_of, operations_of, outranked, version_of
+from pmem.graph._ops._operations import APPLIED_ACCEPT, Operations
+from pmem.graph._ops._rederive import erase as erase_evidence
+from pmem.graph._ops._rederive import undo as undo_operation
+from pmem.graph._ops._rederive import unmerge as split_alias
+from pmem.graph._ops._render import render_cells
+from pmem.graph._ops._replay import as_of as replay_as_of
+from pmem.graph._ops._store import GraphStore
+from pmem.graph._ops._types import (
     SUPPORT_RESULT,
     Cell,
     Evidence,
@@ -42,7 +40,9 @@ from pmem.graph._types import (
     OpResult,
     Version,
 )
-from pmem.graph._validate import check_key, check_text, format_time, preview, valid_instant
+from pmem.graph._ops._validate import check_key, check_text, format_time, preview, valid_instant
+from pmem.graph._persist._guard import load_recorded, save_checked
+from pmem.graph._persist._state import build_graph, decode_tables, graph_to_bytes
 from pmem.graph.shards import is_sharded, load_sharded
 
 if TYPE_CHECKING:
@@ -51,10 +51,10 @@ if TYPE_CHECKING:
 
     import pyarrow as pa
 
-    from pmem.graph._bulk import BatchResult
-    from pmem.graph._listen import WriteListener
-    from pmem.graph._rederive import ErasureReceipt, MergeReceipt
-    from pmem.graph._state import Layout
+    from pmem.graph._ops._bulk import BatchResult
+    from pmem.graph._ops._listen import WriteListener
+    from pmem.graph._ops._rederive import ErasureReceipt, MergeReceipt
+    from pmem.graph._persist._state import Layout
 
     #: An operation other than accept: (key, value, evidence index) -> result.
     _Handler: TypeAlias = Callable[[str, str | None, int], OpResult]
@@ -90,7 +90,7 @@ class ProvenanceGraph:
         authority: Mapping[str, int] | None = None,
         default_authority: int = 1,
     ) -> None:
-        self._store = store = GraphStore()  # every column: the one owner (pmem.graph._store)
+        self._store = store = GraphStore()  # every column: the one owner (pmem.graph._ops._store)
         if authority is not None and not isinstance(authority, Mapping):
             msg = f"ProvenanceGraph: authority must be a mapping of source -> level, got {preview(authority)}"
             raise ValueError(msg)
@@ -122,7 +122,7 @@ class ProvenanceGraph:
 
     def listen(self, listener: WriteListener | None) -> None:
         """Tell ``listener`` of each outermost public write from now on (None: nobody); see
-        :mod:`pmem.graph._listen`. One listener at a time: a journal (:class:`JournaledGraph`) is one."""
+        :mod:`pmem.graph._ops._listen`. One listener at a time: a journal (:class:`JournaledGraph`) is one."""
         self._listener = listener
 
     def _told(self, call: WriteCall, write: Callable[[], _T]) -> _T:
@@ -187,7 +187,7 @@ class ProvenanceGraph:
         A failed precondition is recorded in the operation log as a noop with its reason and changes no
         status. Invalid arguments (unknown op, a key that is empty or holds control characters, a missing
         or ill-typed value, a string with a lone surrogate, an unknown evidence id) raise ``ValueError``
-        naming the argument and record nothing (see ``pmem.graph._validate``).
+        naming the argument and record nothing (see ``pmem.graph._ops._validate``).
 
         ``depends_on`` names the keys this fact was derived from: the operation records their current
         heads (each must have one, and none may be ``key``), and once one of those heads changes the
@@ -341,7 +341,7 @@ class ProvenanceGraph:
         """Apply a write batch (``pmem.graph.WRITE_BATCH_SCHEMA``) column-wise, as one call.
 
         The graph ends exactly as after observing or applying its rows one by one (see
-        ``pmem.graph._bulk``); an invalid row raises ``ValueError`` naming it, and then nothing is written.
+        ``pmem.graph._ops._bulk``); an invalid row raises ``ValueError`` naming it, and then nothing is written.
         """
         if self._listener is not None:
             return self._told(WriteCall("apply_batch", (batch,)), lambda: apply_write_batch(self, batch))
@@ -351,7 +351,7 @@ class ProvenanceGraph:
         """A read-only graph equal to replaying what arrived up to ``seq`` and was observed up to ``time``.
 
         Both bounds are optional (neither: a read-only copy). An operation is observed when its evidence
-        is; an arrival without a time takes the latest time before it (see ``pmem.graph._replay``). The
+        is; an arrival without a time takes the latest time before it (see ``pmem.graph._ops._replay``). The
         identity registry's decisions carry no seq and are copied whole.
         """
         replayed = replay_as_of(self, seq, time)
@@ -493,7 +493,7 @@ class ProvenanceGraph:
 
     @property
     def storage(self) -> GraphStore:
-        """The graph's columns (:class:`pmem.graph._store.GraphStore`): for this package's modules that
+        """The graph's columns (:class:`pmem.graph._ops._store.GraphStore`): for this package's modules that
         work on whole columns (column-wise writes, state tables, re-derivation, replay); not public API."""
         return self._store
 
@@ -614,7 +614,7 @@ class ProvenanceGraph:
         A save over a state this graph loaded or saved before checks, under a lock, that the state is
         still that version, else raises ``StateChangedError`` naming both and writes nothing (another
         process saved it meanwhile: no write is lost silently). ``new=True`` refuses any state found at
-        ``path`` (``pmem.graph._guard``).
+        ``path`` (``pmem.graph._persist._guard``).
 
         >>> import tempfile, polars
         >>> g = ProvenanceGraph()

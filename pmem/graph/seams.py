@@ -9,15 +9,15 @@ reach into its private modules.
 
 from __future__ import annotations
 
-from pmem.graph._codes import NONE as NO_EVIDENCE
-from pmem.graph._hashing import (
+from pmem.graph._identity._hashing import (
     HASHING_DIM,
     HASHING_NGRAMS,
     embedding_text,
     hash_char_ngrams,
     sparse_char_ngrams,
 )
-from pmem.graph._write_log import (
+from pmem.graph._ops._codes import NONE as NO_EVIDENCE
+from pmem.graph._read._write_log import (
     WRITE_LOG_SCHEMA,
     LogSegment,
     apply_log,

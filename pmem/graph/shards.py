@@ -31,7 +31,7 @@ parts; since version 2 each part's ``union-versions.arrow`` holds the union's id
 (written with the index: :func:`write_index`), so that a reader of one key
 (:class:`pmem.graph.StateReader`) does not search every other part for it.
 
-Every file is sealed (a digest over its whole bytes, as :mod:`pmem.graph._state` writes them) and the
+Every file is sealed (a digest over its whole bytes, as :mod:`pmem.graph._persist._state` writes them) and the
 index lists each part's and segment's digest, so a missing, altered or foreign file is refused.
 """
 
@@ -45,10 +45,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pmem.graph._codes import STATUSES
-from pmem.graph._mapped import Ints, Maps, mapped_segment, mapped_tables
-from pmem.graph._sealing import _refuse
-from pmem.graph._state import (
+from pmem.graph._ops._codes import STATUSES
+from pmem.graph._persist._mapped import Ints, Maps, mapped_segment, mapped_tables
+from pmem.graph._persist._sealing import _refuse
+from pmem.graph._persist._state import (
     METADATA,
     _entries,
     _mapped,
@@ -58,7 +58,7 @@ from pmem.graph._state import (
     load_state,
     read_state,
 )
-from pmem.graph._write_log import (
+from pmem.graph._read._write_log import (
     REPLAY_ROWS,
     UNION_VERSIONS_FORMAT,
     UNION_VERSIONS_SCHEMA,
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from pmem.graph._graph import ProvenanceGraph
-    from pmem.graph._identity import KeyRegistry
+    from pmem.graph._identity._registry import KeyRegistry
 
 #: The format named in a sharded state's index, and the version of its layout.
 SHARDED_FORMAT = "pmem-sharded-state"
@@ -336,7 +336,7 @@ def union_difference(a: str | Path, b: str | Path) -> str | None:
     >>> union_difference(tempfile.mkdtemp(), tempfile.mkdtemp())
     Traceback (most recent call last):
     ...
-    pmem.graph._sealing.StateFileError: ...shards.arrow: ...
+    pmem.graph._persist._sealing.StateFileError: ...shards.arrow: ...
     """
     roots = (Path(a), Path(b))
     entries = [read_index(root) for root in roots]

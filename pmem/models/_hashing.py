@@ -1,4 +1,4 @@
-"""The `hashing` embedder: character n-gram hashing (:mod:`pmem.graph._hashing`), no model, deterministic.
+"""The `hashing` embedder: character n-gram hashing (:mod:`pmem.graph._identity._hashing`), no model, deterministic.
 
 >>> import asyncio
 >>> e = HashingEmbedder(dim=256)

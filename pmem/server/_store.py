@@ -7,7 +7,7 @@
     STORE/namespaces/<sha256>/state.arrow      its state, and state.arrow.journal: its writes since
 
 A namespace's memory is a :class:`pmem.AsyncMemory` on its own state file (every write durable when it
-returns, see ``pmem.graph._journal``), made on first use and kept open, at most ``max_open`` of them: the
+returns, see ``pmem.graph._persist._journal``), made on first use and kept open, at most ``max_open`` of them: the
 least recently used one beyond that is closed (its writes are on disk already; its next call reads it
 again). A read of a namespace never written opens nothing and keeps nothing. Calls on one namespace take
 turns (one lock each, held only while a call is there), so that concurrent clients lose no update; calls

@@ -50,7 +50,7 @@ def entries(path: Path) -> tuple[dict[str, str], dict[str, str]]:
 def reseal(path: Path, changed: Mapping[str, str | None]) -> None:
     """Rewrite the sealed (name, value) file at ``path`` with ``changed`` entries (None: dropped), sealed
     with a digest that checks out, as P-Mem writes one."""
-    from pmem.graph._state import _write_sealed
+    from pmem.graph._persist._state import _write_sealed
 
     found, meta = entries(path)
     table = edited_entries(found, changed)
@@ -60,7 +60,7 @@ def reseal(path: Path, changed: Mapping[str, str | None]) -> None:
 
 def edited_entries(found: Mapping[str, str], changed: Mapping[str, str | None]) -> pa.Table:
     """The (name, value) metadata table of ``found`` with ``changed`` entries (None: dropped)."""
-    from pmem.graph._state import _META_SCHEMA
+    from pmem.graph._persist._state import _META_SCHEMA
 
     entries_ = dict(found)
     for name, value in changed.items():
@@ -72,7 +72,7 @@ def edited_entries(found: Mapping[str, str], changed: Mapping[str, str | None]) 
 
 
 def digest_of(path: Path) -> str:
-    from pmem.graph._sealing import _sealed_digest
+    from pmem.graph._persist._sealing import _sealed_digest
 
     return _sealed_digest(path.read_bytes())
 

@@ -12,9 +12,10 @@ import pytest
 from hypothesis import strategies as st
 from lengths import short_and_long
 
-from pmem.graph import OPS, WRITE_BATCH_SCHEMA, WRITE_LOG_SCHEMA, OpResult, ProvenanceGraph, _bulk, apply_log
-from pmem.graph._store import GROUP_COLUMNS
-from pmem.graph._texts import TextColumn
+from pmem.graph import OPS, WRITE_BATCH_SCHEMA, WRITE_LOG_SCHEMA, OpResult, ProvenanceGraph, apply_log
+from pmem.graph._ops import _bulk
+from pmem.graph._ops._store import GROUP_COLUMNS
+from pmem.graph._ops._texts import TextColumn
 
 KEYS = ["a", "b", "c", "d", "e.f"]
 VALUES = ["x", "y", "z"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pmem.graph import HashingKeyEmbedding
-from pmem.graph._hashing import char_wb_ngrams, hash_char_ngrams
+from pmem.graph._identity._hashing import char_wb_ngrams, hash_char_ngrams
 from pmem.models._hashing import HashingEmbedder
 
 sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")  # the eval extra's, in the dev install
@@ -44,7 +44,7 @@ def test_the_embedder_vectors_are_scikit_learns_bit_for_bit(dim: int, ngram_rang
 
 def test_the_identity_vectors_are_scikit_learns_bit_for_bit() -> None:
     keys = [t.replace(" ", "_") for t in _texts(1500, seed=7)]
-    from pmem.graph._identity import normalize_key_text
+    from pmem.graph._identity._registry import normalize_key_text
 
     reference = sklearn_text.HashingVectorizer(
         analyzer="char_wb", ngram_range=(2, 4), n_features=1024, alternate_sign=False, norm="l2"

@@ -176,7 +176,7 @@ def test_set_vectors_restores_scores_of_another_embedder_and_refuses_bad_shapes(
 @pytest.mark.parametrize("kind", ["hashing", "dense"])
 def test_prescored_batches_decide_exactly_as_one_shortlist_at_a_time(kind, monkeypatch):
     """prescore() is only a speed-up: same shortlisted keys, same scores to the bit, across freezes."""
-    from pmem.graph import _identity
+    from pmem.graph._identity import _registry as _identity
 
     rng = np.random.default_rng(1)
     if kind == "hashing":

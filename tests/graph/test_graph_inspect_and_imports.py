@@ -221,7 +221,7 @@ def test_inspect_of_a_key_reads_the_state_without_loading_it_and_verified(tmp_pa
     million facts) come from the parts, with the union's ids, and a damaged file is still refused."""
     from shardlogs import random_log, sharded_state
 
-    from pmem.graph._inspect import describe_key
+    from pmem.graph._read._inspect import describe_key
     from pmem.graph.shards import owning_part
 
     state = sharded_state(tmp_path, random_log(9, 400), 3)

@@ -13,16 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pmem.graph import (
-    OPS,
-    JournaledGraph,
-    ProvenanceGraph,
-    StateChangedError,
-    StateFileError,
-    _guard,
-    _journal,
-    journal_path,
-)
+from pmem.graph import OPS, JournaledGraph, ProvenanceGraph, StateChangedError, StateFileError, journal_path
+from pmem.graph._persist import _guard, _journal
 
 KEYS = ["a", "b", "c"]
 VALUES = ["x", "y", "z"]
@@ -325,7 +317,7 @@ def test_a_torn_line_whose_cut_failed_is_cut_by_the_next_append(tmp_path, monkey
 def test_a_fold_that_fails_before_it_replaces_the_state_leaves_the_journal_going_on(
     tmp_path, monkeypatch
 ) -> None:
-    from pmem.graph import _state
+    from pmem.graph._persist import _state
 
     g, path = _journaled(tmp_path)
 

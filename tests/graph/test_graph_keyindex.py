@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pmem.graph import ProvenanceGraph, _keyindex
-from pmem.graph._keyindex import key_ids
+from pmem.graph import ProvenanceGraph
+from pmem.graph._read import _keyindex
+from pmem.graph._read._keyindex import key_ids
 from tests.graph.test_graph_bulk import Row, batch, hidden, loop
 
 

@@ -1,4 +1,4 @@
-"""The graph's write-listener hook (pmem.graph._listen): every outermost public write is told once, with
+"""The graph's write-listener hook (pmem.graph._ops._listen): every outermost public write is told once, with
 its call, after it succeeded; a write's own inner calls and refused calls are not; nothing in pmem
 observes writes by re-declaring the graph's writes in a subclass."""
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from pmem.graph import WRITE_BATCH_SCHEMA, JournaledGraph, ProvenanceGraph
-from pmem.graph._listen import WRITES, WriteCall
+from pmem.graph._ops._listen import WRITES, WriteCall
 
 PMEM = Path(__file__).resolve().parents[2] / "pmem"
 
@@ -143,7 +143,7 @@ def test_no_subclass_of_the_graph_in_pmem_re_declares_a_write() -> None:
 def test_no_module_reports_writes_through_a_module_level_context_variable() -> None:
     reporting = [
         PMEM / "ingest" / "_worker.py",
-        PMEM / "graph" / "_journaled.py",
+        PMEM / "graph" / "_persist" / "_journaled.py",
         PMEM / "graph" / "_graph.py",
     ]
     for path in reporting:

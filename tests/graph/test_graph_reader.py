@@ -121,7 +121,7 @@ def test_a_single_state_answers_as_the_graph_it_holds(tmp_path: Path, seed: int,
 
 
 def test_a_state_with_a_journal_beside_it_is_refused(tmp_path: Path) -> None:
-    from pmem.graph._state import journal_path
+    from pmem.graph._persist._state import journal_path
 
     state = tmp_path / "s.arrow"
     ProvenanceGraph().save(state)
@@ -216,16 +216,16 @@ def test_verify_is_the_old_name_of_the_default(tmp_path: Path) -> None:
 
 def _hashing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The files the readers check from now on, as their paths' last two parts, in order."""
-    import pmem.graph._mapped
+    import pmem.graph._persist._mapped
 
     checked: list[str] = []
-    check = pmem.graph._mapped._check_file_digest
+    check = pmem.graph._persist._mapped._check_file_digest
 
     def recording(data: object, path: Path, hashed: object = None) -> object:
         checked.append(f"{path.parent.name}/{path.name}")
         return check(data, path, hashed)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(pmem.graph._mapped, "_check_file_digest", recording)
+    monkeypatch.setattr(pmem.graph._persist._mapped, "_check_file_digest", recording)
     return checked
 
 
@@ -237,7 +237,7 @@ def test_a_read_checks_the_files_it_needs_only(
     metadata, tables, log and union numbering, not the other parts' (in a state of version 1, without
     the numbering, the other parts' logs and versions number its versions); the frontier checks every
     part's keys and versions only. A damaged file of another part does not stop a key's read."""
-    from pmem.graph._write_log import partition_of
+    from pmem.graph._read._write_log import partition_of
 
     root = sharded_state(tmp_path, random_log(4, 400, keys=12), 3, numbering=numbering)
     union = ProvenanceGraph.load(root)
@@ -295,7 +295,7 @@ def test_a_cell_as_of_needs_a_write_log_and_a_seq(tmp_path: Path) -> None:
 def test_parts_with_no_rows_are_numbered_and_read(tmp_path: Path) -> None:
     """One observation and the operations citing it, over 4 parts: three parts hold no row, and their
     empty logs are numbered and searched as empty (the first numbering failed on them)."""
-    from pmem.graph._write_log import conform
+    from pmem.graph._read._write_log import conform
 
     log = conform(
         pa.table(

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from test_graph_bulk import assert_same, batch, scripts
 from test_graph_reference_model import ReferenceGraph
 
-from pmem.graph import OPS, ProvenanceGraph, _bulk
+from pmem.graph import OPS, ProvenanceGraph
+from pmem.graph._ops import _bulk
 
 KEYS = ("a", "b")
 VALUES = ("x", "y", "z")

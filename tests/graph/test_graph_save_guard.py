@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pmem.graph import ProvenanceGraph, StateChangedError
-from pmem.graph._state import Layout, state_version
+from pmem.graph._persist._state import Layout, state_version
 
 
 def _with(path: Path, key: str, value: str) -> ProvenanceGraph:

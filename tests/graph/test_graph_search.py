@@ -17,7 +17,7 @@ from shardlogs import random_log, sharded_state
 
 from pmem.cli import main
 from pmem.graph import Cell, ProvenanceGraph, StateReader, embedding_text, hash_char_ngrams
-from pmem.graph._search import SearchIndexError, build_search_index, part_index_path, search_index_dir
+from pmem.graph._read._search import SearchIndexError, build_search_index, part_index_path, search_index_dir
 
 _QUERIES = ("key3 a", "what is key1", "b", "c key10 key11", "zzz qqq", "KEY7: C")
 

@@ -192,7 +192,7 @@ def test_superseded_status_is_materialized_in_the_file(tmp_path):
 
 def test_a_table_row_without_a_name_is_refused():
     """A row whose table name is not a string makes the file another format, not a table to skip."""
-    from pmem.graph._sealing import _FILE_MARK, _PLACEHOLDER, FILE_DIGEST_KEY, _digest, sealed
+    from pmem.graph._persist._sealing import _FILE_MARK, _PLACEHOLDER, FILE_DIGEST_KEY, _digest, sealed
 
     outer = pa.ipc.open_file(pa.py_buffer(sample().to_bytes())).read_all()
     names = [*outer["table"].to_pylist(), None]
@@ -211,8 +211,8 @@ def test_a_table_row_without_a_name_is_refused():
 def test_the_file_layout_streams_each_table_where_arrow_writes_its_payload(tmp_path):
     """A save never holds a table's stream whole: each is streamed where Arrow writes its row's stand-in
     payload. The bytes are those of the container whose payloads hold the streams themselves."""
-    from pmem.graph._sealing import sealed
-    from pmem.graph._state import _CONTAINER, _all_tables, _payload
+    from pmem.graph._persist._sealing import sealed
+    from pmem.graph._persist._state import _CONTAINER, _all_tables, _payload
 
     g = sample()
     sink = pa.BufferOutputStream()
@@ -226,7 +226,7 @@ def test_the_file_layout_streams_each_table_where_arrow_writes_its_payload(tmp_p
 
 @pytest.mark.parametrize("layout", ["file", "directory"])
 def test_writeback_hints_cover_each_file_in_order_and_change_no_byte(tmp_path, monkeypatch, layout):
-    from pmem.graph import _sealing
+    from pmem.graph._persist import _sealing
 
     hints: list[tuple[int, int]] = []
     monkeypatch.setattr(_sealing, "_WRITEBACK_STEP", 1000)

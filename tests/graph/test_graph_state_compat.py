@@ -54,7 +54,7 @@ def test_a_state_file_of_an_earlier_schema_loads_with_the_same_views(schema: int
 
 
 def test_an_earlier_schema_is_saved_again_in_the_current_one(tmp_path: Path) -> None:
-    from pmem.graph._state import SCHEMA_VERSION, read_tables
+    from pmem.graph._persist._state import SCHEMA_VERSION, read_tables
 
     g = ProvenanceGraph.load(FIXTURES / "state-schema-1.arrow")
     g.save(tmp_path / "again.arrow")
@@ -70,8 +70,8 @@ def test_a_schema_4_state_is_sealed_with_sha256_and_read_as_it_is(name: str) -> 
     """Schema 4 (the same flat tables, sealed with SHA-256) is read as written: its digest checked, its
     tables as this code's, one key without loading it; saved again it is schema 5."""
     from pmem.graph import read_key_versions
-    from pmem.graph._sealing import SHA256
-    from pmem.graph._state import SCHEMA_VERSION, read_tables
+    from pmem.graph._persist._sealing import SHA256
+    from pmem.graph._persist._state import SCHEMA_VERSION, read_tables
 
     path = FIXTURES / f"state-schema-4.{name}"
     file = path / "metadata.arrow" if name == "directory" else path
@@ -88,7 +88,7 @@ def test_a_schema_4_state_is_sealed_with_sha256_and_read_as_it_is(name: str) -> 
 
 
 def read_tables_of(g: ProvenanceGraph) -> tuple[dict, dict[str, str]]:
-    from pmem.graph._state import decode_tables
+    from pmem.graph._persist._state import decode_tables
 
     return decode_tables(g.to_bytes())
 
@@ -98,7 +98,7 @@ def test_a_schema_5_retraction_retracts_what_it_acted_on(name: str, tmp_path: Pa
     """Schema 5 logged a retraction without the value it retracts: each applied one is read as
     retracting the value of the version it acted on, so erasing or undoing the statement it retracted
     leaves it a noop there too (issue 41: the README's $30k, $50k, "$50k was an error")."""
-    from pmem.graph._state import SCHEMA_VERSION, read_tables
+    from pmem.graph._persist._state import SCHEMA_VERSION, read_tables
 
     g = ProvenanceGraph.load(FIXTURES / f"state-schema-5.{name}")
     assert [

@@ -172,7 +172,7 @@ def test_damaged_payload_offsets_of_an_unsealed_file_are_refused() -> None:
 def _resealed(data: bytes, algorithm: Any, version: int) -> bytes:
     """A file-layout state ``data`` with its outer schema version set to ``version`` and sealed, rightly,
     with ``algorithm``: a file whose every byte checks out, but under another digest than its schema's."""
-    from pmem.graph._sealing import _file_digest, _find_digest
+    from pmem.graph._persist._sealing import _file_digest, _find_digest
 
     outer = pa.ipc.open_file(pa.py_buffer(data)).read_all()
     meta = {k: v for k, v in (outer.schema.metadata or {}).items() if not k.startswith(b"file_")}
@@ -193,8 +193,8 @@ def _resealed(data: bytes, algorithm: Any, version: int) -> bytes:
 def test_a_state_sealed_with_another_schemas_digest_is_refused(tmp_path: Path) -> None:
     """Schemas 5 on are sealed with XXH3-128 and schemas 3 and 4 with SHA-256: a file whose digest
     checks out but is not its schema's was not written by P-Mem and is refused."""
-    from pmem.graph._sealing import SHA256, XXH3_128
-    from pmem.graph._state import SCHEMA_VERSION
+    from pmem.graph._persist._sealing import SHA256, XXH3_128
+    from pmem.graph._persist._state import SCHEMA_VERSION
 
     current = _current(tmp_path).read_bytes()
     now = SCHEMA_VERSION

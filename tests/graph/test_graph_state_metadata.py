@@ -15,7 +15,7 @@ import pytest
 from statefuzz import edited_entries, reseal
 
 from pmem.graph import ProvenanceGraph, StateFileError
-from pmem.graph._sealing import _file_digest, _find_digest
+from pmem.graph._persist._sealing import _file_digest, _find_digest
 
 
 def _graph() -> ProvenanceGraph:

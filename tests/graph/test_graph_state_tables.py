@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pmem.graph import ProvenanceGraph, StateFileError
-from pmem.graph._tables import SCHEMAS
+from pmem.graph._persist._tables import SCHEMAS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -153,8 +153,8 @@ def test_every_feature_round_trips_and_a_loaded_graph_continues_the_same(
 
 
 def test_both_layouts_hold_the_same_tables(tmp_path: Path) -> None:
-    from pmem.graph._sealing import FILE_DIGEST_KEY
-    from pmem.graph._state import read_tables
+    from pmem.graph._persist._sealing import FILE_DIGEST_KEY
+    from pmem.graph._persist._state import read_tables
 
     g = busy_graph(seed=9, events=200)
     g.save(tmp_path / "f")
@@ -179,7 +179,7 @@ def test_a_directory_state_replaces_a_directory_state_and_nothing_else(tmp_path:
     g.save(target, layout="directory")  # over the old state: the new one, no leftovers beside it
     assert ProvenanceGraph.load(target).head_value("k1") == "changed"
     # no leftovers beside it but the lock its second save took (a save over a state the graph saved
-    # before checks, under that lock, that no one replaced it meanwhile: pmem.graph._guard)
+    # before checks, under that lock, that no one replaced it meanwhile: pmem.graph._persist._guard)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".s.lock", "s"]
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "mine.txt").write_text("keep me")
@@ -210,8 +210,8 @@ def test_every_column_is_documented_in_docs_core() -> None:
 
 def test_a_state_written_by_another_tool_with_its_own_code_order_loads(tmp_path: Path) -> None:
     """Status names are what a state means: a writer that orders the dictionary otherwise is read right."""
-    from pmem.graph._state import read_tables
-    from pmem.graph._tables import build_graph
+    from pmem.graph._persist._state import read_tables
+    from pmem.graph._persist._tables import build_graph
 
     g = busy_graph(seed=2, events=120)
     tables, meta = read_tables(_saved(g, tmp_path))

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from pmem.graph import ProvenanceGraph, StateFileError
-from pmem.graph._state import build_graph, decode_tables
+from pmem.graph._persist._state import build_graph, decode_tables
 
 #: every integer column of the graph: the typed ones a new graph starts with must stay typed
 INTEGER_COLUMNS = [attr for attr, column in vars(ProvenanceGraph()).items() if isinstance(column, array)]

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pmem
 from pmem.graph import ProvenanceGraph
-from pmem.graph._codes import ACCEPT, ACTIVE, NONE, SUPERSEDED
-from pmem.graph._store import COLUMNS, GROUP_COLUMNS, GraphStore
+from pmem.graph._ops._codes import ACCEPT, ACTIVE, NONE, SUPERSEDED
+from pmem.graph._ops._store import COLUMNS, GROUP_COLUMNS, GraphStore
 
 ROOT = Path(pmem.__file__).parent
-STORE = ROOT / "graph" / "_store"
+STORE = ROOT / "graph" / "_ops" / "_store"
 #: each group's module: the one place its columns are read and written
 GROUP_MODULES = {
     STORE / "_evidence.py": "EvidenceColumns",
@@ -31,7 +31,7 @@ COMPOSER = STORE / "_graphstore.py"
 #: the modules that define a graph class, whose private attributes no other module may read
 GRAPH_CLASSES = {
     "graph/_graph.py": "ProvenanceGraph",
-    "graph/_store/_graphstore.py": "GraphStore",
+    "graph/_ops/_store/_graphstore.py": "GraphStore",
     **{str(path.relative_to(ROOT)): cls for path, cls in GROUP_MODULES.items()},
 }
 #: what a store's own columns would be: a group's, or the store's own seq

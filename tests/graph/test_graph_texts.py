@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pmem.graph._texts import TextColumn
+from pmem.graph._ops._texts import TextColumn
 
 _text = st.text(max_size=6)
 _write = st.one_of(
