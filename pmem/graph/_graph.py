@@ -108,6 +108,10 @@ class ProvenanceGraph:
         self._last_code = NONE
         self._registry = registry
         self._listener: WriteListener | None = None  # told of each outermost public write (listen)
+        # apply's accept fast path calls these, bound once: the store and its groups are made with the
+        # graph and never replaced (pmem perf core)
+        self._find_key, self._holds, self._accept = store.keys.find, store.versions.holds, store.accept
+        self._evidence, self._authority = store.evidence, store.authority
         self._ops = ops = Operations(store)  # the operations' semantics, over this graph's store
         # accept is inlined in apply(); every other operation has a handler
         self._handlers: dict[str, _Handler] = {
@@ -225,12 +229,12 @@ class ProvenanceGraph:
             and value.isascii()
             and (evidence is None or evidence is self._last_eid)
             and type(key) is str
-            and (known := store.keys.find(key)) is not None
-            and not store.versions.holds(known[1], value)
-            and not store.evidence.has_valid_times()
-            and not store.authority.configured()
+            and (known := self._find_key(key)) is not None
+            and not self._holds(known[1], value)
+            and not self._evidence.dated
+            and not self._authority.weighs
         ):
-            store.accept(known[0], known[1], value, NONE if evidence is None else self._last_ev)
+            self._accept(known[0], known[1], value, NONE if evidence is None else self._last_ev)
             return APPLIED_ACCEPT
         # Every argument is checked before anything is written (a refused call leaves no trace). The
         # cheap tests in front only skip the full checks for the common, obviously valid case.
