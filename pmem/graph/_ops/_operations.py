@@ -115,11 +115,12 @@ class Operations:
             store.log.record_retracts(target)
 
     def _retraction(
-        self, op: int, key: str, value: str | None, ev: int, named: str | None, how: str
-    ) -> tuple[int, int] | OpResult:
-        """The preconditions a reject and a revoke share, checked in their order: ``key`` has a head,
-        ``ev``'s source may displace it, and it holds the ``named`` value when one is (``how`` the value
-        is named: "retracts", "names"). (key id, head) when they hold, else the failure, logged."""
+        self, op: int, key: str, value: str | None, ev: int, named: str | None, how: str, closed_as: int
+    ) -> tuple[int, int, int] | OpResult:
+        """What a reject and a revoke share: their preconditions, checked in order (``key`` has a head,
+        ``ev``'s source may displace it, and it holds the ``named`` value when one is; ``how`` the value is
+        named: "retracts", "names"), then the retraction's seq, with the head closed as ``closed_as`` and
+        its open alternatives closed. (key id, head, seq) when they held, else the failure, logged."""
         store = self.store
         kid = self.head_of(key)
         self._retracting_now(named, kid)
@@ -132,17 +133,17 @@ class Operations:
         if named is not None and named != current:
             reason = f"{name} {how} {named!r} but the current head is {current!r}"
             return self.fail(op, kid, value, ev, reason)
-        return kid, head
+        seq = store.next_seq()
+        store.versions.close(head, closed_as, seq)
+        store.close_open_alternatives(kid, seq)
+        return kid, head, seq
 
     def reject(self, key: str, value: str | None, ev: int) -> OpResult:
         store = self.store
-        checked = self._retraction(REJECT, key, value, ev, self._retracting, "retracts")
+        checked = self._retraction(REJECT, key, value, ev, self._retracting, "retracts", CONTRADICTED)
         if isinstance(checked, OpResult):
             return checked
-        kid, head = checked
-        seq = store.next_seq()
-        store.versions.close(head, CONTRADICTED, seq)
-        store.close_open_alternatives(kid, seq)
+        kid, head, seq = checked
         if value is not None:
             vid = store.append_version(kid, value, ACTIVE, seq, ev, head)
             store.keys.set_head(kid, vid)
@@ -156,13 +157,10 @@ class Operations:
         store = self.store
         named = value if value is not None else self._retracting
         how = "names" if value is not None else "retracts"
-        checked = self._retraction(REVOKE, key, value, ev, named, how)
+        checked = self._retraction(REVOKE, key, value, ev, named, how, REVOKED)
         if isinstance(checked, OpResult):
             return checked
-        kid, head = checked
-        seq = store.next_seq()
-        store.versions.close(head, REVOKED, seq)
-        store.close_open_alternatives(kid, seq)
+        kid, head, seq = checked
         store.edges.add_tombstone(head, seq, ev)
         store.reopen_predecessor(kid, head)
         store.log.append(seq, REVOKE, REVOKE, kid, ev, True, head, value)
