@@ -1,7 +1,7 @@
 """The graph's seams for the rest of P-Mem (the ingest, the harness, the servers), apart from the user's
 surface in :mod:`pmem.graph`: how keys are partitioned across workers, the write log a partition ships to
-the driver (split by owner, localized to a part, kept in sealed segments), the hashing embedding of key
-text, and the sentinel index of "no evidence".
+the driver (split by owner, localized to a part, kept in sealed segments) and the hashing embedding of
+key text.
 
 An agent builder needs none of these; they are public so that the packages built on the graph do not
 reach into its private modules.
@@ -16,7 +16,6 @@ from pmem.graph._identity._hashing import (
     hash_char_ngrams,
     sparse_char_ngrams,
 )
-from pmem.graph._ops._codes import NONE as NO_EVIDENCE
 from pmem.graph._read._write_log import (
     WRITE_LOG_SCHEMA,
     LogSegment,
@@ -32,7 +31,6 @@ from pmem.graph._read._write_log import (
 __all__ = [
     "HASHING_DIM",
     "HASHING_NGRAMS",
-    "NO_EVIDENCE",
     "WRITE_LOG_SCHEMA",
     "LogSegment",
     "apply_log",

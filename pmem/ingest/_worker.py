@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from pmem.bench import Event
 from pmem.graph import WRITE_BATCH_SCHEMA, ProvenanceGraph, valid_instant
-from pmem.graph.seams import NO_EVIDENCE, partitions_of
+from pmem.graph.seams import partitions_of
 from pmem.ingest._calls import UnusedEmbedder, build_models, for_row, open_ingest_cache
 from pmem.ingest._memory import peak_rss_mb
 from pmem.ingest._parts import BuiltPart, PartLogs
@@ -165,7 +165,9 @@ class PartitionGraph(ProvenanceGraph):
         """Apply a fact row (observed on the driver as ``e<position>``)."""
         if fact.valid_time is not None:
             self.date_evidence(fact.position, fact.valid_time)
-        self.apply(fact.op, fact.key, fact.value, f"e{fact.position}")
+        # only dated evidence is known here (by its valid time); other evidence is cited by none
+        cited = None if fact.valid_time is None else f"e{fact.position}"
+        self.apply(fact.op, fact.key, fact.value, cited)
 
     def apply_fact_rows(self, facts: pa.Table) -> None:
         """Apply fact rows (see :func:`partition_facts`) in order: column-wise, unless one is dated."""
@@ -185,9 +187,8 @@ class PartitionGraph(ProvenanceGraph):
         self.apply_batch(batch)  # its mixed keys go through this graph's own apply()
 
     def evidence_index(self, evidence: object, op: str, key: str) -> int:
-        """The dated evidence's index; none (NO_EVIDENCE) for any other, which lives on the driver."""
         n = self._dated.get(evidence) if type(evidence) is str else None
-        return NO_EVIDENCE if n is None else n
+        return n if n is not None else super().evidence_index(evidence, op, key)
 
 
 def _fact_row(row: dict[str, Any]) -> FactRow:
@@ -229,6 +230,9 @@ class IngestWorker:
         self.cache = open_ingest_cache(cache_path)
         agent = build_models(spec.agent, hosted or {}, self.cache, self.log, f"agent:{spec.agent.model_id}")
         self.write_path = spec.write_path(agent, UnusedEmbedder())
+        if self.write_path.provenance:  # premises and aliases would not survive the merge
+            msg = "an ingest partition's write path runs without replayable provenance"
+            raise RuntimeError(msg)
         self.write_path.track_attribution = False  # an ingest never audits: no per-event record to grow with
         self.write_path.adopt_graph(PartitionGraph())
         self.concurrency = self.write_path.writer.concurrency
@@ -331,20 +335,18 @@ class IngestWorker:
                 if isinstance(entry, FactRow):
                     graph.apply_fact_row(entry)
                     continue
-                position, row, fidx, key, value, status, fact_key, event, text, _ = entry
+                position, row, fidx, key, value, status, fact_key, event, text, valid_time = entry
                 fact = Fact(fact_key, value, status, event)
+                # the evidence lives on the driver: here the write cites it only when it is dated (its
+                # valid time decides where an accept enters the history), and the merge cites it always
+                cited = None if valid_time is None else f"e{position}"
                 with for_row(row, fidx):
                     async with sem:
-                        write = await self.write_path.write_fact(fact, key, text, f"e{position}", position)
-                if write is None:  # nothing applied (a failed annotation is logged by the write path)
-                    continue
-                if write.premises or write.alias is not None:
-                    msg = (
-                        "an ingest partition records no premises or aliases (the merge would not carry them)"
-                    )
-                    raise RuntimeError(msg)
-                ev = -1 if write.evidence is None else int(write.evidence[1:])
-                applied.append(Applied(position, fidx, write.op, write.key, write.value, ev))
+                        write = await self.write_path.write_fact(fact, key, text, cited, position)
+                if (
+                    write is not None
+                ):  # None: nothing applied (a failed annotation is logged by the write path)
+                    applied.append(Applied(position, fidx, write.op, write.key, write.value, position))
 
         await asyncio.gather(*(chain(c) for c in by_key.values()))
         applied.sort(key=lambda a: (a[0], a[1]))

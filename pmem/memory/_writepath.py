@@ -216,7 +216,8 @@ class WritePath:
         reason: str | None,
         first_event: int,
     ) -> Write | None:
-        """Apply ``op`` for ``fact`` and record it; the write the cells took (None: they refused it)."""
+        """Apply ``op`` for ``fact`` and record it; the write the cells took (None: they refused its
+        arguments; a failed precondition is a write taken, logged as a noop)."""
         premises: tuple[str, ...] = ()
         alias = None
         named = False
@@ -510,11 +511,12 @@ class WritePath:
         return out
 
     async def write_fact(
-        self, fact: Fact, key: str, text: str, evidence: str, first_event: int
+        self, fact: Fact, key: str, text: str, evidence: str | None, first_event: int
     ) -> Write | None:
-        """Choose and apply the operation for one routed fact of a unit whose text is ``text``; the
-        write the cells took (None: none, the annotation failed or the cells refused it), for a caller
-        that replays it elsewhere (the ingest's merge)."""
+        """Choose and apply the operation for one routed fact of a unit whose text is ``text``, citing
+        ``evidence``; the write the cells took, a noop of a failed precondition included (None: the
+        annotation failed, or the cells refused the call's arguments), for a caller that replays it
+        elsewhere (the ingest's merge)."""
         self._w.stats.facts += 1
         return await self._write_fact(fact, key, text, evidence, first_event)
 
@@ -543,7 +545,7 @@ class WritePath:
         return self.annotate_mode == "model"
 
     async def _write_fact(
-        self, fact: Fact, key: str, text: str, evidence: str, first_event: int
+        self, fact: Fact, key: str, text: str, evidence: str | None, first_event: int
     ) -> Write | None:
         head = self._cells.head(key)
         reason: str | None  # the controller always gives a reason; a valid model annotation gives none

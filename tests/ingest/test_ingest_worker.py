@@ -14,7 +14,7 @@ from pmem.ingest import IngestSpec
 from pmem.ingest._memory import peak_rss_mb, reset_peak_rss
 from pmem.ingest._merge import batch_log
 from pmem.ingest._stream import EVENT_SCHEMA
-from pmem.ingest._worker import IngestWorker, RoutedFact
+from pmem.ingest._worker import IngestWorker, PartitionGraph, RoutedFact
 
 TEXTS = [
     "Earlier observation: apple 1 was in drawer 2.",
@@ -132,3 +132,13 @@ def test_the_peak_memory_count_starts_afresh_at_a_reset() -> None:
         assert sys.platform != "linux", "Linux lets a process reset its own peak"
         pytest.skip("this system keeps one peak per process")
     assert grown - peak_rss_mb() > 700, (grown, peak_rss_mb())
+
+
+def test_a_partition_reads_the_evidence_it_holds_and_refuses_ids_that_are_not_evidence() -> None:
+    g = ProvenanceGraph()
+    g.observe("the first observation")
+    g.observe("the second one")
+    part = PartitionGraph.from_bytes(g.to_bytes())  # a checkpoint's graph holds the driver's evidence
+    assert part.evidence("e0").text == "the first observation"
+    with pytest.raises(ValueError, match="unknown evidence id"):
+        part.apply("accept", "k", "v", "nonsense")
