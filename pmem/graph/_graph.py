@@ -23,7 +23,7 @@ from pmem.graph._ops._codes import (
     NONE,
     OPS,
 )
-from pmem.graph._ops._listen import WRITES, WriteCall, told
+from pmem.graph._ops._listen import WRITES, WriteCall
 from pmem.graph._ops._materialize import cell_of, edges_of, operations_of, outranked, version_of
 from pmem.graph._ops._operations import APPLIED_ACCEPT, Operations
 from pmem.graph._ops._rederive import erase as erase_evidence
@@ -108,10 +108,14 @@ class ProvenanceGraph:
         self._last_code = NONE
         self._registry = registry
         self._listener: WriteListener | None = None  # told of each outermost public write (listen)
+        self._telling = False  # inside a write the listener is being told of: its own calls are not told
         # apply's accept fast path calls these, bound once: the store and its groups are made with the
         # graph and never replaced (pmem perf core)
         self._find_key, self._holds, self._accept = store.keys.find, store.versions.holds, store.accept
-        self._evidence, self._authority = store.evidence, store.authority
+        self._has_valid_times, self._ranks_sources = (
+            store.evidence.has_valid_times,
+            store.authority.configured,
+        )
         self._ops = ops = Operations(store)  # the operations' semantics, over this graph's store
         # accept is inlined in apply(); every other operation has a handler
         self._handlers: dict[str, _Handler] = {
@@ -130,15 +134,18 @@ class ProvenanceGraph:
         self._listener = listener
 
     def _told(self, call: WriteCall, write: Callable[[], _T]) -> _T:
-        """Make ``write`` with the listener told of ``call`` around it, and detached meanwhile: the
-        write's own calls (a replay's applies, a batch's rows) are not told, the outer call stands for them."""
+        """Make ``write`` with the listener told of ``call`` around it; the write's own calls (a
+        replay's applies, a batch's rows) are not told, the outer call stands for them."""
         listener = self._listener
         assert listener is not None  # a write asks only when one listens
-        self._listener = None
+        self._telling = True
         try:
-            return told(listener, call, write)
+            listener.writing()
+            result = write()
+            listener.written(call)
         finally:
-            self._listener = listener
+            self._telling = False
+        return result
 
     def observe(
         self, text: str, source: str = "user", time: str | None = None, valid_time: str | None = None
@@ -150,7 +157,7 @@ class ProvenanceGraph:
         the head's enters the key's history at its place instead of displacing the head.
         Every argument is checked before anything is written: a refused call leaves no trace.
         """
-        if self._listener is not None:
+        if self._listener is not None and not self._telling:
             call = WriteCall("observe", (text, source, time, valid_time))
             return self._told(call, lambda: self.observe(text, source, time, valid_time))
         store = self._store
@@ -206,7 +213,7 @@ class ProvenanceGraph:
         value is the head's (else a noop with the reason), so a replay without the statement it
         retracted (``as_of``, ``undo``, ``erase``) leaves it a noop instead of retracting another value.
         """
-        if self._listener is not None:
+        if self._listener is not None and not self._telling:
             # premises are read twice (the write, the listener): an iterator is read once, into a list
             named = depends_on if depends_on is None or isinstance(depends_on, str) else list(depends_on)
             call = WriteCall("apply", (op, key, value, evidence, named, alias, retracts))
@@ -229,10 +236,10 @@ class ProvenanceGraph:
             and value.isascii()
             and (evidence is None or evidence is self._last_eid)
             and type(key) is str
+            and not self._has_valid_times()
+            and not self._ranks_sources()
             and (known := self._find_key(key)) is not None
             and not self._holds(known[1], value)
-            and not self._evidence.dated
-            and not self._authority.weighs
         ):
             self._accept(known[0], known[1], value, NONE if evidence is None else self._last_ev)
             return APPLIED_ACCEPT
@@ -347,7 +354,7 @@ class ProvenanceGraph:
         The graph ends exactly as after observing or applying its rows one by one (see
         ``pmem.graph._ops._bulk``); an invalid row raises ``ValueError`` naming it, and then nothing is written.
         """
-        if self._listener is not None:
+        if self._listener is not None and not self._telling:
             return self._told(WriteCall("apply_batch", (batch,)), lambda: apply_write_batch(self, batch))
         return apply_write_batch(self, batch)
 
@@ -418,7 +425,7 @@ class ProvenanceGraph:
         undone: the undo is logged, not applied, with the reason. Versions that only the undone
         operation created keep their place with status ``undone``.
         """
-        if self._listener is not None:
+        if self._listener is not None and not self._telling:
             return self._told(
                 WriteCall("undo", (op_seq, evidence)), lambda: undo_operation(self, op_seq, evidence)
             )
@@ -431,7 +438,7 @@ class ProvenanceGraph:
         moved operation move with it); the registry records the split and never merges the pair again.
         An alias no operation was recorded with raises ``ValueError``.
         """
-        if self._listener is not None:
+        if self._listener is not None and not self._telling:
             return self._told(WriteCall("unmerge", (alias,)), lambda: split_alias(self, alias))
         return split_alias(self, alias)
 
@@ -446,7 +453,7 @@ class ProvenanceGraph:
         leaves the graph when nothing else names it). The receipt names the evidence, the keys whose
         value changed (before, after) and the versions erased; it holds no erased text.
         """
-        if self._listener is not None:
+        if self._listener is not None and not self._telling:
             return self._told(WriteCall("erase", (evidence_id,)), lambda: self.erase(evidence_id))
         receipt = erase_evidence(self, evidence_id)
         if receipt.evidence == self._last_eid:  # the observe-then-apply fast path must not cite it either
@@ -465,7 +472,7 @@ class ProvenanceGraph:
         ``resolve`` needs a rank at least every competitor's. Unlisted sources, and operations without
         evidence, rank at ``default_authority``.
         """
-        if self._listener is not None:
+        if self._listener is not None and not self._telling:
             self._told(WriteCall("set_authority", (source, level)), lambda: self.set_authority(source, level))
             return
         check_text(source, "source", "set_authority", non_empty=True)

@@ -24,12 +24,7 @@ apply ('accept', 'budget', '$30k')
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-_T = TypeVar("_T")
+from typing import Any, NamedTuple, Protocol
 
 #: The public writes a listener is told of, with their arguments in the order a :class:`WriteCall`
 #: holds them (``apply_batch``: the batch, a ``pyarrow`` table or record batch).
@@ -60,12 +55,3 @@ class WriteListener(Protocol):
 
     def written(self, call: WriteCall) -> None:
         """``call`` was made and succeeded."""
-
-
-def told(listener: WriteListener, call: WriteCall, write: Callable[[], _T]) -> _T:
-    """Make ``write`` (which must not tell ``listener`` again: the graph detaches it meanwhile) and
-    tell ``listener`` of ``call`` around it."""
-    listener.writing()
-    result = write()
-    listener.written(call)
-    return result

@@ -19,8 +19,6 @@ class Authority:
 
     def __init__(self) -> None:
         self.levels: dict[str, int] | None = None  # source -> level now
-        # whether levels is set (kept with it: the write's hot path reads it, see ProvenanceGraph.apply)
-        self.weighs = False
         self.history: list[tuple[int, str, int]] = []  # (after seq, source, level); seq -1: initial
         self.default_level = 1
         self.from_start = False  # configured by the graph's constructor (maybe empty)
@@ -32,13 +30,11 @@ class Authority:
         self.from_start = from_start
         if from_start:
             self.levels = {}
-            self.weighs = True
 
     def set(self, source: str, level: int, after: int) -> None:
         """Rank ``source`` at ``level`` from after seq ``after`` (-1: from the start)."""
         if self.levels is None:
             self.levels = {}
-            self.weighs = True
         self.levels[source] = level
         self.history.append((after, source, level))
 
@@ -48,7 +44,6 @@ class Authority:
         self.from_start = bool(config["from_start"])
         if config["configured"]:
             self.levels = {}
-            self.weighs = True
             for after, source, level in config["settings"]:
                 self.levels[source] = int(level)
                 self.history.append((int(after), str(source), int(level)))
@@ -56,12 +51,10 @@ class Authority:
     def restore(self, columns: Mapping[str, Any]) -> None:
         """Set the fields of :data:`COLUMNS` that ``columns`` holds."""
         restore_columns(self, COLUMNS, columns)
-        self.weighs = self.levels is not None
 
     def configured(self) -> bool:
-        """Whether source authority is configured (else every source ranks the same): :attr:`weighs`,
-        which the write's hot path reads."""
-        return self.weighs
+        """Whether source authority is configured (else every source ranks the same)."""
+        return self.levels is not None
 
     def ranked(self) -> Mapping[str, int]:
         """The sources given a level, and their levels now (read-only)."""
@@ -96,4 +89,4 @@ class Authority:
 
 
 #: the group's fields
-COLUMNS = frozenset(vars(Authority())) - {"weighs"}  # (a flag kept with levels, read by the graph)
+COLUMNS = frozenset(vars(Authority()))

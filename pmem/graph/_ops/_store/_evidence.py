@@ -49,8 +49,6 @@ class EvidenceColumns:
         self.ev_time: dict[int, str] = {}  # sparse: only evidence that carries a time
         self.ev_valid: dict[int, str] = {}  # sparse: evidence that says when its facts became true
         self.valid_at: dict[int, datetime] = {}  # the same, parsed (naive UTC): not saved
-        # whether valid_at holds any (kept with it: the write's hot path reads it, see ProvenanceGraph.apply)
-        self.dated = False
         self.sources: list[str] = []
         self.source_code: dict[str, int] = {}
         self.erased: set[int] = set()  # erased evidence
@@ -79,7 +77,6 @@ class EvidenceColumns:
         """Evidence ``ev`` states facts true from ``text`` (ISO 8601), parsed as ``at`` (naive UTC)."""
         self.ev_valid[ev] = text
         self.valid_at[ev] = at
-        self.dated = True
 
     def erase(self, ev: int, ranked: Container[str]) -> None:
         """Mark evidence ``ev`` erased and blank what identifies the statement: its text, its time, its
@@ -91,7 +88,6 @@ class EvidenceColumns:
         self.ev_time.pop(ev, None)
         self.ev_valid.pop(ev, None)
         self.valid_at.pop(ev, None)
-        self.dated = bool(self.valid_at)
         code = self.ev_source[ev]
         name = self.sources[code]
         if name == ERASED_SOURCE:
@@ -111,7 +107,6 @@ class EvidenceColumns:
         self.ev_text, self.ev_source, self.ev_seq = other.ev_text, other.ev_source, other.ev_seq
         self.sources, self.source_code = other.sources, other.source_code
         self.ev_valid, self.valid_at = other.ev_valid, other.valid_at
-        self.dated = bool(self.valid_at)
 
     def extend(
         self, texts: pa.Array[Any], sources: np.ndarray, seqs: np.ndarray, times: dict[int, str]
@@ -133,7 +128,6 @@ class EvidenceColumns:
         self.ev_source, self.ev_seq = typed(arrays.source), typed(arrays.seq)
         self.ev_time, self.ev_valid = own(arrays.time), own(arrays.valid)
         self.valid_at = {n: valid_instant(text, "load")[1] for n, text in self.ev_valid.items()}
-        self.dated = bool(self.valid_at)
         self.erased = set(np.flatnonzero(arrays.erased).tolist())
 
     def restore(self, columns: Mapping[str, Any]) -> None:
@@ -146,7 +140,6 @@ class EvidenceColumns:
             self.source_code = first_codes(self.sources)
         if "ev_valid" in columns:
             self.valid_at = {n: valid_instant(text, "load")[1] for n, text in self.ev_valid.items()}
-        self.dated = bool(self.valid_at)
 
     # ------------------ reading
 
@@ -163,8 +156,8 @@ class EvidenceColumns:
         return self.sources[self.ev_source[ev]]
 
     def has_valid_times(self) -> bool:
-        """Whether any evidence states a valid time (:attr:`dated`, which the write's hot path reads)."""
-        return self.dated
+        """Whether any evidence states a valid time."""
+        return bool(self.valid_at)
 
     def valid_instant(self, ev: int) -> datetime | None:
         """When evidence ``ev``'s facts became true (naive UTC); None when it does not say."""
@@ -230,5 +223,5 @@ def first_codes(sources: list[str]) -> dict[str, int]:
 
 
 #: the group's columns, and those a legacy state's load sets (less the lookups derived from them)
-COLUMNS = frozenset(vars(EvidenceColumns())) - {"dated"}  # (a flag kept with valid_at, read by the graph)
+COLUMNS = frozenset(vars(EvidenceColumns()))
 RESTORED = COLUMNS - {"source_code", "valid_at"}
