@@ -86,7 +86,7 @@ def _sharded(where: Path, **changed: str) -> Path:
     import pyarrow as pa
 
     from pmem.graph import apply_log
-    from pmem.graph._read._write_log import LogSegment, conform
+    from pmem.graph.seams import LogSegment, conform
     from pmem.graph.shards import INDEX, LOG, REGISTRY, write_index
 
     log = conform(

@@ -110,7 +110,6 @@ class ArmEntry:
 
 def _builtin_factory(name: str, target: str) -> ArmFactory:
     module, cls = target.split(":")
-    module = module if module.startswith("pmem.") else f"pmem.arms.{module}"
 
     def factory(models: ModelSet, options: dict[str, Any]) -> Arm:
         # imported on first use: `import pmem.arms` stays cheap (the report only needs names)
@@ -124,10 +123,12 @@ def _builtin_entries() -> dict[str, ArmEntry]:
     """The built-in arms in display order: P-Mem and the baselines, the ablation variants, then the peer
     libraries (their targets are whole module paths, an extra installs them, and they need a model)."""
     ours = [
-        (name, f"pmem.arms.{target}", fixed, name, "") for name, target, fixed in (*_BUILTIN, *VARIANT_ARMS)
+        (name, f"pmem.arms.{target}", fixed, name, "", False)
+        for name, target, fixed in (*_BUILTIN, *VARIANT_ARMS)
     ]
     peers = [
-        (name, target, dict[str, Any](), f"{name} (the library)", extra) for name, target, extra in PEER_ARMS
+        (name, target, dict[str, Any](), f"{name} (the library)", extra, True)
+        for name, target, extra in PEER_ARMS
     ]
     return {
         name: ArmEntry(
@@ -139,9 +140,9 @@ def _builtin_entries() -> dict[str, ArmEntry]:
             target,
             builtin=True,
             extra=extra,
-            needs_model=bool(extra),
+            needs_model=needs_model,
         )
-        for i, (name, target, fixed, label, extra) in enumerate([*ours, *peers])
+        for i, (name, target, fixed, label, extra, needs_model) in enumerate([*ours, *peers])
     }
 
 

@@ -7,10 +7,7 @@ event; ``len(events) - 1``: after the whole stream), so probes can ask between e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pmem.graph import WRITE_LOG_SCHEMA
+from pmem.graph.seams import WRITE_LOG_SCHEMA
 from pmem.ingest._stream import is_fact_row
 
 #: The fact index of a fact row's operation in an applied list (a text row's facts count from 0).

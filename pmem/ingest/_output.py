@@ -27,8 +27,8 @@ import numpy as np
 import pyarrow.compute as pc
 
 from pmem._atomic import file_sha256
-from pmem.graph import StateFileError, apply_log, is_sharded
-from pmem.graph.seams import split_log
+from pmem.graph import StateFileError, is_sharded
+from pmem.graph.seams import apply_log, split_log
 from pmem.graph.shards import REGISTRY, index_digest, part_name, write_index
 from pmem.ingest._parts import owned_parts
 from pmem.ingest._workdir import publish_directory, publish_state

@@ -33,8 +33,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pmem._atomic import atomic_write_parquet
-from pmem.graph import ProvenanceGraph, apply_log
-from pmem.graph.seams import LogSegment, localize, read_segment
+from pmem.graph import ProvenanceGraph
+from pmem.graph.seams import LogSegment, apply_log, localize, read_segment
 from pmem.graph.shards import LOG, part_name
 from pmem.ingest._memory import release_freed_memory
 

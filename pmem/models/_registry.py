@@ -102,12 +102,13 @@ def validate_spec(spec: ModelSpec, kind: ModelKind = "chat") -> ModelSpec:
 def model_id_of(spec: ModelSpec, kind: ModelKind = "chat") -> str:
     """The id the backend reports for ``spec`` (results, request logs and run ids carry it).
 
-    Asked of the backend (building a client starts nothing); where it cannot be built here (its extra
-    is not installed, its model file is elsewhere, it refuses the options), the model the spec names
-    (:meth:`ModelSpec.named_model`)."""
+    Asked of the backend (building a client starts nothing); where it cannot be built here, for any
+    reason (its extra is not installed, its model file is elsewhere, a plugin needs a credential this
+    process lacks), the model the spec names (:meth:`ModelSpec.named_model`): naming a run must not fail
+    where only running it would, and running it builds the client again and fails with the cause."""
     try:
         model = (make_embedder if kind == "embedder" else make_chat_model)(spec)
-    except (ImportError, OSError, ValueError, TypeError):
+    except Exception:  # a name, not a run: see above
         return spec.named_model()
     return str(model.model_id)
 

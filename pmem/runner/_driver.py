@@ -95,7 +95,7 @@ def resolve_out(spec: SweepSpec, out: str | os.PathLike[str] | None) -> Path:
 def plan_sweep(
     spec: SweepSpec, *, out: str | os.PathLike[str] | None = None, limit: int | None = None
 ) -> Plan:
-    prompts = {str(k): str(v) for k, v in sorted(prompt_hashes().items())}
+    prompts = prompt_hashes()
     digest = config_hash(spec, prompts)
     limit = limit or spec.run.limit
     run_id = run_id_for(spec, digest, limit)

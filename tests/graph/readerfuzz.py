@@ -150,7 +150,7 @@ def queries(
 def _keys(graph: Any, state: Path) -> list[str]:
     """The keys a trial reads: of a sharded state, the first two each part owns (a read of one key opens
     its part alone); of a single state, four spread over its keys; and a key never written."""
-    from pmem.graph._read._write_log import partition_of
+    from pmem.graph.seams import partition_of
     from pmem.graph.shards import is_sharded, read_index
 
     keys = sorted(graph.keys())

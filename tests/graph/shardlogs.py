@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from pmem.graph import WRITE_LOG_SCHEMA, ProvenanceGraph, apply_log
-from pmem.graph._read._write_log import LogSegment, localize, split_log
+from pmem.graph.seams import LogSegment, localize, split_log
 from pmem.graph.shards import LOG, REGISTRY, part_name, write_index
 
 OPS = ("accept", "accept", "accept", "contest", "reject", "revoke", "resolve", "noop")

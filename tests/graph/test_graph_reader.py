@@ -237,7 +237,7 @@ def test_a_read_checks_the_files_it_needs_only(
     metadata, tables, log and union numbering, not the other parts' (in a state of version 1, without
     the numbering, the other parts' logs and versions number its versions); the frontier checks every
     part's keys and versions only. A damaged file of another part does not stop a key's read."""
-    from pmem.graph._read._write_log import partition_of
+    from pmem.graph.seams import partition_of
 
     root = sharded_state(tmp_path, random_log(4, 400, keys=12), 3, numbering=numbering)
     union = ProvenanceGraph.load(root)
@@ -295,7 +295,7 @@ def test_a_cell_as_of_needs_a_write_log_and_a_seq(tmp_path: Path) -> None:
 def test_parts_with_no_rows_are_numbered_and_read(tmp_path: Path) -> None:
     """One observation and the operations citing it, over 4 parts: three parts hold no row, and their
     empty logs are numbered and searched as empty (the first numbering failed on them)."""
-    from pmem.graph._read._write_log import conform
+    from pmem.graph.seams import conform
 
     log = conform(
         pa.table(

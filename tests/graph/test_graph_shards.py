@@ -15,7 +15,7 @@ from statefuzz import digest_of, entries, reseal
 
 from pmem.graph import ProvenanceGraph, StateFileError, apply_log, partitions_of
 from pmem.graph._persist._state import _write_sealed
-from pmem.graph._read._write_log import LogSegment, conform, localize, read_segment, split_log
+from pmem.graph.seams import LogSegment, conform, localize, read_segment, split_log
 from pmem.graph.shards import INDEX, LOG, part_name, union_log
 
 

@@ -192,7 +192,7 @@ def test_a_part_resumes_from_the_segments_its_checkpoint_names(tmp_path: Path) -
     """In process: a segment written after the last checkpoint is removed, the named ones replayed into
     the commits' graph before its first commit."""
     from pmem.graph import apply_log
-    from pmem.graph._read._write_log import split_log
+    from pmem.graph.seams import split_log
 
     log, worker, folder = _a_part_of_sixty_facts(tmp_path)
     asyncio.run(worker.append(1, [(0, log.slice(0, 40), None)]))
@@ -223,7 +223,7 @@ def test_a_part_applies_its_appends_in_the_order_sent_whatever_order_they_arrive
     append run first: its segment could not be replayed): the driver numbers them and they run in that
     order."""
     from pmem.graph import apply_log
-    from pmem.graph._read._write_log import read_segment
+    from pmem.graph.seams import read_segment
 
     log, worker, folder = _a_part_of_sixty_facts(tmp_path)
 

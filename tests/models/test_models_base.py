@@ -299,3 +299,18 @@ def test_heuristic_takes_the_graphs_generic_key_words() -> None:
     from pmem.models import _heuristic
 
     assert _heuristic.GENERIC_KEY_WORDS is GENERIC_KEY_WORDS
+
+
+class _Unbuildable(ChatModel):
+    """A backend that cannot be built in this process (say, a credential it lacks)."""
+
+    @classmethod
+    def from_spec(cls, spec: Any) -> _Unbuildable:
+        msg = "OPENAI_API_KEY"
+        raise KeyError(msg)
+
+
+def test_a_model_that_cannot_be_built_here_is_named_by_its_spec() -> None:
+    from pmem.models import ModelSpec, model_id_of
+
+    assert model_id_of(ModelSpec(f"{__name__}:_Unbuildable", model="the-model")) == "the-model"

@@ -6,7 +6,6 @@ operations sorted by key, and writes the columns the loop would have written. Th
 from __future__ import annotations
 
 import itertools
-from array import array
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, cast
 
@@ -57,14 +56,6 @@ def _col(table: pa.Table, name: str) -> pa.Array[Any]:
     # one chunk as it is: combining would copy it (a table sliced from a larger one has sliced chunks)
     column = chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
     return cast("pa.Array[Any]", column)
-
-
-def _extend(column: array[int] | list[Any], values: np.ndarray) -> None:
-    """Append ``values`` to a graph column: one block copy for a typed column, else the objects."""
-    if isinstance(column, array):
-        column.frombytes(np.ascontiguousarray(values, dtype=_I64).data.cast("B"))
-    else:
-        column.extend(values.tolist())
 
 
 def _objects(items: Iterable[Any], count: int) -> NDArray[np.object_]:

@@ -58,12 +58,6 @@ class Operations:
         finally:
             self._retracting = None
 
-    def key_id(self, key: str) -> int:
-        """The id of ``key``, admitting it (empty) when new."""
-        store = self.store
-        kid = store.keys.id(key)
-        return store.keys.new(key) if kid is None else kid
-
     def valid_before(self, ev: int, version: int) -> bool:
         """Whether evidence ``ev`` is valid before the evidence that created ``version`` (both dated)."""
         store = self.store
@@ -126,7 +120,9 @@ class Operations:
         self._retracting_now(named, kid)
         name = OPS[op]
         if kid is None:
-            return self.fail(op, self.key_id(key), value, ev, f"{name}: the key has no current head")
+            return self.fail(
+                op, self.store.keys.admit(key), value, ev, f"{name}: the key has no current head"
+            )
         head, current = store.head_and_value(kid)
         if store.authority.configured() and outranked(store, ev, (head,)):
             return self.fail(op, kid, value, ev, _INSUFFICIENT)
@@ -171,7 +167,9 @@ class Operations:
         store = self.store
         kid = self.head_of(key)
         if kid is None:
-            return self.fail(CONTEST, self.key_id(key), value, ev, "contest: the key has no current head")
+            return self.fail(
+                CONTEST, self.store.keys.admit(key), value, ev, "contest: the key has no current head"
+            )
         head, current = store.head_and_value(kid)
         seq = store.next_seq()
         if current == value:
@@ -188,7 +186,9 @@ class Operations:
         store = self.store
         kid = self.head_of(key)
         if kid is None:
-            return self.fail(RESOLVE, self.key_id(key), value, ev, "resolve: the key has no current head")
+            return self.fail(
+                RESOLVE, self.store.keys.admit(key), value, ev, "resolve: the key has no current head"
+            )
         head, current = store.head_and_value(kid)
         if store.versions.status(head) != CONTESTED:
             return self.fail(RESOLVE, kid, value, ev, "resolve: the cell is not contested")
@@ -210,7 +210,7 @@ class Operations:
 
     def noop(self, key: str, value: str | None, ev: int) -> OpResult:
         store = self.store
-        kid = self.key_id(key)
+        kid = self.store.keys.admit(key)
         head, current = store.head_and_value(kid)
         if current is not None and value is not None and value != current:
             # evidence for another value is no support for the head: a failed precondition, like revoke's

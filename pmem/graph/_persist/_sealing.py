@@ -165,17 +165,6 @@ def _find_digest(data: _Bytes) -> tuple[_Algorithm, tuple[int, int]] | None:
     return None
 
 
-def _digest_slots(data: _Bytes) -> tuple[int, int] | None:
-    """Where the two copies of the file digest's hex digits are (see :func:`_find_digest`; the digest
-    is :func:`_sealed_digest`); None when the file carries none.
-
-    Raises:
-        ValueError: a frame without the mark, or with it twice (damage).
-    """
-    found = _find_digest(data)
-    return None if found is None else found[1]
-
-
 def _sealed_digest(data: _Bytes | pa.Buffer) -> str:
     """The digest a sealed file carries, as its schema message holds it (whatever its algorithm's
     length); :func:`_open_sealed` checks it against the bytes and against the footer's copy.

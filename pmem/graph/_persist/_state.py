@@ -559,10 +559,6 @@ def _payloads(outer: pa.Table) -> list[pa.Buffer]:
     return out
 
 
-def load_graph(cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None) -> ProvenanceGraph:
-    return load_state(cls, path, registry)[0]
-
-
 def load_state(
     cls: type[ProvenanceGraph], path: str | Path, registry: KeyRegistry | None
 ) -> tuple[ProvenanceGraph, str]:

@@ -23,7 +23,6 @@ I32: pa.DataType = pa.int32()
 I8: pa.DataType = pa.int8()
 STR: pa.DataType = pa.string()
 LSTR: pa.DataType = pa.large_string()
-F64: pa.DataType = pa.float64()
 
 _ADDED_IN = {
     "premises": 2,

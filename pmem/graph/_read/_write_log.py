@@ -42,8 +42,6 @@ REPLAY_ROWS = 1 << 18
 UNION_VERSIONS_SCHEMA = pa.schema([("union_id", pa.int64())])
 #: The format named in a union numbering's schema metadata.
 UNION_VERSIONS_FORMAT = "pmem-union-versions"
-#: The format named in a union numbering's schema metadata.
-UNION_VERSIONS_FORMAT = "pmem-union-versions"
 
 
 # --- who owns a key ----------------------------------------------------------------------------------

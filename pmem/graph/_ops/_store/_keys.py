@@ -58,16 +58,10 @@ class KeyColumns:
         newest[kid] = vid
         return older
 
-    def push_head(self, kid: int, vid: int) -> int:
-        """Make ``vid`` both the head and the newest version of key ``kid``; the newest one before."""
-        newest = self.k_newest
-        older = newest[kid]
-        self.k_head[kid] = newest[kid] = vid
-        return older
-
     def supersede_head(self, kid: int, vid: int) -> tuple[int, list[int] | None]:
-        """:meth:`push_head` and :meth:`pop_alternatives` in one call (an accept's, the write's hot path):
-        the newest version before, and the head's open alternatives (None: it had none)."""
+        """Make ``vid`` both the head and the newest version of key ``kid``, and take the head's open
+        alternatives (:meth:`pop_alternatives`) in one call (an accept's, the write's hot path): the newest
+        version before, and those alternatives (None: it had none)."""
         newest = self.k_newest
         older = newest[kid]
         self.k_head[kid] = newest[kid] = vid
