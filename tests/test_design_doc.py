@@ -1,5 +1,5 @@
-"""docs/design.md matches the code: every module and folder it names exists, and its Models section names
-every registered backend."""
+"""docs/design.md matches the code: every module and folder it names exists (in pmem/, tests/ and
+benchmarks/), and its Models section names every built-in backend."""
 
 from __future__ import annotations
 
@@ -15,13 +15,12 @@ _SPAN = re.compile(r"`([^`\s]+)`")
 
 
 def _segments(text: str) -> list[str]:
-    """Where a bare module name is read against the last folder named before it: a table cell, or a
+    """Where a bare module name is read against the last folder named before it: a table row, or a
     paragraph (blank-line separated), of the page."""
     out: list[str] = []
     for block in text.split("\n\n"):
         if block.lstrip().startswith("|"):
-            for row in block.splitlines():
-                out.extend(row.split("|"))
+            out.extend(block.splitlines())  # a row: a cell's bare names read against the row's folders
         else:
             out.append(block)
     return out
@@ -33,13 +32,19 @@ def named_paths(text: str) -> list[tuple[str, Path]]:
     for segment in _segments(text):
         folder: Path | None = None
         for span in _SPAN.findall(segment):
-            if span.startswith("pmem/") and not any(part.isupper() for part in span.split("/")):
+            rooted = span.startswith(("pmem/", "tests/", "benchmarks/"))
+            if rooted and not any(part.isupper() for part in span.split("/")):
                 # (``pmem/X/__init__.py``: a placeholder, not a path)
                 path = ROOT / span.rstrip("/")
-                folder = path if span.endswith("/") else path.parent
+                if span.startswith("pmem/"):  # the folders whose bare module names the page uses
+                    folder = path if span.endswith("/") else path.parent
                 found.append((span, path))
             elif folder is not None and re.fullmatch(r"\w+\.py|\w+/", span):
                 found.append((span, folder / span.rstrip("/")))
+            elif re.fullmatch(r"\w+\.py", span):
+                # a bare module before any folder is named reads against none: reported missing (a bare
+                # folder there names a run directory's, ``results/``, not the repository's)
+                found.append((span, ROOT / "no folder named before it" / span))
     return found
 
 

@@ -22,8 +22,9 @@ LAZY_IMPORTS: dict[tuple[str, str], str] = {
         "graph's operation names"
     ),
 }
-#: the most imports inside functions of pmem's own modules
-MOST_LAZY_IMPORTS = 30
+#: the most imports inside functions of pmem's own modules: today's count, so that one more of a listed
+#: (file, module) pair, which LAZY_IMPORTS alone lets through, is seen
+MOST_LAZY_IMPORTS = 3
 
 
 def _type_checking_nodes(tree: ast.AST) -> set[int]:

@@ -1,7 +1,8 @@
 """The `vllm` backend: N replicas per model, hosted by Ray actors running vLLM's OpenAI server.
 
-Three parts, three modules: :mod:`pmem.models._replicas` launches and restarts the servers (Ray
-placement; processes and health in :mod:`pmem.models._replica`); :mod:`pmem.models._openai` speaks the OpenAI protocol to each one;
+Three parts: the servers are launched (:mod:`pmem.models._launch`: their command lines), placed on Ray
+and kept as a pool (:mod:`pmem.models._replicas`), each watched and restarted by its actor
+(:mod:`pmem.models._replica`); :mod:`pmem.models._openai` speaks the OpenAI protocol to each one;
 :mod:`pmem.models._routing` routes one history's calls to one replica and fails over to the next when a
 replica is down (which this backend then restarts). The pool starts on first use, or on ``start()``.
 

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from pmem.runner._config import SweepSpec
     from pmem.runner._driver import Plan
     from pmem.runner._progress import Progress
-    from pmem.runner._store import RunStore
 
 #: Histories with more events than this are put in Ray's object store once and shared by all arms.
 _PUT_EVENTS = 200
@@ -114,8 +113,9 @@ class RunnerPool:
 
     def keep_logs(self) -> None:
         """Keep the hosted servers' logs in the run's ``logs/`` as they are now (each file rewritten with
-        its server's log so far): done every :data:`_LOG_SAVE_S` and at the end, so that a sweep killed
-        mid-way keeps all but its last minutes of them."""
+        its server's log so far): the sweep loop does it every ``_LOG_SAVE_S`` seconds and at the end
+        (:func:`pmem.runner._driver.execute`), so that a sweep killed mid-way keeps all but its last
+        minutes of them."""
         self.hosts.save_logs(self.store.root / LOGS)
 
     def stop(self) -> None:
@@ -214,9 +214,10 @@ def note_loop_stats(pool: RunnerPool, progress: Progress) -> None:
     )
 
 
-def record_failure(store: RunStore, plan: Plan, u: Unit, error: str) -> None:
-    """Write unit ``u``'s failure row (its history's failed file)."""
-    store.write_failure(u.uid, failure_row(plan.run_id, u, plan.histories[plan.unit_history[u.uid]], error))
+def record_failure(plan: Plan, u: Unit, error: str) -> None:
+    """Write unit ``u``'s failure row (its history's failed file) in the plan's run."""
+    history = plan.histories[plan.unit_history[u.uid]]
+    plan.store.write_failure(u.uid, failure_row(plan.run_id, u, history, error))
 
 
 class Scheduler:
@@ -289,7 +290,7 @@ class Scheduler:
                     continue
                 # An error escaping the runner (e.g. a failed commit): the unit fails, the sweep goes on.
                 s = {"uid": u.uid, "status": "failed", "error": f"runner error: {exc}"[:2000]}
-                record_failure(self.plan.store, self.plan, u, s["error"])
+                record_failure(self.plan, u, s["error"])
             self._ended(u, s)
         for i in sorted(dead):
             self._replace(i)
@@ -325,7 +326,7 @@ class Scheduler:
                 self._ended(u, {"uid": u.uid, "status": "complete", "error": None})
             elif u.attempt >= self.max_retries:
                 err = f"runner died {u.attempt + 1} times while running this history"
-                record_failure(self.plan.store, self.plan, u, err)
+                record_failure(self.plan, u, err)
                 self._ended(u, {"uid": u.uid, "status": "failed", "error": err})
             else:
                 self.queue.append(Unit(**{**u.__dict__, "attempt": u.attempt + 1}))

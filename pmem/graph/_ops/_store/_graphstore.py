@@ -92,8 +92,11 @@ class GraphStore:
     def append_version(self, kid: int, value: str, status: int, seq: int, ev: int, prev: int) -> int:
         """Append a version of key ``kid`` superseding ``prev`` (open, created at ``seq`` from evidence
         ``ev``) as the key's newest, keeping its arrival chain; return its id."""
-        vid = self.versions.count()
-        return self.versions.append(kid, value, status, seq, ev, prev, self.keys.push(kid, vid))
+        vid = self.versions.append_open(kid, value, status, seq, ev, prev)
+        older = self.keys.push(kid, vid)
+        if older != prev:
+            self.versions.link_older(vid, older)
+        return vid
 
     def accept(self, kid: int, head: int, value: str, ev: int) -> None:
         """A new active head of key ``kid`` holding ``value`` (from evidence ``ev``), superseding its head

@@ -26,7 +26,7 @@ class VersionColumns:
     so. Which versions are heads the keys know: the methods that need it take the head.
 
     >>> versions = VersionColumns()
-    >>> versions.append(0, "$30k", ACTIVE, 1, NONE, NONE, NONE)
+    >>> versions.append_open(0, "$30k", ACTIVE, 1, NONE, NONE)
     0
     >>> versions.value(0), versions.chain(0)
     ('$30k', [0])
@@ -51,18 +51,10 @@ class VersionColumns:
 
     # ------------------ writing
 
-    def append(self, kid: int, value: str, status: int, seq: int, ev: int, prev: int, older: int) -> int:
-        """Append a version of key ``kid`` superseding ``prev`` (open, created at ``seq`` from evidence
-        ``ev``) whose key's previous newest version is ``older``; its id."""
-        vid = self.append_open(kid, value, status, seq, ev, prev)
-        if older != prev:
-            self.v_older[vid] = older
-        return vid
-
     def append_open(self, kid: int, value: str, status: int, seq: int, ev: int, prev: int) -> int:
         """Append an open version of key ``kid`` superseding ``prev`` (created at ``seq`` from evidence
-        ``ev``), its key's newest unless :meth:`link_older` says which arrived before it (an accept, the
-        write's hot path, links it once the key has it: :meth:`append` needs that version first); its id."""
+        ``ev``), its key's newest unless :meth:`link_older` then says which arrived before it (the key
+        knows that version once it has the new one's id); its id."""
         vid = len(self.v_key)
         self.v_key.append(kid)
         self.v_value.append(value)
