@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from pmem.bench import Event
 from pmem.ingest._spec import IngestSpec, load_ingest_config
 from pmem.ingest._stream import read_stream
-from pmem.models import make_chat_model, make_embedder
 
 if TYPE_CHECKING:
     from pmem.graph import ProvenanceGraph
@@ -38,7 +37,7 @@ def ingest_sequential(
 
 async def _run(stream: Path, spec: IngestSpec, skip_bad: bool) -> ProvenanceGraph:
 
-    path = spec.write_path(make_chat_model(spec.agent.spec), make_embedder(spec.embedder.spec))
+    path = spec.write_path(spec.agent.chat_model(), spec.embedder.embedder_model())
     position = 0
     for batch in read_stream(stream, skip_bad=skip_bad):
         units: list[list[Event]] = []  # consecutive text rows, written together (the same as one by one)

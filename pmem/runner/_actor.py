@@ -259,7 +259,7 @@ def model_client(spec: RoleSpec, key: str, hosted: dict[str, Any], cache: Any) -
     ``cache`` when there is one. Runners and ingest workers build their clients with it."""
     h = hosted.get(key)
     if h is None:
-        return spec.embedder_model(cache) if spec.role == "embedder" else spec.chat_model(cache)
+        return spec.model(cache)
 
     model = RoutedEmbedder(h) if spec.role == "embedder" else RoutedChat(h)
     if cache is None:

@@ -144,6 +144,10 @@ class RoleSpec:
         """The embedder of the ``embedder`` role, built like :meth:`chat_model`."""
         return make_embedder(self.spec, cache=cache)
 
+    def model(self, cache: ResponseCache | None = None) -> ChatModel | Embedder:
+        """This role's model: its embedder for the ``embedder`` role, else its chat model."""
+        return self.embedder_model(cache) if self.role == "embedder" else self.chat_model(cache)
+
     @property
     def options(self) -> tuple[tuple[str, Any], ...]:
         """Every key of the table but ``backend``, sorted (``model`` and ``url`` included)."""

@@ -23,8 +23,6 @@ from pmem.models import (
     HOSTED_BACKENDS,
     PooledModel,
     RoutedChatModel,
-    make_chat_model,
-    make_embedder,
     openai_replicas,
 )
 from pmem.models import RoutedEmbedder as _RoutedEmbedder
@@ -92,7 +90,7 @@ class HostedModels:
             kind = "embed" if spec.role == "embedder" else "chat"
             shared = pools.get((kind, spec.spec))
             if shared is None:
-                built = (make_embedder if spec.role == "embedder" else make_chat_model)(spec.spec)
+                built = spec.model()
                 assert isinstance(built, PooledModel)
                 shared = pools[(kind, spec.spec)] = built
                 self.models.append(shared)
